@@ -1,0 +1,31 @@
+"""One error family; `cli.py` maps each to a one-line message and an exit code."""
+
+from __future__ import annotations
+
+__all__ = [
+    "EXIT_NO_STATS", "EXIT_OK", "EXIT_USAGE", "InputError", "LogwatchError", "NoStatsError", "UsageError",
+]
+
+EXIT_OK = 0
+EXIT_NO_STATS = 1
+EXIT_USAGE = 2
+
+
+class LogwatchError(Exception):
+    """Base: a message for the user (one line) and the exit code that goes with it."""
+
+    exit_code = EXIT_USAGE
+
+
+class UsageError(LogwatchError):
+    """Bad flags or arguments."""
+
+
+class InputError(LogwatchError):
+    """A file that cannot be read: missing, a directory, permission denied, a corrupt .gz."""
+
+
+class NoStatsError(LogwatchError):
+    """The inputs were read but held no stats line."""
+
+    exit_code = EXIT_NO_STATS

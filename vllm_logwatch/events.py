@@ -1,0 +1,198 @@
+"""One frozen pydantic model per kind of vLLM log line.
+
+The parser (`parse.py`) turns a line into one of these; everything downstream (metrics, CSV, JSONL,
+summaries) reads them. Values keep the units vLLM prints: percent stays percent (`*_pct`), throughput
+is tokens/s. No model ever carries free log text: logs hold users' prompts.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "STATS_COLUMNS",
+    "EngineStats",
+    "Event",
+    "HttpAccess",
+    "LogMessage",
+    "PrefixCacheRates",
+    "ServerInfo",
+    "SpecDecodeStats",
+    "Unparsed",
+]
+
+
+class _Record(BaseModel):
+    """Where a line came from and when vLLM wrote it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    time: datetime | None = None
+    """Full timestamp, once the year and zone are known (see `timeparse`)."""
+    file: str | None = None
+    line: int | None = None
+    """1-based line number in `file`."""
+    stamp: str | None = None
+    """vLLM's own year-less `MM-DD HH:MM:SS`, as printed."""
+    level: str | None = None
+    """Log level of the line (`INFO`, `DEBUG`, ... ; `None` when the line has no vLLM header)."""
+    process: str | None = None
+    """vLLM process name from the `(Name pid=N)` prefix, e.g. `APIServer`."""
+
+
+class EngineStats(_Record):
+    """The periodic stats line: `Engine 000: Avg prompt throughput: ...` and every older shape."""
+
+    kind: Literal["stats"] = "stats"
+    engine: int | None = None
+    engines_aggregated: int | None = None
+    """`N` of an `N Engines Aggregated:` line (then `engine` is None)."""
+    prompt_throughput: float | None = None
+    generation_throughput: float | None = None
+    running: int | None = None
+    waiting: int | None = None
+    swapped: int | None = None
+    gpu_kv_cache_usage_pct: float | None = None
+    cpu_kv_cache_usage_pct: float | None = None
+    prefix_cache_hit_rate_pct: float | None = None
+    prefix_cache_hit_rate_cpu_pct: float | None = None
+    mm_cache_hit_rate_pct: float | None = None
+    extra: dict[str, float] = Field(default_factory=dict)
+    """Fields without a column: known ones (`preemptions`, `deferred`, ...) and unknown ones."""
+    unknown_fields: int = 0
+    """How many fields of the line the parser did not know (they are kept in `extra`)."""
+    device: str | None = None
+    """The device word of the KV usage field (`GPU`, `CPU`, `XPU`, ...)."""
+
+    @property
+    def is_v0(self) -> bool:
+        """V0 engine lines name `Swapped:` / `Pending:` (there `CPU KV cache` is swap space)."""
+        return self.swapped is not None
+
+    @property
+    def kv_cache_usage_pct(self) -> float | None:
+        """The KV cache usage of the device that serves (V1 on CPU reports `CPU KV cache usage`)."""
+        if self.gpu_kv_cache_usage_pct is not None:
+            return self.gpu_kv_cache_usage_pct
+        if not self.is_v0:
+            return self.cpu_kv_cache_usage_pct
+        return None
+
+
+STATS_COLUMNS: tuple[str, ...] = (
+    "time",
+    "file",
+    "line",
+    "engine",
+    "prompt_throughput",
+    "generation_throughput",
+    "running",
+    "waiting",
+    "swapped",
+    "gpu_kv_cache_usage_pct",
+    "cpu_kv_cache_usage_pct",
+    "prefix_cache_hit_rate_pct",
+    "prefix_cache_hit_rate_cpu_pct",
+    "mm_cache_hit_rate_pct",
+    "extra",
+)
+"""CSV columns and JSONL keys of a stats record, in order (DESIGN.md)."""
+
+
+class PrefixCacheRates(_Record):
+    """V0's separate `Prefix cache hit rate: GPU: x%, CPU: y%` line (merged into the stats before it)."""
+
+    kind: Literal["prefix"] = "prefix"
+    gpu_pct: float
+    cpu_pct: float
+
+
+class SpecDecodeStats(_Record):
+    """Speculative decoding: V0 `Speculative metrics:`, V1 `SpecDecoding metrics:` (all variants),
+    and `DiffusionDecoding metrics:`.
+
+    V1 counts are per interval; V0 counts are cumulative since engine start (`cumulative`).
+    """
+
+    kind: Literal["spec"] = "spec"
+    format: Literal["v0", "v1", "diffusion"]
+    cumulative: bool = False
+    engine: int | None = None
+    mean_acceptance_length: float | None = None
+    accepted_throughput: float | None = None
+    drafted_throughput: float | None = None
+    accepted_tokens: int | None = None
+    drafted_tokens: int | None = None
+    draft_acceptance_rate_pct: float | None = None
+    per_position_acceptance_rate: tuple[float, ...] | None = None
+    system_efficiency: float | None = None
+    num_speculative_tokens: int | None = None
+    emitted_tokens: int | None = None
+    extra: dict[str, float] = Field(default_factory=dict)
+
+
+class ServerInfo(_Record):
+    """Facts from start-up lines. One line gives one or two of them; the rest stay None."""
+
+    kind: Literal["info"] = "info"
+    vllm_version: str | None = None
+    model: str | None = None
+    served_model_name: str | None = None
+    port: int | None = None
+    kv_cache_device: str | None = None
+    kv_cache_tokens: int | None = None
+    max_concurrency: float | None = None
+    max_concurrency_tokens_per_request: int | None = None
+    gpu_blocks: int | None = None
+    cpu_blocks: int | None = None
+    available_kv_cache_gib: float | None = None
+    model_load_gib: float | None = None
+    model_load_seconds: float | None = None
+    weights_load_seconds: float | None = None
+    graph_capture_seconds: float | None = None
+    graph_capture_gib: float | None = None
+    init_engine_seconds: float | None = None
+    torch_compile_seconds: float | None = None
+    max_model_len: int | None = None
+    tensor_parallel_size: int | None = None
+    api_server_count: int | None = None
+    server_listening: bool | None = None
+    """`Starting vLLM server on ...` / `Application startup complete.`: the server is up."""
+    stats_logging_disabled: bool | None = None
+    """vLLM's own warning that it will print no stats line (more than one API server)."""
+    new_launch: bool = False
+    """The first line of a vLLM start-up (version banner): per-engine state starts over."""
+
+
+class HttpAccess(_Record):
+    """A uvicorn access line. The client address is not kept."""
+
+    kind: Literal["access"] = "access"
+    method: str
+    path: str
+    """Request path without the query string."""
+    status: int
+
+
+class LogMessage(_Record):
+    """A WARNING / ERROR / CRITICAL line: its level, where it was logged and, for the failures we
+    know, a short `problem` tag. Never the message text."""
+
+    kind: Literal["log"] = "log"
+    location: str | None = None
+    """`file.py:N` of the logging call."""
+    problem: str | None = None
+    """`engine_dead`, `out_of_memory`, `worker_died`, ... for known failure lines."""
+
+
+class Unparsed(_Record):
+    """A line that starts like a stats or spec line but could not be read: counted, never raised."""
+
+    kind: Literal["unparsed"] = "unparsed"
+    what: Literal["stats", "spec", "prefix"]
+
+
+Event = EngineStats | PrefixCacheRates | SpecDecodeStats | ServerInfo | HttpAccess | LogMessage | Unparsed

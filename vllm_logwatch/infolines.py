@@ -1,0 +1,179 @@
+"""Start-up facts (`ServerInfo`) and known failure tags, read from a vLLM message.
+
+A table of (pattern, builder) pairs; the first pattern that matches wins. Patterns follow
+../shared/vllm-log-formats.md section 5 (start-up lines) and section 6 (failures).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+from .events import ServerInfo
+
+__all__ = ["parse_info", "problem_of"]
+
+
+def _int(text: str) -> int:
+    return int(text.replace(",", ""))
+
+
+def _port_of(url: str) -> int | None:
+    m = re.search(r":(\d{1,5})/?$", url)
+    return int(m.group(1)) if m else None
+
+
+def _served_name(args: str) -> str | None:
+    m = re.search(r"'served_model_name': (?:\[)?'([^']+)'", args)
+    if m is None:
+        m = re.search(r"served_model_name=(?:\[)?'?([^',\])\s]+)", args)
+    return m.group(1) if m and m.group(1) != "None" else None
+
+
+def _args_facts(m: re.Match[str]) -> dict[str, Any]:
+    """`non-default args: {...}` (0.9+) and `args: Namespace(...)` (older)."""
+    args = m.group(1)
+    facts: dict[str, Any] = {}
+    for key, attr, conv in (
+        ("port", "port", int),
+        ("tensor_parallel_size", "tensor_parallel_size", int),
+        ("max_model_len", "max_model_len", int),
+        ("api_server_count", "api_server_count", int),
+    ):
+        km = re.search(rf"['\b]?{key}'?[:=] ?(\d+)", args)
+        if km:
+            facts[attr] = conv(km.group(1))
+    mm = re.search(r"'model': '([^']+)'|\bmodel='([^']+)'", args)
+    if mm:
+        facts["model"] = mm.group(1) or mm.group(2)
+    served = _served_name(args)
+    if served:
+        facts["served_model_name"] = served
+    if re.search(r"'disable_log_stats': True|disable_log_stats=True", args):
+        facts["stats_logging_disabled"] = True
+    return facts
+
+
+def _engine_config(m: re.Match[str]) -> dict[str, Any]:
+    facts: dict[str, Any] = {"vllm_version": m.group(1)}
+    config = m.group(2)
+    mm = re.search(r"\bmodel='([^']+)'", config)
+    if mm:
+        facts["model"] = mm.group(1)
+    served = _served_name(config)
+    if served:
+        facts["served_model_name"] = served
+    for key, attr in (("tensor_parallel_size", "tensor_parallel_size"), ("max_seq_len", "max_model_len")):
+        km = re.search(rf"\b{key}=(\d+)", config)
+        if km:
+            facts[attr] = int(km.group(1))
+    return facts
+
+
+def _kv_size(m: re.Match[str]) -> dict[str, Any]:
+    facts: dict[str, Any] = {"kv_cache_device": m.group(1), "kv_cache_tokens": _int(m.group(2))}
+    if m.group(3):
+        facts["max_concurrency_tokens_per_request"] = _int(m.group(3))
+        facts["max_concurrency"] = float(m.group(4))
+    return facts
+
+
+_Builder = Callable[[re.Match[str]], dict[str, Any]]
+_TABLE: tuple[tuple[re.Pattern[str], _Builder], ...] = (
+    (re.compile(r"vLLM server version (\S+), serving model (\S+)"),
+     lambda m: {"vllm_version": m.group(1), "model": m.group(2), "new_launch": True}),
+    (re.compile(r"vLLM API server version (\S+)"),
+     lambda m: {"vllm_version": m.group(1), "new_launch": True}),
+    # 0.16+ start-up logo: two of its art lines end in the version and the model.
+    (re.compile(r"[\u2580-\u259f].*\s version (\S+)\s*$"),
+     lambda m: {"vllm_version": m.group(1), "new_launch": True}),
+    (re.compile(r"[\u2580-\u259f].*\s model\s+(\S+)\s*$"), lambda m: {"model": m.group(1)}),
+    (re.compile(r"^(?:non-default )?args: (.*)$"), _args_facts),
+    (re.compile(r"Initializing an? (?:V[01] )?LLM engine \(v([^)\s]+)\) with config: (.*)$"), _engine_config),
+    (re.compile(
+        r"^([A-Za-z]+(?: \+ host)?) KV cache size: ([\d,]+) tokens"
+        r"(?:, Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x)?"),
+     _kv_size),
+    (re.compile(r"^Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x"),
+     lambda m: {"max_concurrency_tokens_per_request": _int(m.group(1)),
+                "max_concurrency": float(m.group(2))}),
+    (re.compile(r"^# ([A-Za-z]+) blocks: (\d+), # CPU blocks: (\d+)"),
+     lambda m: {"gpu_blocks": int(m.group(2)), "cpu_blocks": int(m.group(3))}),
+    (re.compile(r"^# GPU blocks: (\d+)$"), lambda m: {"gpu_blocks": int(m.group(1))}),
+    (re.compile(r"^Available KV cache memory: ([\d.]+) GiB"),
+     lambda m: {"available_kv_cache_gib": float(m.group(1))}),
+    (re.compile(r"^Model loading took ([\d.]+) GiB(?: memory)? and ([\d.]+) seconds"),
+     lambda m: {"model_load_gib": float(m.group(1)), "model_load_seconds": float(m.group(2))}),
+    (re.compile(r"^Model loading took ([\d.]+) GB and ([\d.]+) seconds"),
+     lambda m: {"model_load_gib": float(m.group(1)) * 1e9 / 2**30,
+                "model_load_seconds": float(m.group(2))}),
+    (re.compile(r"^Loading model weights took ([\d.]+) GB"),
+     lambda m: {"model_load_gib": float(m.group(1)) * 1e9 / 2**30}),
+    (re.compile(r"^Loading weights took ([\d.]+) seconds"),
+     lambda m: {"weights_load_seconds": float(m.group(1))}),
+    (re.compile(r"^Graph capturing finished in ([\d.]+) secs(?:, took ([\d.]+) GiB)?"),
+     lambda m: {"graph_capture_seconds": float(m.group(1)),
+                **({"graph_capture_gib": float(m.group(2))} if m.group(2) else {})}),
+    (re.compile(r"^init engine \(profile, create kv cache, warmup model\) took ([\d.]+) s"),
+     lambda m: {"init_engine_seconds": float(m.group(1))}),
+    (re.compile(r"torch\.compile take?s? ([\d.]+) s in total|torch\.compile took ([\d.]+) s in total"),
+     lambda m: {"torch_compile_seconds": float(m.group(1) or m.group(2))}),
+    (re.compile(r"^Using max model len (\d+)"), lambda m: {"max_model_len": int(m.group(1))}),
+    (re.compile(r"^Starting vLLM (?:API )?server (?:\d+ )?on (https?://\S+)"),
+     lambda m: {"server_listening": True, "port": _port_of(m.group(1))}),
+    (re.compile(r"Uvicorn running on (https?://\S+)"),
+     lambda m: {"server_listening": True, "port": _port_of(m.group(1))}),
+    (re.compile(r"^Application startup complete"), lambda m: {"server_listening": True}),
+    (re.compile(r"api_server_count more than 1; disabling stats logging"),
+     lambda m: {"stats_logging_disabled": True}),
+    (re.compile(r"^Defaulting api_server_count to data_parallel_size \((\d+)\)"),
+     lambda m: {"api_server_count": int(m.group(1))}),
+)
+# Cheap first filter: a message that shares no word with any pattern above is not a start-up fact.
+_HOOKS = (
+    "version", "args:", "LLM engine", "KV cache", "concurrency", "blocks:", "took", "torch.compile",
+    "max model len", "server", "Uvicorn", "startup complete", "api_server_count", "\u2580", "\u2584",
+    "\u2588",
+)
+
+
+def parse_info(msg: str, common: dict[str, Any]) -> ServerInfo | None:
+    """A start-up fact from a message, or None."""
+    if not any(h in msg for h in _HOOKS):
+        return None
+    for pattern, build in _TABLE:
+        m = pattern.search(msg)
+        if m is not None:
+            facts = {k: v for k, v in build(m).items() if v is not None}
+            return ServerInfo(**facts, **common)
+    return None
+
+
+_PROBLEMS: tuple[tuple[str, str], ...] = (
+    ("EngineCore encountered a fatal error", "engine_fatal"),
+    ("EngineCore failed to start", "engine_start_failed"),
+    ("Engine core initialization failed", "engine_start_failed"),
+    ("EngineDeadError", "engine_dead"),
+    ("EngineCore encountered an issue", "engine_dead"),
+    ("output_handler failed", "engine_dead"),
+    ("Background loop", "engine_dead"),
+    ("Engine loop", "engine_dead"),
+    ("died unexpectedly", "process_died"),
+    ("out of memory", "out_of_memory"),
+    ("OutOfMemoryError", "out_of_memory"),
+    ("not enough GPU memory", "out_of_memory"),
+    ("No available memory for the cache blocks", "no_kv_memory"),
+    ("stored in KV cache", "kv_cache_too_small"),
+    ("larger than the available KV cache memory", "kv_cache_too_small"),
+    ("is preempted by", "preemption"),
+    ("disabling stats logging", "stats_logging_disabled"),
+)
+
+
+def problem_of(msg: str) -> str | None:
+    """A short tag for the failures operators alert on; None for other messages."""
+    for needle, tag in _PROBLEMS:
+        if needle in msg:
+            return tag
+    return None

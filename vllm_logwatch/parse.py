@@ -1,0 +1,347 @@
+"""`parse_line(text) -> Event | None`: one vLLM log line to one event. Pure: no I/O, no clock.
+
+A line is `[outer prefixes] [(Proc pid=N) ] LEVEL MM-DD HH:MM:SS [file.py:N] message`, but any part
+before the message may be missing or different (docker, journald, compose, ANSI colours, old
+`file.py:N]` locations, JSON records). So the header is *searched for*, never counted from the
+start, and messages are recognised by their own first words. Stats fields are read by name: an
+unknown field lands in `extra` and is counted, so a new vLLM release never breaks parsing.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any, Literal
+
+from .events import (
+    EngineStats,
+    Event,
+    HttpAccess,
+    LogMessage,
+    PrefixCacheRates,
+    SpecDecodeStats,
+    Unparsed,
+)
+from .infolines import parse_info, problem_of
+
+__all__ = ["KNOWN_EXTRA", "KNOWN_EXTRA_KEYS", "parse_line", "strip_ansi"]
+
+# Colour codes, with or without the ESC byte (some collectors drop it: `[1;36m(APIServer ...)[0;0m`).
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]|\[[0-9][0-9;]*m")
+_HEADER = re.compile(
+    r"(?<![A-Za-z])(TRACE|DEBUG|INFO|WARNING|ERROR|CRITICAL) "
+    r"(\d\d-\d\d \d\d:\d\d:\d\d)(?:[.,]\d+)? +"
+    r"\[?([^\s\[\]]+?:\d+)\] ?"
+)
+_PROCESS = re.compile(r"\(([^()]*?) pid=\d+[^()]*\)")
+_ACCESS = re.compile(
+    r"(?<![A-Za-z])(?:INFO|WARNING|ERROR):\s+\S+ - \"([A-Z]{3,10}) (\S+) HTTP/[\d.]+\" (\d{3})"
+)
+_STATS_START = re.compile(
+    r"(?:Engine (\d{3,}): |(\d+) Engines Aggregated: )?"
+    r"(?=Avg prompt t|Running: \d+ reqs, Waiting: \d+ reqs\s*$)"
+)
+_STATS_ANYWHERE = re.compile(r"(?:Engine \d{3,}: |\d+ Engines Aggregated: )?Avg prompt t(?:hroughput|put): ")
+_SPEC_START = re.compile(r"(?:Engine (\d{3,}): )?(SpecDecoding|Speculative|DiffusionDecoding) metrics: ")
+_V0_PREFIX = re.compile(
+    r"Prefix cache hit rate: GPU: (-?[\d.]+|nan)%, CPU: (-?[\d.]+|nan)%\s*\.?\s*$"
+)
+_GLUED = re.compile(r"^([^:]+: \S+(?: reqs| tokens/s| toks/s| tokens)?) ([A-Z][^:]*: .*)$")
+_VALUE = re.compile(
+    r"^\s*(-?(?:\d[\d,]*(?:\.\d*)?|\.\d+)|[-+]?nan|[-+]?inf)\s*(%|[A-Za-z/]+(?: [A-Za-z/]+)*)?\s*$",
+    re.IGNORECASE,
+)
+_KV_USAGE = re.compile(r"^([A-Za-z]+(?: \+ host)?) kv cache (?:usage|used)$", re.IGNORECASE)
+_KV_FETCH = re.compile(r"(\d+) waiting to start, (\d+) in progress, (\d+) completed waiting")
+_SLUG = re.compile(r"[^a-z0-9]+")
+
+
+# Stats field name (lower case) -> (attribute, type).
+_STATS_FIELDS: dict[str, tuple[str, type]] = {
+    "avg prompt throughput": ("prompt_throughput", float),
+    "avg prompt tput": ("prompt_throughput", float),
+    "avg generation throughput": ("generation_throughput", float),
+    "avg generation tput": ("generation_throughput", float),
+    "running": ("running", int),
+    "reqs running": ("running", int),
+    "waiting": ("waiting", int),
+    "pending": ("waiting", int),
+    "swapped": ("swapped", int),
+    "prefix cache hit rate": ("prefix_cache_hit_rate_pct", float),
+    "mm cache hit rate": ("mm_cache_hit_rate_pct", float),
+}
+KNOWN_EXTRA: dict[str, str] = {
+    "preemptions": "preemptions",
+    "deferred": "deferred",
+    "corrupted": "corrupted",
+    "external prefix cache hit rate": "external_prefix_cache_hit_rate_pct",
+}
+"""Stats fields vLLM documents that have no CSV column: kept in `extra` under these keys."""
+_KV_FETCH_KEYS = ("kv_fetch_waiting", "kv_fetch_in_progress", "kv_fetch_completed_waiting")
+KNOWN_EXTRA_KEYS = frozenset(KNOWN_EXTRA.values()) | frozenset(_KV_FETCH_KEYS)
+
+_SPEC_FIELDS: dict[str, tuple[str, type]] = {
+    "mean acceptance length": ("mean_acceptance_length", float),
+    "accepted throughput": ("accepted_throughput", float),
+    "drafted throughput": ("drafted_throughput", float),
+    "accepted": ("accepted_tokens", int),
+    "drafted": ("drafted_tokens", int),
+    "draft acceptance rate": ("draft_acceptance_rate_pct", float),
+    "avg draft acceptance rate": ("draft_acceptance_rate_pct", float),
+    "system efficiency": ("system_efficiency", float),
+    "number of speculative tokens": ("num_speculative_tokens", int),
+    "number of accepted tokens": ("accepted_tokens", int),
+    "number of draft tokens": ("drafted_tokens", int),
+    "number of emitted tokens": ("emitted_tokens", int),
+}
+_MAX_EXTRA = 32
+"""Unknown fields kept per line; a longer tail is counted but dropped (label-like data stays bounded)."""
+
+
+class _Unreadable(ValueError):
+    """A known field whose value is not a number."""
+
+
+def strip_ansi(text: str) -> str:
+    """Remove terminal colour codes, with or without their ESC byte.
+
+    >>> strip_ansi("\\x1b[1;36m(APIServer pid=1)\\x1b[0;0m INFO")
+    '(APIServer pid=1) INFO'
+    """
+    if "[" not in text:
+        return text
+    return _ANSI.sub("", text)
+
+
+def parse_line(text: str) -> Event | None:
+    """Parse one line of vLLM output; None when the line carries nothing we count.
+
+    Never raises: a line that starts like a stats line but cannot be read gives `Unparsed`.
+
+    >>> e = parse_line("(APIServer pid=1) INFO 11-29 19:26:05 [loggers.py:335] Engine 000: "
+    ...                "Avg prompt throughput: 915.2 tokens/s, Avg generation throughput: 2198.7 tokens/s, "
+    ...                "Running: 16 reqs, Waiting: 8 reqs, CPU KV cache usage: 1.1%")
+    >>> e.engine, e.generation_throughput, e.running, e.cpu_kv_cache_usage_pct
+    (0, 2198.7, 16, 1.1)
+    """
+    try:
+        return _parse(text)
+    except Exception:
+        return Unparsed(what="stats")
+
+
+def _parse(text: str) -> Event | None:
+    line = strip_ansi(text).rstrip("\r\n")
+    stripped = line.strip()
+    if stripped.startswith("{") and stripped.endswith("}"):
+        return _parse_json(stripped)
+    m = _HEADER.search(line)
+    if m is None:
+        return _parse_headerless(line)
+    level, stamp, location = m.group(1), m.group(2), m.group(3)
+    pm = _PROCESS.search(line, 0, m.start())
+    process = pm.group(1).strip() if pm else None
+    return _parse_message(line[m.end():].rstrip(), level, stamp, location, process)
+
+
+def _parse_message(
+    msg: str, level: str | None, stamp: str | None, location: str | None, process: str | None
+) -> Event | None:
+    common: dict[str, Any] = {"stamp": stamp, "level": level, "process": process}
+    sm = _STATS_START.match(msg)
+    if sm is not None:
+        return _parse_stats(msg, sm, common)
+    if msg.startswith("Prefix cache hit rate: GPU:"):
+        pm = _V0_PREFIX.match(msg)
+        if pm is None:
+            return Unparsed(what="prefix", **common)
+        return PrefixCacheRates(gpu_pct=float(pm.group(1)), cpu_pct=float(pm.group(2)), **common)
+    spm = _SPEC_START.match(msg)
+    if spm is not None:
+        return _parse_spec(msg, spm, common)
+    info = parse_info(msg, common)
+    if info is not None:
+        return info
+    if level in ("WARNING", "ERROR", "CRITICAL"):
+        return LogMessage(location=location, problem=problem_of(msg), **common)
+    return None
+
+
+def _parse_headerless(line: str) -> Event | None:
+    am = _ACCESS.search(line)
+    if am is not None:
+        path = am.group(2).split("?", 1)[0]
+        return HttpAccess(method=am.group(1), path=path, status=int(am.group(3)))
+    sm = _STATS_ANYWHERE.search(line)
+    if sm is not None:  # a custom format without vLLM's header: no time, but the numbers count
+        return _parse_message(line[sm.start():].rstrip(), None, None, None, None)
+    if "Uvicorn running on" in line or "Application startup complete" in line:
+        return parse_info(line.strip(), {"stamp": None, "level": None, "process": None})
+    if line.startswith(("WARNING:", "ERROR:", "CRITICAL:")):
+        return LogMessage(level=line.split(":", 1)[0], problem=problem_of(line))
+    return None
+
+
+def _parse_json(text: str) -> Event | None:
+    """0.32+ `--logging-config.formatter json` or a custom JSON config: read its `message`."""
+    try:
+        record = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(record, dict):
+        return None
+    msg = record.get("message") or record.get("msg")
+    if not isinstance(msg, str):
+        return None
+    level = record.get("levelname") or record.get("level")
+    level = level.upper() if isinstance(level, str) else None
+    stamp = None
+    asctime = record.get("asctime")
+    if isinstance(asctime, str) and re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", asctime):
+        stamp = f"{asctime[5:10]} {asctime[11:19]}"
+    process = record.get("processName")
+    am = _ACCESS.search(f"INFO:     {msg}") if " HTTP/" in msg else None
+    if am is not None:
+        return HttpAccess(method=am.group(1), path=am.group(2).split("?", 1)[0], status=int(am.group(3)))
+    return _parse_message(
+        msg.rstrip(), level, stamp, None, process if isinstance(process, str) else None
+    )
+
+
+def _split_fields(body: str) -> list[str]:
+    """`a: 1, b: 2, c: 3, 4` -> [`a: 1`, `b: 2`, `c: 3, 4`]; also splits the 0.7.1 comma-less join."""
+    fields: list[str] = []
+    for raw in body.split(", "):
+        piece = raw.strip()
+        if not piece:
+            continue
+        if ": " not in piece and fields:
+            fields[-1] = f"{fields[-1]}, {piece}"  # a list value: per-position rates, KV fetch
+            continue
+        glued = _GLUED.match(piece)
+        while glued is not None:
+            fields.append(glued.group(1))
+            piece = glued.group(2)
+            glued = _GLUED.match(piece)
+        fields.append(piece)
+    return fields
+
+
+def _number(value: str) -> tuple[float, str | None]:
+    m = _VALUE.match(value)
+    if m is None:
+        raise _Unreadable(value)
+    return float(m.group(1).replace(",", "")), m.group(2)
+
+
+def _as(kind: type, value: float) -> float | int:
+    if kind is int:
+        if math.isnan(value) or math.isinf(value):
+            raise _Unreadable(str(value))
+        return int(value)
+    return value
+
+
+def _slug(name: str, unit: str | None) -> str:
+    key = _SLUG.sub("_", name.lower()).strip("_")[:48] or "field"
+    return f"{key}_pct" if unit == "%" and not key.endswith("_pct") else key
+
+
+def _parse_stats(msg: str, sm: re.Match[str], common: dict[str, Any]) -> Event:
+    body = msg[sm.end():].rstrip().rstrip(".").rstrip()
+    values: dict[str, Any] = {}
+    extra: dict[str, float] = {}
+    unknown = 0
+    try:
+        for field in _split_fields(body):
+            name, sep, value = field.partition(": ")
+            if not sep:
+                raise _Unreadable(field)
+            lname = name.strip().lower()
+            typed = _STATS_FIELDS.get(lname)
+            if typed is not None:
+                values[typed[0]] = _as(typed[1], _number(value)[0])
+                continue
+            kv = _KV_USAGE.match(name.strip())
+            if kv is not None:
+                device = kv.group(1).upper()
+                column = "cpu_kv_cache_usage_pct" if device == "CPU" else "gpu_kv_cache_usage_pct"
+                values[column] = _number(value)[0]
+                if device != "CPU" or "device" not in values:
+                    values["device"] = device
+                continue
+            if lname == "kv fetch":
+                fm = _KV_FETCH.search(value)
+                if fm is None:
+                    raise _Unreadable(value)
+                extra.update(zip(_KV_FETCH_KEYS, (float(g) for g in fm.groups()), strict=False))
+                continue
+            known = KNOWN_EXTRA.get(lname)
+            if known is not None:
+                extra[known] = _number(value)[0]
+                continue
+            unknown += 1
+            if len(extra) < _MAX_EXTRA:
+                try:
+                    number, unit = _number(value)
+                except _Unreadable:
+                    number, unit = math.nan, None
+                extra[_slug(name, unit)] = number
+    except _Unreadable:
+        return Unparsed(what="stats", **common)
+    if not values:
+        return Unparsed(what="stats", **common)
+    engine = sm.group(1)
+    aggregated = sm.group(2)
+    return EngineStats(
+        engine=int(engine) if engine else None,
+        engines_aggregated=int(aggregated) if aggregated else None,
+        extra=extra,
+        unknown_fields=unknown,
+        **values,
+        **common,
+    )
+
+
+def _parse_spec(msg: str, spm: re.Match[str], common: dict[str, Any]) -> Event:
+    kind = spm.group(2)
+    fmt: Literal["v0", "v1", "diffusion"] = (
+        "v1" if kind == "SpecDecoding" else "v0" if kind == "Speculative" else "diffusion"
+    )
+    body = msg[spm.end():].rstrip().rstrip(".").rstrip()
+    values: dict[str, Any] = {}
+    extra: dict[str, float] = {}
+    try:
+        for field in _split_fields(body):
+            name, sep, value = field.partition(": ")
+            if not sep:
+                raise _Unreadable(field)
+            lname = name.strip().lower().replace("tokens tokens", "tokens")
+            if lname == "per-position acceptance rate":
+                rates = tuple(_number(v)[0] for v in value.split(", ") if v.strip())
+                values["per_position_acceptance_rate"] = rates
+                continue
+            typed = _SPEC_FIELDS.get(lname) if fmt != "diffusion" else None
+            if typed is None:
+                if len(extra) < _MAX_EXTRA:
+                    number, unit = _number(value)
+                    extra[_slug(lname, unit)] = number
+                continue
+            number = _number(value)[0]
+            if fmt == "v0" and typed[0] == "draft_acceptance_rate_pct":
+                number = number * 100.0  # V0 prints a fraction; the field is percent
+            values[typed[0]] = _as(typed[1], number)
+    except _Unreadable:
+        return Unparsed(what="spec", **common)
+    if not values and not extra:
+        return Unparsed(what="spec", **common)
+    engine = spm.group(1)
+    return SpecDecodeStats(
+        format=fmt,
+        cumulative=fmt == "v0",
+        engine=int(engine) if engine else None,
+        extra=extra,
+        **values,
+        **common,
+    )

@@ -1,0 +1,204 @@
+"""Offline: read log files and write their records as CSV or JSON lines (`logwatch parse`)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import tzinfo
+from typing import IO, Any, BinaryIO, Literal
+
+from .errors import InputError, NoStatsError
+from .events import STATS_COLUMNS, EngineStats, Event, ServerInfo
+from .parse import parse_line
+from .scan import SPEC_NEEDLES, STATS_NEEDLES, Assembler, ScanStats, read_lines, scan_stream
+from .sources import Source, expand_inputs, input_error, open_source, read_errors
+from .timeparse import YearClock, resolve_zone
+
+__all__ = ["KINDS", "ParseResult", "event_to_dict", "iter_source_events", "run_parse", "stats_row"]
+
+Kind = Literal["stats", "spec", "info", "access", "log", "all"]
+KINDS: tuple[str, ...] = ("stats", "spec", "info", "access", "log", "all")
+_PROGRESS_MIN_BYTES = 64 << 20
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
+        return None
+    return value
+
+
+def stats_row(e: EngineStats) -> list[Any]:
+    """The CSV row of a stats record, in `STATS_COLUMNS` order (None for an empty cell)."""
+    return [
+        e.time.isoformat() if e.time else None,
+        e.file,
+        e.line,
+        e.engine,
+        _clean(e.prompt_throughput),
+        _clean(e.generation_throughput),
+        e.running,
+        e.waiting,
+        e.swapped,
+        _clean(e.gpu_kv_cache_usage_pct),
+        _clean(e.cpu_kv_cache_usage_pct),
+        _clean(e.prefix_cache_hit_rate_pct),
+        _clean(e.prefix_cache_hit_rate_cpu_pct),
+        _clean(e.mm_cache_hit_rate_pct),
+        {k: _clean(v) for k, v in e.extra.items()} or None,
+    ]
+
+
+_DROP = {"stamp", "process", "level", "kind"}
+
+
+def event_to_dict(e: Event) -> dict[str, Any]:
+    """The JSON-lines object of an event: `kind` first, then its fields (stats: the CSV columns)."""
+    if isinstance(e, EngineStats):
+        return {"kind": "stats", **dict(zip(STATS_COLUMNS, stats_row(e), strict=False))}
+    data = e.model_dump(mode="json", exclude=_DROP if e.kind != "log" else _DROP - {"level"})
+    data["time"] = e.time.isoformat() if e.time else None
+    if isinstance(e, ServerInfo):
+        data = {k: v for k, v in data.items() if v is not None}
+    return {"kind": e.kind, **{k: _clean(v) for k, v in data.items()}}
+
+
+@dataclass
+class ParseResult:
+    """What a parse run found, for the exit code and the no-stats hint."""
+
+    files: int = 0
+    counts: Counter[str] = field(default_factory=Counter)
+    scan: ScanStats = field(default_factory=ScanStats)
+    stats_disabled: bool = False
+
+
+def _open_progress(stream: BinaryIO, source: Source) -> BinaryIO:
+    """A tqdm bar on stderr for big files when stderr is a terminal (imported only then)."""
+    if source.is_stdin or not sys.stderr.isatty():
+        return stream
+    try:
+        size = os.path.getsize(source.path)
+    except OSError:
+        return stream
+    if size < _PROGRESS_MIN_BYTES:
+        return stream
+    from tqdm import tqdm
+
+    wrapped: BinaryIO = tqdm.wrapattr(  # type: ignore[assignment]
+        stream, "read", total=size, desc=os.path.basename(source.path), unit="B", unit_scale=True,
+        leave=False, file=sys.stderr,
+    )
+    return wrapped
+
+
+def iter_source_events(
+    source: Source, kind: str, zone: tzinfo, year: int | None, scan: ScanStats
+) -> Iterator[Event]:
+    """Every event of one source wanted for `kind`, in file order. Raises `InputError`."""
+    path = None if source.is_stdin else source.path
+    assembler = Assembler(
+        source.name, lambda stamp: YearClock.for_source(path, zone, year, first_stamp=stamp)
+    )
+    with open_source(source) as raw:
+        stream = _open_progress(raw, source)
+        if kind == "stats":
+            lines = scan_stream(stream, STATS_NEEDLES, scan)
+        elif kind == "spec":
+            lines = scan_stream(stream, STATS_NEEDLES + SPEC_NEEDLES, scan)
+        else:
+            lines = read_lines(stream, scan)
+        try:
+            for number, text in lines:
+                event = parse_line(text)
+                if event is not None:
+                    yield from assembler.feed(event, number)
+        except read_errors as exc:
+            raise input_error(exc, source) from None
+    yield from assembler.flush()
+
+
+def _wanted(event: Event, kind: str) -> bool:
+    return kind == "all" or event.kind == kind or (kind == "log" and event.kind == "unparsed")
+
+
+def run_parse(
+    inputs: list[str],
+    *,
+    fmt: Literal["csv", "jsonl"] = "csv",
+    kind: str = "stats",
+    year: int | None = None,
+    tz: str | None = None,
+    out: IO[str] | None = None,
+) -> ParseResult:
+    """Write the records of `inputs` to `out` as CSV or JSON lines; raise `NoStatsError` if none.
+
+    Example: `run_parse(["logs/serve_*.log"], fmt="csv")` is `logwatch parse 'logs/serve_*.log' --csv`.
+    """
+    out = out if out is not None else sys.stdout
+    try:
+        zone = resolve_zone(tz)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    sources = expand_inputs(inputs)
+    result = ParseResult()
+    csv_out = csv.writer(out, lineterminator="\n") if fmt == "csv" else None
+    for source in sources:
+        result.files += 1
+        for event in iter_source_events(source, kind, zone, year, result.scan):
+            result.counts[event.kind] += 1
+            if isinstance(event, ServerInfo) and event.stats_logging_disabled:
+                result.stats_disabled = True
+            if not _wanted(event, kind):
+                continue
+            if csv_out is not None and isinstance(event, EngineStats):
+                if result.counts["stats"] == 1:  # header with the first row: no half output on errors
+                    csv_out.writerow(STATS_COLUMNS)
+                row = stats_row(event)
+                if row[-1] is not None:
+                    row[-1] = json.dumps(row[-1], separators=(",", ":"))
+                csv_out.writerow(row)
+            elif csv_out is None:
+                out.write(json.dumps(event_to_dict(event), separators=(", ", ": ")) + "\n")
+    if result.counts["stats"] == 0 and kind in ("stats", "all"):
+        raise NoStatsError(_no_stats_hint(sources, result))
+    return result
+
+
+def _no_stats_hint(sources: list[Source], result: ParseResult) -> str:
+    """Why there were no stats lines, as far as the files tell (a second, cheap look at them)."""
+    n = len(sources)
+    what = f"no stats lines in {n} file{'s' if n != 1 else ''}"
+    disabled = result.stats_disabled
+    requests = 0
+    if not disabled:
+        needles = (b"disabling stats logging", b"disable_log_stats", b'HTTP/1.1" ')
+        for source in sources:
+            if source.is_stdin:
+                continue
+            try:
+                with open_source(source) as stream:
+                    for _, text in scan_stream(stream, needles, followers=()):
+                        event = parse_line(text)
+                        if isinstance(event, ServerInfo) and event.stats_logging_disabled:
+                            disabled = True
+                        elif event is not None and event.kind == "access":
+                            requests += 1
+            except (InputError, OSError, EOFError, ValueError):
+                continue
+    if disabled:
+        return f"{what}: vLLM disabled stats logging (--disable-log-stats, or more than one API server)"
+    if requests:
+        return (
+            f"{what}, but {requests} HTTP requests: vLLM may run with --disable-log-stats, more than one "
+            "API server (--api-server-count 1 brings the line back), or a log level above INFO"
+        )
+    return (
+        f"{what}: vLLM may run with --disable-log-stats or more than one API server, "
+        "or these are not vLLM logs"
+    )

@@ -1,0 +1,257 @@
+"""From lines (or whole files) to events in file order.
+
+`Assembler` is the small amount of state between lines: V0's separate prefix-cache line merged into
+the stats record before it, SpecDecoding lines given the engine of the stats line before them,
+multi-line records (tracebacks) counted once, and year-less stamps given their year.
+
+`scan_stream` is the fast path for big files: scanning for the few stats lines among millions of
+access lines is the whole cost, so it reads big blocks and looks for a few byte strings with
+`bytes.find` (memory speed), and builds records only for the lines that contain them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import BinaryIO
+
+from .events import EngineStats, Event, LogMessage, PrefixCacheRates, SpecDecodeStats
+from .parse import parse_line
+from .timeparse import YearClock
+
+__all__ = [
+    "FOLLOWER_NEEDLES",
+    "SPEC_NEEDLES",
+    "STATS_NEEDLES",
+    "VARIANT_NEEDLES",
+    "Assembler", "ScanStats", "iter_events", "read_lines", "scan_stream"]
+
+SPEC_NEEDLES: tuple[bytes, ...] = (b" metrics: ",)
+"""`SpecDecoding metrics: `, `Speculative metrics: `, `DiffusionDecoding metrics: `."""
+_BLOCK = 8 << 20
+_MAX_LINE = 1 << 20
+
+
+class Assembler:
+    """Feed events in line order; get them back complete.
+
+    `hold_v0=True` (offline) keeps a V0 stats record until the next record, to merge its prefix-cache
+    line into it. Live followers pass `hold_v0=False` and let the metrics apply the prefix line.
+    """
+
+    def __init__(
+        self,
+        file: str | None = None,
+        clock: YearClock | Callable[[str], YearClock] | None = None,
+        *,
+        hold_v0: bool = True,
+    ):
+        """`clock` is a YearClock, or a factory given the first stamp seen (for the mtime rule)."""
+        self.file = file
+        self.clock = clock if isinstance(clock, YearClock) else None
+        self._clock_factory = None if isinstance(clock, YearClock) else clock
+        self.hold_v0 = hold_v0
+        self._pending: EngineStats | None = None
+        self._last_engine: dict[str | None, int | None] = {}
+        self._last_log: tuple[object, ...] | None = None
+
+    def feed(self, event: Event, line: int | None = None) -> list[Event]:
+        """Take the event of line number `line`; return the events now complete, in order."""
+        update: dict[str, object] = {"file": self.file, "line": line}
+        if event.stamp is not None:
+            if self.clock is None and self._clock_factory is not None:
+                self.clock = self._clock_factory(event.stamp)
+            if self.clock is not None:
+                update["time"] = self.clock.to_datetime(event.stamp)
+        out: list[Event] = []
+        if isinstance(event, PrefixCacheRates):
+            pending = self._pending
+            if pending is not None and pending.stamp == event.stamp and pending.process == event.process:
+                self._pending = pending.model_copy(
+                    update={"prefix_cache_hit_rate_pct": event.gpu_pct,
+                            "prefix_cache_hit_rate_cpu_pct": event.cpu_pct})
+                return out
+            out.extend(self.flush())
+            out.append(event.model_copy(update=update))
+            return out
+        if isinstance(event, LogMessage):
+            key = (event.process, event.level, event.location, event.stamp)
+            if key == self._last_log and event.problem is None:
+                return out  # a continuation line of a multi-line record (traceback): counted once
+            self._last_log = key
+        else:
+            self._last_log = None
+        out.extend(self.flush())
+        if isinstance(event, EngineStats):
+            self._last_engine[event.process] = event.engine
+            stats = event.model_copy(update=update)
+            if self.hold_v0 and stats.is_v0:
+                self._pending = stats
+                return out
+            out.append(stats)
+            return out
+        if isinstance(event, SpecDecodeStats) and event.engine is None:
+            update["engine"] = self._last_engine.get(event.process)
+        out.append(event.model_copy(update=update))
+        return out
+
+    def flush(self) -> list[Event]:
+        """The held record, if any (call at end of input)."""
+        if self._pending is None:
+            return []
+        pending, self._pending = self._pending, None
+        return [pending]
+
+
+def iter_events(
+    lines: Iterable[str],
+    file: str | None = None,
+    clock: YearClock | Callable[[str], YearClock] | None = None,
+    *,
+    start_line: int = 1,
+) -> Iterator[Event]:
+    """Every event of a sequence of lines, in order, with file, line number and (given a clock) time.
+
+    >>> [e.kind for e in iter_events(["INFO:     1.2.3.4:5 - \\"GET /health HTTP/1.1\\" 200 OK"])]
+    ['access']
+    """
+    assembler = Assembler(file, clock)
+    for number, text in enumerate(lines, start_line):
+        event = parse_line(text)
+        if event is not None:
+            yield from assembler.feed(event, number)
+    yield from assembler.flush()
+
+
+@dataclass
+class ScanStats:
+    """What a scan read, for the summary line and the no-stats hint."""
+
+    bytes: int = 0
+    lines: int = 0
+    lines_cut: int = 0
+    kinds: dict[str, int] = field(default_factory=dict)
+
+
+STATS_NEEDLES: tuple[bytes, ...] = (b"Avg prompt throughput: ",)
+"""Every Python stats line contains this; long needles make `bytes.find` skip fast."""
+VARIANT_NEEDLES: tuple[bytes, ...] = (b"Avg prompt tput: ", b"] Running: ")
+"""The Rust front end's stats line and 0.7.0's stub: searched only in files whose first block has one."""
+FOLLOWER_NEEDLES: tuple[bytes, ...] = (b"Prefix cache hit rate: GPU", b" metrics: ")
+"""Lines that sit right after a stats line: V0's prefix-cache line, speculative-decoding lines."""
+
+
+def scan_stream(
+    stream: BinaryIO,
+    needles: tuple[bytes, ...] = STATS_NEEDLES,
+    stats: ScanStats | None = None,
+    *,
+    followers: tuple[bytes, ...] = FOLLOWER_NEEDLES,
+    block_size: int = _BLOCK,
+) -> Iterator[tuple[int, str]]:
+    """Yield `(line_number, text)` for each line of `stream` that contains one of `needles`, and the
+    line right after such a line when it contains one of `followers`.
+
+    Constant memory: one block plus the partial line at its end; a line longer than 1 MiB is
+    skipped (and counted in `stats.lines_cut`): it is never a stats line.
+    """
+    stats = stats if stats is not None else ScanStats()
+    carry = b""
+    base = 1  # line number of the first line in the current buffer
+    skipping = False  # inside an over-long line: drop bytes up to its newline
+    first = True
+    check_first = False  # the previous buffer ended on a hit: its next line may be a follower
+    while True:
+        chunk = stream.read(block_size)
+        if not chunk:
+            break
+        stats.bytes += len(chunk)
+        if first:
+            needles = needles + tuple(n for n in VARIANT_NEEDLES if n in chunk and n not in needles)
+            first = False
+        if skipping:
+            nl = chunk.find(b"\n")
+            if nl < 0:
+                continue
+            chunk = chunk[nl + 1:]
+            base += 1
+            skipping = False
+        buf = carry + chunk if carry else chunk
+        end = buf.rfind(b"\n")
+        if end < 0:
+            if len(buf) > _MAX_LINE:
+                stats.lines_cut += 1
+                carry, skipping = b"", True
+            else:
+                carry = buf
+            continue
+        hits, check_first = _hits(buf, end + 1, needles, followers, check_first)
+        yield from _lines(buf, end + 1, base, hits)
+        base += buf.count(b"\n", 0, end + 1)
+        carry = buf[end + 1:]
+        if len(carry) > _MAX_LINE:
+            stats.lines_cut += 1
+            carry, skipping = b"", True
+    if carry and not skipping:
+        carry += b"\n"
+        hits, _ = _hits(carry, len(carry), needles, followers, check_first)
+        yield from _lines(carry, len(carry), base, hits)
+        base += 1
+    stats.lines = base - 1
+
+
+def _hits(
+    buf: bytes, end: int, needles: tuple[bytes, ...], followers: tuple[bytes, ...], check_first: bool
+) -> tuple[list[int], bool]:
+    """Start offsets of the wanted lines in `buf[:end]`, and whether the last line was a hit."""
+    starts: set[int] = set()
+    last_hit = False
+    if check_first:
+        stop = buf.find(b"\n", 0, end)
+        if any(buf.find(f, 0, stop) >= 0 for f in followers):
+            starts.add(0)
+    for needle in needles:
+        pos = buf.find(needle, 0, end)
+        while pos >= 0:
+            start = buf.rfind(b"\n", 0, pos) + 1
+            starts.add(start)
+            stop = buf.find(b"\n", pos, end)
+            nxt = stop + 1
+            if nxt >= end:
+                last_hit = True
+            else:
+                nstop = buf.find(b"\n", nxt, end)
+                if any(buf.find(f, nxt, nstop) >= 0 for f in followers):
+                    starts.add(nxt)
+            pos = buf.find(needle, nxt, end)
+    return sorted(starts), last_hit
+
+
+def _lines(buf: bytes, end: int, base: int, starts: list[int]) -> Iterator[tuple[int, str]]:
+    counted_to, number = 0, base
+    for start in starts:
+        number += buf.count(b"\n", counted_to, start)
+        counted_to = start
+        stop = buf.find(b"\n", start, end)
+        yield number, buf[start:stop].decode("utf-8", "replace")
+
+
+def read_lines(stream: BinaryIO, stats: ScanStats | None = None) -> Iterator[tuple[int, str]]:
+    """Every line of `stream` as `(line_number, text)`; a line over 1 MiB is cut to 1 MiB and counted."""
+    stats = stats if stats is not None else ScanStats()
+    number = 0
+    while True:
+        raw = stream.readline(_MAX_LINE)
+        if not raw:
+            break
+        stats.bytes += len(raw)
+        number += 1
+        if len(raw) == _MAX_LINE and not raw.endswith(b"\n"):
+            stats.lines_cut += 1
+            rest = stream.readline(_MAX_LINE)
+            while rest and not rest.endswith(b"\n"):
+                stats.bytes += len(rest)
+                rest = stream.readline(_MAX_LINE)
+            stats.bytes += len(rest)
+        yield number, raw.decode("utf-8", "replace")
+    stats.lines = number

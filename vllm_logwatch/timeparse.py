@@ -1,0 +1,120 @@
+"""vLLM prints `MM-DD HH:MM:SS` with no year and no zone. Give each stamp its full date.
+
+The year comes from the file name a launch script gives its log (`serve_20261129_192328.log`,
+`serve_20261129T192328Z.log`, `vllm-2026-11-29.log`), else from the file's mtime (the time of its
+last line), else from `--year` or today. A December -> January step inside one file moves the
+year on.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from datetime import datetime, tzinfo
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+__all__ = ["YearClock", "local_zone", "resolve_zone", "year_hint_from_name"]
+
+_NAME_PATTERNS = (
+    re.compile(r"(?<!\d)(20\d\d)(\d\d)(\d\d)[_T-]?\d{6}Z?(?!\d)"),
+    re.compile(r"(?<!\d)(20\d\d)-(\d\d)-(\d\d)(?!\d)"),
+    re.compile(r"(?<!\d)(20\d\d)(\d\d)(\d\d)(?!\d)"),
+)
+
+
+def year_hint_from_name(name: str) -> tuple[int, int, int] | None:
+    """The (year, month, day) a launch script wrote into a log's file name, if any.
+
+    >>> year_hint_from_name("logs/serve_20261129_192328.log")
+    (2026, 11, 29)
+    """
+    base = os.path.basename(name)
+    for pattern in _NAME_PATTERNS:
+        m = pattern.search(base)
+        if m:
+            y, mo, d = (int(g) for g in m.groups())
+            if 1 <= mo <= 12 and 1 <= d <= 31:
+                return y, mo, d
+    return None
+
+
+def local_zone() -> tzinfo:
+    """This machine's zone."""
+    zone = datetime.now().astimezone().tzinfo
+    assert zone is not None
+    return zone
+
+
+def resolve_zone(name: str | None) -> tzinfo:
+    """`--tz` value -> tzinfo; None means this machine's zone. Raises ValueError on a bad name."""
+    if not name:
+        return local_zone()
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        hint = "use an IANA name such as UTC or Europe/Berlin"
+        raise ValueError(f"unknown time zone {name!r} ({hint})") from exc
+
+
+class YearClock:
+    """Turns the year-less stamps of one file, in file order, into aware datetimes.
+
+    >>> clock = YearClock(2025, ZoneInfo("UTC"))
+    >>> clock.to_datetime("12-31 23:59:59").year, clock.to_datetime("01-01 00:00:09").year
+    (2025, 2026)
+    """
+
+    def __init__(self, start_year: int, zone: tzinfo) -> None:
+        self.year = start_year
+        self.zone = zone
+        self._last_month = 0
+        self._cache: tuple[str, datetime | None] = ("", None)
+
+    @classmethod
+    def for_source(
+        cls, path: str | None, zone: tzinfo, year: int | None = None, first_stamp: str | None = None
+    ) -> YearClock:
+        """The clock for one source: `--year`, else the file name, else the file's mtime, else now."""
+        if year is not None:
+            return cls(year, zone)
+        if path:
+            hint = year_hint_from_name(path)
+            if hint:
+                return cls(hint[0], zone)
+            try:
+                mtime = datetime.fromtimestamp(os.stat(path).st_mtime, zone)
+            except OSError:
+                mtime = None
+            if mtime is not None:
+                start = mtime.year
+                # The mtime dates the *last* line: a first line later in the year than the mtime was
+                # written the year before (the file spans New Year).
+                if first_stamp and _month_day(first_stamp) > (mtime.month, mtime.day):
+                    start -= 1
+                return cls(start, zone)
+        return cls(datetime.now(zone).year, zone)
+
+    def to_datetime(self, stamp: str) -> datetime | None:
+        """`MM-DD HH:MM:SS` -> datetime, moving the year on at a December -> January step."""
+        if stamp == self._cache[0]:
+            return self._cache[1]
+        try:
+            month = int(stamp[0:2])
+            if month < self._last_month and self._last_month == 12 and month == 1:
+                self.year += 1
+            value: datetime | None = datetime(
+                self.year, month, int(stamp[3:5]), int(stamp[6:8]), int(stamp[9:11]),
+                int(stamp[12:14]), tzinfo=self.zone,
+            )
+            self._last_month = month
+        except ValueError:
+            value = None  # 02-29 in a non-leap year, or a damaged stamp: keep the record, no time
+        self._cache = (stamp, value)
+        return value
+
+
+def _month_day(stamp: str) -> tuple[int, int]:
+    try:
+        return int(stamp[0:2]), int(stamp[3:5])
+    except ValueError:
+        return (0, 0)

@@ -1,0 +1,106 @@
+"""Every metric name the exporter serves, with its type and meaning: one table for the live
+collector, the OpenMetrics backfill writer, the dashboard tests and the README.
+
+Prefix `vllm_logwatch_`; per-engine series carry `engine` and `model_name` (vLLM's own label names).
+Percentages from the log become 0-1 ratios; times are seconds.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, NamedTuple
+
+__all__ = ["METRICS", "PREFIX", "MetricSpec", "name"]
+
+PREFIX = "vllm_logwatch_"
+
+
+class MetricSpec(NamedTuple):
+    name: str
+    """Full name without the `_total` suffix of counters (prometheus_client adds it)."""
+    type: Literal["gauge", "counter", "info"]
+    labels: tuple[str, ...]
+    help: str
+
+
+_ENGINE = ("engine", "model_name")
+
+
+def _m(short: str, kind: Literal["gauge", "counter", "info"], labels: tuple[str, ...], help_: str) -> MetricSpec:
+    return MetricSpec(PREFIX + short, kind, labels, help_)
+
+
+METRICS: tuple[MetricSpec, ...] = (
+    # Last values of the periodic stats line.
+    _m("prompt_throughput_tokens_per_second", "gauge", _ENGINE,
+       "Avg prompt throughput of the last stats line (vLLM >= 0.16: prefill tokens computed, cache hits excluded)."),
+    _m("generation_throughput_tokens_per_second", "gauge", _ENGINE,
+       "Avg generation throughput of the last stats line."),
+    _m("requests_running", "gauge", _ENGINE, "Requests running at the last stats line."),
+    _m("requests_waiting", "gauge", _ENGINE, "Requests waiting at the last stats line (V0: Pending)."),
+    _m("requests_swapped", "gauge", _ENGINE, "Requests swapped to CPU at the last stats line (V0 only)."),
+    _m("requests_deferred", "gauge", _ENGINE, "Waiting requests deferred for transient reasons (vLLM >= 0.20)."),
+    _m("kv_cache_usage_ratio", "gauge", _ENGINE,
+       "KV cache usage of the serving device (GPU, XPU, ... or CPU on the CPU backend), 0-1."),
+    _m("cpu_swap_kv_cache_usage_ratio", "gauge", _ENGINE, "V0 only: CPU swap-space KV cache usage, 0-1."),
+    _m("prefix_cache_hit_ratio", "gauge", _ENGINE,
+       "Prefix cache hit rate, 0-1 (V1: window of the last ~1000 requests; V0: cumulative)."),
+    _m("external_prefix_cache_hit_ratio", "gauge", _ENGINE, "External (KV connector) prefix cache hit rate, 0-1."),
+    _m("mm_cache_hit_ratio", "gauge", _ENGINE, "Multi-modal cache hit rate, 0-1 (window of recent items)."),
+    # Counters estimated from the stats lines.
+    _m("prompt_tokens", "counter", _ENGINE,
+       "Prompt tokens estimated as throughput x stats interval (vLLM >= 0.16: computed prefill tokens only)."),
+    _m("generation_tokens", "counter", _ENGINE, "Generated tokens estimated as throughput x stats interval."),
+    _m("preemptions", "counter", _ENGINE, "Preemptions summed from the stats lines' Preemptions field."),
+    _m("stats_lines", "counter", _ENGINE, "Stats lines read for the engine."),
+    _m("spec_decode_accepted_tokens", "counter", _ENGINE, "Speculative tokens accepted (summed Accepted counts)."),
+    _m("spec_decode_drafted_tokens", "counter", _ENGINE, "Speculative tokens drafted (summed Drafted counts)."),
+    _m("spec_decode_mean_acceptance_length", "gauge", _ENGINE, "Mean acceptance length of the last spec line."),
+    _m("spec_decode_acceptance_ratio", "gauge", _ENGINE, "Draft acceptance rate of the last spec line, 0-1."),
+    # Engine health.
+    _m("last_stats_timestamp_seconds", "gauge", _ENGINE, "Unix time of the engine's last stats line."),
+    _m("stats_interval_seconds", "gauge", _ENGINE, "Typical spacing of the engine's stats lines."),
+    _m("engine_stalled", "gauge", _ENGINE,
+       "1 when requests were running and no stats line came for 3 intervals (idle silence is not a stall)."),
+    _m("stats_missing", "gauge", ("reason",),
+       "1 when the server runs but prints no stats line; reason: stats_logging_disabled or requests_without_stats."),
+    # Start-up facts.
+    _m("server", "info", ("version", "model_name", "model"), "vLLM version and model from the start-up lines."),
+    _m("kv_cache_capacity_tokens", "gauge", ("model_name",), "KV cache size in tokens (start-up line)."),
+    _m("max_concurrency", "gauge", ("model_name", "tokens_per_request"),
+       "Maximum concurrency for max-length requests (start-up line)."),
+    _m("launches", "counter", (), "vLLM launches seen (new launch files or start-up banners)."),
+    # Requests and messages.
+    _m("http_requests", "counter", ("method", "path", "status"), "HTTP requests from uvicorn access lines."),
+    _m("log_messages", "counter", ("level",), "WARNING, ERROR and CRITICAL records (a traceback counts once)."),
+    _m("problems", "counter", ("problem",), "Known failure lines: engine_dead, out_of_memory, ..."),
+    # The exporter itself.
+    _m("log_lines", "counter", (), "Log lines read."),
+    _m("log_bytes", "counter", (), "Log bytes read."),
+    _m("parse_errors", "counter", ("what",), "Lines that looked like stats/spec lines but could not be read."),
+    _m("unknown_fields", "counter", (), "Stats fields the parser did not know (kept, not lost)."),
+    _m("log_rotations", "counter", (), "Log rotations (rename + create) followed."),
+    _m("log_truncations", "counter", (), "Log truncations (copytruncate) followed."),
+    _m("read_errors", "counter", (), "Errors reading the log files."),
+    _m("lines_cut", "counter", (), "Lines longer than the cap, cut."),
+    _m("label_overflow", "counter", ("label",), "Events whose label value was folded into 'other' (bounded labels)."),
+    # Run mode: the supervised vLLM child.
+    _m("child_up", "gauge", (), "1 while the supervised vLLM process runs."),
+    _m("child_pid", "gauge", (), "PID of the supervised vLLM process."),
+    _m("child_start_time_seconds", "gauge", (), "Unix time the supervised vLLM process started."),
+    _m("child_restarts", "counter", (), "Restarts of the supervised vLLM process."),
+    _m("child_last_exit_code", "gauge", (), "Exit code of the last child (128+N for signal N)."),
+    _m("log_file_bytes_written", "counter", (), "Bytes of child output written to the log file."),
+    _m("log_file_write_errors", "counter", (), "Failed writes to the log file (full disk, I/O error)."),
+    _m("log_file_bytes_dropped", "counter", (), "Bytes of child output not written to the log file."),
+)
+
+_BY_SHORT = {m.name[len(PREFIX):]: m for m in METRICS}
+
+
+def name(short: str) -> str:
+    """Full metric name of a short one; KeyError for a name not in the table.
+
+    >>> name("requests_running")
+    'vllm_logwatch_requests_running'
+    """
+    return _BY_SHORT[short].name

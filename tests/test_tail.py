@@ -1,0 +1,682 @@
+"""Follower tests on real files, stepped with explicit poll() calls (mtail's filestream tests are the model).
+
+Every test compares the exact lines delivered. Nothing sleeps to synchronise: a ManualWaker never
+blocks, and the few tests with threads or a child process wait on events or on the child's output.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import tracemalloc
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from vllm_logwatch import tail
+from vllm_logwatch.tail import Follower, LogLine
+from vllm_logwatch.wake import ManualWaker
+
+pytestmark = pytest.mark.timeout(30)
+
+REPO = Path(__file__).resolve().parents[1]
+OLD = "serve_20261129_120000.log"
+NEW = "serve_20261129_130000.log"
+
+MakeFollower = Callable[..., Follower]
+
+
+@pytest.fixture
+def follow() -> Iterator[MakeFollower]:
+    """Make followers stepped by a ManualWaker; close them all at the end."""
+    made: list[Follower] = []
+
+    def make(target: Path | str, **kwargs: Any) -> Follower:
+        kwargs.setdefault("waker", ManualWaker())
+        follower = Follower(str(target), **kwargs)
+        made.append(follower)
+        return follower
+
+    yield make
+    for follower in made:
+        follower.close()
+
+
+def append(path: Path, data: str | bytes) -> None:
+    with open(path, "ab") as f:
+        f.write(data.encode() if isinstance(data, str) else data)
+
+
+def texts(lines: list[LogLine]) -> list[str]:
+    return [line.text for line in lines]
+
+
+def set_mtime(path: Path, mtime: float) -> None:
+    os.utime(path, (mtime, mtime))
+
+
+# -- reading -------------------------------------------------------------------------------------------
+
+
+def test_default_start_is_the_end_and_appended_lines_follow(tmp_path: Path, follow: MakeFollower) -> None:
+    log = tmp_path / "serve.log"
+    log.write_text("old 1\nold 2\n")
+    follower = follow(log)
+    assert follower.poll() == []
+    append(log, "new 1\nnew 2\n")
+    assert follower.poll() == [
+        LogLine(str(log), 12, 1, "new 1", False),
+        LogLine(str(log), 18, 2, "new 2", False),
+    ]
+    assert follower.poll() == []
+    assert (follower.stats.lines, follower.stats.bytes, follower.stats.files_opened) == (2, 12, 1)
+
+
+def test_from_start_reads_the_whole_file(tmp_path: Path, follow: MakeFollower) -> None:
+    log = tmp_path / "serve.log"
+    log.write_text("old 1\nold 2\n")
+    follower = follow(log, from_start=True)
+    assert follower.poll() == [
+        LogLine(str(log), 0, 1, "old 1", False),
+        LogLine(str(log), 6, 2, "old 2", False),
+    ]
+    append(log, "new\n")
+    assert follower.poll() == [LogLine(str(log), 12, 3, "new", False)]
+
+
+def test_starting_at_the_end_mid_line_skips_that_lines_tail(tmp_path: Path, follow: MakeFollower) -> None:
+    log = tmp_path / "serve.log"
+    log.write_text("old\nhalf a li")
+    follower = follow(log)
+    assert follower.poll() == []
+    append(log, "ne\nnew\n")
+    assert follower.poll() == [LogLine(str(log), 16, 1, "new", False)]
+
+
+def test_partial_last_line_is_held_until_its_newline(tmp_path: Path, follow: MakeFollower) -> None:
+    log = tmp_path / "serve.log"
+    log.write_text("")
+    follower = follow(log)
+    assert follower.poll() == []
+    append(log, "hel")
+    assert follower.poll() == []
+    assert follower.status()["held_bytes"] == 3
+    assert follower.status()["offset"] == 0
+    append(log, "lo\nwor")
+    assert follower.poll() == [LogLine(str(log), 0, 1, "hello", False)]
+    assert follower.status()["offset"] == 6
+    append(log, "ld\n")
+    assert follower.poll() == [LogLine(str(log), 6, 2, "world", False)]
+    assert follower.status()["held_bytes"] == 0
+
+
+def test_crlf_loses_its_carriage_return(tmp_path: Path, follow: MakeFollower) -> None:
+    log = tmp_path / "serve.log"
+    log.write_bytes(b"a\r\nb\r\nin\rside\r\nc\r")
+    follower = follow(log, from_start=True)
+    assert texts(follower.poll()) == ["a", "b", "in\rside"]
+    append(log, "\n")
+    assert follower.poll() == [LogLine(str(log), 15, 4, "c", False)]
+
+
+def test_invalid_utf8_is_replaced_not_fatal(tmp_path: Path, follow: MakeFollower) -> None:
+    log = tmp_path / "serve.log"
+    log.write_bytes(b"ok \xff\xfe end\ncaf\xc3\xa9\n\xc3\n")
+    follower = follow(log, from_start=True)
+    assert texts(follower.poll()) == ["ok \ufffd\ufffd end", "café", "\ufffd"]
+    assert follower.stats.read_errors == 0
+
+
+def test_line_over_the_cap_is_cut_counted_and_the_next_line_is_intact(
+    tmp_path: Path, follow: MakeFollower
+) -> None:
+    log = tmp_path / "serve.log"
+    log.write_text("short\n" + "x" * 40 + "\n" + "y" * 16 + "\nnext\n")
+    follower = follow(log, from_start=True, max_line_bytes=16)
+    assert follower.poll() == [
+        LogLine(str(log), 0, 1, "short", False),
+        LogLine(str(log), 6, 2, "x" * 16, True),
+        LogLine(str(log), 47, 3, "y" * 16, False),  # exactly the cap: not cut
+        LogLine(str(log), 64, 4, "next", False),
+    ]
+    assert follower.stats.lines_cut == 1
+
+
+def test_cut_never_splits_a_multibyte_character(tmp_path: Path, follow: MakeFollower) -> None:
+    log = tmp_path / "serve.log"
+    log.write_text("a" * 9 + "é and more\nok\n")  # é is bytes 10 and 11; the cap falls between them
+    follower = follow(log, from_start=True, max_line_bytes=10)
+    assert follower.poll() == [
+        LogLine(str(log), 0, 1, "a" * 9, True),
+        LogLine(str(log), 21, 2, "ok", False),
+    ]
+
+
+def test_ten_megabyte_line_without_newline_keeps_memory_bounded(tmp_path: Path, follow: MakeFollower) -> None:
+    cap = 64 * 1024
+    log = tmp_path / "serve.log"
+    log.write_text("")
+    follower = follow(log, max_line_bytes=cap)
+    assert follower.poll() == []
+    megabyte = b"x" * (1 << 20)
+    delivered: list[LogLine] = []
+    tracemalloc.start()
+    try:
+        for _ in range(10):
+            append(log, megabyte)
+            tracemalloc.reset_peak()
+            delivered += follower.poll()
+            _, peak = tracemalloc.get_traced_memory()
+            assert follower.status()["held_bytes"] <= cap
+            assert peak < 4 << 20, f"poll() peaked at {peak} bytes for a 1 MiB read"
+    finally:
+        tracemalloc.stop()
+    assert delivered == [LogLine(str(log), 0, 1, "x" * cap, True)]
+    append(log, "\nafter\n")
+    assert follower.poll() == [LogLine(str(log), 10 * (1 << 20) + 1, 2, "after", False)]
+    assert follower.stats.lines_cut == 1
+
+
+def test_binary_file_is_read_as_text(tmp_path: Path, follow: MakeFollower) -> None:
+    data = bytes(range(256)) * 64 + b"\xff" * 100
+    (tmp_path / "blob.log").write_bytes(data)
+    follower = follow(tmp_path, from_start=True)
+    expected = [part.decode("utf-8", "replace") for part in data.split(b"\n")[:-1]]
+    lines = follower.poll()
+    assert texts(lines) == expected
+    assert len(lines) == 64
+    assert follower.status()["held_bytes"] == 245 + 100  # the last piece has no newline yet
+
+
+def test_a_large_backlog_is_read_in_bounded_steps(
+    tmp_path: Path, follow: MakeFollower, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tail, "MAX_POLL_BYTES", 1000)
+    monkeypatch.setattr(tail, "READ_CHUNK_BYTES", 300)
+    log = tmp_path / "serve.log"
+    log.write_text("".join(f"line {i:05d}\n" for i in range(1, 501)))  # 11 bytes a line, 5500 bytes
+    follower = follow(log, from_start=True)
+    batches = [follower.poll() for _ in range(7)]
+    assert [len(batch) for batch in batches] == [90, 91, 91, 91, 91, 46, 0]
+    assert texts([line for batch in batches for line in batch]) == [f"line {i:05d}" for i in range(1, 501)]
+
+
+# -- rotation, truncation, missing files ----------------------------------------------------------------
+
+
+def test_rename_and_create_rotation_drains_the_old_file_first(tmp_path: Path, follow: MakeFollower) -> None:
+    log, rotated = tmp_path / "serve.log", tmp_path / "serve.log.1"
+    log.write_text("")
+    follower = follow(log)
+    assert follower.poll() == []
+    append(log, "1\n2\n")
+    assert texts(follower.poll()) == ["1", "2"]
+    log.rename(rotated)
+    append(rotated, "3\n")  # the writer still has the old file open
+    assert follower.poll() == [LogLine(str(log), 4, 3, "3", False)]
+    assert follower.status()["waiting_for_path"] is True
+    append(rotated, "4\n")
+    log.write_text("5\n6\n")
+    assert follower.poll() == [
+        LogLine(str(log), 6, 4, "4", False),
+        LogLine(str(log), 0, 1, "5", False),
+        LogLine(str(log), 2, 2, "6", False),
+    ]
+    assert follower.stats.rotations == 1
+    assert follower.status()["waiting_for_path"] is False
+
+
+def test_rotation_delivers_a_partial_last_line_of_the_old_file(tmp_path: Path, follow: MakeFollower) -> None:
+    log = tmp_path / "serve.log"
+    log.write_text("")
+    follower = follow(log)
+    follower.poll()
+    append(log, "1\nkilled mid-li")
+    assert texts(follower.poll()) == ["1"]
+    log.rename(tmp_path / "serve.log.1")
+    log.write_text("2\n")
+    assert texts(follower.poll()) == ["killed mid-li", "2"]
+
+
+def test_copytruncate_reads_again_from_the_start(tmp_path: Path, follow: MakeFollower) -> None:
+    log = tmp_path / "serve.log"
+    log.write_text("1\n2\n3\n")
+    follower = follow(log, from_start=True)
+    assert texts(follower.poll()) == ["1", "2", "3"]
+    with open(log, "r+b") as f:  # what logrotate's copytruncate does after copying
+        f.truncate(0)
+    append(log, "4\n")
+    assert follower.poll() == [LogLine(str(log), 0, 1, "4", False)]
+    assert (follower.stats.truncations, follower.stats.rotations) == (1, 0)
+
+
+def test_delete_and_recreate_reads_the_new_file_from_its_start(tmp_path: Path, follow: MakeFollower) -> None:
+    log = tmp_path / "serve.log"
+    log.write_text("1\n")
+    follower = follow(log, from_start=True)
+    assert texts(follower.poll()) == ["1"]
+    log.unlink()
+    assert follower.poll() == []
+    assert follower.status()["waiting_for_path"] is True
+    log.write_text("2\n3\n")
+    assert follower.poll() == [LogLine(str(log), 0, 1, "2", False), LogLine(str(log), 2, 2, "3", False)]
+    assert follower.stats.rotations == 1
+
+
+def test_a_file_that_does_not_exist_yet_is_read_from_its_start(tmp_path: Path, follow: MakeFollower) -> None:
+    log = tmp_path / "serve.log"
+    waker = ManualWaker()
+    follower = follow(log, waker=waker)
+    assert follower.poll() == []
+    assert follower.status()["waiting_for_path"] is True
+    assert waker.watched == frozenset({str(tmp_path)})
+    log.write_text("a\nb\n")
+    assert follower.poll() == [LogLine(str(log), 0, 1, "a", False), LogLine(str(log), 2, 2, "b", False)]
+
+
+# -- folders and globs -----------------------------------------------------------------------------------
+
+
+def test_folder_switches_to_a_newer_launch_after_draining_the_old_one(
+    tmp_path: Path, follow: MakeFollower
+) -> None:
+    old, new = tmp_path / OLD, tmp_path / NEW
+    old.write_text("old 1\n")
+    set_mtime(old, 1_000_000)
+    waker = ManualWaker()
+    follower = follow(tmp_path, waker=waker)
+    assert follower.poll() == []
+    assert waker.watched == frozenset({str(tmp_path)})
+    append(old, "old 2\n")
+    set_mtime(old, 1_000_010)
+    assert follower.poll() == [LogLine(str(old), 6, 1, "old 2", False)]
+
+    append(old, "old 3\n")
+    set_mtime(old, 1_000_020)
+    new.write_text("new 1\nnew 2\n")
+    set_mtime(new, 1_000_030)
+    (tmp_path / "notes.txt").write_text("not a log\n")
+    assert follower.poll() == [
+        LogLine(str(old), 12, 2, "old 3", False),
+        LogLine(str(new), 0, 1, "new 1", False),
+        LogLine(str(new), 6, 2, "new 2", False),
+    ]
+    assert follower.stats.file_switches == 1
+
+    append(old, "late line of the old server\n")  # never go back to the old launch
+    set_mtime(old, 1_000_040)
+    assert follower.poll() == []
+    append(new, "new 3\n")
+    assert follower.poll() == [LogLine(str(new), 12, 3, "new 3", False)]
+    assert follower.status()["path"] == str(new)
+
+
+def test_folder_start_follows_the_newest_file_only(tmp_path: Path, follow: MakeFollower) -> None:
+    old, new = tmp_path / OLD, tmp_path / NEW
+    old.write_text("old\n")
+    new.write_text("new 1\n")
+    set_mtime(old, 1_000_000)
+    set_mtime(new, 1_000_000)  # same mtime: the name decides
+    follower = follow(tmp_path, from_start=True)
+    assert follower.poll() == [LogLine(str(new), 0, 1, "new 1", False)]
+
+
+def test_folder_rotation_to_a_matching_name_is_not_read_again(tmp_path: Path, follow: MakeFollower) -> None:
+    log, rotated = tmp_path / "serve.log", tmp_path / "serve.1.log"
+    log.write_text("1\n")
+    follower = follow(tmp_path, from_start=True)
+    assert texts(follower.poll()) == ["1"]
+    log.rename(rotated)  # the rotated name matches *.log too
+    append(rotated, "2\n")
+    log.write_text("3\n")
+    set_mtime(log, 1_000_000)
+    set_mtime(rotated, 1_000_010)
+    assert follower.poll() == [LogLine(str(log), 2, 2, "2", False), LogLine(str(log), 0, 1, "3", False)]
+    append(rotated, "written to the old file after we moved on\n")
+    set_mtime(rotated, 1_000_020)
+    assert follower.poll() == []
+    assert (follower.stats.rotations, follower.stats.file_switches) == (1, 0)
+
+
+def test_folder_that_does_not_exist_yet(tmp_path: Path, follow: MakeFollower) -> None:
+    logs = tmp_path / "logs"
+    follower = follow(logs)
+    assert follower.poll() == []
+    logs.mkdir()
+    (logs / OLD).write_text("a\n")
+    assert follower.poll() == [LogLine(str(logs / OLD), 0, 1, "a", False)]
+    assert follower.mode == "dir"
+
+
+def test_folder_resumes_from_state_then_reads_a_launch_made_while_down(
+    tmp_path: Path, follow: MakeFollower
+) -> None:
+    old, new, state = tmp_path / OLD, tmp_path / NEW, tmp_path / "state.json"
+    old.write_text("1\n2\n")
+    first = follow(tmp_path, from_start=True, state_file=str(state))
+    assert texts(first.poll()) == ["1", "2"]
+    first.close()
+    append(old, "3\n")  # written while we were down
+    set_mtime(old, 1_000_000)
+    new.write_text("n1\n")
+    set_mtime(new, 1_000_010)
+    second = follow(tmp_path, state_file=str(state))
+    assert second.poll() == [LogLine(str(old), 4, 3, "3", False), LogLine(str(new), 0, 1, "n1", False)]
+    assert second.stats.file_switches == 1
+
+
+def test_glob_follows_the_newest_match(tmp_path: Path, follow: MakeFollower) -> None:
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    old, new, other = logs / OLD, logs / NEW, logs / "other_20261129_140000.log"
+    old.write_text("old 1\n")
+    set_mtime(old, 1_000_000)
+    waker = ManualWaker()
+    follower = follow(logs / "serve_*.log", waker=waker)
+    assert follower.poll() == []
+    assert waker.watched == frozenset({str(logs)})
+    append(old, "old 2\n")
+    other.write_text("ignored\n")
+    assert follower.poll() == [LogLine(str(old), 6, 1, "old 2", False)]
+    new.write_text("new 1\n")
+    set_mtime(new, time.time() + 60)
+    assert follower.poll() == [LogLine(str(new), 0, 1, "new 1", False)]
+    assert follower.stats.file_switches == 1
+
+
+# -- errors ----------------------------------------------------------------------------------------------
+
+
+def test_unreadable_file_is_a_counted_error_and_recovers(
+    tmp_path: Path, follow: MakeFollower, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = tmp_path / "serve.log"
+    log.write_text("old\n")
+    log.chmod(0)
+    try:
+        with open(log, "rb"):
+            pass
+    except PermissionError:
+        pass
+    else:  # root ignores file modes: refuse the open ourselves
+        real_open = os.open
+
+        def refuse(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+            if os.fspath(path) == str(log):
+                raise PermissionError(errno.EACCES, "Permission denied", str(log))
+            return real_open(path, flags, *args, **kwargs)
+
+        monkeypatch.setattr(os, "open", refuse)
+    follower = follow(log)
+    assert follower.poll() == []
+    assert follower.poll() == []
+    assert follower.stats.read_errors == 2
+    assert follower.stats.last_error == f"permission denied: {log}"
+    append(log, "written while unreadable\n")
+
+    monkeypatch.undo()
+    log.chmod(0o644)
+    assert follower.poll() == [LogLine(str(log), 4, 1, "written while unreadable", False)]
+    assert follower.stats.read_errors == 2
+
+
+def test_read_error_mid_file_is_counted_and_retried(
+    tmp_path: Path, follow: MakeFollower, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = tmp_path / "serve.log"
+    log.write_text("")
+    follower = follow(log)
+    follower.poll()
+    append(log, "1\n2\n")
+    real_read = os.read
+
+    def failing_read(fd: int, n: int) -> bytes:
+        monkeypatch.setattr(os, "read", real_read)
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(os, "read", failing_read)
+    assert follower.poll() == []
+    assert follower.stats.read_errors == 1
+    assert follower.stats.last_error == f"input/output error: {log}"
+    assert texts(follower.poll()) == ["1", "2"]
+
+
+# -- state file ------------------------------------------------------------------------------------------
+
+
+def test_state_file_round_trip_resumes_after_the_last_delivered_line(
+    tmp_path: Path, follow: MakeFollower
+) -> None:
+    log, state = tmp_path / "serve.log", tmp_path / "state.json"
+    log.write_text("1\n2\n3\n")
+    first = follow(log, from_start=True, state_file=str(state))
+    assert texts(first.poll()) == ["1", "2", "3"]
+    append(log, "4")  # no newline yet: must not be saved as delivered
+    assert first.poll() == []
+    assert first.save_state() is True
+    saved = json.loads(state.read_text())
+    assert (saved["path"], saved["offset"], saved["number"]) == (str(log), 6, 3)
+    assert (saved["ino"], saved["dev"]) == (log.stat().st_ino, log.stat().st_dev)
+    first.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["serve.log", "state.json"]  # no temp file left
+
+    append(log, "\n5\n")
+    second = follow(log, state_file=str(state))  # from_start=False: the state wins
+    assert second.poll() == [LogLine(str(log), 6, 4, "4", False), LogLine(str(log), 8, 5, "5", False)]
+
+
+def test_state_survives_a_cut_line(tmp_path: Path, follow: MakeFollower) -> None:
+    log, state = tmp_path / "serve.log", tmp_path / "state.json"
+    log.write_text("1\n" + "x" * 50)
+    first = follow(log, from_start=True, state_file=str(state), max_line_bytes=10)
+    assert texts(first.poll()) == ["1", "x" * 10]
+    first.close()
+    append(log, "y" * 20 + "\n2\n")
+    second = follow(log, state_file=str(state), max_line_bytes=10)
+    assert second.poll() == [LogLine(str(log), 73, 3, "2", False)]  # the cut line's tail is not a line
+
+
+def test_poll_saves_state_at_most_once_a_second(
+    tmp_path: Path, follow: MakeFollower, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log, state = tmp_path / "serve.log", tmp_path / "state.json"
+    log.write_text("")
+    monkeypatch.setattr(tail, "AUTOSAVE_SECONDS", 0.0)
+    follower = follow(log, state_file=str(state))
+    follower.poll()
+    append(log, "1\n")
+    assert texts(follower.poll()) == ["1"]
+    assert json.loads(state.read_text())["offset"] == 0  # saved before reading: "1" not handled yet
+    assert follower.poll() == []  # now the caller has handled "1"
+    assert json.loads(state.read_text())["offset"] == 2
+    monkeypatch.setattr(tail, "AUTOSAVE_SECONDS", 3600.0)
+    append(log, "2\n")
+    assert texts(follower.poll()) == ["2"]
+    assert follower.poll() == []
+    assert json.loads(state.read_text())["offset"] == 2  # too soon after the last save
+    monkeypatch.setattr(tail, "AUTOSAVE_SECONDS", 0.0)
+    assert follower.poll() == []
+    assert json.loads(state.read_text())["offset"] == 4
+
+
+def test_state_mismatch_after_the_file_was_replaced(tmp_path: Path, follow: MakeFollower) -> None:
+    log, state = tmp_path / "serve.log", tmp_path / "state.json"
+    log.write_text("old 1\nold 2\n")
+    first = follow(log, from_start=True, state_file=str(state))
+    assert texts(first.poll()) == ["old 1", "old 2"]
+    first.close()
+    saved_at = json.loads(state.read_text())["saved_at"]
+
+    log.unlink()
+    log.write_text("new 1\nnew 2\n")  # same size, other content (and maybe the same inode number)
+    set_mtime(log, saved_at + 10)
+    newer = follow(log, state_file=str(state))
+    assert texts(newer.poll()) == ["new 1", "new 2"]  # written after the state: all of it is new
+    newer.close()
+
+    first_again = follow(log, from_start=True, state_file=str(state))
+    first_again.poll()
+    first_again.close()
+    log.unlink()
+    log.write_text("other 1\n")
+    set_mtime(log, json.loads(state.read_text())["saved_at"] - 1000)
+    older = follow(log, state_file=str(state))  # older than the state: from_start decides (the end)
+    assert older.poll() == []
+    append(log, "other 2\n")
+    assert texts(older.poll()) == ["other 2"]
+
+
+def test_corrupt_state_file_is_counted_and_ignored(tmp_path: Path, follow: MakeFollower) -> None:
+    log, state = tmp_path / "serve.log", tmp_path / "state.json"
+    log.write_text("1\n")
+    state.write_text("{not json")
+    follower = follow(log, from_start=True, state_file=str(state))
+    assert texts(follower.poll()) == ["1"]
+    assert follower.stats.state_errors == 1
+    assert follower.stats.last_error == f"state file unreadable, ignored: {state}"
+
+
+def test_state_write_error_is_counted_not_raised(tmp_path: Path, follow: MakeFollower) -> None:
+    log = tmp_path / "serve.log"
+    log.write_text("1\n")
+    state = tmp_path / "missing-dir" / "state.json"
+    follower = follow(log, from_start=True, state_file=str(state))
+    assert texts(follower.poll()) == ["1"]
+    assert follower.save_state() is False
+    assert follower.stats.state_errors == 1
+    assert follower.stats.last_error is not None
+    assert follower.stats.last_error.startswith("cannot save state: no such file or directory: ")
+
+
+_CHILD = """
+import sys
+from vllm_logwatch import tail
+from vllm_logwatch.wake import ManualWaker
+
+tail.MAX_POLL_BYTES = 64 * 1024  # many small batches, so the kill lands in the middle
+tail.READ_CHUNK_BYTES = 16 * 1024
+follower = tail.Follower(sys.argv[1], from_start=True, state_file=sys.argv[2], waker=ManualWaker())
+while True:
+    lines = follower.poll()
+    if not lines:
+        break
+    sys.stdout.write("".join(f"L {line.number} {line.text}\\n" for line in lines))
+    sys.stdout.flush()
+    follower.save_state()
+    sys.stdout.write("S\\n")
+    sys.stdout.flush()
+print("DONE", flush=True)
+"""
+
+
+def test_restart_after_sigkill_neither_skips_nor_repeats(tmp_path: Path, follow: MakeFollower) -> None:
+    total = 200_000
+    log, state = tmp_path / "serve.log", tmp_path / "state.json"
+    log.write_text("".join(f"line {i}\n" for i in range(1, total + 1)))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    printed: list[int] = []
+    saved_markers: list[int] = []  # how many lines the child had printed at each "saved" marker
+    with subprocess.Popen(
+        [sys.executable, "-c", _CHILD, str(log), str(state)],
+        stdout=subprocess.PIPE,
+        env=env,
+        text=True,
+    ) as child:
+        assert child.stdout is not None
+        for row in child.stdout:
+            if row == "S\n":
+                saved_markers.append(len(printed))
+                if len(saved_markers) == 3:
+                    child.send_signal(signal.SIGKILL)
+                    break
+            else:
+                _, number, text = row.split(" ", 2)
+                assert text == f"line {number}\n"
+                printed.append(int(number))
+        rest = child.stdout.read()  # what the child printed before the kill landed
+        child.wait()
+    assert child.returncode == -signal.SIGKILL
+    assert "DONE" not in rest, "the child finished before the kill; make the file bigger"
+    for row in rest.splitlines():
+        if row.startswith("L "):
+            printed.append(int(row.split(" ")[1]))
+        else:
+            saved_markers.append(len(printed))
+    assert printed == list(range(1, len(printed) + 1))  # the child delivered lines in order
+
+    saved = json.loads(state.read_text())["number"]
+    assert saved_markers[-1] <= saved <= len(printed)  # never saved past what was delivered
+    restarted = follow(log, state_file=str(state))
+    after: list[LogLine] = []
+    while batch := restarted.poll():
+        after += batch
+    assert [line.number for line in after] == list(range(saved + 1, total + 1))
+    assert texts(after) == [f"line {i}" for i in range(saved + 1, total + 1)]
+    assert set(range(1, saved + 1)) | {line.number for line in after} == set(range(1, total + 1))
+
+
+# -- run() -----------------------------------------------------------------------------------------------
+
+
+def test_run_delivers_and_stops(tmp_path: Path, follow: MakeFollower) -> None:
+    log = tmp_path / "serve.log"
+    log.write_text("1\n2\n")
+    waker = ManualWaker()
+    follower = follow(log, from_start=True, waker=waker)
+    got: list[list[str]] = []
+
+    def on_lines(lines: list[LogLine]) -> None:
+        got.append(texts(lines))
+        follower.stop()
+
+    follower.run(on_lines)
+    assert got == [["1", "2"]]
+    assert waker.wakes == 1
+
+    stop = threading.Event()
+    append(log, "3\n")
+    other = follow(log, from_start=True)
+
+    def on_lines_then_stop(lines: list[LogLine]) -> None:
+        got.append(texts(lines))
+        stop.set()
+
+    other.run(on_lines_then_stop, stop)
+    assert got[-1] == ["1", "2", "3"]
+
+
+def test_run_wakes_on_an_append_through_watchdog(tmp_path: Path) -> None:
+    log = tmp_path / "serve.log"
+    log.write_text("first\n")
+    follower = Follower(str(log), from_start=True, poll_interval=30.0)  # default waker: watchdog
+    first_seen, second_seen = threading.Event(), threading.Event()
+    got: list[str] = []
+
+    def on_lines(lines: list[LogLine]) -> None:
+        got.extend(texts(lines))
+        (second_seen if "second" in got else first_seen).set()
+
+    thread = threading.Thread(target=follower.run, args=(on_lines,), daemon=True)
+    thread.start()
+    try:
+        assert first_seen.wait(5.0)
+        if follower.status()["waker_degraded_reason"]:
+            pytest.skip("no file notifications here")
+        start = time.monotonic()
+        append(log, "second\n")
+        assert second_seen.wait(5.0), "an append was not seen within 5 s (poll interval is 30 s)"
+        assert time.monotonic() - start < 5.0
+        assert got == ["first", "second"]
+    finally:
+        follower.stop()
+        thread.join(5.0)
+        follower.close()
+    assert not thread.is_alive()

@@ -1,0 +1,700 @@
+"""Follow a log file, the newest file of a folder, or of a glob, the way ``tail -F`` should.
+
+Why it is built like this (DESIGN.md, "Following files"; google/mtail's ``filestream.go`` is the model):
+
+* ``stat`` is the truth, notifications are only a hint. At end of file: another ``(st_dev, st_ino)`` at
+  the path means rotation (drain the old descriptor, then read the new file from 0); a size below our
+  offset means copytruncate (read again from 0); a missing path means wait for it.
+* vLLM launch scripts write one timestamped file per launch, so a folder target follows the newest
+  matching file and moves to a newer one, read from its start, once the current one is drained.
+* A half-written last line waits for its newline; a line longer than the cap is cut and counted, so
+  memory stays bounded whatever the file holds; bad UTF-8 is replaced, never fatal.
+* The state file records the offset just after the last line handed out, so a restart (even after
+  ``kill -9``) neither skips nor repeats a line.
+* Waiting is injected (``wake.Waker``): tests step ``poll()`` explicitly; production wakes on watchdog
+  events and polls every ``poll_interval`` regardless.
+
+Example::
+
+    follower = Follower("/mnt/sdb/vllm/logs", state_file="/var/lib/logwatch/state.json")
+    stop = threading.Event()
+    follower.run(lambda lines: print(len(lines)), stop)   # until follower.stop() or stop.set()
+    follower.close()
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import errno
+import fnmatch
+import glob
+import hashlib
+import json
+import os
+import stat
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from .wake import Waker, WatchdogWaker
+
+__all__ = ["Follower", "FollowerStats", "LogLine"]
+
+READ_CHUNK_BYTES = 1 << 20  # one read() call
+MAX_POLL_BYTES = 16 << 20  # per poll(): a huge backlog must not starve the caller
+FINGERPRINT_BYTES = 1024  # the state file recognises a file by the hash of its first bytes
+AUTOSAVE_SECONDS = 1.0
+_MAX_HOPS = 8  # file changes handled in one poll(); the rest waits for the next one
+_STATE_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class LogLine:
+    """One complete line of a followed file, as the parser and the metrics see it.
+
+    ``offset`` is the byte offset of the line start in ``source``; ``number`` is 1-based, counted from
+    the file start when we read it from there, else from where we started. ``text`` has its ``\\n``
+    and trailing ``\\r`` removed; ``cut`` says it was longer than the cap and truncated.
+    """
+
+    source: str
+    offset: int
+    number: int
+    text: str
+    cut: bool = False
+
+
+@dataclass(slots=True)
+class FollowerStats:
+    """Counters the exporter publishes about itself (no log text, ever: logs hold users' prompts)."""
+
+    lines: int = 0
+    bytes: int = 0
+    rotations: int = 0
+    truncations: int = 0
+    read_errors: int = 0
+    lines_cut: int = 0
+    files_opened: int = 0
+    file_switches: int = 0
+    state_errors: int = 0
+    last_error: str | None = None
+
+
+class _Candidate(NamedTuple):
+    path: str
+    dev: int
+    ino: int
+    size: int
+    mtime_ns: int
+
+    @property
+    def key(self) -> tuple[int, str]:
+        """Newest first by mtime, then by name (launch files carry a timestamp in their name)."""
+        return (self.mtime_ns, os.path.basename(self.path))
+
+
+@dataclass(slots=True)
+class _Reader:
+    """The open file and where we are in it."""
+
+    fd: int
+    path: str
+    dev: int
+    ino: int
+    pos: int  # next byte read() returns
+    line_start: int  # offset of the first byte in buf (the next line to deliver)
+    next_number: int
+    discarding: bool = False  # inside a line already delivered cut (or begun before we started)
+    buf: bytearray = dataclasses.field(default_factory=bytearray)
+    fingerprint: tuple[str, int] | None = None  # cached once FINGERPRINT_BYTES are there
+
+    @property
+    def committed(self) -> int:
+        """Offset just after the last line delivered: where a restart must resume."""
+        return self.pos if self.discarding else self.line_start
+
+
+@dataclass(frozen=True, slots=True)
+class _SavedState:
+    path: str
+    ino: int
+    offset: int
+    fingerprint: str
+    fingerprint_bytes: int
+    number: int
+    cut_pending: bool
+    saved_at: float
+
+
+class Follower:
+    """Follows ``target`` (a file, a folder, or a glob) and hands out complete lines.
+
+    ``poll()`` is one non-blocking step, ``run()`` loops until ``stop()``. Start position of the first
+    file: its end (only new lines), or its start with ``from_start=True``, or where a matching state
+    file says. Every file that appears later is new and read from its start. Errors are counted in
+    ``stats`` and shown in ``stats.last_error``; they are never raised out of ``poll()`` or ``run()``.
+
+    Example::
+
+        with Follower("serve.log", from_start=True, waker=ManualWaker()) as follower:
+            for line in follower.poll():
+                print(line.number, line.text)
+    """
+
+    def __init__(
+        self,
+        target: str,
+        *,
+        pattern: str = "*.log",
+        from_start: bool = False,
+        max_line_bytes: int = 1 << 20,
+        state_file: str | None = None,
+        waker: Waker | None = None,
+        poll_interval: float = 1.0,
+    ) -> None:
+        if max_line_bytes < 1:
+            raise ValueError(f"max_line_bytes must be at least 1, got {max_line_bytes}")
+        if poll_interval <= 0:
+            raise ValueError(f"poll_interval must be positive, got {poll_interval}")
+        self.target = os.path.abspath(target)
+        if os.path.isdir(self.target) or target.endswith(os.sep):
+            self.mode = "dir"
+        elif _has_magic(target):
+            self.mode = "glob"
+        else:
+            self.mode = "file"
+        # A target that does not exist yet may turn out to be a folder: decide when it appears.
+        self._mode_open = self.mode == "file" and not os.path.exists(self.target)
+        self.pattern = pattern
+        self.from_start = from_start
+        self.max_line_bytes = max_line_bytes
+        self.state_file = os.path.abspath(state_file) if state_file else None
+        self.poll_interval = poll_interval
+        self.stats = FollowerStats()
+        self._waker = waker
+        self._owns_waker = False
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._cur: _Reader | None = None
+        self._begun = False
+        self._initial: _Candidate | None = None  # the first file, until it is opened
+        self._saved: _SavedState | None = None
+        self._seen: set[tuple[str, int, int]] = set()  # folder files that are not new launches
+        self._followed: set[tuple[int, int]] = set()  # (dev, ino) we have read: never again from 0
+        self._scanned: list[_Candidate] = []
+        self._budget = 0
+        self._more = False
+        self._waiting_for_path = False
+        self._dirty = False
+        self._last_save = float("-inf")
+        self._closed = False
+
+    # -- public ------------------------------------------------------------------------------------
+
+    def poll(self) -> list[LogLine]:
+        """Read what is new (at most ``MAX_POLL_BYTES``) and return the complete lines, in order.
+
+        Never blocks on a writer and never raises for I/O: errors are counted and retried next time.
+        """
+        out: list[LogLine] = []
+        with self._lock:
+            if self._closed:
+                return out
+            # Autosave before reading: it covers the lines the previous poll() returned, which the
+            # caller has handled by now (run() calls on_lines before polling again). Saving after
+            # reading would record lines the caller has not seen yet, and a crash would skip them.
+            if self._dirty and self.state_file and time.monotonic() - self._last_save >= AUTOSAVE_SECONDS:
+                self._save_locked()
+            self._budget = MAX_POLL_BYTES
+            self._more = False
+            try:
+                self._step(out)
+            except OSError as exc:
+                self._error(exc, self._cur.path if self._cur else self.target)
+            if self._waker is not None:
+                self._waker.watch(self._watch_dirs())
+        return out
+
+    def run(self, on_lines: Callable[[list[LogLine]], None], stop: threading.Event | None = None) -> None:
+        """Poll and deliver until ``stop()`` is called or ``stop`` is set; saves state when leaving.
+
+        Without an injected waker, a ``WatchdogWaker(poll_interval)`` is made here (and closed by
+        ``close()``). Exceptions from ``on_lines`` are the caller's and propagate.
+        """
+        waker = self._waker
+        if waker is None:
+            waker = self._waker = WatchdogWaker(self.poll_interval)
+            self._owns_waker = True
+
+        def stopping() -> bool:
+            return self._stop.is_set() or (stop is not None and stop.is_set())
+
+        while not stopping():
+            lines = self.poll()
+            if lines:
+                on_lines(lines)
+            if stopping():
+                break
+            if not lines and not self._more:
+                waker.wait(self.poll_interval)
+        with self._lock:
+            if self._dirty and not self._closed:
+                self._save_locked()
+
+    def stop(self) -> None:
+        """Make ``run()`` return soon; safe to call from any thread."""
+        self._stop.set()
+        if self._waker is not None:
+            self._waker.wake()
+
+    def save_state(self) -> bool:
+        """Record the offset just after the last line ``poll()`` returned; True if written.
+
+        Call it once those lines are handled: a restart then resumes exactly after them. The write
+        is atomic (temporary file, fsync, rename); errors are counted in ``stats``, never raised.
+        """
+        with self._lock:
+            return self._save_locked()
+
+    def status(self) -> dict[str, Any]:
+        """A snapshot for the status endpoint: what we follow, where we are, the counters."""
+        cur = self._cur
+        return {
+            "target": self.target,
+            "mode": self.mode,
+            "path": cur.path if cur else None,
+            "offset": cur.committed if cur else None,
+            "read_offset": cur.pos if cur else None,
+            "dev": cur.dev if cur else None,
+            "inode": cur.ino if cur else None,
+            "line_number": cur.next_number - 1 if cur else None,
+            "held_bytes": len(cur.buf) if cur else 0,
+            "waiting_for_path": self._waiting_for_path,
+            "waker_degraded_reason": getattr(self._waker, "degraded_reason", None),
+            "stats": dataclasses.asdict(self.stats),
+        }
+
+    def close(self) -> None:
+        """Stop ``run()``, save state, close the file and the waker we made. Idempotent."""
+        self.stop()
+        with self._lock:
+            if self._closed:
+                return
+            self._save_locked()
+            self._closed = True
+            if self._cur is not None:
+                os.close(self._cur.fd)
+                self._cur = None
+        if self._owns_waker and self._waker is not None:
+            self._waker.close()
+
+    def __enter__(self) -> Follower:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # -- one step ----------------------------------------------------------------------------------
+
+    def _step(self, out: list[LogLine]) -> None:
+        if not self._begun:
+            self._begin()
+        for _ in range(_MAX_HOPS):
+            if self._cur is None:
+                self._cur = self._open_next()
+                if self._cur is None:
+                    return
+            if not self._drain(self._cur, out) or self._more:
+                return
+            if not self._at_eof(self._cur, out):
+                return
+        self._more = True  # a storm of rotations: carry on at the next poll
+
+    def _begin(self) -> None:
+        """Pick the first file once, and decide which folder files count as already there."""
+        self._begun = True
+        if self.state_file:
+            self._saved = self._load_state()
+        candidates = self._candidates()
+        saved = self._saved
+        choice = None
+        if saved is not None:
+            choice = next((c for c in candidates if (c.path, c.ino) == (saved.path, saved.ino)), None)
+        if choice is None and candidates:
+            choice = max(candidates, key=lambda c: c.key)
+        self._initial = choice
+        if choice is not None and self.mode != "file":
+            # Files no newer than the first one are old launches, never switched to. Files newer
+            # than it (only when resuming an older file from state) are launches we must still read.
+            self._seen = {(c.path, c.dev, c.ino) for c in candidates if c.key <= choice.key}
+
+    def _open_next(self) -> _Reader | None:
+        candidates = self._candidates()
+        if self.mode == "file":
+            order = candidates[:1]
+        else:
+            ids = self._prune(candidates)
+            fresh = [c for c in candidates if self._is_new(c)]
+            order = sorted(fresh, key=lambda c: c.key, reverse=True)[:1]
+            initial = self._initial
+            if initial is not None and (initial.path, initial.dev, initial.ino) in ids:
+                order.insert(0, initial)
+        self._waiting_for_path = not order
+        for candidate in order:
+            reader = self._open(candidate.path)
+            if reader is not None:
+                return reader
+        return None
+
+    def _drain(self, cur: _Reader, out: list[LogLine]) -> bool:
+        """Read to end of file or to the poll budget; False on a read error (retried next poll)."""
+        while self._budget > 0:
+            try:
+                data = os.read(cur.fd, min(READ_CHUNK_BYTES, self._budget))
+            except OSError as exc:
+                self._error(exc, cur.path)
+                return False
+            if not data:
+                return True
+            self._budget -= len(data)
+            self.stats.bytes += len(data)
+            self._consume(cur, data, out)
+            self._dirty = True
+        self._more = True
+        return True
+
+    def _at_eof(self, cur: _Reader, out: list[LogLine]) -> bool:
+        """Decide what end of file means; True when we moved to another file or offset."""
+        try:
+            st: os.stat_result | None = os.stat(cur.path)
+        except FileNotFoundError:
+            st = None
+        except OSError as exc:
+            self._error(exc, cur.path)
+            return False
+        if st is not None and (st.st_dev, st.st_ino) != (cur.dev, cur.ino):
+            # Rotation, or delete and recreate: drain what was written to the old file meanwhile.
+            return self._switch(cur, cur.path, out, rotation=True)
+        if st is not None and st.st_size < cur.pos:
+            self._flush_partial(cur, out)  # the writer will not finish that line in this file
+            os.lseek(cur.fd, 0, os.SEEK_SET)
+            cur.pos = cur.line_start = 0
+            cur.next_number = 1
+            cur.fingerprint = None
+            self.stats.truncations += 1
+            self._dirty = True
+            return True
+        if self.mode != "file":
+            newer = self._newer_launch(cur)
+            if newer is not None:
+                return self._switch(cur, newer.path, out, rotation=False)
+        self._waiting_for_path = st is None
+        return False
+
+    def _newer_launch(self, cur: _Reader) -> _Candidate | None:
+        candidates = self._candidates()
+        self._prune(candidates)
+        current_key = (os.fstat(cur.fd).st_mtime_ns, os.path.basename(cur.path))
+        newer = [c for c in candidates if self._is_new(c) and c.key > current_key]
+        return max(newer, key=lambda c: c.key) if newer else None
+
+    def _is_new(self, c: _Candidate) -> bool:
+        """Not an old launch seen at start, and not a file we read already (maybe renamed since)."""
+        return (c.path, c.dev, c.ino) not in self._seen and (c.dev, c.ino) not in self._followed
+
+    def _prune(self, candidates: list[_Candidate]) -> set[tuple[str, int, int]]:
+        """Forget files that are gone, so the sets stay small and a reused inode number is not blocked."""
+        ids = {(c.path, c.dev, c.ino) for c in candidates}
+        self._seen &= ids
+        keep = {(dev, ino) for _, dev, ino in ids}
+        if self._cur is not None:
+            keep.add((self._cur.dev, self._cur.ino))
+        self._followed &= keep
+        return ids
+
+    def _switch(self, cur: _Reader, path: str, out: list[LogLine], *, rotation: bool) -> bool:
+        if not self._drain(cur, out) or self._more:
+            return False  # still draining the old file; the switch happens at a later end of file
+        # If the path was replaced again since the stat, the file opened now is newer still: fine.
+        new = self._open(path)
+        if new is None:
+            return False  # keep the old descriptor; try again at the next poll
+        self._flush_partial(cur, out)
+        os.close(cur.fd)
+        self._cur = new
+        if rotation:
+            self.stats.rotations += 1
+        else:
+            self.stats.file_switches += 1
+        return True
+
+    # -- files ---------------------------------------------------------------------------------------
+
+    def _open(self, path: str) -> _Reader | None:
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            self._error(exc, path)
+            return None
+        try:
+            st = os.fstat(fd)
+            start, number, discarding = self._start_position(fd, path, st)
+            if start:
+                os.lseek(fd, start, os.SEEK_SET)
+        except OSError as exc:
+            os.close(fd)
+            self._error(exc, path)
+            return None
+        self._initial = None
+        self._waiting_for_path = False
+        self._seen.add((path, st.st_dev, st.st_ino))
+        self._followed.add((st.st_dev, st.st_ino))
+        self.stats.files_opened += 1
+        self._dirty = True
+        return _Reader(fd, path, st.st_dev, st.st_ino, start, start, number, discarding)
+
+    def _start_position(self, fd: int, path: str, st: os.stat_result) -> tuple[int, int, bool]:
+        """(offset, next line number, inside a line) for a freshly opened file."""
+        initial = self._initial
+        if initial is None or (initial.path, initial.dev, initial.ino) != (path, st.st_dev, st.st_ino):
+            return 0, 1, False  # appeared after we started: all of it is new
+        saved = self._saved
+        if saved is not None:
+            if (saved.path, saved.ino) == (path, st.st_ino) and st.st_size >= saved.offset:
+                head = _read_at(fd, saved.fingerprint_bytes, 0)
+                same = len(head) == saved.fingerprint_bytes
+                if same and hashlib.sha256(head).hexdigest() == saved.fingerprint:
+                    return saved.offset, saved.number + 1, saved.cut_pending
+            if st.st_mtime > saved.saved_at:
+                return 0, 1, False  # replaced since the state was saved: a file we never read
+        if self.from_start:
+            return 0, 1, False
+        end = min(initial.size, st.st_size)
+        # Starting at the end in the middle of a line: skip its tail rather than hand out half a line.
+        return end, 1, end > 0 and _read_at(fd, 1, end - 1) != b"\n"
+
+    def _candidates(self) -> list[_Candidate]:
+        if self._mode_open and os.path.exists(self.target):
+            self._mode_open = False
+            self.mode = "dir" if os.path.isdir(self.target) else "file"
+        if self.mode == "file":
+            found = _candidate(self.target)
+            return [found] if found else []
+        if self.mode == "dir":
+            try:
+                names = [os.path.join(self.target, n) for n in os.listdir(self.target)]
+            except FileNotFoundError:
+                names = []
+            except OSError as exc:
+                self._error(exc, self.target)
+                names = []
+            names = [p for p in names if fnmatch.fnmatch(os.path.basename(p), self.pattern)]
+        else:
+            names = glob.glob(self.target)
+        found_all = [_candidate(p) for p in names if not self._is_state_file(p)]
+        self._scanned = [c for c in found_all if c is not None]
+        return self._scanned
+
+    def _is_state_file(self, path: str) -> bool:
+        if not self.state_file:
+            return False
+        base = os.path.basename(self.state_file)
+        return path == self.state_file or os.path.basename(path).startswith(f".{base}.")
+
+    def _watch_dirs(self) -> list[str]:
+        if self.mode == "dir":
+            return [self.target]
+        if self.mode == "file":
+            return [os.path.dirname(self.target)]
+        parts = self.target.split(os.sep)
+        fixed = os.sep.join(parts[: next(i for i, p in enumerate(parts) if _has_magic(p))]) or os.sep
+        return sorted({fixed} | {os.path.dirname(c.path) for c in self._scanned})
+
+    # -- lines ---------------------------------------------------------------------------------------
+
+    def _consume(self, cur: _Reader, data: bytes, out: list[LogLine]) -> None:
+        """Split ``data`` (read at ``cur.pos``) into lines; hold a partial one, never more than the cap."""
+        base = cur.pos
+        cur.pos += len(data)
+        cap = self.max_line_bytes
+        i, n = 0, len(data)
+        while i < n:
+            nl = data.find(b"\n", i)
+            if cur.discarding:
+                if nl < 0:
+                    return
+                cur.discarding = False
+                i = nl + 1
+                cur.line_start = base + i
+                continue
+            end = n if nl < 0 else nl
+            held = len(cur.buf)
+            if held + end - i > cap:
+                raw = bytes(cur.buf) + data[i : i + cap - held]
+                cur.buf.clear()
+                self._emit(cur, raw, True, out)
+                if nl < 0:
+                    cur.discarding = True
+                    return
+            elif nl < 0:
+                cur.buf += data[i:]
+                return
+            elif held:
+                raw = bytes(cur.buf) + data[i:nl]
+                cur.buf.clear()
+                self._emit(cur, raw, False, out)
+            else:
+                self._emit(cur, data[i:nl], False, out)
+            i = nl + 1
+            cur.line_start = base + i
+
+    def _flush_partial(self, cur: _Reader, out: list[LogLine]) -> None:
+        """The file is done (rotated, truncated, superseded): a held partial line is all there is."""
+        if cur.buf and not cur.discarding:
+            self._emit(cur, bytes(cur.buf), False, out)
+            cur.buf.clear()
+            cur.line_start = cur.pos
+        cur.discarding = False
+
+    def _emit(self, cur: _Reader, raw: bytes, cut: bool, out: list[LogLine]) -> None:
+        if cut:
+            raw = _trim_partial_utf8(raw)
+            self.stats.lines_cut += 1
+        elif raw.endswith(b"\r"):
+            raw = raw[:-1]
+        out.append(LogLine(cur.path, cur.line_start, cur.next_number, raw.decode("utf-8", "replace"), cut))
+        cur.next_number += 1
+        self.stats.lines += 1
+
+    # -- state file ----------------------------------------------------------------------------------
+
+    def _save_locked(self) -> bool:
+        cur, path = self._cur, self.state_file
+        if path is None or cur is None:
+            return False
+        self._last_save = time.monotonic()
+        try:
+            if cur.fingerprint is None or cur.fingerprint[1] < FINGERPRINT_BYTES:
+                head = _read_at(cur.fd, FINGERPRINT_BYTES, 0)
+                cur.fingerprint = (hashlib.sha256(head).hexdigest(), len(head))
+            record = {
+                "version": _STATE_VERSION,
+                "path": cur.path,
+                "dev": cur.dev,
+                "ino": cur.ino,
+                "offset": cur.committed,
+                "fingerprint": cur.fingerprint[0],
+                "fingerprint_bytes": cur.fingerprint[1],
+                "number": cur.next_number - 1,
+                "cut_pending": cur.discarding,
+                "saved_at": time.time(),
+            }
+            _write_atomically(path, json.dumps(record, indent=1) + "\n")
+        except OSError as exc:
+            self.stats.state_errors += 1
+            self.stats.last_error = f"cannot save state: {_describe(exc, path)}"
+            return False
+        self._dirty = False
+        return True
+
+    def _load_state(self) -> _SavedState | None:
+        assert self.state_file is not None
+        try:
+            with open(self.state_file, encoding="utf-8") as f:
+                raw = json.load(f)
+            return _SavedState(
+                path=str(raw["path"]),
+                ino=int(raw["ino"]),
+                offset=int(raw["offset"]),
+                fingerprint=str(raw["fingerprint"]),
+                fingerprint_bytes=int(raw["fingerprint_bytes"]),
+                number=int(raw["number"]),
+                cut_pending=bool(raw.get("cut_pending", False)),
+                saved_at=float(raw["saved_at"]),
+            )
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            self.stats.last_error = f"cannot read state: {_describe(exc, self.state_file)}"
+        except (ValueError, KeyError, TypeError):
+            self.stats.last_error = f"state file unreadable, ignored: {_one_line(self.state_file)}"
+        self.stats.state_errors += 1
+        return None
+
+    def _error(self, exc: OSError, path: str) -> None:
+        self.stats.read_errors += 1
+        self.stats.last_error = _describe(exc, path)
+
+
+def _candidate(path: str) -> _Candidate | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    return _Candidate(path, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def _read_at(fd: int, size: int, offset: int) -> bytes:
+    """Read without moving the descriptor's position (the follower's read position lives there)."""
+    return os.pread(fd, size, offset) if size > 0 else b""
+
+
+def _write_atomically(path: str, text: str) -> None:
+    """Write a temporary file in the same folder, fsync it, rename it over ``path``: all or nothing."""
+    folder = os.path.dirname(path) or "."
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    try:  # make the rename itself durable; not every file system allows fsync on a folder
+        dir_fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+    except OSError:
+        pass
+
+
+def _trim_partial_utf8(raw: bytes) -> bytes:
+    """Drop a multi-byte character cut in half at the cap, instead of turning it into U+FFFD."""
+    for back in range(1, min(4, len(raw)) + 1):
+        byte = raw[-back]
+        if byte & 0xC0 != 0x80:  # the last character starts here
+            need = 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4
+            return raw[:-back] if byte >= 0xC0 and back < need else raw
+    return raw
+
+
+def _has_magic(text: str) -> bool:
+    return any(ch in text for ch in "*?[")
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _describe(exc: OSError, path: str) -> str:
+    """A one-line message naming the file and the reason, never any file content."""
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        reason = "permission denied"
+    elif exc.errno is not None:
+        reason = os.strerror(exc.errno).lower()
+    else:
+        reason = _one_line(str(exc)) or type(exc).__name__
+    return f"{reason}: {_one_line(path)}"

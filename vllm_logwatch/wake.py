@@ -1,0 +1,249 @@
+"""Wakers: how a follower waits between two polls.
+
+The follower trusts ``stat``, never notifications (DESIGN.md, "Following files"): a notification only
+ends the wait early, and the poll interval is always on as a backstop. Waiting is injected, as in
+google/mtail's ``internal/waker``, so that:
+
+* production wakes within milliseconds of a write (``WatchdogWaker``, inotify on Linux) yet still polls
+  when notifications are lost (network file systems, inotify limits, renamed directories);
+* tests step the follower exactly (``ManualWaker``) and never sleep to synchronise;
+* watchdog, with its OS limits and threads, is imported in this module and nowhere else.
+
+Example::
+
+    waker = WatchdogWaker(interval=1.0)
+    waker.watch(["/mnt/sdb/vllm/logs"])
+    woke = waker.wait(1.0)   # True: something changed in the folder; False: the interval passed
+    waker.close()
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+from watchdog.events import (
+    EVENT_TYPE_CREATED,
+    EVENT_TYPE_DELETED,
+    EVENT_TYPE_MODIFIED,
+    EVENT_TYPE_MOVED,
+    DirCreatedEvent,
+    DirDeletedEvent,
+    DirModifiedEvent,
+    DirMovedEvent,
+    FileCreatedEvent,
+    FileDeletedEvent,
+    FileModifiedEvent,
+    FileMovedEvent,
+    FileSystemEvent,
+    FileSystemEventHandler,
+)
+from watchdog.observers import Observer
+
+if TYPE_CHECKING:
+    from watchdog.observers.api import BaseObserver, ObservedWatch
+
+__all__ = ["ManualWaker", "PollWaker", "Waker", "WatchdogWaker"]
+
+# Only changes to content or names matter. Opens, closes and reads are left out on purpose: the
+# follower's own reads would otherwise wake it again and again.
+_WAKING_EVENT_TYPES = frozenset(
+    {EVENT_TYPE_CREATED, EVENT_TYPE_MODIFIED, EVENT_TYPE_MOVED, EVENT_TYPE_DELETED}
+)
+_EVENT_FILTER: list[type[FileSystemEvent]] = [
+    FileCreatedEvent,
+    DirCreatedEvent,
+    FileModifiedEvent,
+    DirModifiedEvent,
+    FileMovedEvent,
+    DirMovedEvent,
+    FileDeletedEvent,
+    DirDeletedEvent,
+]
+
+
+@runtime_checkable
+class Waker(Protocol):
+    """What a follower needs from whatever tells it to look again.
+
+    ``wait`` returns True when woken (a file event or ``wake()``), False when the timeout passed.
+    ``watch`` sets the directories worth watching; calling it again with the same set is cheap.
+    ``wake`` may be called from any thread (it is how ``Follower.stop()`` ends a wait at once).
+    """
+
+    def wait(self, timeout: float | None) -> bool: ...
+
+    def watch(self, paths: Iterable[str]) -> None: ...
+
+    def wake(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class PollWaker:
+    """Waits for the poll interval, or less when ``wake()`` is called.
+
+    Used where notifications are not wanted or cannot work (and as ``WatchdogWaker``'s base, since
+    the interval backstop is the same). ``wait(None)`` and ``wait(t)`` both return after at most
+    ``interval`` seconds; after ``close()``, ``wait`` returns True at once so no thread stays stuck.
+
+    Example::
+
+        waker = PollWaker(0.5)
+        waker.wait(None)   # False after 0.5 s, True at once if another thread called waker.wake()
+    """
+
+    def __init__(self, interval: float = 1.0) -> None:
+        if interval <= 0:
+            raise ValueError(f"interval must be positive, got {interval!r}")
+        self.interval = interval
+        self._event = threading.Event()
+        self._closed = False
+
+    def wait(self, timeout: float | None) -> bool:
+        """Block until woken or until ``min(timeout, interval)`` seconds passed."""
+        if self._closed:
+            return True
+        limit = self.interval if timeout is None else min(max(timeout, 0.0), self.interval)
+        woke = self._event.wait(limit)
+        if not self._closed:
+            # Clearing after the wait may swallow an event that came in just now; harmless, because
+            # the caller polls right after returning and sees whatever that event was about.
+            self._event.clear()
+        return woke
+
+    def watch(self, paths: Iterable[str]) -> None:
+        """No notifications here; the paths are not needed."""
+
+    def wake(self) -> None:
+        """End a ``wait`` early, from any thread."""
+        self._event.set()
+
+    def close(self) -> None:
+        """Release any waiter for good."""
+        self._closed = True
+        self._event.set()
+
+
+class _WakeOnChange(FileSystemEventHandler):
+    """Turns a relevant watchdog event into a set ``threading.Event``; nothing else runs on that thread."""
+
+    def __init__(self, event: threading.Event) -> None:
+        super().__init__()
+        self._event = event
+
+    def on_any_event(self, event: FileSystemEvent) -> None:
+        if event.event_type in _WAKING_EVENT_TYPES:
+            self._event.set()
+
+
+class WatchdogWaker(PollWaker):
+    """Wakes early on file-system events in the watched directories; polls every ``interval`` anyway.
+
+    Directories are watched non-recursively (a followed file's parent, or the followed folder). If
+    watchdog cannot start or cannot watch a directory (inotify instance or watch limits, a file system
+    without notifications), the waker keeps working as a ``PollWaker`` and says why in
+    ``degraded_reason``, so a status page can show it; it is never an error.
+
+    Example::
+
+        waker = WatchdogWaker(interval=1.0)
+        waker.watch(["/mnt/sdb/vllm/logs"])
+        if waker.degraded_reason:
+            print("polling only:", waker.degraded_reason)
+    """
+
+    def __init__(self, interval: float = 1.0) -> None:
+        super().__init__(interval)
+        self.degraded_reason: str | None = None
+        self._lock = threading.Lock()
+        self._handler = _WakeOnChange(self._event)
+        self._watches: dict[str, ObservedWatch] = {}
+        self._wanted: frozenset[str] = frozenset()
+        self._observer: BaseObserver | None = None
+        try:
+            observer = Observer()
+            observer.daemon = True
+            observer.start()
+        except (OSError, RuntimeError) as exc:
+            self.degraded_reason = f"file notifications unavailable, polling only: {_one_line(exc)}"
+        else:
+            self._observer = observer
+
+    def watch(self, paths: Iterable[str]) -> None:
+        """Watch exactly these directories (missing ones are retried on the next call)."""
+        wanted = frozenset(os.path.abspath(p) for p in paths)
+        with self._lock:
+            observer = self._observer
+            if observer is None or self._closed:
+                return
+            if wanted == self._wanted and wanted.issubset(self._watches):
+                return
+            self._wanted = wanted
+            for path in [p for p in self._watches if p not in wanted]:
+                watch = self._watches.pop(path)
+                with contextlib.suppress(KeyError, OSError):  # its emitter may have died with the folder
+                    observer.unschedule(watch)
+            for path in sorted(wanted - self._watches.keys()):
+                if not os.path.isdir(path):
+                    continue  # not there yet: the poll backstop covers it until it appears
+                try:
+                    self._watches[path] = observer.schedule(
+                        self._handler, path, recursive=False, event_filter=_EVENT_FILTER
+                    )
+                except OSError as exc:
+                    # Typically ENOSPC: the inotify watch limit. Keep polling; say so.
+                    self.degraded_reason = f"cannot watch {path}, polling it: {_one_line(exc)}"
+
+    def close(self) -> None:
+        """Stop the observer thread and release any waiter."""
+        super().close()
+        with self._lock:
+            observer, self._observer = self._observer, None
+            self._watches.clear()
+        if observer is not None:
+            observer.stop()
+            observer.join(timeout=5.0)
+
+
+class ManualWaker:
+    """A waker for tests: ``wait`` never blocks, so a test steps the follower with explicit polls.
+
+    It records what it was asked: ``waits`` (number of ``wait`` calls), ``wakes``, ``watched`` (the last
+    set of directories) and ``closed``. ``wait`` returns True if ``wake()`` was called since the last
+    ``wait``, else False, as a real waker would after a timeout.
+    """
+
+    def __init__(self) -> None:
+        self.waits = 0
+        self.wakes = 0
+        self.watched: frozenset[str] = frozenset()
+        self.closed = False
+        self._pending = False
+
+    def wait(self, timeout: float | None) -> bool:
+        """Return at once; True if a ``wake()`` came since the last wait."""
+        self.waits += 1
+        woke, self._pending = self._pending, False
+        return woke
+
+    def watch(self, paths: Iterable[str]) -> None:
+        """Remember the directories, for tests to assert on."""
+        self.watched = frozenset(os.path.abspath(p) for p in paths)
+
+    def wake(self) -> None:
+        """Count the wake and make the next ``wait`` report it."""
+        self.wakes += 1
+        self._pending = True
+
+    def close(self) -> None:
+        """Mark the waker closed."""
+        self.closed = True
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    return " ".join(text.split())

@@ -1,0 +1,298 @@
+"""Per-engine state of the live exporter: the last stats values, the typical spacing of the engine's
+lines, and the token counters integrated from its throughputs.
+
+It lives apart from `metrics.py` because the integration rules are the subtle part of the exporter
+and they are pure given the records' times, so they read (and are tested) without Prometheus.
+
+Why the rules are what they are (../shared/vllm-log-formats.md section 8): a throughput is the
+average over one window that ends at the line, windows are back-to-back, and vLLM hides a window
+only when it and the one before both had zero throughput. So `tokens = throughput x window`, where
+the window is the engine's typical interval; a long gap is hidden zero windows, never a long window.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Mapping
+from datetime import datetime
+from statistics import median
+from typing import Any, Literal
+
+from .events import EngineStats, SpecDecodeStats
+
+__all__ = [
+    "DEFAULT_INTERVAL",
+    "GAP_HISTORY",
+    "IDLE_GAP_FACTOR",
+    "MAX_FIRST_GAP",
+    "EngineState",
+    "RunningTotal",
+    "json_safe",
+]
+
+DEFAULT_INTERVAL = 10.0
+"""vLLM's default `VLLM_LOG_STATS_INTERVAL`, used until an engine's own spacing is known."""
+IDLE_GAP_FACTOR = 1.5
+"""A gap longer than this many typical intervals held hidden all-zero windows (an idle silence)."""
+MAX_FIRST_GAP = 60.0
+"""The first gap of an engine is believed as its interval only up to this (nothing to compare with)."""
+GAP_HISTORY = 9
+"""Gaps kept for the median: stamps have 1-second resolution, the median smooths the jitter."""
+
+State = Literal["ok", "idle", "stalled"]
+
+
+def _finite(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
+
+
+class RunningTotal:
+    """A counter that never goes down, fed increments (`add`) or a source's cumulative readings
+    (`observe_total`, e.g. V0's spec-decode counts or the tailer's line count).
+
+    A cumulative reading below the previous one means the source started over (vLLM or the tailer
+    restarted): the old total is kept as a base, so the exported counter stays monotonic.
+
+    >>> t = RunningTotal()
+    >>> t.observe_total(5); t.observe_total(2); t.value
+    7.0
+    """
+
+    __slots__ = ("_base", "_raw")
+
+    def __init__(self) -> None:
+        self._base = 0.0
+        self._raw = 0.0
+
+    @property
+    def value(self) -> float:
+        return self._base + self._raw
+
+    def add(self, amount: float | None) -> None:
+        """Count `amount` more; a missing, negative or non-finite amount would corrupt the counter."""
+        if amount is not None and math.isfinite(amount) and amount > 0:
+            self._base += amount
+
+    def observe_total(self, raw: float | None) -> None:
+        """The source's own cumulative value now."""
+        if raw is None or not math.isfinite(raw) or raw < 0:
+            return
+        if raw < self._raw:
+            self._base += self._raw
+        self._raw = float(raw)
+
+    def restart(self) -> None:
+        """The source starts over from zero (a new vLLM launch)."""
+        self._base += self._raw
+        self._raw = 0.0
+
+
+class EngineState:
+    """What one engine label knows. Counters survive `reset()` (a new launch): Prometheus counters
+    must not go down within our process. Gauges, intervals and the held first line do not."""
+
+    def __init__(self, stats_interval: float | None = None) -> None:
+        self.stats_interval = stats_interval
+        self.prompt_tokens = RunningTotal()
+        self.generation_tokens = RunningTotal()
+        self.preemptions = RunningTotal()
+        self.spec_accepted = RunningTotal()
+        self.spec_drafted = RunningTotal()
+        self.stats_lines = 0
+        self.has_preemptions = False
+        self.has_spec_counts = False
+        self.last: EngineStats | None = None
+        self.last_arrival: float | None = None
+        self.spec: SpecDecodeStats | None = None
+        self._last_time: datetime | None = None
+        self._gaps: deque[float] = deque(maxlen=GAP_HISTORY)
+        self._held: tuple[float | None, float | None] | None = None
+
+    # -- the interval ---------------------------------------------------------------------------
+
+    def typical_interval(self) -> float | None:
+        """The configured interval, else the median of the recent usable gaps, else None."""
+        if self.stats_interval is not None:
+            return self.stats_interval
+        return median(self._gaps) if self._gaps else None
+
+    def interval(self) -> float:
+        """The typical interval, or vLLM's default before one is known."""
+        return self.typical_interval() or DEFAULT_INTERVAL
+
+    def _window(self, time: datetime | None) -> float | None:
+        """The window to credit this line with; None holds the line (first line, gap unknown)."""
+        if self.stats_interval is not None:
+            return self.stats_interval
+        if time is None:
+            return self.interval()
+        previous, self._last_time = self._last_time, time
+        if previous is None:
+            return None
+        try:
+            gap: float | None = (time - previous).total_seconds()
+        except TypeError:  # naive next to aware: not comparable
+            gap = None
+        typical = self.typical_interval()
+        limit = MAX_FIRST_GAP if typical is None else IDLE_GAP_FACTOR * typical
+        if gap is not None and 0 < gap <= limit:
+            self._gaps.append(gap)
+        if self._held is not None:
+            first = gap if gap is not None and 0 < gap <= MAX_FIRST_GAP else DEFAULT_INTERVAL
+            self._credit(*self._held, first)
+            self._held = None
+        return self.interval()
+
+    def _credit(self, prompt: float | None, generation: float | None, window: float) -> None:
+        if prompt is not None:
+            self.prompt_tokens.add(prompt * window)
+        if generation is not None:
+            self.generation_tokens.add(generation * window)
+
+    # -- events ---------------------------------------------------------------------------------
+
+    def apply_stats(self, stats: EngineStats, arrival: float) -> None:
+        """One stats line of this engine, read at wall-clock time `arrival`."""
+        prompt, generation = _finite(stats.prompt_throughput), _finite(stats.generation_throughput)
+        window = self._window(stats.time)
+        if window is None:
+            self._held = (prompt, generation)
+        else:
+            self._credit(prompt, generation, window)
+        self.stats_lines += 1
+        preemptions = stats.extra.get("preemptions")
+        if preemptions is not None:
+            self.has_preemptions = True
+            self.preemptions.add(preemptions)
+        self.last = stats
+        self.last_arrival = arrival
+
+    def apply_prefix_rates(self, gpu_pct: float, cpu_pct: float) -> None:
+        """V0's separate prefix-cache line completes the stats line before it."""
+        if self.last is not None:
+            self.last = self.last.model_copy(
+                update={"prefix_cache_hit_rate_pct": gpu_pct, "prefix_cache_hit_rate_cpu_pct": cpu_pct})
+
+    def apply_spec(self, spec: SpecDecodeStats) -> None:
+        """V1 lines count the interval (summed); V0 lines count since engine start (latest wins)."""
+        if spec.accepted_tokens is not None or spec.drafted_tokens is not None:
+            self.has_spec_counts = True
+        if spec.cumulative:
+            self.spec_accepted.observe_total(spec.accepted_tokens)
+            self.spec_drafted.observe_total(spec.drafted_tokens)
+        else:
+            self.spec_accepted.add(spec.accepted_tokens)
+            self.spec_drafted.add(spec.drafted_tokens)
+        self.spec = spec
+
+    def reset(self) -> None:
+        """A new launch: forget gauges and spacing; keep the counters (a held first line is credited
+        with vLLM's default interval rather than lost)."""
+        if self._held is not None:
+            self._credit(*self._held, self.interval())
+        self._held = None
+        self.last = None
+        self.last_arrival = None
+        self.spec = None
+        self._last_time = None
+        self._gaps.clear()
+        self.spec_accepted.restart()
+        self.spec_drafted.restart()
+
+    # -- reading --------------------------------------------------------------------------------
+
+    def stalled(self, now: float, intervals: float) -> bool:
+        """Requests were running and no line came for `intervals` typical intervals.
+
+        An idle engine (last line with nothing running) goes silent by design: not a stall.
+        """
+        last = self.last
+        if last is None or self.last_arrival is None or not last.running:
+            return False
+        return now - self.last_arrival > intervals * self.interval()
+
+    def state(self, now: float, intervals: float) -> State:
+        """`stalled`, `idle` (nothing running and nothing flowing, or silent) or `ok`."""
+        if self.stalled(now, intervals):
+            return "stalled"
+        last = self.last
+        if last is not None and last.running == 0 and self.last_arrival is not None:
+            quiet = not last.prompt_throughput and not last.generation_throughput
+            if quiet or now - self.last_arrival > intervals * self.interval():
+                return "idle"
+        return "ok"
+
+    def snapshot(self, now: float, intervals: float) -> dict[str, Any] | None:
+        """The engine for the status page, values in the log's units; None before its first line."""
+        last = self.last
+        if last is None or self.last_arrival is None:
+            return None
+        values = last.model_dump(exclude={"file", "line", "stamp", "level", "process", "kind"},
+                                 exclude_none=True, mode="json")
+        values["kv_cache_usage_pct"] = last.kv_cache_usage_pct
+        return json_safe({
+            "last": values,
+            "age_seconds": round(now - self.last_arrival, 3),
+            "state": self.state(now, intervals),
+            "interval_seconds": self.typical_interval(),
+            "prompt_tokens": self.prompt_tokens.value,
+            "generation_tokens": self.generation_tokens.value,
+            "stats_lines": self.stats_lines,
+        })
+
+    def gauges(self) -> dict[str, float]:
+        """Short metric name -> value, for the values the last lines carried (base units)."""
+        out: dict[str, float] = {}
+        last, spec = self.last, self.spec
+        if last is not None:
+            _put(out, "prompt_throughput_tokens_per_second", last.prompt_throughput)
+            _put(out, "generation_throughput_tokens_per_second", last.generation_throughput)
+            _put(out, "requests_running", last.running)
+            _put(out, "requests_waiting", last.waiting)
+            _put(out, "requests_swapped", last.swapped)
+            _put(out, "requests_deferred", last.extra.get("deferred"))
+            _put(out, "kv_cache_usage_ratio", last.kv_cache_usage_pct, 100.0)
+            if last.is_v0:
+                _put(out, "cpu_swap_kv_cache_usage_ratio", last.cpu_kv_cache_usage_pct, 100.0)
+            _put(out, "prefix_cache_hit_ratio", last.prefix_cache_hit_rate_pct, 100.0)
+            _put(out, "external_prefix_cache_hit_ratio",
+                 last.extra.get("external_prefix_cache_hit_rate_pct"), 100.0)
+            _put(out, "mm_cache_hit_ratio", last.mm_cache_hit_rate_pct, 100.0)
+            stamp = last.time.timestamp() if last.time is not None else self.last_arrival
+            _put(out, "last_stats_timestamp_seconds", stamp)
+            _put(out, "stats_interval_seconds", self.typical_interval())
+        if spec is not None:
+            _put(out, "spec_decode_mean_acceptance_length", spec.mean_acceptance_length)
+            ratio: float | None = None
+            if spec.draft_acceptance_rate_pct is not None:
+                ratio = spec.draft_acceptance_rate_pct / 100.0
+            elif spec.accepted_tokens is not None and spec.drafted_tokens:
+                ratio = spec.accepted_tokens / spec.drafted_tokens
+            _put(out, "spec_decode_acceptance_ratio", ratio)
+        return out
+
+    def counters(self) -> dict[str, float]:
+        """Short metric name -> total, for the counters this engine has data for."""
+        out: dict[str, float] = {}
+        if self.stats_lines:
+            out["prompt_tokens"] = self.prompt_tokens.value
+            out["generation_tokens"] = self.generation_tokens.value
+            out["stats_lines"] = float(self.stats_lines)
+        if self.has_preemptions:
+            out["preemptions"] = self.preemptions.value
+        if self.has_spec_counts:
+            out["spec_decode_accepted_tokens"] = self.spec_accepted.value
+            out["spec_decode_drafted_tokens"] = self.spec_drafted.value
+        return out
+
+
+def json_safe(values: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy fit for strict JSON: NaN and infinities (vLLM prints `nan%`) become null."""
+    return {k: (None if isinstance(v, float) and not math.isfinite(v)
+                else json_safe(v) if isinstance(v, Mapping) else v) for k, v in values.items()}
+
+
+def _put(out: dict[str, float], key: str, value: float | None, divisor: float = 1.0) -> None:
+    if value is not None:
+        out[key] = value / divisor

@@ -1,0 +1,393 @@
+"""The live exporter's state, and a prometheus_client collector that reads it at scrape time.
+
+A worker thread feeds events (`apply`, `new_launch`, `set_follower_stats`, `set_child`); the HTTP
+server thread scrapes (`collect`, `status`). One lock guards the state; a scrape copies it into
+metric families under the lock and yields them after, so the feeder never waits on a slow client.
+
+Names, types and labels come from `names.METRICS` only. Label values are bounded (engines, paths,
+levels) and never carry log text: logs hold users' prompts. No sample timestamps, no global registry.
+
+>>> from prometheus_client import CollectorRegistry
+>>> from vllm_logwatch.parse import parse_line
+>>> metrics, registry = ExporterMetrics(), CollectorRegistry()
+>>> metrics.register(registry)
+>>> metrics.apply(parse_line("INFO 11-29 19:26:05 [loggers.py:335] Engine 000: Avg prompt throughput: "
+...                          "9.0 tokens/s, Avg generation throughput: 2.0 tokens/s, Running: 16 reqs, "
+...                          "Waiting: 8 reqs, GPU KV cache usage: 4.5%"))
+>>> registry.get_sample_value("vllm_logwatch_kv_cache_usage_ratio", {"engine": "0", "model_name": "unknown"})
+0.045
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily, Metric
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from .engine_state import DEFAULT_INTERVAL, EngineState, RunningTotal, json_safe
+from .errors import UsageError
+from .events import (
+    EngineStats,
+    Event,
+    HttpAccess,
+    LogMessage,
+    PrefixCacheRates,
+    ServerInfo,
+    SpecDecodeStats,
+    Unparsed,
+)
+from .names import METRICS, PREFIX, MetricSpec
+
+__all__ = ["LEVELS", "ExporterMetrics", "normalise_path"]
+
+LEVELS = ("WARNING", "ERROR", "CRITICAL")
+"""Levels counted in `log_messages` (always exported, from 0, so `increase()` sees the first one)."""
+_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"})
+_SPECS: dict[str, MetricSpec] = {m.name[len(PREFIX):]: m for m in METRICS}
+_LABEL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_SEGMENT = re.compile(r"[A-Za-z0-9._-]{0,40}")
+_HEX_ID = re.compile(r"(?=.*\d)[0-9a-fA-F-]{8,}")
+_MAX_PATH = 200
+_FOLLOWER = ("log_lines", "log_bytes", "log_rotations", "log_truncations", "read_errors", "lines_cut")
+_CHILD_COUNTERS = (
+    "child_restarts", "log_file_bytes_written", "log_file_write_errors", "log_file_bytes_dropped")
+_RECORD_KEYS = {"time", "file", "line", "stamp", "level", "process", "kind"}
+
+
+def normalise_path(path: str) -> str:
+    """A bounded label value for an HTTP path: no query, id-like segments replaced by `{id}`.
+
+    A segment is id-like when it is digits, hex/uuid-like (with a digit), long and token-like
+    (16+ characters with 4+ digits), longer than 40 characters, or has characters outside
+    `[A-Za-z0-9._-]` (percent-encoding, quotes: possibly user text).
+
+    >>> normalise_path("/v1/responses/resp_8f1c2a9b3d4e5f60?stream=1")
+    '/v1/responses/{id}'
+    >>> normalise_path("/v1/chat/completions")
+    '/v1/chat/completions'
+    """
+    path = path.split("?", 1)[0].split("#", 1)[0]
+    if not path.startswith("/"):
+        return "other"
+    out = []
+    for seg in path.split("/"):
+        idlike = (
+            _SEGMENT.fullmatch(seg) is None
+            or seg.isdigit()
+            or _HEX_ID.fullmatch(seg) is not None
+            or (len(seg) >= 16 and sum(c.isdigit() for c in seg) >= 4)
+        )
+        out.append("{id}" if idlike else seg)
+    return "/".join(out)
+
+
+def _engine_label(engine: int | None, aggregated: int | None = None) -> str:
+    if aggregated is not None:
+        return "aggregated"
+    return "0" if engine is None else str(engine)
+
+
+class ExporterMetrics(Collector):
+    """All exporter state, and the collector that serves it. Thread-safe: feed from one thread,
+    scrape from another."""
+
+    def __init__(
+        self, *, stats_interval: float | None = None, const_labels: Mapping[str, str] | None = None,
+        max_engines: int = 64, max_paths: int = 64, clock: Callable[[], float] = time.time,
+        stall_intervals: float = 3.0,
+    ) -> None:
+        """`stats_interval`: vLLM's `VLLM_LOG_STATS_INTERVAL` when known (else measured per engine);
+        `const_labels`: `--label k=v` pairs added to every series; `clock`: wall time (tests inject);
+        `stall_intervals`: silent intervals, with requests running, before an engine counts as stalled."""
+        for what, number in (("stats interval", stats_interval), ("stall intervals", stall_intervals)):
+            if number is not None and not (math.isfinite(number) and number > 0):
+                raise UsageError(f"{what} must be a positive number, not {number}")
+        if max_engines < 1 or max_paths < 1:
+            raise UsageError("max_engines and max_paths must be at least 1")
+        reserved = {label for m in METRICS for label in m.labels}
+        for key in const_labels or {}:
+            if _LABEL_NAME.fullmatch(key) is None or key.startswith("__") or key in reserved:
+                raise UsageError(f"--label {key!r}: not a valid label name, or one the exporter uses itself")
+        self._const_names = tuple(const_labels or {})
+        self._const_values = tuple((const_labels or {}).values())
+        self._interval = stats_interval
+        self._max_engines = max_engines
+        self._max_paths = max_paths
+        self._clock = clock
+        self._stall_intervals = stall_intervals
+        self._lock = threading.Lock()
+        self._engines: dict[str, EngineState] = {}
+        self._series_model = "unknown"
+        self._http: dict[tuple[str, str, str], int] = {}
+        self._paths: set[str] = set()
+        self._levels: dict[str, int] = dict.fromkeys(LEVELS, 0)
+        self._problems: dict[str, int] = {}
+        self._parse_errors: dict[str, int] = {"stats": 0, "spec": 0, "prefix": 0}
+        self._overflow: dict[str, int] = {"engine": 0, "path": 0}
+        self._unknown_fields = 0
+        self._launches = 0
+        self._launch_source: str | None = None
+        self._follower = {key: RunningTotal() for key in _FOLLOWER}
+        self._child: dict[str, float | None] | None = None
+        self._child_totals = {key: RunningTotal() for key in _CHILD_COUNTERS}
+        self._reset_launch()
+
+    # -- feeding (worker thread) ----------------------------------------------------------------
+
+    def apply(self, event: Event) -> None:
+        """Take one event (from `parse_line` through the `Assembler`: file, line and time set)."""
+        with self._lock:
+            self._apply(event)
+
+    def new_launch(self, source: str | None = None) -> None:
+        """A new vLLM launch (e.g. a new launch file): per-engine gauges, intervals and start-up facts
+        start over; counters keep counting. The launch's own version banner will not count twice."""
+        with self._lock:
+            self._start_launch(source)
+            self._opened_by_caller = True
+
+    def set_follower_stats(
+        self, *, lines: int, bytes: int, rotations: int, truncations: int, read_errors: int, lines_cut: int
+    ) -> None:
+        """The tailer's own totals (absolute values; a restarted tailer's smaller values add on)."""
+        values = (lines, bytes, rotations, truncations, read_errors, lines_cut)
+        with self._lock:
+            for key, value in zip(_FOLLOWER, values, strict=True):
+                self._follower[key].observe_total(value)
+
+    def set_child(
+        self, *, up: bool, pid: int | None, start_time: float | None, restarts: int,
+        last_exit_code: int | None, bytes_written: int, write_errors: int, bytes_dropped: int,
+    ) -> None:
+        """The supervised vLLM process (run mode); its metrics appear from the first call on."""
+        with self._lock:
+            self._child = {"child_up": 1.0 if up else 0.0, "child_pid": pid,
+                           "child_start_time_seconds": start_time, "child_last_exit_code": last_exit_code}
+            for key, value in zip(_CHILD_COUNTERS, (restarts, bytes_written, write_errors, bytes_dropped),
+                                  strict=True):
+                self._child_totals[key].observe_total(value)
+
+    def _start_launch(self, source: str | None) -> None:
+        self._launches += 1
+        self._launch_source = source
+        for state in self._engines.values():
+            state.reset()
+        self._reset_launch()
+
+    def _reset_launch(self) -> None:
+        self._facts: dict[str, Any] = {}
+        self._last_v0: EngineState | None = None
+        self._stats_seen = False
+        self._first_request: float | None = None
+        self._opened_by_caller = False
+        self._banner_seen = False
+
+    def _engine(self, label: str) -> EngineState:
+        """The state of an engine label; beyond `max_engines` labels, the shared `other` state."""
+        state = self._engines.get(label)
+        if state is None:
+            if len(self._engines) - ("other" in self._engines) >= self._max_engines:
+                self._overflow["engine"] += 1
+                label = "other"
+                state = self._engines.get(label)
+            if state is None:
+                state = self._engines[label] = EngineState(self._interval)
+        return state
+
+    def _model_name(self) -> str | None:
+        return self._facts.get("served_model_name") or self._facts.get("model")
+
+    def _apply(self, event: Event) -> None:
+        if event.level in self._levels:
+            self._levels[event.level] += 1
+        if isinstance(event, EngineStats):
+            state = self._engine(_engine_label(event.engine, event.engines_aggregated))
+            state.apply_stats(event, self._clock())
+            self._unknown_fields += event.unknown_fields
+            if event.is_v0:
+                self._last_v0 = state
+            self._engine_line()
+        elif isinstance(event, SpecDecodeStats):
+            self._engine(_engine_label(event.engine)).apply_spec(event)
+            self._engine_line()
+        elif isinstance(event, PrefixCacheRates):
+            if self._last_v0 is not None:
+                self._last_v0.apply_prefix_rates(event.gpu_pct, event.cpu_pct)
+        elif isinstance(event, ServerInfo):
+            self._apply_info(event)
+        elif isinstance(event, HttpAccess):
+            self._apply_access(event)
+        elif isinstance(event, LogMessage):
+            if event.problem is not None:
+                self._problems[event.problem] = self._problems.get(event.problem, 0) + 1
+        elif isinstance(event, Unparsed):
+            self._parse_errors[event.what] = self._parse_errors.get(event.what, 0) + 1
+
+    def _engine_line(self) -> None:
+        self._stats_seen = True
+        self._opened_by_caller = False
+        self._series_model = self._model_name() or self._series_model
+
+    def _apply_info(self, info: ServerInfo) -> None:
+        if info.new_launch:
+            # The banner of a launch the caller just opened (a new launch file) is that same launch.
+            if not (self._opened_by_caller and not self._banner_seen):
+                self._start_launch(info.file)
+            self._banner_seen = True
+        for key, value in info.model_dump(exclude={*_RECORD_KEYS, "new_launch"}, exclude_none=True).items():
+            self._facts[key] = value
+
+    def _apply_access(self, access: HttpAccess) -> None:
+        method = access.method if access.method in _METHODS else "other"
+        path = normalise_path(access.path)
+        if path not in self._paths:
+            if len(self._paths) >= self._max_paths or len(path) > _MAX_PATH:
+                self._overflow["path"] += 1
+                path = "other"
+            else:
+                self._paths.add(path)
+        key = (method, path, str(access.status))
+        self._http[key] = self._http.get(key, 0) + 1
+        # A served request makes a stats line within about one interval (a probe does not).
+        if self._first_request is None and method == "POST" and 200 <= access.status < 300:
+            self._first_request = self._clock()
+
+    # -- reading (server thread) ----------------------------------------------------------------
+
+    def _stats_missing(self, now: float) -> str | None:
+        if self._stats_seen:
+            return None
+        if self._facts.get("stats_logging_disabled"):
+            return "stats_logging_disabled"
+        wait = 3.0 * (self._interval or DEFAULT_INTERVAL)
+        if self._first_request is not None and now - self._first_request > wait:
+            return "requests_without_stats"
+        return None
+
+    def register(self, registry: CollectorRegistry) -> None:
+        """Serve this state from `registry` (never the global one unless you pass it)."""
+        registry.register(self)
+
+    def describe(self) -> Iterable[Metric]:
+        """Every family we may serve, without samples: lets the registry refuse a duplicate."""
+        return [_family(spec, ()) for spec in METRICS]
+
+    def collect(self) -> Iterable[Metric]:
+        """The metric families now (custom-collector interface)."""
+        with self._lock:
+            return self._families(self._clock())
+
+    def _families(self, now: float) -> list[Metric]:
+        out = _Families(self._const_names, self._const_values)
+        model = self._series_model
+        for label, state in self._engines.items():
+            for short, value in state.gauges().items():
+                out.add(short, (label, model), value)
+            if state.last is not None:
+                out.add("engine_stalled", (label, model), float(state.stalled(now, self._stall_intervals)))
+            for short, value in state.counters().items():
+                out.add(short, (label, model), value)
+        missing = self._stats_missing(now)
+        for reason in ("stats_logging_disabled", "requests_without_stats"):
+            out.add("stats_missing", (reason,), float(missing == reason))
+        facts = self._facts
+        fact_model = self._model_name() or ""
+        if any(k in facts for k in ("vllm_version", "model", "served_model_name")):
+            out.info("server", {"version": facts.get("vllm_version", ""), "model_name": fact_model,
+                                "model": facts.get("model", "")})
+        if "kv_cache_tokens" in facts:
+            out.add("kv_cache_capacity_tokens", (fact_model,), facts["kv_cache_tokens"])
+        if "max_concurrency" in facts:
+            per_request = facts.get("max_concurrency_tokens_per_request")
+            out.add("max_concurrency", (fact_model, "" if per_request is None else str(per_request)),
+                    facts["max_concurrency"])
+        out.add("launches", (), self._launches)
+        for (method, path, status), count in self._http.items():
+            out.add("http_requests", (method, path, status), count)
+        for what, counts in (("log_messages", self._levels), ("problems", self._problems),
+                             ("parse_errors", self._parse_errors), ("label_overflow", self._overflow)):
+            for label_value, count in counts.items():
+                out.add(what, (label_value,), count)
+        for key, follower_total in self._follower.items():
+            out.add(key, (), follower_total.value)
+        out.add("unknown_fields", (), self._unknown_fields)
+        if self._child is not None:
+            for key, child_value in self._child.items():
+                if child_value is not None:
+                    out.add(key, (), child_value)
+            for key, child_total in self._child_totals.items():
+                out.add(key, (), child_total.value)
+        return out.families()
+
+    def status(self) -> dict[str, Any]:
+        """A JSON-able snapshot for `/api/v1/status`: values in the log's own units (percent stays
+        percent), per-engine age and state, start-up facts, and the exporter's own counters."""
+        with self._lock:
+            now = self._clock()
+            engines = {label: snap for label, state in self._engines.items()
+                       if (snap := state.snapshot(now, self._stall_intervals)) is not None}
+            counters: dict[str, Any] = {key: total.value for key, total in self._follower.items()}
+            counters.update(
+                parse_errors=dict(self._parse_errors), unknown_fields=self._unknown_fields,
+                label_overflow=dict(self._overflow), log_messages=dict(self._levels),
+                problems=dict(self._problems), http_requests=sum(self._http.values()),
+            )
+            child = None
+            if self._child is not None:
+                child = {**self._child, **{k: t.value for k, t in self._child_totals.items()}}
+            return {
+                "engines": engines,
+                "model_name": self._series_model,
+                "server": json_safe(self._facts),
+                "stats_missing": self._stats_missing(now),
+                "launches": self._launches,
+                "launch_source": self._launch_source,
+                "stats_interval_seconds": self._interval,
+                "counters": counters,
+                "child": child,
+            }
+
+
+
+def _family(spec: MetricSpec, const_names: tuple[str, ...]) -> Metric:
+    if spec.type == "info":
+        return InfoMetricFamily(spec.name, spec.help, labels=const_names)
+    names = [*spec.labels, *const_names]
+    if spec.type == "counter":
+        return CounterMetricFamily(spec.name, spec.help, labels=names)
+    return GaugeMetricFamily(spec.name, spec.help, labels=names)
+
+
+class _Families:
+    """Families built for one scrape; a family appears only once it has a sample."""
+
+    def __init__(self, const_names: tuple[str, ...], const_values: tuple[str, ...]) -> None:
+        self._const_names = const_names
+        self._const_values = const_values
+        self._by_name: dict[str, Metric] = {}
+
+    def _get(self, short: str) -> Metric:
+        spec = _SPECS[short]
+        family = self._by_name.get(spec.name)
+        if family is None:
+            family = self._by_name[spec.name] = _family(spec, self._const_names)
+        return family
+
+    def add(self, short: str, labels: Sequence[str], value: float) -> None:
+        family = self._get(short)
+        assert isinstance(family, (GaugeMetricFamily, CounterMetricFamily))
+        family.add_metric([*labels, *self._const_values], value)
+
+    def info(self, short: str, value: dict[str, str]) -> None:
+        family = self._get(short)
+        assert isinstance(family, InfoMetricFamily)
+        family.add_metric(self._const_values, value)
+
+    def families(self) -> list[Metric]:
+        return [self._by_name[m.name] for m in METRICS if m.name in self._by_name]

@@ -243,19 +243,27 @@ class ExporterMetrics(Collector):
         for key, value in info.model_dump(exclude={*_RECORD_KEYS, "new_launch"}, exclude_none=True).items():
             self._facts[key] = value
 
+    def add_http(self, method: str, path: str, status: int, count: int = 1) -> None:
+        """Count `count` access lines at once (run mode aggregates a chatty server's lines per chunk)."""
+        with self._lock:
+            self._count_access(method, path, status, count)
+
     def _apply_access(self, access: HttpAccess) -> None:
-        method = access.method if access.method in _METHODS else "other"
-        path = normalise_path(access.path)
+        self._count_access(access.method, access.path, access.status, 1)
+
+    def _count_access(self, method: str, raw_path: str, status: int, count: int) -> None:
+        method = method if method in _METHODS else "other"
+        path = normalise_path(raw_path)
         if path not in self._paths:
             if len(self._paths) >= self._max_paths or len(path) > _MAX_PATH:
                 self._overflow["path"] += 1
                 path = "other"
             else:
                 self._paths.add(path)
-        key = (method, path, str(access.status))
-        self._http[key] = self._http.get(key, 0) + 1
+        key = (method, path, str(status))
+        self._http[key] = self._http.get(key, 0) + count
         # A served request makes a stats line within about one interval (a probe does not).
-        if self._first_request is None and method == "POST" and 200 <= access.status < 300:
+        if self._first_request is None and method == "POST" and 200 <= status < 300:
             self._first_request = self._clock()
 
     # -- reading (server thread) ----------------------------------------------------------------

@@ -1,0 +1,41 @@
+"""`python -m vllm_logwatch._deathsig -- COMMAND ...`: exec COMMAND so that it gets SIGTERM if the
+`logwatch run` that started it dies, even by SIGKILL (Linux PR_SET_PDEATHSIG survives exec).
+
+A separate process step instead of `preexec_fn`, which is unsafe in a process with threads.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import sys
+
+__all__ = ["main"]
+
+_PR_SET_PDEATHSIG = 1
+
+
+def main(argv: list[str]) -> int:
+    """Set the death signal, check the parent is still there, then become the command."""
+    if len(argv) < 3 or argv[1] != "--":
+        print("usage: python -m vllm_logwatch._deathsig EXPECTED_PPID -- COMMAND ...", file=sys.stderr)
+        return 2
+    expected_parent, command = int(argv[0]), argv[2:]
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass  # not Linux: the child may outlive a killed logwatch, as with any launch script
+    if os.getppid() != expected_parent:
+        return 143  # the parent died before the death signal was armed
+    try:
+        os.execvp(command[0], command)
+    except OSError as exc:
+        print(f"logwatch run: cannot start {command[0]}: {exc.strerror}", file=sys.stderr)
+        return 127
+    return 0  # not reached
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

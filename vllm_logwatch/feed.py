@@ -1,0 +1,117 @@
+"""Run mode's parser: chunks of the child's output -> events -> metrics, in a thread of its own.
+
+A chatty server prints thousands of access lines a second, so lines are sorted cheaply first: access
+lines are counted by one bytes pattern and added to the metrics per chunk; only lines that can carry
+something else (stats, spec, start-up facts, warnings) go through the full parser.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from datetime import tzinfo
+
+from .events import ServerInfo
+from .metrics import ExporterMetrics
+from .parse import parse_line
+from .scan import Assembler
+from .tee import QueuedWorker
+from .timeparse import YearClock
+
+__all__ = ["LineFeeder"]
+
+_ACCESS = re.compile(rb'"([A-Z]{3,10}) (\S+) HTTP/[\d.]+" (\d{3})')
+_INTERESTING = re.compile(
+    rb"Avg prompt t|metrics: |cache hit rate: GPU|WARNING|ERROR|CRITICAL|version|KV cache size|"
+    rb"concurrency|args: |LLM engine|Starting vLLM|startup complete|Uvicorn running|api_server_count|"
+    rb"took|blocks: |max model len|\xe2\x96"
+)
+_MAX_LINE = 1 << 20
+
+
+class LineFeeder(QueuedWorker):
+    """Feed it chunks (`put`); it keeps the partial last line until its newline arrives."""
+
+    def __init__(
+        self,
+        metrics: ExporterMetrics,
+        zone: tzinfo,
+        source: str | None = None,
+        facts: dict[str, str | int] | None = None,
+    ) -> None:
+        """`facts`: what the command line says (served model name, port), applied at each launch."""
+        self.metrics = metrics
+        self.zone = zone
+        self.facts = facts or {}
+        self._carry = b""
+        self.lines = 0
+        self.bytes = 0
+        self.lines_cut = 0
+        self.new_source(source)
+        super().__init__("logwatch-parse")
+
+    def new_source(self, source: str | None) -> None:
+        """A new launch (a restarted child writes a new log file)."""
+        self._source = source
+        self._assembler = Assembler(source, YearClock.for_source(source, self.zone), hold_v0=False)
+
+    def relaunch(self, source: str | None) -> None:
+        """Called from the supervisor: queue the switch so it lands between the right chunks."""
+        self.put_marker(source)
+
+    def _marker(self, source: str | None) -> None:
+        self._flush_carry()
+        self.metrics.new_launch(source)
+        if self.facts:
+            self.metrics.apply(ServerInfo.model_validate(self.facts))
+        self.new_source(source)
+
+    def _write(self, data: bytes) -> None:
+        self.bytes += len(data)
+        if self._carry:
+            data = self._carry + data
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            self._carry = data
+            if len(self._carry) > _MAX_LINE:  # a giant line: drop it, counted
+                self._carry, self.lines_cut = b"", self.lines_cut + 1
+            return
+        self._carry = data[cut + 1:]
+        self._lines(data[:cut].split(b"\n"))
+        self._report()
+
+    def _flush_carry(self) -> None:
+        if self._carry:
+            self._lines([self._carry])
+            self._carry = b""
+        self._report()
+
+    def _finish(self) -> None:
+        self._flush_carry()
+
+    def _lines(self, lines: list[bytes]) -> None:
+        access: Counter[tuple[bytes, bytes, bytes]] = Counter()
+        for raw in lines:
+            self.lines += 1
+            if b"HTTP/" in raw and b'" ' in raw:
+                m = _ACCESS.search(raw)
+                if m is not None and b"] " not in raw[: m.start()]:
+                    access[(m.group(1), m.group(2).split(b"?", 1)[0], m.group(3))] += 1
+                    continue
+            if len(raw) > _MAX_LINE:
+                self.lines_cut += 1
+                raw = raw[:_MAX_LINE]
+            if _INTERESTING.search(raw) is None:
+                continue
+            event = parse_line(raw.decode("utf-8", "replace"))
+            if event is not None:
+                for done in self._assembler.feed(event, None):
+                    self.metrics.apply(done)
+        for (method, path, status), n in access.items():
+            self.metrics.add_http(method.decode(), path.decode("utf-8", "replace"), int(status), n)
+
+    def _report(self) -> None:
+        self.metrics.set_follower_stats(
+            lines=self.lines, bytes=self.bytes, rotations=0, truncations=0,
+            read_errors=0, lines_cut=self.lines_cut,
+        )

@@ -1,0 +1,301 @@
+"""Run vLLM as a child: tee its output to a launch file and our stdout, feed the parser, stop it
+well, restart it if asked.
+
+Like the launch script it replaces (`exec > >(tee -a logs/<name>_<date>.log) 2>&1; vllm serve ...`):
+stdout and stderr merged into one pipe, every byte written unchanged and in order, a new timestamped
+file per launch. Unlike it: a full or slow log disk never stalls vLLM (see `tee`), and if logwatch
+dies the child gets SIGTERM (see `_deathsig`).
+
+Signals only set a flag; the main loop (which must run in the main thread: the death signal is tied
+to the thread that forked the child) does the work.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from types import FrameType
+from typing import Literal
+
+from .feed import LineFeeder
+from .metrics import ExporterMetrics
+from .tee import FileSink, SinkStats, StreamSink
+
+__all__ = ["Supervisor", "command_facts", "exit_code_of", "launch_name"]
+
+log = logging.getLogger("vllm_logwatch.run")
+
+Restart = Literal["no", "on-failure", "always"]
+_STARTED = (b"Starting vLLM", b"Application startup complete", b'"GET /health HTTP')
+_READ = 1 << 20
+_DRAIN_SECONDS = 5.0
+
+
+def exit_code_of(returncode: int) -> int:
+    """Popen's returncode -> a shell-style exit code (128+N when signal N ended the child).
+
+    >>> exit_code_of(-15), exit_code_of(3)
+    (143, 3)
+    """
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def command_facts(command: Sequence[str]) -> dict[str, str | int]:
+    """The served model name and port named on a `vllm serve` command line, if any.
+
+    >>> command_facts(["vllm", "serve", "org/m", "--port", "8001", "--served-model-name", "m"])
+    {'served_model_name': 'm', 'port': 8001}
+    """
+    facts: dict[str, str | int] = {}
+    args = list(command)
+    for i, arg in enumerate(args):
+        key, eq, value = arg.partition("=")
+        if not eq:
+            value = args[i + 1] if i + 1 < len(args) else ""
+        if key == "--served-model-name" and value and not value.startswith("-"):
+            facts["served_model_name"] = value
+        elif key == "--port" and value.isdigit():
+            facts["port"] = int(value)
+    serve_model = len(args) > 2 and args[1] == "serve" and not args[2].startswith("-")
+    if "served_model_name" not in facts and serve_model:
+        facts["model"] = args[2]
+    return facts
+
+
+def launch_name(name: str | None, command: Sequence[str]) -> str:
+    """The log file's name stem: `--name`, else the served model name, else `vllm` (file-safe)."""
+    raw = name or str(command_facts(command).get("served_model_name") or "vllm")
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", raw).strip("._") or "vllm"
+
+
+class Supervisor:
+    """Runs the child until it ends (or until stopped), restarting it per `restart`.
+
+    `run()` returns logwatch's exit code: the child's, or 128+N when signal N ended it.
+    """
+
+    def __init__(
+        self,
+        command: Sequence[str],
+        *,
+        log_dir: str,
+        name: str,
+        metrics: ExporterMetrics,
+        feeder: LineFeeder,
+        stop_timeout: float = 30.0,
+        restart: Restart = "no",
+        startup_grace: float = 60.0,
+        backoff_max: float = 60.0,
+        echo_fd: int | None = 1,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.command = list(command)
+        self.log_dir = log_dir
+        self.name = name
+        self.metrics = metrics
+        self.feeder = feeder
+        self.stop_timeout = stop_timeout
+        self.restart = restart
+        self.startup_grace = startup_grace
+        self.backoff_max = backoff_max
+        self.clock = clock
+        self.echo = StreamSink(echo_fd) if echo_fd is not None else None
+        self.restarts = 0
+        self.last_exit_code: int | None = None
+        self.pid: int | None = None
+        self.start_time: float | None = None
+        self.log_path: str | None = None
+        self._file: FileSink | None = None
+        self._done_files = SinkStats()
+        self._stop = False
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_w, False)
+
+    # -- control ----------------------------------------------------------------------------------
+
+    def request_stop(self) -> None:
+        """Ask the loop to stop the child (safe from a signal handler or another thread)."""
+        self._stop = True
+        with contextlib.suppress(OSError):  # a full pipe: a wake-up is already pending
+            os.write(self._wake_w, b"x")
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        self.request_stop()
+
+    def run(self) -> int:
+        """Launch, supervise, restart; returns the exit code. Installs SIGTERM/SIGINT handlers for
+        its duration and restores the originals."""
+        previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            return self._loop()
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+            if self.echo is not None:
+                self.echo.close()
+            self.feeder.close()
+            os.close(self._wake_r)
+            os.close(self._wake_w)
+
+    def _loop(self) -> int:
+        backoff = 1.0
+        while True:
+            code, started, ran_for = self._run_once()
+            self.last_exit_code = code
+            self._report(up=False)
+            if self._stop:
+                return code
+            wanted = self.restart == "always" or (self.restart == "on-failure" and code != 0)
+            if not wanted:
+                return code
+            if not started or ran_for < self.startup_grace:
+                log.error("vLLM exited with %d during start-up (after %.0f s): not restarting", code, ran_for)
+                return code
+            if ran_for > 10 * self.backoff_max:
+                backoff = 1.0  # it ran well for a long time: this is a new failure, not a loop
+            log.warning("vLLM exited with %d; restarting in %.0f s", code, backoff)
+            if self._sleep(backoff):
+                return code
+            backoff = min(backoff * 2, self.backoff_max)
+            self.restarts += 1
+
+    def _sleep(self, seconds: float) -> bool:
+        """Wait, but wake on a stop request; True if stopped."""
+        deadline = self.clock() + seconds
+        while not self._stop:
+            left = deadline - self.clock()
+            if left <= 0:
+                return False
+            sel = selectors.DefaultSelector()
+            sel.register(self._wake_r, selectors.EVENT_READ)
+            for key, _ in sel.select(left):
+                os.read(key.fd, 512)
+            sel.close()
+        return True
+
+    # -- one launch -------------------------------------------------------------------------------
+
+    def _new_log_path(self) -> str:
+        stamp = datetime.now().strftime("%Y%m%d_%H%M%S")
+        path = os.path.join(self.log_dir, f"{self.name}_{stamp}.log")
+        n = 1
+        while os.path.exists(path):  # a restart within the same second
+            n += 1
+            path = os.path.join(self.log_dir, f"{self.name}_{stamp}-{n}.log")
+        return path
+
+    def _run_once(self) -> tuple[int, bool, float]:
+        """One child from start to end: (exit code, reached "started", seconds it ran)."""
+        os.makedirs(self.log_dir, exist_ok=True)
+        self.log_path = self._new_log_path()
+        if self._file is not None:
+            self._add_done(self._file)
+        self._file = FileSink(self.log_path)
+        self.feeder.relaunch(self.log_path)
+        shim = [sys.executable, "-m", "vllm_logwatch._deathsig", str(os.getpid()), "--", *self.command]
+        started_at = self.clock()
+        proc = subprocess.Popen(
+            shim, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            start_new_session=True, bufsize=0,
+        )
+        assert proc.stdout is not None
+        self.pid, self.start_time = proc.pid, time.time()
+        log.info("started vLLM (pid %d), log %s", proc.pid, self.log_path)
+        self._report(up=True)
+        started = self._pump(proc, proc.stdout.fileno())
+        proc.stdout.close()
+        code = exit_code_of(proc.wait())
+        self._file.close()
+        self._report(up=False)
+        return code, started, self.clock() - started_at
+
+    def _pump(self, proc: subprocess.Popen[bytes], fd: int) -> bool:
+        """Move the child's bytes until it has exited and its pipe is drained; stop it when asked."""
+        sel = selectors.DefaultSelector()
+        sel.register(fd, selectors.EVENT_READ)
+        sel.register(self._wake_r, selectors.EVENT_READ)
+        started, tail = False, b""
+        eof = False
+        term_at: float | None = None
+        exited_at: float | None = None
+        leftovers_termed = False
+        last_report = self.clock()
+        assert self._file is not None
+        while not eof:
+            for key, _ in sel.select(0.5):
+                if key.fd == self._wake_r:
+                    os.read(self._wake_r, 512)
+                    continue
+                data = os.read(fd, _READ)
+                if not data:
+                    eof = True
+                    break
+                self._file.put(data)
+                if self.echo is not None:
+                    self.echo.put(data)
+                self.feeder.put(data)
+                if not started:
+                    window = tail + data
+                    started = any(marker in window for marker in _STARTED)
+                    tail = window[-64:]
+            now = self.clock()
+            if self._stop and term_at is None and proc.poll() is None:
+                log.info("stopping vLLM: SIGTERM to its group, SIGKILL after %.0f s", self.stop_timeout)
+                self._signal_group(proc.pid, signal.SIGTERM)
+                term_at = now
+            if term_at is not None and now - term_at >= self.stop_timeout and proc.poll() is None:
+                log.warning("vLLM still running %.0f s after SIGTERM: SIGKILL", self.stop_timeout)
+                self._signal_group(proc.pid, signal.SIGKILL)
+            if proc.poll() is not None:
+                exited_at = exited_at if exited_at is not None else now
+                # Its children may still hold the pipe: let them finish, then end them.
+                if not leftovers_termed and now - exited_at >= 1.0:
+                    self._signal_group(proc.pid, signal.SIGTERM)
+                    leftovers_termed = True
+                if now - exited_at >= _DRAIN_SECONDS:
+                    self._signal_group(proc.pid, signal.SIGKILL)
+                    break
+            if now - last_report >= 1.0:
+                self._report(up=proc.poll() is None)
+                last_report = now
+        sel.close()
+        return started
+
+    @staticmethod
+    def _signal_group(pgid: int, signum: int) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signum)
+
+    # -- metrics ----------------------------------------------------------------------------------
+
+    def _add_done(self, sink: FileSink) -> None:
+        self._done_files.bytes_written += sink.stats.bytes_written
+        self._done_files.write_errors += sink.stats.write_errors
+        self._done_files.bytes_dropped += sink.stats.bytes_dropped
+
+    def file_stats(self) -> SinkStats:
+        """Log-file totals over all launches."""
+        current = self._file.stats if self._file is not None else SinkStats()
+        return SinkStats(
+            bytes_written=self._done_files.bytes_written + current.bytes_written,
+            write_errors=self._done_files.write_errors + current.write_errors,
+            bytes_dropped=self._done_files.bytes_dropped + current.bytes_dropped,
+            last_error=current.last_error,
+        )
+
+    def _report(self, up: bool) -> None:
+        files = self.file_stats()
+        self.metrics.set_child(
+            up=up, pid=self.pid, start_time=self.start_time, restarts=self.restarts,
+            last_exit_code=self.last_exit_code, bytes_written=files.bytes_written,
+            write_errors=files.write_errors, bytes_dropped=files.bytes_dropped,
+        )

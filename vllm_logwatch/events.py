@@ -28,7 +28,7 @@ __all__ = [
 class _Record(BaseModel):
     """Where a line came from and when vLLM wrote it."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     time: datetime | None = None
     """Full timestamp, once the year and zone are known (see `timeparse`)."""

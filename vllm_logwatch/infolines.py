@@ -41,7 +41,7 @@ def _args_facts(m: re.Match[str]) -> dict[str, Any]:
         ("max_model_len", "max_model_len", int),
         ("api_server_count", "api_server_count", int),
     ):
-        km = re.search(rf"['\b]?{key}'?[:=] ?(\d+)", args)
+        km = re.search(rf"(?<![\w'])'?{key}'?[:=] ?(\d+)", args)  # not `data_parallel_rpc_port`
         if km:
             facts[attr] = conv(km.group(1))
     mm = re.search(r"'model': '([^']+)'|\bmodel='([^']+)'", args)
@@ -105,11 +105,11 @@ _TABLE: tuple[tuple[re.Pattern[str], _Builder], ...] = (
      lambda m: {"available_kv_cache_gib": float(m.group(1))}),
     (re.compile(r"^Model loading took ([\d.]+) GiB(?: memory)? and ([\d.]+) seconds"),
      lambda m: {"model_load_gib": float(m.group(1)), "model_load_seconds": float(m.group(2))}),
+    # "GB" of 0.4-0.8.2 is vLLM's misnomer: it divides by 2**30, so the number already is GiB.
     (re.compile(r"^Model loading took ([\d.]+) GB and ([\d.]+) seconds"),
-     lambda m: {"model_load_gib": float(m.group(1)) * 1e9 / 2**30,
-                "model_load_seconds": float(m.group(2))}),
+     lambda m: {"model_load_gib": float(m.group(1)), "model_load_seconds": float(m.group(2))}),
     (re.compile(r"^Loading model weights took ([\d.]+) GB"),
-     lambda m: {"model_load_gib": float(m.group(1)) * 1e9 / 2**30}),
+     lambda m: {"model_load_gib": float(m.group(1))}),
     (re.compile(r"^Loading weights took ([\d.]+) seconds"),
      lambda m: {"weights_load_seconds": float(m.group(1))}),
     (re.compile(r"^Graph capturing finished in ([\d.]+) secs(?:, took ([\d.]+) GiB)?"),
@@ -132,9 +132,9 @@ _TABLE: tuple[tuple[re.Pattern[str], _Builder], ...] = (
 )
 # Cheap first filter: a message that shares no word with any pattern above is not a start-up fact.
 _HOOKS = (
-    "version", "args:", "LLM engine", "KV cache", "concurrency", "blocks:", "took", "torch.compile",
-    "max model len", "server", "Uvicorn", "startup complete", "api_server_count", "\u2580", "\u2584",
-    "\u2588",
+    "version", "args:", "LLM engine", "KV cache", "concurrency", "blocks:", "took", "Graph capturing",
+    "torch.compile", "max model len", "server", "Uvicorn", "startup complete", "api_server_count", "\u2580",
+    "\u2584", "\u2588",
 )
 
 
@@ -158,6 +158,7 @@ _PROBLEMS: tuple[tuple[str, str], ...] = (
     ("EngineCore encountered an issue", "engine_dead"),
     ("output_handler failed", "engine_dead"),
     ("Background loop", "engine_dead"),
+    ("Engine background task failed", "engine_dead"),
     ("Engine loop", "engine_dead"),
     ("died unexpectedly", "process_died"),
     ("out of memory", "out_of_memory"),

@@ -34,7 +34,9 @@ _HEADER = re.compile(
     r"(\d\d-\d\d \d\d:\d\d:\d\d)(?:[.,]\d+)? +"
     r"\[?([^\s\[\]]+?:\d+)\] ?"
 )
-_PROCESS = re.compile(r"\(([^()]*?) pid=\d+[^()]*\)")
+# `(Name pid=N)`; Name may hold one level of parentheses (Ray actor repr: `(Wrapper(rank=0) pid=N, ip=..)`).
+_PROCESS = re.compile(r"\(((?:[^()]|\([^()]*\))*?) pid=\d+[^()]*\)")
+_UVICORN_LEVEL = re.compile(r"(?<![A-Za-z])(?:INFO|WARNING|ERROR|CRITICAL|DEBUG):\s+")
 _ACCESS = re.compile(
     r"(?<![A-Za-z])(?:INFO|WARNING|ERROR):\s+\S+ - \"([A-Z]{3,10}) (\S+) HTTP/[\d.]+\" (\d{3})"
 )
@@ -47,7 +49,8 @@ _SPEC_START = re.compile(r"(?:Engine (\d{3,}): )?(SpecDecoding|Speculative|Diffu
 _V0_PREFIX = re.compile(
     r"Prefix cache hit rate: GPU: (-?[\d.]+|nan)%, CPU: (-?[\d.]+|nan)%\s*\.?\s*$"
 )
-_GLUED = re.compile(r"^([^:]+: \S+(?: reqs| tokens/s| toks/s| tokens)?) ([A-Z][^:]*: .*)$")
+# One field glued to the next without a comma (0.7.1: `Waiting: 0 reqs GPU KV cache usage: 1.2%`).
+_GLUED = re.compile(r"[^:]+: \S+(?: reqs| tokens/s| toks/s| tokens)? (?=[A-Z][^:]*: )")
 _VALUE = re.compile(
     r"^\s*(-?(?:\d[\d,]*(?:\.\d*)?|\.\d+)|[-+]?nan|[-+]?inf)\s*(%|[A-Za-z/]+(?: [A-Za-z/]+)*)?\s*$",
     re.IGNORECASE,
@@ -134,14 +137,22 @@ def parse_line(text: str) -> Event | None:
 def _parse(text: str) -> Event | None:
     line = strip_ansi(text).rstrip("\r\n")
     stripped = line.strip()
-    if stripped.startswith("{") and stripped.endswith("}"):
-        return _parse_json(stripped)
+    if stripped.endswith("}"):
+        brace = stripped.find("{")
+        if brace == 0:
+            return _parse_json(stripped)
+        if brace > 0 and stripped[brace:].startswith('{"') and _HEADER.search(stripped, 0, brace) is None:
+            # a JSON record behind an outer prefix (docker --timestamps, compose, journald)
+            event = _parse_json(stripped[brace:])
+            if event is not None:
+                return event
     m = _HEADER.search(line)
     if m is None:
         return _parse_headerless(line)
     level, stamp, location = m.group(1), m.group(2), m.group(3)
-    pm = _PROCESS.search(line, 0, m.start())
-    process = pm.group(1).strip() if pm else None
+    process = None
+    for pm in _PROCESS.finditer(line, 0, m.start()):  # the innermost one is vLLM's (Ray puts its own first)
+        process = pm.group(1).strip()
     return _parse_message(line[m.end():].rstrip(), level, stamp, location, process)
 
 
@@ -177,7 +188,9 @@ def _parse_headerless(line: str) -> Event | None:
     if sm is not None:  # a custom format without vLLM's header: no time, but the numbers count
         return _parse_message(line[sm.start():].rstrip(), None, None, None, None)
     if "Uvicorn running on" in line or "Application startup complete" in line:
-        return parse_info(line.strip(), {"stamp": None, "level": None, "process": None})
+        um = _UVICORN_LEVEL.search(line)
+        msg = line[um.end():] if um else line
+        return parse_info(msg.strip(), {"stamp": None, "level": None, "process": None})
     if line.startswith(("WARNING:", "ERROR:", "CRITICAL:")):
         return LogMessage(level=line.split(":", 1)[0], problem=problem_of(line))
     return None
@@ -198,34 +211,44 @@ def _parse_json(text: str) -> Event | None:
     level = level.upper() if isinstance(level, str) else None
     stamp = None
     asctime = record.get("asctime")
-    if isinstance(asctime, str) and re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", asctime):
+    if isinstance(asctime, str) and re.match(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d", asctime):
         stamp = f"{asctime[5:10]} {asctime[11:19]}"
     process = record.get("processName")
     am = _ACCESS.search(f"INFO:     {msg}") if " HTTP/" in msg else None
     if am is not None:
-        return HttpAccess(method=am.group(1), path=am.group(2).split("?", 1)[0], status=int(am.group(3)))
+        return HttpAccess(
+            method=am.group(1), path=am.group(2).split("?", 1)[0], status=int(am.group(3)),
+            stamp=stamp, level=level,
+        )
     return _parse_message(
         msg.rstrip(), level, stamp, None, process if isinstance(process, str) else None
     )
 
 
 def _split_fields(body: str) -> list[str]:
-    """`a: 1, b: 2, c: 3, 4` -> [`a: 1`, `b: 2`, `c: 3, 4`]; also splits the 0.7.1 comma-less join."""
-    fields: list[str] = []
+    """`a: 1, b: 2, c: 3, 4` -> [`a: 1`, `b: 2`, `c: 3, 4`]; also splits the 0.7.1 comma-less join.
+
+    Linear in the length of the line (a long damaged line must not stall the reader).
+
+    >>> _split_fields("Running: 4 reqs, Waiting: 0 reqs GPU KV cache usage: 1.2%, Rates: 0.5, 0.25")
+    ['Running: 4 reqs', 'Waiting: 0 reqs', 'GPU KV cache usage: 1.2%', 'Rates: 0.5, 0.25']
+    """
+    fields: list[list[str]] = []
     for raw in body.split(", "):
         piece = raw.strip()
         if not piece:
             continue
         if ": " not in piece and fields:
-            fields[-1] = f"{fields[-1]}, {piece}"  # a list value: per-position rates, KV fetch
+            fields[-1].append(piece)  # a list value: per-position rates, KV fetch
             continue
+        pos = 0
         glued = _GLUED.match(piece)
         while glued is not None:
-            fields.append(glued.group(1))
-            piece = glued.group(2)
-            glued = _GLUED.match(piece)
-        fields.append(piece)
-    return fields
+            fields.append([piece[pos:glued.end() - 1]])
+            pos = glued.end()
+            glued = _GLUED.match(piece, pos)
+        fields.append([piece[pos:]])
+    return [", ".join(parts) for parts in fields]
 
 
 def _number(value: str) -> tuple[float, str | None]:
@@ -237,8 +260,8 @@ def _number(value: str) -> tuple[float, str | None]:
 
 def _as(kind: type, value: float) -> float | int:
     if kind is int:
-        if math.isnan(value) or math.isinf(value):
-            raise _Unreadable(str(value))
+        if math.isnan(value) or math.isinf(value) or not value.is_integer():
+            raise _Unreadable(str(value))  # a count is never `nan` or `1.5`
         return int(value)
     return value
 
@@ -330,7 +353,7 @@ def _parse_spec(msg: str, spm: re.Match[str], common: dict[str, Any]) -> Event:
                 continue
             number = _number(value)[0]
             if fmt == "v0" and typed[0] == "draft_acceptance_rate_pct":
-                number = number * 100.0  # V0 prints a fraction; the field is percent
+                number = round(number * 100.0, 9)  # V0 prints a fraction (3 decimals); the field is percent
             values[typed[0]] = _as(typed[1], number)
     except _Unreadable:
         return Unparsed(what="spec", **common)

@@ -24,7 +24,8 @@ __all__ = [
     "SPEC_NEEDLES",
     "STATS_NEEDLES",
     "VARIANT_NEEDLES",
-    "Assembler", "ScanStats", "iter_events", "read_lines", "scan_stream"]
+    "Assembler", "ScanStats", "iter_events", "read_lines", "scan_stream",
+    "scan_stream_bytes"]
 
 SPEC_NEEDLES: tuple[bytes, ...] = (b" metrics: ",)
 """`SpecDecoding metrics: `, `Speculative metrics: `, `DiffusionDecoding metrics: `."""
@@ -53,16 +54,17 @@ class Assembler:
         self.hold_v0 = hold_v0
         self._pending: EngineStats | None = None
         self._last_engine: dict[str | None, int | None] = {}
-        self._last_log: tuple[object, ...] | None = None
+        # per process: the header (level, location, stamp) of its open multi-line record, and the
+        # problem tags that record already reported
+        self._open_log: dict[str | None, tuple[tuple[object, ...], set[str]]] = {}
 
     def feed(self, event: Event, line: int | None = None) -> list[Event]:
         """Take the event of line number `line`; return the events now complete, in order."""
         update: dict[str, object] = {"file": self.file, "line": line}
         if event.stamp is not None:
-            if self.clock is None and self._clock_factory is not None:
-                self.clock = self._clock_factory(event.stamp)
-            if self.clock is not None:
-                update["time"] = self.clock.to_datetime(event.stamp)
+            clock = self.clock_for(event.stamp)
+            if clock is not None:
+                update["time"] = clock.to_datetime(event.stamp)
         out: list[Event] = []
         if isinstance(event, PrefixCacheRates):
             pending = self._pending
@@ -75,12 +77,19 @@ class Assembler:
             out.append(event.model_copy(update=update))
             return out
         if isinstance(event, LogMessage):
-            key = (event.process, event.level, event.location, event.stamp)
-            if key == self._last_log and event.problem is None:
-                return out  # a continuation line of a multi-line record (traceback): counted once
-            self._last_log = key
-        else:
-            self._last_log = None
+            # Every line of a multi-line record (a traceback) repeats its header; records of other
+            # processes may be interleaved. A continuation line counts only for a problem not seen yet
+            # in its record (a root cause such as `CUDA out of memory` at the end of the traceback).
+            key = (event.level, event.location, event.stamp)
+            record = self._open_log.get(event.process)
+            if record is not None and record[0] == key:
+                if event.problem is None or event.problem in record[1]:
+                    return out
+                record[1].add(event.problem)
+            else:
+                self._open_log[event.process] = (key, {event.problem} if event.problem else set())
+        elif event.stamp is not None:
+            self._open_log.pop(event.process, None)  # another record of that process ends it
         out.extend(self.flush())
         if isinstance(event, EngineStats):
             self._last_engine[event.process] = event.engine
@@ -94,6 +103,17 @@ class Assembler:
             update["engine"] = self._last_engine.get(event.process)
         out.append(event.model_copy(update=update))
         return out
+
+    def clock_for(self, stamp: str) -> YearClock | None:
+        """The file's clock, made from its first stamp when a factory was given."""
+        if self.clock is None and self._clock_factory is not None:
+            self.clock = self._clock_factory(stamp)
+        return self.clock
+
+    @property
+    def pending(self) -> bool:
+        """A V0 stats record is held, waiting for its prefix-cache line."""
+        return self._pending is not None
 
     def flush(self) -> list[Event]:
         """The held record, if any (call at end of input)."""
@@ -150,7 +170,21 @@ def scan_stream(
     block_size: int = _BLOCK,
 ) -> Iterator[tuple[int, str]]:
     """Yield `(line_number, text)` for each line of `stream` that contains one of `needles`, and the
-    line right after such a line when it contains one of `followers`.
+    line right after such a line when it contains one of `followers`. Invalid UTF-8 is replaced."""
+    for number, raw in scan_stream_bytes(stream, needles, stats, followers=followers, block_size=block_size):
+        yield number, raw.decode("utf-8", "replace")
+
+
+def scan_stream_bytes(
+    stream: BinaryIO,
+    needles: tuple[bytes, ...] = STATS_NEEDLES,
+    stats: ScanStats | None = None,
+    *,
+    followers: tuple[bytes, ...] = FOLLOWER_NEEDLES,
+    block_size: int = _BLOCK,
+    detect_variants: bool = True,
+) -> Iterator[tuple[int, bytes]]:
+    """`scan_stream` without decoding: `(line_number, raw line without its newline)`.
 
     Constant memory: one block plus the partial line at its end; a line longer than 1 MiB is
     skipped (and counted in `stats.lines_cut`): it is never a stats line.
@@ -166,9 +200,9 @@ def scan_stream(
         if not chunk:
             break
         stats.bytes += len(chunk)
-        if first:
+        if first and detect_variants:
             needles = needles + tuple(n for n in VARIANT_NEEDLES if n in chunk and n not in needles)
-            first = False
+        first = False
         if skipping:
             nl = chunk.find(b"\n")
             if nl < 0:
@@ -181,59 +215,70 @@ def scan_stream(
         if end < 0:
             if len(buf) > _MAX_LINE:
                 stats.lines_cut += 1
-                carry, skipping = b"", True
+                carry, skipping, check_first = b"", True, False
             else:
                 carry = buf
             continue
-        hits, check_first = _hits(buf, end + 1, needles, followers, check_first)
+        hits, check_first, cut = _hits(buf, end + 1, needles, followers, check_first)
+        stats.lines_cut += cut
         yield from _lines(buf, end + 1, base, hits)
         base += buf.count(b"\n", 0, end + 1)
         carry = buf[end + 1:]
         if len(carry) > _MAX_LINE:
             stats.lines_cut += 1
-            carry, skipping = b"", True
+            # the skipped line was the follower candidate: the line after it follows nothing
+            carry, skipping, check_first = b"", True, False
     if carry and not skipping:
         carry += b"\n"
-        hits, _ = _hits(carry, len(carry), needles, followers, check_first)
+        hits, _, cut = _hits(carry, len(carry), needles, followers, check_first)
+        stats.lines_cut += cut
         yield from _lines(carry, len(carry), base, hits)
         base += 1
+    elif skipping:
+        base += 1  # the over-long last line, cut off by the end of the stream
     stats.lines = base - 1
 
 
 def _hits(
     buf: bytes, end: int, needles: tuple[bytes, ...], followers: tuple[bytes, ...], check_first: bool
-) -> tuple[list[int], bool]:
-    """Start offsets of the wanted lines in `buf[:end]`, and whether the last line was a hit."""
+) -> tuple[list[int], bool, int]:
+    """Start offsets of the wanted lines in `buf[:end]`, whether the last line was a hit, and how many
+    hit lines were over-long (skipped, like the over-long lines that cross a block boundary, so the
+    result never depends on where the blocks fall)."""
     starts: set[int] = set()
+    cut: set[int] = set()
     last_hit = False
     if check_first:
         stop = buf.find(b"\n", 0, end)
-        if any(buf.find(f, 0, stop) >= 0 for f in followers):
+        if stop <= _MAX_LINE and any(buf.find(f, 0, stop) >= 0 for f in followers):
             starts.add(0)
     for needle in needles:
         pos = buf.find(needle, 0, end)
         while pos >= 0:
             start = buf.rfind(b"\n", 0, pos) + 1
-            starts.add(start)
             stop = buf.find(b"\n", pos, end)
             nxt = stop + 1
-            if nxt >= end:
-                last_hit = True
+            if stop - start > _MAX_LINE:
+                cut.add(start)
             else:
-                nstop = buf.find(b"\n", nxt, end)
-                if any(buf.find(f, nxt, nstop) >= 0 for f in followers):
-                    starts.add(nxt)
+                starts.add(start)
+                if nxt >= end:
+                    last_hit = True
+                else:
+                    nstop = buf.find(b"\n", nxt, end)
+                    if nstop - nxt <= _MAX_LINE and any(buf.find(f, nxt, nstop) >= 0 for f in followers):
+                        starts.add(nxt)
             pos = buf.find(needle, nxt, end)
-    return sorted(starts), last_hit
+    return sorted(starts), last_hit, len(cut)
 
 
-def _lines(buf: bytes, end: int, base: int, starts: list[int]) -> Iterator[tuple[int, str]]:
+def _lines(buf: bytes, end: int, base: int, starts: list[int]) -> Iterator[tuple[int, bytes]]:
     counted_to, number = 0, base
     for start in starts:
         number += buf.count(b"\n", counted_to, start)
         counted_to = start
         stop = buf.find(b"\n", start, end)
-        yield number, buf[start:stop].decode("utf-8", "replace")
+        yield number, buf[start:stop]
 
 
 def read_lines(stream: BinaryIO, stats: ScanStats | None = None) -> Iterator[tuple[int, str]]:

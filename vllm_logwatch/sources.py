@@ -50,6 +50,8 @@ def expand_inputs(patterns: list[str]) -> list[Source]:
             continue
         if glob.has_magic(pattern):
             matches = sorted(glob.glob(pattern))
+            if not matches and os.path.lexists(pattern):
+                matches = [pattern]  # a real name with glob characters: `serve[1].log`
             if not matches:
                 raise InputError(f"no file matches {pattern}")
             sources.extend(Source(m) for m in matches)

@@ -53,7 +53,7 @@ def command_facts(command: Sequence[str]) -> dict[str, str | int]:
     """The served model name and port named on a `vllm serve` command line, if any.
 
     >>> command_facts(["vllm", "serve", "org/m", "--port", "8001", "--served-model-name", "m"])
-    {'served_model_name': 'm', 'port': 8001}
+    {'port': 8001, 'served_model_name': 'm'}
     """
     facts: dict[str, str | int] = {}
     args = list(command)

@@ -3,7 +3,7 @@
 The year comes from the file name a launch script gives its log (`serve_20261129_192328.log`,
 `serve_20261129T192328Z.log`, `vllm-2026-11-29.log`), else from the file's mtime (the time of its
 last line), else from `--year` or today. A December -> January step inside one file moves the
-year on.
+year on (a late December line right after it stays in the old year).
 """
 
 from __future__ import annotations
@@ -80,7 +80,15 @@ class YearClock:
         if path:
             hint = year_hint_from_name(path)
             if hint:
-                return cls(hint[0], zone)
+                start = hint[0]
+                # The name holds the launch time, maybe in another zone than the lines: around New
+                # Year the first line can fall in the next (or previous) year.
+                first_month = _month_day(first_stamp)[0] if first_stamp else 0
+                if hint[1] == 12 and first_month == 1:
+                    start += 1
+                elif hint[1] == 1 and first_month == 12:
+                    start -= 1
+                return cls(start, zone)
             try:
                 mtime = datetime.fromtimestamp(os.stat(path).st_mtime, zone)
             except OSError:
@@ -100,13 +108,22 @@ class YearClock:
             return self._cache[1]
         try:
             month = int(stamp[0:2])
-            if month < self._last_month and self._last_month == 12 and month == 1:
-                self.year += 1
+            year = self.year
+            late = self._last_month == 1 and month == 12
+            if late:
+                # A line of another process written just before New Year, printed just after it:
+                # it belongs to the old year, and the clock stays in the new one.
+                year -= 1
+            elif month < self._last_month - 1:
+                # December -> January (or a longer silence across New Year: November -> January);
+                # a step back by one month is a late line, not a new year
+                year = self.year = self.year + 1
             value: datetime | None = datetime(
-                self.year, month, int(stamp[3:5]), int(stamp[6:8]), int(stamp[9:11]),
+                year, month, int(stamp[3:5]), int(stamp[6:8]), int(stamp[9:11]),
                 int(stamp[12:14]), tzinfo=self.zone,
             )
-            self._last_month = month
+            if not late:
+                self._last_month = month
         except ValueError:
             value = None  # 02-29 in a non-leap year, or a damaged stamp: keep the record, no time
         self._cache = (stamp, value)

@@ -1,0 +1,267 @@
+"""The fast path of `logwatch parse --csv` for big files.
+
+Two costs dominate on big logs, and each has its own remedy:
+- finding the few stats lines among millions of access lines (and counting lines for their numbers):
+  `bytes.find` and `bytes.count` over big blocks, split over the machine's cores (one process per
+  range of the file, forked: the scan releases nothing to share);
+- turning hundreds of thousands of stats lines into CSV rows: the common V1 shape
+  (`Engine NNN: Avg prompt throughput: ..., <DEV> KV cache usage: x%[, Prefix ...][, MM ...]`) is read
+  by one compiled pattern over the whole block and written as bytes. Every other line (V0, extra
+  fields, colours, JSON, ...) goes through the general parser, so the output is the same as the slow
+  path's, row for row (tests/test_fastcsv.py checks it).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import re
+from array import array
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from multiprocessing import get_context
+from typing import BinaryIO
+
+from .events import EngineStats, Event
+from .parse import parse_line
+from .scan import FOLLOWER_NEEDLES, STATS_NEEDLES, VARIANT_NEEDLES, Assembler, ScanStats, scan_stream_bytes
+
+__all__ = ["PARALLEL_MIN_BYTES", "CsvFastWriter", "RowSink", "scan_file_blobs", "stream_blobs"]
+
+PARALLEL_MIN_BYTES = 64 << 20
+_RANGE = 8 << 20
+_WORKER_BLOCK = 1 << 20  # find + count twice over a block that stays in the CPU cache
+_DENSE_PROBE = 64 << 10  # a range whose first 64 KiB are mostly stats lines is sent whole
+
+_CANON = re.compile(
+    rb"(?m)^(?:\(\w+ pid=\d+\) )?(?:INFO|DEBUG) (\d\d-\d\d \d\d:\d\d:\d\d) \[[\w./]+:\d+\] "
+    rb"Engine (\d{3,}): Avg prompt throughput: (\d+\.\d) tokens/s, Avg generation throughput: (\d+\.\d) "
+    rb"tokens/s, Running: (\d+) reqs, Waiting: (\d+) reqs, ([A-Z]+) KV cache usage: (\d+\.\d)%"
+    rb"(?:, Prefix cache hit rate: (\d+\.\d)%)?(?:, MM cache hit rate: (\d+\.\d)%)?\r?\n"
+)
+
+
+def _num(text: bytes) -> bytes:
+    """The CSV cell the general path writes for a `%.1f` number: `repr(float(x))`, which is the text
+    itself below 16 digits (and costs a conversion above)."""
+    return text if len(text) < 16 else repr(float(text)).encode()
+
+
+def _scan_range(path: str, start: int, end: int, needles: tuple[bytes, ...]) -> tuple[bytes, bytes, int]:
+    """Worker: the wanted lines of `path[start:end]` as one blob, their line numbers (relative to the
+    range, as array('Q') bytes) and the number of lines in the range."""
+    with open(path, "rb") as fh:
+        fh.seek(start)
+        data = fh.read(end - start)
+    if data and not data.endswith(b"\n"):
+        data += b"\n"
+    probe = min(len(data), _DENSE_PROBE)
+    if data.count(needles[0], 0, probe) * 2 > data.count(b"\n", 0, probe):
+        # A stats-dense range: every line goes to the parent, whose fast lane reads them in bulk.
+        lines = data.count(b"\n")
+        return data, array("Q", range(1, lines + 1)).tobytes(), lines
+    numbers = array("Q")
+    parts: list[bytes] = []
+    number, counted = 1, 0
+    window = 0
+    size = len(data)
+    while window < size:
+        # Windows of about 1 MiB, cut at a line end, so `find` and `count` read cached memory.
+        stop = data.find(b"\n", min(window + _WORKER_BLOCK, size - 1)) + 1 or size
+        for line_start in _hit_starts(data, window, stop, needles):
+            number += data.count(b"\n", counted, line_start)
+            counted = line_start
+            numbers.append(number)
+            parts.append(data[line_start:data.find(b"\n", line_start)])
+        number += data.count(b"\n", counted, stop)
+        counted = stop
+        window = stop
+    parts.append(b"")
+    return b"\n".join(parts), numbers.tobytes(), number - 1
+
+
+def _hit_starts(data: bytes, lo: int, hi: int, needles: tuple[bytes, ...]) -> list[int]:
+    """Starts of the lines in `data[lo:hi]` holding a needle, plus follower lines right after them."""
+    starts: set[int] = set()
+    for needle in needles:
+        pos = data.find(needle, lo, hi)
+        while pos >= 0:
+            starts.add(data.rfind(b"\n", 0, pos) + 1)
+            nxt = data.find(b"\n", pos) + 1
+            nstop = data.find(b"\n", nxt)
+            if nstop > 0 and any(data.find(f, nxt, nstop) >= 0 for f in FOLLOWER_NEEDLES):
+                starts.add(nxt)
+            pos = data.find(needle, nxt, hi)
+    return sorted(starts)
+
+
+def _ranges(path: str, size: int) -> list[tuple[int, int]]:
+    """Cut the file at line ends into ranges of about `_RANGE` bytes."""
+    bounds = [0]
+    with open(path, "rb") as fh:
+        pos = _RANGE
+        while pos < size:
+            fh.seek(pos)
+            fh.readline()
+            cut = fh.tell()
+            if cut >= size:
+                break
+            if cut > bounds[-1]:
+                bounds.append(cut)
+            pos = cut + _RANGE
+    bounds.append(size)
+    return [(bounds[i], bounds[i + 1]) for i in range(len(bounds) - 1)]
+
+
+def scan_file_blobs(
+    path: str,
+    needles: tuple[bytes, ...],
+    stats: ScanStats,
+    workers: int | None = None,
+    progress: Callable[[int], object] | None = None,
+) -> Iterator[tuple[bytes, array[int]]]:
+    """The wanted lines of a big regular file, range by range in file order, as (blob, line numbers).
+
+    Ranges are scanned by a pool of forked processes, at most two ranges per worker in flight so
+    memory stays flat whatever the file size.
+    """
+    size = os.path.getsize(path)
+    with open(path, "rb") as fh:
+        head = fh.read(8 << 20)
+    needles = needles + tuple(n for n in VARIANT_NEEDLES if n in head and n not in needles)
+    ranges = _ranges(path, size)
+    workers = workers or min(len(ranges), os.cpu_count() or 1, 8)
+    base = 0
+    with ProcessPoolExecutor(workers, mp_context=get_context("fork")) as pool:
+        pending: list[Future[tuple[bytes, bytes, int]]] = []
+        todo = iter(ranges)
+        for rng in todo:
+            pending.append(pool.submit(_scan_range, path, rng[0], rng[1], needles))
+            if len(pending) >= 2 * workers:
+                break
+        while pending:
+            blob, raw_numbers, lines = pending.pop(0).result()
+            if progress is not None:
+                progress(_RANGE)
+            nxt = next(todo, None)
+            if nxt is not None:
+                pending.append(pool.submit(_scan_range, path, nxt[0], nxt[1], needles))
+            numbers = array("Q")
+            numbers.frombytes(raw_numbers)
+            for i in range(len(numbers)):
+                numbers[i] += base
+            base += lines
+            yield blob, numbers
+    stats.bytes += size
+    stats.lines = base
+
+
+def stream_blobs(stream: BinaryIO, stats: ScanStats, batch: int = 4096) -> Iterator[tuple[bytes, array[int]]]:
+    """The same as `scan_file_blobs` for any stream (stdin, .gz, small files), in one process."""
+    numbers = array("Q")
+    parts: list[bytes] = []
+    for number, raw in scan_stream_bytes(stream, STATS_NEEDLES, stats, followers=FOLLOWER_NEEDLES):
+        numbers.append(number)
+        parts.append(raw)
+        if len(parts) >= batch:
+            parts.append(b"")
+            yield b"\n".join(parts), numbers
+            numbers, parts = array("Q"), []
+    if parts:
+        parts.append(b"")
+        yield b"\n".join(parts), numbers
+
+
+class RowSink:
+    """The binary CSV output: the header goes out with the first row (no half output on errors)."""
+
+    def __init__(self, out: BinaryIO, header: bytes) -> None:
+        self.out, self.header, self.rows = out, header, 0
+
+    def write(self, data: bytes, rows: int) -> None:
+        if rows and not self.rows:
+            self.out.write(self.header)
+        self.rows += rows
+        if data:
+            self.out.write(data)
+
+
+class CsvFastWriter:
+    """Writes the stats rows of blobs of candidate lines, fast lane first, general parser otherwise."""
+
+    def __init__(self, sink: RowSink, file: str, assembler: Assembler) -> None:
+        self.sink = sink
+        self.assembler = assembler
+        cell = io.StringIO()
+        csv.writer(cell, lineterminator="").writerow([file])
+        self._file = cell.getvalue().encode()
+        self._text = io.StringIO()
+        self._csv = csv.writer(self._text, lineterminator="\n")
+        self._iso: dict[bytes, tuple[int, bytes, bytes]] = {}
+        self._n = 0
+
+    def _time(self, stamp: bytes) -> bytes:
+        """ISO 8601 of a stamp; the date part is computed once per hour of log (the zone's offset
+        can only change at an hour), and always through the clock so New Year moves the year on."""
+        clock = self.assembler.clock_for(stamp.decode())
+        if clock is None:
+            return b""
+        hit = self._iso.get(stamp[:8])
+        if hit is None or hit[0] != clock.year:
+            value = clock.to_datetime(stamp.decode())
+            if value is None:
+                return b""
+            iso = value.isoformat().encode()  # YYYY-MM-DDTHH:MM:SS+zz:zz
+            hit = (clock.year, iso[:13], iso[19:])
+            self._iso[stamp[:8]] = hit
+        return hit[1] + stamp[8:] + hit[2]
+
+    def write_blob(self, blob: bytes, numbers: array[int]) -> None:
+        rows: list[bytes] = []
+        self._n = 0
+        pos = idx = 0
+        for m in _CANON.finditer(blob):
+            start = m.start()
+            if start > pos:
+                idx = self._slow(blob[pos:start], numbers, idx, rows)
+            stamp, engine, prompt, gen, running, waiting, device, kv, prefix, mm = m.groups()
+            if self.assembler.pending:
+                self._emit_events(self.assembler.flush(), rows)
+            kv_cells = (b"," + _num(kv)) if device == b"CPU" else (_num(kv) + b",")
+            rows.append(b"%s,%s,%d,%d,%s,%s,%s,%s,,%s,%s,,%s,\n" % (
+                self._time(stamp), self._file, numbers[idx], int(engine), _num(prompt), _num(gen),
+                running, waiting, kv_cells, _num(prefix) if prefix else b"", _num(mm) if mm else b"",
+            ))
+            self._n += 1
+            idx += 1
+            pos = m.end()
+        if pos < len(blob):
+            idx = self._slow(blob[pos:], numbers, idx, rows)
+        self.sink.write(b"".join(rows), self._n)
+
+    def finish(self) -> None:
+        rows: list[bytes] = []
+        self._n = 0
+        self._emit_events(self.assembler.flush(), rows)
+        self.sink.write(b"".join(rows), self._n)
+
+    def _slow(self, chunk: bytes, numbers: array[int], idx: int, rows: list[bytes]) -> int:
+        for raw in chunk.split(b"\n")[:-1]:
+            event = parse_line(raw.decode("utf-8", "replace"))
+            if event is not None:
+                self._emit_events(self.assembler.feed(event, numbers[idx]), rows)
+            idx += 1
+        return idx
+
+    def _emit_events(self, events: list[Event], rows: list[bytes]) -> None:
+        from .report import stats_csv_row
+
+        for event in events:
+            if isinstance(event, EngineStats):
+                self._csv.writerow(stats_csv_row(event))
+                self._n += 1
+        if self._text.tell():
+            rows.append(self._text.getvalue().encode())
+            self._text.seek(0)
+            self._text.truncate()

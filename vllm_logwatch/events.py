@@ -12,6 +12,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .columns import STATS_COLUMNS
+
 __all__ = [
     "STATS_COLUMNS",
     "EngineStats",
@@ -80,26 +82,6 @@ class EngineStats(_Record):
         if not self.is_v0:
             return self.cpu_kv_cache_usage_pct
         return None
-
-
-STATS_COLUMNS: tuple[str, ...] = (
-    "time",
-    "file",
-    "line",
-    "engine",
-    "prompt_throughput",
-    "generation_throughput",
-    "running",
-    "waiting",
-    "swapped",
-    "gpu_kv_cache_usage_pct",
-    "cpu_kv_cache_usage_pct",
-    "prefix_cache_hit_rate_pct",
-    "prefix_cache_hit_rate_cpu_pct",
-    "mm_cache_hit_rate_pct",
-    "extra",
-)
-"""CSV columns and JSONL keys of a stats record, in order (DESIGN.md)."""
 
 
 class PrefixCacheRates(_Record):

@@ -17,21 +17,29 @@ import csv
 import io
 import os
 import re
+import sys
 from array import array
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
+from functools import partial
 from multiprocessing import get_context
-from typing import BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
-from .events import EngineStats, Event
-from .parse import parse_line
-from .scan import FOLLOWER_NEEDLES, STATS_NEEDLES, VARIANT_NEEDLES, Assembler, ScanStats, scan_stream_bytes
+from .bulkscan import FOLLOWER_NEEDLES, STATS_NEEDLES, VARIANT_NEEDLES, ScanStats, scan_stream_bytes
+from .columns import STATS_COLUMNS
+from .sources import Source, input_error, open_source, read_errors
+from .timeparse import YearClock
 
-__all__ = ["PARALLEL_MIN_BYTES", "CsvFastWriter", "RowSink", "scan_file_blobs", "stream_blobs"]
+if TYPE_CHECKING:
+    from .events import Event
+    from .scan import Assembler
+
+__all__ = ["PARALLEL_MIN_BYTES", "CsvFastWriter", "RowSink", "scan_file_blobs", "stream_blobs", "write_csv"]
 
 PARALLEL_MIN_BYTES = 64 << 20
-_RANGE = 8 << 20
+_RANGE = 4 << 20
 _WORKER_BLOCK = 1 << 20  # find + count twice over a block that stays in the CPU cache
+_MAX_FOLLOWER = 64 << 10
 _DENSE_PROBE = 64 << 10  # a range whose first 64 KiB are mostly stats lines is sent whole
 
 _CANON = re.compile(
@@ -97,7 +105,8 @@ def _hit_starts(data: bytes, lo: int, hi: int, needles: tuple[bytes, ...]) -> li
 
 
 def _ranges(path: str, size: int) -> list[tuple[int, int]]:
-    """Cut the file at line ends into ranges of about `_RANGE` bytes."""
+    """Cut the file at line ends into ranges of about `_RANGE` bytes, never just before a follower
+    line (V0 prefix-cache, spec decode): it must travel with the stats line before it."""
     bounds = [0]
     with open(path, "rb") as fh:
         pos = _RANGE
@@ -105,6 +114,10 @@ def _ranges(path: str, size: int) -> list[tuple[int, int]]:
             fh.seek(pos)
             fh.readline()
             cut = fh.tell()
+            line = fh.readline(_MAX_FOLLOWER)
+            while line and any(f in line for f in FOLLOWER_NEEDLES):
+                cut = fh.tell()
+                line = fh.readline(_MAX_FOLLOWER)
             if cut >= size:
                 break
             if cut > bounds[-1]:
@@ -123,7 +136,7 @@ def scan_file_blobs(
 ) -> Iterator[tuple[bytes, array[int]]]:
     """The wanted lines of a big regular file, range by range in file order, as (blob, line numbers).
 
-    Ranges are scanned by a pool of forked processes, at most two ranges per worker in flight so
+    Ranges are scanned by a pool of forked processes, at most one range per worker (plus one) in flight so
     memory stays flat whatever the file size.
     """
     size = os.path.getsize(path)
@@ -138,7 +151,7 @@ def scan_file_blobs(
         todo = iter(ranges)
         for rng in todo:
             pending.append(pool.submit(_scan_range, path, rng[0], rng[1], needles))
-            if len(pending) >= 2 * workers:
+            if len(pending) > workers:
                 break
         while pending:
             blob, raw_numbers, lines = pending.pop(0).result()
@@ -188,11 +201,16 @@ class RowSink:
 
 
 class CsvFastWriter:
-    """Writes the stats rows of blobs of candidate lines, fast lane first, general parser otherwise."""
+    """Writes the stats rows of blobs of candidate lines, fast lane first, general parser otherwise.
 
-    def __init__(self, sink: RowSink, file: str, assembler: Assembler) -> None:
+    The general parser (and its pydantic models) is loaded only when a line needs it."""
+
+    def __init__(self, sink: RowSink, file: str, clock_factory: Callable[[str], YearClock]) -> None:
         self.sink = sink
-        self.assembler = assembler
+        self.file = file
+        self._clock_factory = clock_factory
+        self.clock: YearClock | None = None
+        self._assembler: Assembler | None = None
         cell = io.StringIO()
         csv.writer(cell, lineterminator="").writerow([file])
         self._file = cell.getvalue().encode()
@@ -201,12 +219,24 @@ class CsvFastWriter:
         self._iso: dict[bytes, tuple[int, bytes, bytes]] = {}
         self._n = 0
 
+    def clock_for(self, stamp: str) -> YearClock:
+        """The file's clock, made from its first stamp (the mtime rule needs it)."""
+        if self.clock is None:
+            self.clock = self._clock_factory(stamp)
+        return self.clock
+
+    @property
+    def assembler(self) -> Assembler:
+        if self._assembler is None:
+            from .scan import Assembler
+
+            self._assembler = Assembler(self.file, self.clock_for)
+        return self._assembler
+
     def _time(self, stamp: bytes) -> bytes:
         """ISO 8601 of a stamp; the date part is computed once per hour of log (the zone's offset
         can only change at an hour), and always through the clock so New Year moves the year on."""
-        clock = self.assembler.clock_for(stamp.decode())
-        if clock is None:
-            return b""
+        clock = self.clock_for(stamp.decode())
         hit = self._iso.get(stamp[:8])
         if hit is None or hit[0] != clock.year:
             value = clock.to_datetime(stamp.decode())
@@ -226,8 +256,8 @@ class CsvFastWriter:
             if start > pos:
                 idx = self._slow(blob[pos:start], numbers, idx, rows)
             stamp, engine, prompt, gen, running, waiting, device, kv, prefix, mm = m.groups()
-            if self.assembler.pending:
-                self._emit_events(self.assembler.flush(), rows)
+            if self._assembler is not None and self._assembler.pending:
+                self._emit_events(self._assembler.flush(), rows)
             kv_cells = (b"," + _num(kv)) if device == b"CPU" else (_num(kv) + b",")
             rows.append(b"%s,%s,%d,%d,%s,%s,%s,%s,,%s,%s,,%s,\n" % (
                 self._time(stamp), self._file, numbers[idx], int(engine), _num(prompt), _num(gen),
@@ -243,10 +273,13 @@ class CsvFastWriter:
     def finish(self) -> None:
         rows: list[bytes] = []
         self._n = 0
-        self._emit_events(self.assembler.flush(), rows)
+        if self._assembler is not None:
+            self._emit_events(self._assembler.flush(), rows)
         self.sink.write(b"".join(rows), self._n)
 
     def _slow(self, chunk: bytes, numbers: array[int], idx: int, rows: list[bytes]) -> int:
+        from .parse import parse_line
+
         for raw in chunk.split(b"\n")[:-1]:
             event = parse_line(raw.decode("utf-8", "replace"))
             if event is not None:
@@ -255,6 +288,7 @@ class CsvFastWriter:
         return idx
 
     def _emit_events(self, events: list[Event], rows: list[bytes]) -> None:
+        from .events import EngineStats
         from .report import stats_csv_row
 
         for event in events:
@@ -265,3 +299,78 @@ class CsvFastWriter:
             rows.append(self._text.getvalue().encode())
             self._text.seek(0)
             self._text.truncate()
+
+
+def write_csv(sources: list[Source], out: BinaryIO, clock_factory: Callable[[Source, str], YearClock],
+              scan: ScanStats) -> int:
+    """`logwatch parse --csv`: the stats rows of `sources` to `out`; returns how many were written."""
+    sink = RowSink(out, (",".join(STATS_COLUMNS) + "\n").encode())
+    for source in sources:
+        writer = CsvFastWriter(sink, source.name, partial(clock_factory, source))
+        try:
+            size = 0 if source.is_stdin else _plain_file_size(source.path)
+            if size >= PARALLEL_MIN_BYTES:
+                bar = _progress_bar(source.path, size)
+                for blob, numbers in scan_file_blobs(source.path, STATS_NEEDLES, scan,
+                                                     progress=bar.update if bar else None):
+                    writer.write_blob(blob, numbers)
+                if bar is not None:
+                    bar.close()
+            else:
+                with open_source(source) as raw:
+                    for blob, numbers in stream_blobs(raw, scan):
+                        writer.write_blob(blob, numbers)
+            writer.finish()
+        except read_errors as exc:
+            raise input_error(exc, source) from None
+    return sink.rows
+
+
+def _plain_file_size(path: str) -> int:
+    """Size of a regular, uncompressed file; 0 for anything else (those take the streaming path)."""
+    try:
+        if not os.path.isfile(path):
+            return 0
+        with open(path, "rb") as fh:
+            if fh.read(2) == b"\x1f\x8b":
+                return 0
+        return os.stat(path).st_size
+    except OSError:
+        return 0
+
+
+def _progress_bar(path: str, size: int) -> Any:
+    """A tqdm bar on stderr when it is a terminal (big files only reach here)."""
+    if not sys.stderr.isatty():
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=size, desc=os.path.basename(path), unit="B", unit_scale=True, leave=False,
+                file=sys.stderr)
+
+
+def run_csv(inputs: list[str], *, year: int | None = None, tz: str | None = None) -> int:
+    """`logwatch parse --csv FILE...` to stdout; raises `NoStatsError` (with its hint) if none."""
+    from .errors import InputError, NoStatsError
+    from .sources import expand_inputs
+    from .timeparse import resolve_zone
+
+    try:
+        zone = resolve_zone(tz)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    sources = expand_inputs(inputs)
+    scan = ScanStats()
+
+    def clock(source: Source, stamp: str) -> YearClock:
+        path = None if source.is_stdin else source.path
+        return YearClock.for_source(path, zone, year, first_stamp=stamp)
+
+    sys.stdout.flush()
+    rows = write_csv(sources, sys.stdout.buffer, clock, scan)
+    sys.stdout.buffer.flush()
+    if rows == 0:
+        from .report import no_stats_hint
+
+        raise NoStatsError(no_stats_hint(sources))
+    return rows

@@ -137,61 +137,8 @@ def iter_source_events(
     yield from assembler.flush()
 
 
-def _fast_csv(
-    sources: list[Source], out: BinaryIO, zone: tzinfo, year: int | None, result: ParseResult
-) -> None:
-    """`--csv` of stats records through `fastcsv`: the same rows, at memory speed on big files."""
-    from .fastcsv import PARALLEL_MIN_BYTES, CsvFastWriter, RowSink, scan_file_blobs, stream_blobs
-
-    sink = RowSink(out, (",".join(STATS_COLUMNS) + "\n").encode())
-    for source in sources:
-        result.files += 1
-        path = None if source.is_stdin else source.path
-        assembler = Assembler(source.name, partial(_clock_for_source, path, zone, year))
-        writer = CsvFastWriter(sink, source.name, assembler)
-        before = sink.rows
-        try:
-            big = path is not None and _plain_file_size(path) >= PARALLEL_MIN_BYTES
-            if big and path is not None:
-                bar = _progress_bar(source)
-                for blob, numbers in scan_file_blobs(path, STATS_NEEDLES, result.scan,
-                                                     progress=bar.update if bar else None):
-                    writer.write_blob(blob, numbers)
-                if bar is not None:
-                    bar.close()
-            else:
-                with open_source(source) as raw:
-                    for blob, numbers in stream_blobs(_open_progress(raw, source), result.scan):
-                        writer.write_blob(blob, numbers)
-            writer.finish()
-        except read_errors as exc:
-            raise input_error(exc, source) from None
-        result.counts["stats"] += sink.rows - before
-
-
 def _clock_for_source(path: str | None, zone: tzinfo, year: int | None, first_stamp: str) -> YearClock:
     return YearClock.for_source(path, zone, year, first_stamp=first_stamp)
-
-
-def _plain_file_size(path: str) -> int:
-    """Size of a regular, uncompressed file; 0 for anything else (those take the streaming path)."""
-    try:
-        with open(path, "rb") as fh:
-            if fh.read(2) == b"\x1f\x8b":
-                return 0
-        st = os.stat(path)
-    except OSError:
-        return 0
-    return st.st_size if os.path.isfile(path) else 0
-
-
-def _progress_bar(source: Source) -> Any:
-    if not sys.stderr.isatty():
-        return None
-    from tqdm import tqdm
-
-    return tqdm(total=os.path.getsize(source.path), desc=os.path.basename(source.path), unit="B",
-                unit_scale=True, leave=False, file=sys.stderr)
 
 
 def _wanted(event: Event, kind: str) -> bool:
@@ -220,8 +167,13 @@ def run_parse(
     result = ParseResult()
     binary = getattr(out, "buffer", None)
     if fmt == "csv" and kind == "stats" and binary is not None:
+        from .fastcsv import write_csv
+
         out.flush()
-        _fast_csv(sources, binary, zone, year, result)
+        result.files = len(sources)
+        result.counts["stats"] = write_csv(
+            sources, binary, lambda source, stamp: _clock_for_source(
+                None if source.is_stdin else source.path, zone, year, stamp), result.scan)
         if result.counts["stats"] == 0:
             raise NoStatsError(_no_stats_hint(sources, result))
         return result

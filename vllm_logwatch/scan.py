@@ -4,17 +4,23 @@
 the stats record before it, SpecDecoding lines given the engine of the stats line before them,
 multi-line records (tracebacks) counted once, and year-less stamps given their year.
 
-`scan_stream` is the fast path for big files: scanning for the few stats lines among millions of
-access lines is the whole cost, so it reads big blocks and looks for a few byte strings with
-`bytes.find` (memory speed), and builds records only for the lines that contain them.
+The bulk scanner (`scan_stream` and friends) lives in `bulkscan` and is re-exported here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
-from typing import BinaryIO
 
+from .bulkscan import (
+    FOLLOWER_NEEDLES,
+    SPEC_NEEDLES,
+    STATS_NEEDLES,
+    VARIANT_NEEDLES,
+    ScanStats,
+    read_lines,
+    scan_stream,
+    scan_stream_bytes,
+)
 from .events import EngineStats, Event, LogMessage, PrefixCacheRates, SpecDecodeStats
 from .parse import parse_line
 from .timeparse import YearClock
@@ -27,10 +33,6 @@ __all__ = [
     "Assembler", "ScanStats", "iter_events", "read_lines", "scan_stream",
     "scan_stream_bytes"]
 
-SPEC_NEEDLES: tuple[bytes, ...] = (b" metrics: ",)
-"""`SpecDecoding metrics: `, `Speculative metrics: `, `DiffusionDecoding metrics: `."""
-_BLOCK = 8 << 20
-_MAX_LINE = 1 << 20
 
 
 class Assembler:
@@ -141,162 +143,3 @@ def iter_events(
         if event is not None:
             yield from assembler.feed(event, number)
     yield from assembler.flush()
-
-
-@dataclass
-class ScanStats:
-    """What a scan read, for the summary line and the no-stats hint."""
-
-    bytes: int = 0
-    lines: int = 0
-    lines_cut: int = 0
-    kinds: dict[str, int] = field(default_factory=dict)
-
-
-STATS_NEEDLES: tuple[bytes, ...] = (b"Avg prompt throughput: ",)
-"""Every Python stats line contains this; long needles make `bytes.find` skip fast."""
-VARIANT_NEEDLES: tuple[bytes, ...] = (b"Avg prompt tput: ", b"] Running: ")
-"""The Rust front end's stats line and 0.7.0's stub: searched only in files whose first block has one."""
-FOLLOWER_NEEDLES: tuple[bytes, ...] = (b"Prefix cache hit rate: GPU", b" metrics: ")
-"""Lines that sit right after a stats line: V0's prefix-cache line, speculative-decoding lines."""
-
-
-def scan_stream(
-    stream: BinaryIO,
-    needles: tuple[bytes, ...] = STATS_NEEDLES,
-    stats: ScanStats | None = None,
-    *,
-    followers: tuple[bytes, ...] = FOLLOWER_NEEDLES,
-    block_size: int = _BLOCK,
-) -> Iterator[tuple[int, str]]:
-    """Yield `(line_number, text)` for each line of `stream` that contains one of `needles`, and the
-    line right after such a line when it contains one of `followers`. Invalid UTF-8 is replaced."""
-    for number, raw in scan_stream_bytes(stream, needles, stats, followers=followers, block_size=block_size):
-        yield number, raw.decode("utf-8", "replace")
-
-
-def scan_stream_bytes(
-    stream: BinaryIO,
-    needles: tuple[bytes, ...] = STATS_NEEDLES,
-    stats: ScanStats | None = None,
-    *,
-    followers: tuple[bytes, ...] = FOLLOWER_NEEDLES,
-    block_size: int = _BLOCK,
-    detect_variants: bool = True,
-) -> Iterator[tuple[int, bytes]]:
-    """`scan_stream` without decoding: `(line_number, raw line without its newline)`.
-
-    Constant memory: one block plus the partial line at its end; a line longer than 1 MiB is
-    skipped (and counted in `stats.lines_cut`): it is never a stats line.
-    """
-    stats = stats if stats is not None else ScanStats()
-    carry = b""
-    base = 1  # line number of the first line in the current buffer
-    skipping = False  # inside an over-long line: drop bytes up to its newline
-    first = True
-    check_first = False  # the previous buffer ended on a hit: its next line may be a follower
-    while True:
-        chunk = stream.read(block_size)
-        if not chunk:
-            break
-        stats.bytes += len(chunk)
-        if first and detect_variants:
-            needles = needles + tuple(n for n in VARIANT_NEEDLES if n in chunk and n not in needles)
-        first = False
-        if skipping:
-            nl = chunk.find(b"\n")
-            if nl < 0:
-                continue
-            chunk = chunk[nl + 1:]
-            base += 1
-            skipping = False
-        buf = carry + chunk if carry else chunk
-        end = buf.rfind(b"\n")
-        if end < 0:
-            if len(buf) > _MAX_LINE:
-                stats.lines_cut += 1
-                carry, skipping, check_first = b"", True, False
-            else:
-                carry = buf
-            continue
-        hits, check_first, cut = _hits(buf, end + 1, needles, followers, check_first)
-        stats.lines_cut += cut
-        yield from _lines(buf, end + 1, base, hits)
-        base += buf.count(b"\n", 0, end + 1)
-        carry = buf[end + 1:]
-        if len(carry) > _MAX_LINE:
-            stats.lines_cut += 1
-            # the skipped line was the follower candidate: the line after it follows nothing
-            carry, skipping, check_first = b"", True, False
-    if carry and not skipping:
-        carry += b"\n"
-        hits, _, cut = _hits(carry, len(carry), needles, followers, check_first)
-        stats.lines_cut += cut
-        yield from _lines(carry, len(carry), base, hits)
-        base += 1
-    elif skipping:
-        base += 1  # the over-long last line, cut off by the end of the stream
-    stats.lines = base - 1
-
-
-def _hits(
-    buf: bytes, end: int, needles: tuple[bytes, ...], followers: tuple[bytes, ...], check_first: bool
-) -> tuple[list[int], bool, int]:
-    """Start offsets of the wanted lines in `buf[:end]`, whether the last line was a hit, and how many
-    hit lines were over-long (skipped, like the over-long lines that cross a block boundary, so the
-    result never depends on where the blocks fall)."""
-    starts: set[int] = set()
-    cut: set[int] = set()
-    last_hit = False
-    if check_first:
-        stop = buf.find(b"\n", 0, end)
-        if stop <= _MAX_LINE and any(buf.find(f, 0, stop) >= 0 for f in followers):
-            starts.add(0)
-    for needle in needles:
-        pos = buf.find(needle, 0, end)
-        while pos >= 0:
-            start = buf.rfind(b"\n", 0, pos) + 1
-            stop = buf.find(b"\n", pos, end)
-            nxt = stop + 1
-            if stop - start > _MAX_LINE:
-                cut.add(start)
-            else:
-                starts.add(start)
-                if nxt >= end:
-                    last_hit = True
-                else:
-                    nstop = buf.find(b"\n", nxt, end)
-                    if nstop - nxt <= _MAX_LINE and any(buf.find(f, nxt, nstop) >= 0 for f in followers):
-                        starts.add(nxt)
-            pos = buf.find(needle, nxt, end)
-    return sorted(starts), last_hit, len(cut)
-
-
-def _lines(buf: bytes, end: int, base: int, starts: list[int]) -> Iterator[tuple[int, bytes]]:
-    counted_to, number = 0, base
-    for start in starts:
-        number += buf.count(b"\n", counted_to, start)
-        counted_to = start
-        stop = buf.find(b"\n", start, end)
-        yield number, buf[start:stop]
-
-
-def read_lines(stream: BinaryIO, stats: ScanStats | None = None) -> Iterator[tuple[int, str]]:
-    """Every line of `stream` as `(line_number, text)`; a line over 1 MiB is cut to 1 MiB and counted."""
-    stats = stats if stats is not None else ScanStats()
-    number = 0
-    while True:
-        raw = stream.readline(_MAX_LINE)
-        if not raw:
-            break
-        stats.bytes += len(raw)
-        number += 1
-        if len(raw) == _MAX_LINE and not raw.endswith(b"\n"):
-            stats.lines_cut += 1
-            rest = stream.readline(_MAX_LINE)
-            while rest and not rest.endswith(b"\n"):
-                stats.bytes += len(rest)
-                rest = stream.readline(_MAX_LINE)
-            stats.bytes += len(rest)
-        yield number, raw.decode("utf-8", "replace")
-    stats.lines = number

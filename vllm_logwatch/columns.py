@@ -1,0 +1,27 @@
+"""The columns of a stats record: CSV header, JSON-lines keys, `EngineStats` fields (DESIGN.md).
+
+A module of its own so the fast CSV path can write the header without loading the pydantic models.
+"""
+
+from __future__ import annotations
+
+__all__ = ["STATS_COLUMNS"]
+
+STATS_COLUMNS: tuple[str, ...] = (
+    "time",
+    "file",
+    "line",
+    "engine",
+    "prompt_throughput",
+    "generation_throughput",
+    "running",
+    "waiting",
+    "swapped",
+    "gpu_kv_cache_usage_pct",
+    "cpu_kv_cache_usage_pct",
+    "prefix_cache_hit_rate_pct",
+    "prefix_cache_hit_rate_cpu_pct",
+    "mm_cache_hit_rate_pct",
+    "extra",
+)
+"""CSV columns and JSONL keys of a stats record, in order."""

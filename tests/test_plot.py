@@ -1,0 +1,152 @@
+"""`logwatch plot`: the figure of a real log, inspected panel by panel and point by point.
+
+docs/plot-example.png is this figure for the real vLLM 0.32 log; to redraw it:
+`logwatch plot tests/data/real-vllm-cpu/serve_*.log -o docs/plot-example.png --tz UTC`.
+"""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("matplotlib")
+
+from matplotlib.collections import PathCollection
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+
+from vllm_logwatch.cli import main
+from vllm_logwatch.events import EngineStats
+from vllm_logwatch.launches import iter_launch_records
+from vllm_logwatch.plot import PANEL_TITLES, build_figure
+
+DATA = Path(__file__).parent / "data"
+REAL_CPU_LOG = next((DATA / "real-vllm-cpu").glob("serve_*.log"))
+
+
+def stats_of(*paths: Path, year: str | None = None) -> list[EngineStats]:
+    records = iter_launch_records([str(p) for p in paths], tz="UTC", year=int(year) if year else None)
+    return [e for _, e in records if isinstance(e, EngineStats)]
+
+
+def figure_of(*paths: Path, year: str | None = None) -> Figure:
+    return build_figure(iter_launch_records([str(p) for p in paths], tz="UTC",
+                                            year=int(year) if year else None))
+
+
+def data_lines(ax: object) -> dict[str, Line2D]:
+    lines = ax.get_lines()
+    return {line.get_label(): line for line in lines if not line.get_label().startswith("_")}
+
+
+def finite_points(line: Line2D) -> int:
+    return sum(1 for y in line.get_ydata() if math.isfinite(y))
+
+
+def test_real_log_figure_panels_labels_and_points() -> None:
+    stats = stats_of(REAL_CPU_LOG)
+    assert len(stats) == 78
+    fig = figure_of(REAL_CPU_LOG)
+    axes = fig.axes
+    assert len(axes) == 5
+    assert [ax.get_title(loc="left").split(" (")[0] for ax in axes] == list(PANEL_TITLES)
+    assert [ax.get_ylabel() for ax in axes] == [
+        "tokens/s", "requests", "% of KV cache", "hit rate, %", "generation tokens/s"]
+    assert axes[3].get_xlabel() == "time (UTC)"
+    assert axes[4].get_xlabel() == "requests running"
+    assert "serve_20261129T192328Z.log" in fig.get_suptitle() and "tiny-llama" in fig.get_suptitle()
+    # The time panels share one x axis.
+    assert all(ax.get_shared_x_axes().joined(axes[0], ax) for ax in axes[:4])
+
+    # One engine: series named by metric; one point per stats line that carries the value.
+    expected = {
+        0: {"generation": 78, "prompt": 78},
+        1: {"running": 78, "waiting": 78},
+        2: {"KV cache usage": 78},
+        3: {"prefix cache": 78},  # no MM cache field in this log: no MM line
+    }
+    for index, series in expected.items():
+        lines = data_lines(axes[index])
+        assert {name: finite_points(lines[name]) for name in lines} == series
+        assert axes[index].get_legend() is not None
+    ys = data_lines(axes[1])["running"].get_ydata()
+    assert list(ys) == [e.running for e in stats]
+
+    # The launch is marked on every time panel (an unlabelled vertical line).
+    for ax in axes[:4]:
+        marks = [line for line in ax.get_lines() if line.get_label().startswith("_")]
+        assert len(marks) == 1
+
+    # Scatter: one dot per busy line; the median line: one point per running count seen.
+    (dots,) = [c for c in axes[4].collections if isinstance(c, PathCollection)]
+    busy = [e for e in stats if e.running]
+    assert len(dots.get_offsets()) == len(busy)
+    median = data_lines(axes[4])["median per running count"]
+    assert list(median.get_xdata()) == sorted({e.running for e in busy})
+
+
+def test_engines_are_separate_lines_and_launches_break_them() -> None:
+    fig = figure_of(DATA / "021.log", DATA / "039.log", year="2025")
+    lines = data_lines(fig.axes[0])
+    assert set(lines) == {
+        "generation, engine 0", "prompt, engine 0", "generation, engine 1", "prompt, engine 1"}
+    # engine 0: one line in 021, five in 039, and a NaN between the two launches.
+    gen0 = lines["generation, engine 0"]
+    assert finite_points(gen0) == 6 and len(gen0.get_ydata()) == 7
+    assert finite_points(lines["generation, engine 1"]) == 1
+    marks = [line for line in fig.axes[0].get_lines() if line.get_label().startswith("_")]
+    assert len(marks) == 2
+
+
+def test_plot_writes_png_and_since_until_select(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "run.png"
+    code = main(["plot", str(REAL_CPU_LOG), "-o", str(out), "--tz", "UTC",
+                 "--since", "2026-11-29 19:24:00", "--until", "2026-11-29T19:24:59"])
+    assert code == 0, capsys.readouterr().err
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 20_000
+    code = main(["plot", str(REAL_CPU_LOG), "-o", str(out), "--tz", "UTC", "--since", "2027-01-01"])
+    assert code == 1
+    assert "no stats lines with a time between 2027-01-01 and the end" in capsys.readouterr().err
+
+
+def test_bad_time_and_bad_format_are_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plot", str(REAL_CPU_LOG), "-o", str(tmp_path / "x.png"), "--since", "yesterday"]) == 2
+    assert "bad time 'yesterday'" in capsys.readouterr().err
+    assert main(["plot", str(REAL_CPU_LOG), "-o", str(tmp_path / "x.nope"), "--tz", "UTC"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("logwatch plot: ") and err.count("\n") == 1
+
+
+def test_single_stats_line_and_new_year(tmp_path: Path) -> None:
+    line = ("(APIServer pid=7) INFO {} [loggers.py:259] Engine 000: Avg prompt throughput: 0.0 tokens/s, "
+            "Avg generation throughput: {} tokens/s, Running: 2 reqs, Waiting: 0 reqs, "
+            "GPU KV cache usage: 1.0%")
+    one = tmp_path / "serve_20261129_100000.log"
+    one.write_text(line.format("11-29 10:00:10", 50.0) + "\n")
+    lines = data_lines(figure_of(one).axes[0])
+    assert finite_points(lines["generation"]) == 1
+    assert lines["generation"].get_marker() == "o"  # a lone point is drawn as a dot
+
+    span = tmp_path / "serve_20251231_235950.log"
+    stamps = ["12-31 23:59:50", "01-01 00:00:00", "01-01 00:00:10"]
+    span.write_text("\n".join(line.format(s, 10.0 * (i + 1)) for i, s in enumerate(stamps)) + "\n")
+    gen = data_lines(figure_of(span).axes[0])["generation"]
+    xs = list(gen.get_xdata())
+    assert xs == sorted(xs) and xs[-1] - xs[0] == pytest.approx(20 / 86400)  # 20 s, not a year back
+    assert list(gen.get_ydata()) == [10.0, 20.0, 30.0]
+
+
+def test_missing_matplotlib_is_a_clear_message(tmp_path: Path) -> None:
+    code = (
+        "import sys; sys.modules['matplotlib'] = None\n"
+        "from vllm_logwatch.cli import main\n"
+        f"sys.exit(main(['plot', {str(REAL_CPU_LOG)!r}, '-o', {str(tmp_path / 'x.png')!r}]))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert proc.stderr == "logwatch plot: plot needs matplotlib: pip install 'vllm-logwatch[plot]'\n"
+    assert not (tmp_path / "x.png").exists()

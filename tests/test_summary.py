@@ -1,0 +1,245 @@
+"""`logwatch summary`: golden tables for real logs, numbers checked by hand, and bad inputs.
+
+Golden files live in tests/golden/. After a deliberate change of the output, regenerate them with
+`LOGWATCH_REGEN_GOLDEN=1 python -m pytest tests/test_summary.py` and review the diff.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from vllm_logwatch.cli import main
+
+DATA = Path(__file__).parent / "data"
+GOLDEN = Path(__file__).parent / "golden"
+REAL_CPU_LOG = next((DATA / "real-vllm-cpu").glob("serve_*.log"))
+REGEN = os.environ.get("LOGWATCH_REGEN_GOLDEN") == "1"
+
+# name -> (inputs, extra flags). Logs without a date in their name get --year: the default (the
+# file's mtime) would make the golden depend on the checkout.
+CASES: dict[str, tuple[list[Path], list[str]]] = {
+    "summary_002": ([DATA / "002.log"], ["--year", "2025"]),
+    "summary_004": ([DATA / "004.log"], ["--year", "2025"]),
+    "summary_039": ([DATA / "039.log"], ["--year", "2025"]),
+    "summary_021_two_engines": ([DATA / "021.log"], ["--year", "2025", "--by", "engine"]),
+    "summary_real_vllm_032": ([REAL_CPU_LOG], []),
+    "summary_real_vllm_032_markdown": ([REAL_CPU_LOG], ["--markdown"]),
+}
+
+
+def summary(capsys: pytest.CaptureFixture[str], *args: str) -> str:
+    code = main(["summary", *args, "--tz", "UTC"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return out
+
+
+def summary_json(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads(summary(capsys, *args, "--json"))
+    return doc
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_summary_matches_golden(case: str, capsys: pytest.CaptureFixture[str]) -> None:
+    inputs, flags = CASES[case]
+    got = summary(capsys, *map(str, inputs), *flags)
+    # The golden must not depend on where the checkout lives.
+    got = got.replace(str(DATA) + os.sep, "")
+    golden = GOLDEN / f"{case}.{'md' if '--markdown' in flags else 'txt'}"
+    if REGEN:
+        golden.parent.mkdir(exist_ok=True)
+        golden.write_text(got)
+    assert golden.exists(), f"{golden} missing: run with LOGWATCH_REGEN_GOLDEN=1"
+    assert got == golden.read_text()
+
+
+# -- the numbers, computed by hand from the raw lines -------------------------------------------
+
+_LINE = re.compile(
+    r"(\d\d-\d\d \d\d:\d\d:\d\d) \[loggers\.py:\d+\] Engine 000: Avg prompt throughput: ([\d.]+) tokens/s, "
+    r"Avg generation throughput: ([\d.]+) tokens/s, Running: (\d+) reqs, Waiting: (\d+) reqs, "
+    r"CPU KV cache usage: ([\d.]+)%"
+)
+# The power-of-two rows, written out rather than computed.
+_BUCKETS = {"1": (1, 1), "2": (2, 2), "3-4": (3, 4), "5-8": (5, 8), "9-16": (9, 16), "17-32": (17, 32)}
+
+
+def _raw_lines() -> list[tuple[str, float, float, int, int, float]]:
+    rows = []
+    for m in _LINE.finditer(REAL_CPU_LOG.read_text()):
+        rows.append((m[1], float(m[2]), float(m[3]), int(m[4]), int(m[5]), float(m[6])))
+    return rows
+
+
+def _p90(values: list[float]) -> float:
+    return values[0] if len(values) == 1 else statistics.quantiles(values, n=10, method="inclusive")[-1]
+
+
+def test_real_log_numbers_match_hand_computed_medians(capsys: pytest.CaptureFixture[str]) -> None:
+    raw = _raw_lines()
+    assert len(raw) == 78
+    doc = summary_json(capsys, str(REAL_CPU_LOG))
+    (group,) = doc["groups"]
+    busy = [r for r in raw if r[3] > 0]
+    assert group["lines"] == 78
+    assert group["busy_intervals"] == len(busy)
+    assert group["median_generation"] == pytest.approx(statistics.median(r[2] for r in busy))
+    assert group["peak_generation"] == max(r[2] for r in raw)
+    assert group["mean_kv_cache_usage_pct"] == pytest.approx(statistics.fmean(r[5] for r in busy))
+    assert group["waiting_share"] == pytest.approx(sum(r[4] > 0 for r in busy) / len(busy))
+    # Every line is 2 s after the one before (VLLM_LOG_STATS_INTERVAL=2), so each line stands for
+    # 2 s of its throughput; the first line is credited with the first gap, 2 s as well.
+    stamps = [r[0] for r in raw]
+    assert all(int(b[-2:]) - int(a[-2:]) in (2, -58) for a, b in itertools.pairwise(stamps))
+    assert group["generation_tokens"] == pytest.approx(2 * sum(r[2] for r in raw))
+    assert group["prompt_tokens"] == pytest.approx(2 * sum(r[1] for r in raw))
+
+    rows = {row["running"]: row for row in group["concurrency"]}
+    expected_rows = {
+        label: [r for r in busy if lo <= r[3] <= hi]
+        for label, (lo, hi) in _BUCKETS.items() if any(lo <= r[3] <= hi for r in busy)
+    }
+    assert sorted(rows) == sorted(expected_rows)
+    for label, members in expected_rows.items():
+        row = rows[label]
+        gen = [r[2] for r in members]
+        assert row["intervals"] == len(members)
+        assert row["generation_median"] == pytest.approx(statistics.median(gen))
+        assert row["generation_p90"] == pytest.approx(_p90(gen))
+        assert row["per_request_median"] == pytest.approx(statistics.median(r[2] / r[3] for r in members))
+        assert row["prompt_median"] == pytest.approx(statistics.median(r[1] for r in members))
+        assert row["kv_cache_usage_median_pct"] == pytest.approx(statistics.median(r[5] for r in members))
+        assert row["waiting_share"] == pytest.approx(sum(r[4] > 0 for r in members) / len(members))
+    # ... and the text table shows the same numbers.
+    text = (GOLDEN / "summary_real_vllm_032.txt").read_text()
+    for label, members in expected_rows.items():
+        median = statistics.median(r[2] for r in members)
+        assert re.search(rf"^{re.escape(label)} +{len(members)} +{median:,.1f} ", text, re.M), label
+
+
+def test_steady_decode_keeps_no_prefill_and_nothing_waiting(capsys: pytest.CaptureFixture[str]) -> None:
+    doc = summary_json(capsys, str(DATA / "004.log"), "--year", "2025")
+    (group,) = doc["groups"]
+    # 004: eleven V0 lines, running 2 then 1; only the first line has prompt tokens (605.5 tok/s).
+    assert [(r["running"], r["intervals"]) for r in group["concurrency"]] == [("1", 6), ("2", 5)]
+    assert [(r["running"], r["intervals"]) for r in group["steady_decode"]] == [("1", 6), ("2", 4)]
+    assert group["steady_decode"][1]["generation_median"] == statistics.median([82.5, 81.2, 81.0, 81.3])
+    # Lines 5 s apart (V0); the 111 s gap is idle silence, not a 111 s window.
+    assert group["prompt_tokens"] == pytest.approx(605.5 * 5)
+    assert group["generation_tokens"] == pytest.approx(5 * (61.0 + 82.5 + 81.2 + 81.0 + 81.3 + 41.7 * 3
+                                                              + 41.5 + 41.8 * 2))
+
+
+def test_idle_first_gap_counts_one_interval(capsys: pytest.CaptureFixture[str]) -> None:
+    """039: an all-zero line, 3 min 20 s of silence, then 10 s lines: no 200 s window anywhere."""
+    (group,) = summary_json(capsys, str(DATA / "039.log"), "--year", "2025")["groups"]
+    assert group["generation_tokens"] == pytest.approx(10 * (93.1 + 213.0 + 206.3 + 201.5))
+    assert group["busy_intervals"] == 4
+    assert group["span_seconds"] == 230
+
+
+def _stats(stamp: str, engine: int, prompt: float, gen: float, running: int, waiting: int) -> str:
+    return (
+        f"(APIServer pid=7) INFO {stamp} [loggers.py:259] Engine {engine:03d}: Avg prompt throughput: "
+        f"{prompt} tokens/s, Avg generation throughput: {gen} tokens/s, Running: {running} reqs, "
+        f"Waiting: {waiting} reqs, GPU KV cache usage: {running * 2.0}%, Prefix cache hit rate: 50.0%"
+    )
+
+
+def test_engines_of_one_interval_are_summed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = tmp_path / "serve_20261129_100000.log"
+    lines = []
+    for i, (r0, r1) in enumerate([(4, 4), (4, 4), (8, 8)]):
+        stamp = f"11-29 10:00:{10 * i:02d}"
+        lines += [_stats(stamp, 0, 0.0, 100.0 * r0, r0, 0), _stats(stamp, 1, 0.0, 90.0 * r1, r1, 0)]
+    log.write_text("\n".join(lines) + "\n")
+    (group,) = summary_json(capsys, str(log))["groups"]
+    assert (group["engine"], group["lines"], group["intervals"]) == ("0,1", 6, 3)
+    rows = {r["running"]: r for r in group["concurrency"]}
+    assert sorted(rows) == ["16", "8"]  # few distinct values: exact rows
+    assert rows["8"]["intervals"] == 2 and rows["8"]["generation_median"] == pytest.approx(760.0)
+    assert rows["16"]["per_request_median"] == pytest.approx((800 + 720) / 16)
+    assert rows["8"]["kv_cache_usage_median_pct"] == pytest.approx(8.0)  # mean of the engines' 8%
+    by_engine = summary_json(capsys, str(log), "--by", "engine")["groups"]
+    assert [(g["engine"], g["intervals"]) for g in by_engine] == [("0", 3), ("1", 3)]
+    assert sum(g["generation_tokens"] for g in by_engine) == pytest.approx(group["generation_tokens"])
+
+
+def test_restart_inside_a_file_is_a_new_launch(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = tmp_path / "serve_20261129_100000.log"
+    banner = "(APIServer pid={}) INFO 11-29 {} [api_server.py:1] vLLM API server version 0.9.0"
+    log.write_text("\n".join([
+        banner.format(7, "10:00:00"),
+        _stats("11-29 10:00:10", 0, 0.0, 100.0, 1, 0),
+        _stats("11-29 10:00:20", 0, 0.0, 100.0, 1, 0),
+        banner.format(8, "10:05:00"),
+        _stats("11-29 10:05:10", 0, 0.0, 300.0, 3, 0),
+    ]) + "\n")
+    groups = summary_json(capsys, str(log))["groups"]
+    assert [(g["launch"], g["lines"]) for g in groups] == [(log.name, 2), (f"{log.name} #2", 1)]
+    assert summary_json(capsys, str(log), "--by", "none")["groups"][0]["launch"] == "2 launches"
+
+
+# -- bad input --------------------------------------------------------------------------------
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "vllm_logwatch", *args],
+                          capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize("command", ["summary", "plot"])
+@pytest.mark.parametrize("content", ["", "not a vLLM log\n", None])
+def test_no_stats_lines_is_a_one_line_hint(tmp_path: Path, command: str, content: str | None) -> None:
+    path = DATA / "049.log" if content is None else tmp_path / "empty.log"
+    if content is not None:
+        path.write_text(content)
+    extra = ["-o", str(tmp_path / "x.png")] if command == "plot" else []
+    proc = run_cli(command, str(path), *extra)
+    assert proc.returncode == 1
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+    assert proc.stderr.startswith(f"logwatch {command}: no stats lines in 1 file")
+    assert proc.stdout == ""
+
+
+def test_missing_file_is_a_one_line_error(tmp_path: Path) -> None:
+    proc = run_cli("summary", str(tmp_path / "nope.log"))
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "no such file" in proc.stderr
+
+
+def test_single_stats_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = tmp_path / "serve_20261129_100000.log"
+    log.write_text(_stats("11-29 10:00:10", 0, 50.0, 120.0, 3, 1) + "\n")
+    (group,) = summary_json(capsys, str(log))["groups"]
+    assert (group["lines"], group["busy_intervals"], group["span_seconds"]) == (1, 1, 0)
+    # A lone line is credited with vLLM's default interval, 10 s.
+    assert (group["prompt_tokens"], group["generation_tokens"]) == (500.0, 1200.0)
+    (row,) = group["concurrency"]
+    assert (row["running"], row["intervals"]) == ("3", 1)
+    assert row["generation_median"] == row["generation_p90"] == 120.0
+    assert row["per_request_median"] == pytest.approx(40.0) and row["waiting_share"] == 1.0
+    assert group["steady_decode"] == []
+    assert "(no such intervals)" in summary(capsys, str(log))
+
+
+@pytest.mark.parametrize("name", ["serve_20251231_235930.log", "no-date-in-name.log"])
+def test_file_spanning_new_year(tmp_path: Path, name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    log = tmp_path / name
+    stamps = ["12-31 23:59:40", "12-31 23:59:50", "01-01 00:00:00", "01-01 00:00:10"]
+    log.write_text("\n".join(_stats(s, 0, 0.0, 100.0 + i, 2, 0) for i, s in enumerate(stamps)) + "\n")
+    os.utime(log, (1767225610, 1767225610))  # mtime 2026-01-01 00:00:10 UTC: the last line's time
+    (group,) = summary_json(capsys, str(log))["groups"]
+    assert group["start"] == "2025-12-31T23:59:40+00:00"
+    assert group["end"] == "2026-01-01T00:00:10+00:00"
+    assert group["span_seconds"] == 30
+    assert group["generation_tokens"] == pytest.approx(10 * (100 + 101 + 102 + 103))

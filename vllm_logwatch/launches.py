@@ -1,0 +1,94 @@
+"""Offline input for summary, plot and backfill: the stats records of log files, by launch.
+
+A launch is one start of vLLM: each file is one, and a start-up banner (`ServerInfo.new_launch`)
+after stats lines in the same file starts another (a restart appending to the same log). Per-engine
+state (token estimates, counters) starts over with each launch, as in the live exporter.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from .errors import InputError, NoStatsError
+from .events import EngineStats, ServerInfo, SpecDecodeStats
+from .report import iter_source_events, no_stats_hint
+from .scan import ScanStats
+from .sources import expand_inputs
+from .timeparse import resolve_zone
+
+__all__ = ["LAUNCH_NEEDLES", "Launch", "iter_launch_records"]
+
+LAUNCH_NEEDLES: tuple[bytes, ...] = (b" version ", b"args: ", b"with config: ")
+"""Start-up lines besides the stats lines: the version banner (a new launch) and the model name."""
+
+
+@dataclass
+class Launch:
+    """One start of vLLM inside the inputs."""
+
+    index: int
+    """0-based, in input order."""
+    file: str
+    line: int
+    """Line where the launch starts (1 for a file's start, the banner's line for a restart)."""
+    restart: int = 0
+    """0 for the launch that opens the file; 1, 2, ... for restarts inside it."""
+    model_name: str | None = None
+    """Served model name (else the model) from the start-up lines, once seen."""
+    vllm_version: str | None = None
+    has_stats: bool = False
+
+    @property
+    def label(self) -> str:
+        """Short name for tables and legends: the file's base name, `#2` ... for a restart inside it."""
+        base = os.path.basename(self.file)
+        return f"{base} #{self.restart + 1}" if self.restart else base
+
+
+def iter_launch_records(
+    inputs: list[str],
+    *,
+    year: int | None = None,
+    tz: str | None = None,
+    spec: bool = False,
+) -> Iterator[tuple[Launch, EngineStats | SpecDecodeStats]]:
+    """Every stats record (and with `spec`, speculative-decoding record) of `inputs`, with its launch.
+
+    Raises `InputError` for unreadable inputs and `NoStatsError` (with the usual hint) when the
+    inputs hold no stats line at all.
+
+    Example: `for launch, e in iter_launch_records(["logs/serve_*.log"], tz="UTC"): ...`
+    """
+    try:
+        zone = resolve_zone(tz)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    sources = expand_inputs(inputs)
+    scan = ScanStats()
+    kind = "spec" if spec else "stats"
+    index = 0
+    any_stats = False
+    stats_disabled = False
+    for source in sources:
+        launch = Launch(index, source.name, 1)
+        for event in iter_source_events(source, kind, zone, year, scan, LAUNCH_NEEDLES):
+            if isinstance(event, ServerInfo):
+                stats_disabled = stats_disabled or bool(event.stats_logging_disabled)
+                if event.new_launch and launch.has_stats:
+                    index += 1
+                    launch = Launch(index, source.name, event.line or 1, launch.restart + 1)
+                if event.served_model_name or (event.model and launch.model_name is None):
+                    launch.model_name = event.served_model_name or event.model
+                if event.vllm_version:
+                    launch.vllm_version = event.vllm_version
+            elif isinstance(event, EngineStats):
+                launch.has_stats = any_stats = True
+                yield launch, event
+            elif isinstance(event, SpecDecodeStats):
+                yield launch, event
+        if launch.has_stats:
+            index += 1
+    if not any_stats:
+        raise NoStatsError(no_stats_hint(sources, stats_disabled))

@@ -1,0 +1,288 @@
+"""`logwatch plot`: one image of a run, for a glance and for a bug report.
+
+Four stacked panels share the time axis: prompt and generation tok/s; running and waiting requests;
+KV cache usage; prefix and MM cache hit rates. One colour per engine, launches marked with a dotted
+line. A fifth panel below (its own axes, not time) shows generation tok/s against running requests,
+one dot per busy stats line, with the median per running count: the concurrency table as a picture.
+
+matplotlib is an optional extra (`pip install 'vllm-logwatch[plot]'`), imported only here and only
+when a plot is drawn; the figure is built on the Agg canvas, without pyplot and its global state.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+from array import array
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timezone, tzinfo
+from typing import TYPE_CHECKING, Any
+
+from .errors import InputError, NoStatsError, UsageError
+from .events import EngineStats, SpecDecodeStats
+from .launches import Launch, iter_launch_records
+from .timeparse import resolve_zone
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+__all__ = ["PANEL_TITLES", "build_figure", "parse_when", "run_plot"]
+
+PANEL_TITLES = (
+    "Throughput",
+    "Requests",
+    "KV cache usage",
+    "Cache hit rates",
+    "Generation throughput by running requests",
+)
+_NAN = math.nan
+_MARKERS_UP_TO = 60
+"""Lines with at most this many points get a dot per point (a lone line is still visible)."""
+_MISSING_MATPLOTLIB = "plot needs matplotlib: pip install 'vllm-logwatch[plot]'"
+
+
+_COLUMNS = ("generation", "prompt", "running", "waiting", "kv", "prefix", "mm")
+
+
+@dataclass
+class _Series:
+    """One engine's values over time (compact arrays); NaN rows break the lines between launches."""
+
+    x: array[float] = field(default_factory=lambda: array("d"))
+    columns: dict[str, array[float]] = field(default_factory=lambda: {c: array("d") for c in _COLUMNS})
+    launch: int | None = None
+
+    def add(self, x: float, values: tuple[float | None, ...]) -> None:
+        self.x.append(x)
+        for column, value in zip(self.columns.values(), values, strict=True):
+            column.append(_NAN if value is None or not math.isfinite(value) else float(value))
+
+    def gap(self, x: float) -> None:
+        self.add(x, (None,) * len(_COLUMNS))
+
+
+_PANELS: tuple[tuple[str, str, tuple[tuple[str, str, str], ...]], ...] = (
+    # (title, y label, ((column, legend name, line style), ...))
+    ("Throughput", "tokens/s", (("generation", "generation", "-"), ("prompt", "prompt", "--"))),
+    ("Requests", "requests", (("running", "running", "-"), ("waiting", "waiting", "--"))),
+    ("KV cache usage", "% of KV cache", (("kv", "KV cache usage", "-"),)),
+    ("Cache hit rates", "hit rate, %", (("prefix", "prefix cache", "-"), ("mm", "MM cache", "--"))),
+)
+
+
+def _engine_name(e: EngineStats) -> str:
+    if e.engine is not None:
+        return f"engine {e.engine}"
+    if e.engines_aggregated:
+        return f"{e.engines_aggregated} engines"
+    return "V0 engine" if e.is_v0 else "engine (no index)"
+
+
+def _require_matplotlib() -> None:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise UsageError(_MISSING_MATPLOTLIB) from None
+
+
+def build_figure(records: Iterable[tuple[Launch, EngineStats | SpecDecodeStats]]) -> Figure:
+    """The figure of `records` (in file order; lines without a time are left out).
+
+    Pure apart from matplotlib: nothing is written. Axes 0-3 are the time panels, axis 4 the scatter;
+    each line holds one point per stats line of its engine (NaN where the line lacks the value, and
+    one NaN row between launches).
+    """
+    _require_matplotlib()
+    import matplotlib.dates
+
+    mdates: Any = matplotlib.dates  # untyped module: calls on Any keep mypy --strict quiet
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
+
+    epoch = float(mdates.date2num(datetime(1970, 1, 1, tzinfo=timezone.utc)))
+    series: dict[str, _Series] = {}
+    launches: dict[int, tuple[Launch, datetime]] = {}
+    scatter: dict[str, tuple[array[int], array[float]]] = {}
+    zone: tzinfo | None = None
+    for launch, e in records:
+        if not isinstance(e, EngineStats) or e.time is None:
+            continue
+        zone = zone or e.time.tzinfo
+        launches.setdefault(launch.index, (launch, e.time))
+        x = epoch + e.time.timestamp() / 86400.0  # matplotlib's date unit: days since its epoch
+        s = series.setdefault(_engine_name(e), _Series())
+        if s.launch is not None and s.launch != launch.index:
+            s.gap(x)
+        s.launch = launch.index
+        s.add(x, (e.generation_throughput, e.prompt_throughput, e.running, e.waiting,
+                  e.kv_cache_usage_pct, e.prefix_cache_hit_rate_pct, e.mm_cache_hit_rate_pct))
+        if e.running and e.generation_throughput is not None and math.isfinite(e.generation_throughput):
+            dots = scatter.setdefault(_engine_name(e), (array("q"), array("d")))
+            dots[0].append(e.running)
+            dots[1].append(e.generation_throughput)
+
+    fig = Figure(figsize=(12, 14), layout="constrained")
+    FigureCanvasAgg(fig)
+    grid = fig.add_gridspec(5, 1, height_ratios=(1.2, 1, 0.8, 0.8, 1.4))
+    top = fig.add_subplot(grid[0])
+    axes = [top, *(fig.add_subplot(grid[i], sharex=top) for i in (1, 2, 3))]
+    single = len(series) == 1
+    colors = {engine: f"C{i % 10}" for i, engine in enumerate(series)}
+    for ax, (title, ylabel, columns) in zip(axes, _PANELS, strict=True):
+        drawn = 0
+        for engine, s in series.items():
+            color = colors[engine]
+            for column, name, style in columns:
+                ys = s.columns[column]
+                if not any(math.isfinite(y) for y in ys):
+                    continue
+                label = name if single else f"{name}, {engine}"
+                ax.plot(s.x, ys, linestyle=style, color=color, linewidth=1.2, label=label,
+                        marker="o" if len(ys) <= _MARKERS_UP_TO else "", markersize=3)
+                drawn += 1
+        ax.set_title(title, loc="left", fontsize=11, fontweight="bold")
+        ax.set_ylabel(ylabel)
+        ax.set_ylim(bottom=0)
+        ax.grid(True, alpha=0.3)
+        if drawn:
+            ax.legend(loc="upper left", bbox_to_anchor=(1.005, 1), fontsize="small", borderaxespad=0)
+        else:
+            ax.text(0.5, 0.5, "not in these log lines", transform=ax.transAxes, ha="center", color="gray")
+    axes[3].set_ylim(0, 100)
+    axes[1].yaxis.set_major_locator(MaxNLocator(integer=True))
+    _mark_launches(axes, sorted(launches.values(), key=lambda item: item[1]))
+    locator = mdates.AutoDateLocator(tz=zone)
+    axes[3].xaxis.set_major_locator(locator)
+    axes[3].xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator, tz=zone))
+    for ax in axes[:3]:
+        ax.tick_params(labelbottom=False)
+    axes[3].set_xlabel(f"time ({_zone_name(zone)})")
+    scatter_ax = fig.add_subplot(grid[4])
+    _draw_scatter(scatter_ax, scatter, colors)
+    scatter_ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    fig.suptitle(_title([la for la, _ in launches.values()], series), fontsize=13)
+    return fig
+
+
+def _zone_name(zone: tzinfo | None) -> str:
+    return (zone.tzname(None) if zone else None) or str(zone or "local")
+
+
+def _mark_launches(axes: list[Axes], launches: list[tuple[Launch, datetime]]) -> None:
+    import matplotlib.dates
+
+    mdates: Any = matplotlib.dates
+
+    for n, (launch, start) in enumerate(launches):
+        x = float(mdates.date2num(start))
+        for ax in axes:
+            ax.axvline(x, color="black", linestyle=":", linewidth=1, alpha=0.7)
+        if len(launches) <= 12:
+            axes[0].annotate(
+                f"launch {n + 1}: {launch.label}", xy=(x, 1), xycoords=("data", "axes fraction"),
+                xytext=(3, -3), textcoords="offset points", va="top", fontsize=7,
+                bbox={"boxstyle": "round,pad=0.2", "facecolor": "white", "alpha": 0.8, "linewidth": 0},
+                clip_on=True,
+            )
+
+
+def _draw_scatter(
+    ax: Axes, scatter: dict[str, tuple[array[int], array[float]]], colors: dict[str, str]
+) -> None:
+    single = len(scatter) == 1
+    by_running: dict[int, list[float]] = {}
+    for engine, (running, generation) in scatter.items():
+        ax.scatter(running, generation, s=12, alpha=0.5, color=colors[engine],
+                   label="stats line" if single else f"stats line, {engine}")
+        for r, g in zip(running, generation, strict=True):
+            by_running.setdefault(r, []).append(g)
+    if by_running:
+        xs = sorted(by_running)
+        ax.plot(xs, [statistics.median(by_running[r]) for r in xs], color="black", marker="o",
+                markersize=3, linewidth=1, label="median per running count")
+        ax.legend(loc="upper left", bbox_to_anchor=(1.005, 1), fontsize="small", borderaxespad=0)
+    else:
+        ax.text(0.5, 0.5, "no line with requests running", transform=ax.transAxes, ha="center", color="gray")
+    ax.set_title(PANEL_TITLES[4] + " (one dot per stats line of an engine; idle lines left out)",
+                 loc="left", fontsize=11, fontweight="bold")
+    ax.set_xlabel("requests running")
+    ax.set_ylabel("generation tokens/s")
+    ax.set_xlim(left=0)
+    ax.set_ylim(bottom=0)
+    ax.grid(True, alpha=0.3)
+
+
+def _title(launches: list[Launch], series: dict[str, Any]) -> str:
+    files = sorted({os.path.basename(la.file) for la in launches})
+    what = files[0] if len(files) == 1 else f"{len(files)} files"
+    models = sorted({la.model_name for la in launches if la.model_name})
+    parts = [f"vLLM run: {what}"]
+    if models:
+        parts.append(", ".join(models) if len(models) <= 2 else f"{len(models)} models")
+    parts.append(f"{len(launches)} launch{'es' if len(launches) != 1 else ''}, {len(series)} "
+                 f"engine{'s' if len(series) != 1 else ''}")
+    return " | ".join(parts)
+
+
+def parse_when(text: str, zone: tzinfo) -> datetime:
+    """`--since` / `--until`: an ISO 8601 date or date and time; without an offset, in `zone`.
+
+    >>> from datetime import timezone
+    >>> parse_when("2026-11-29 19:24", timezone.utc).isoformat()
+    '2026-11-29T19:24:00+00:00'
+    """
+    try:
+        value = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise UsageError(f"bad time {text!r}: use e.g. 2026-11-29 or '2026-11-29 19:24:00'") from None
+    return value if value.tzinfo is not None else value.replace(tzinfo=zone)
+
+
+def run_plot(
+    inputs: list[str],
+    output: str,
+    *,
+    since: str | None = None,
+    until: str | None = None,
+    year: int | None = None,
+    tz: str | None = None,
+) -> int:
+    """Draw the run of `inputs` (between `since` and `until`) into `output`; return the lines drawn.
+
+    Example: `run_plot(["logs/serve_*.log"], "run.png")` is `logwatch plot 'logs/serve_*.log' -o run.png`.
+    """
+    _require_matplotlib()
+    import matplotlib
+
+    matplotlib.use("Agg")
+    try:
+        zone = resolve_zone(tz)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    start = parse_when(since, zone) if since else None
+    end = parse_when(until, zone) if until else None
+    drawn = 0
+
+    def selected() -> Iterator[tuple[Launch, EngineStats]]:
+        nonlocal drawn
+        for launch, e in iter_launch_records(inputs, year=year, tz=tz):
+            if isinstance(e, EngineStats) and e.time is not None \
+                    and (start is None or e.time >= start) and (end is None or e.time <= end):
+                drawn += 1
+                yield launch, e
+
+    fig = build_figure(selected())  # streamed: the figure keeps compact arrays, not the records
+    if not drawn:
+        raise NoStatsError(
+            f"no stats lines with a time between {since or 'the start'} and {until or 'the end'}")
+    try:
+        fig.savefig(output, dpi=100)
+    except ValueError as exc:  # an unknown image format
+        raise UsageError(f"{output}: {exc}") from None
+    except OSError as exc:
+        raise InputError(f"{output}: cannot write ({exc.strerror or exc})") from None
+    return drawn

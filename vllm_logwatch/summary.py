@@ -1,0 +1,334 @@
+"""`logwatch summary`: what the stats lines say about a run, per launch and by concurrency.
+
+Pure: `summarize(records)` turns `(launch, stats)` records into a `Summary`; `summary_tables.py`
+renders it as text, Markdown or JSON; `run_summary` reads files and prints.
+
+An *interval* is one stats line, or, when several engines print at the same second, their lines
+summed (aggregate throughput and requests; mean KV usage). Intervals with nothing running are idle:
+they count in the totals, not in the medians or the concurrency table.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import sys
+from array import array
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import IO, Literal
+
+from .engine_state import EngineState
+from .errors import UsageError
+from .events import EngineStats, SpecDecodeStats
+from .launches import Launch, iter_launch_records
+
+__all__ = [
+    "STEADY_MAX_PROMPT_SHARE", "ConcurrencyRow", "GroupSummary", "Summary", "bucket_of", "quantile",
+    "run_summary", "summarize",
+]
+
+By = Literal["launch", "engine", "none"]
+STEADY_MAX_PROMPT_SHARE = 0.02
+"""Steady decode: prompt tok/s at most this share of generation tok/s (no prefill burst)."""
+_FEW_DISTINCT = 8
+"""Up to this many distinct running counts: one row each instead of power-of-two buckets."""
+_Key = tuple[int, ...]
+
+
+def quantile(values: list[float], q: float) -> float:
+    """The q-quantile with linear interpolation between closest ranks (numpy's default).
+
+    >>> quantile([1.0, 2.0, 3.0, 4.0], 0.9)
+    3.7
+    """
+    ordered = sorted(values)
+    pos = q * (len(ordered) - 1)
+    lo = math.floor(pos)
+    if lo + 1 >= len(ordered):
+        return ordered[-1]
+    return round(ordered[lo] + (ordered[lo + 1] - ordered[lo]) * (pos - lo), 10)
+
+
+def bucket_of(running: int) -> tuple[int, int | None]:
+    """The power-of-two bucket of a running count: 1, 2, 3-4, 5-8, ..., 65-128, >128 (hi None).
+
+    >>> bucket_of(2), bucket_of(3), bucket_of(16), bucket_of(17), bucket_of(200)
+    ((2, 2), (3, 4), (9, 16), (17, 32), (129, None))
+    """
+    if running <= 2:
+        return running, running
+    hi = 1 << (running - 1).bit_length()
+    if hi > 128:
+        return 129, None
+    return hi // 2 + 1, hi
+
+
+def _bucket_label(lo: int, hi: int | None) -> str:
+    if hi is None:
+        return f">{lo - 1}"
+    return str(lo) if lo == hi else f"{lo}-{hi}"
+
+
+@dataclass
+class ConcurrencyRow:
+    """One row of the concurrency table: the busy intervals whose running count falls in [lo, hi]."""
+
+    running: str
+    lo: int
+    hi: int | None
+    intervals: int
+    generation_median: float
+    generation_p90: float
+    per_request_median: float
+    prompt_median: float
+    kv_cache_usage_median_pct: float | None
+    waiting_share: float
+
+
+@dataclass
+class GroupSummary:
+    """One row of the launch table (a launch, a launch's engine, or everything) and its tables."""
+
+    launch: str
+    engine: str
+    model_name: str | None
+    start: datetime | None
+    end: datetime | None
+    lines: int
+    intervals: int
+    busy_intervals: int
+    prompt_tokens: float
+    generation_tokens: float
+    peak_generation: float | None
+    median_generation: float | None
+    mean_kv_cache_usage_pct: float | None
+    waiting_share: float | None
+    prefix_cache_hit_rate_pct: float | None
+    mm_cache_hit_rate_pct: float | None
+    concurrency: list[ConcurrencyRow] = field(default_factory=list)
+    steady_decode: list[ConcurrencyRow] = field(default_factory=list)
+
+    @property
+    def span_seconds(self) -> float | None:
+        if self.start is None or self.end is None:
+            return None
+        return (self.end - self.start).total_seconds()
+
+
+@dataclass
+class Summary:
+    by: str
+    groups: list[GroupSummary]
+
+
+@dataclass
+class _Open:
+    """The interval being summed: lines of one group at one timestamp, one per engine."""
+
+    time: datetime | None
+    members: set[tuple[int, int | None]]
+    prompt: float = 0.0
+    generation: float = 0.0
+    running: int = 0
+    waiting: int = 0
+    kv: list[float] = field(default_factory=list)
+
+
+def _num(value: float | None) -> float:
+    return value if value is not None and math.isfinite(value) else 0.0
+
+
+class _Group:
+    """Running totals of one group; interval values in compact arrays (months of logs fit)."""
+
+    def __init__(self) -> None:
+        self.launches: dict[int, Launch] = {}
+        self.engines: dict[int | None, int | None] = {}  # engine -> engines_aggregated
+        self.first: datetime | None = None
+        self.last: datetime | None = None
+        self.lines = 0
+        self.estimates: dict[tuple[int, int | None], EngineState] = {}
+        self.hits: dict[tuple[int, int | None], tuple[float | None, float | None]] = {}
+        self.prompt = array("d")
+        self.generation = array("d")
+        self.running = array("q")
+        self.waiting = array("q")
+        self.kv = array("d")
+        self.open: _Open | None = None
+
+    def add(self, launch: Launch, e: EngineStats) -> None:
+        member = (launch.index, e.engine)
+        self.launches.setdefault(launch.index, launch)
+        self.engines.setdefault(e.engine, e.engines_aggregated)
+        self.lines += 1
+        if e.time is not None:
+            self.first = e.time if self.first is None or e.time < self.first else self.first
+            self.last = e.time if self.last is None or e.time > self.last else self.last
+        # The live exporter's own per-engine state: the same token estimate (throughput x interval).
+        self.estimates.setdefault(member, EngineState()).apply_stats(e, 0.0)
+        prefix, mm = self.hits.get(member, (None, None))
+        self.hits[member] = (
+            e.prefix_cache_hit_rate_pct if e.prefix_cache_hit_rate_pct is not None else prefix,
+            e.mm_cache_hit_rate_pct if e.mm_cache_hit_rate_pct is not None else mm,
+        )
+        cur = self.open
+        if cur is None or e.time is None or cur.time != e.time or member in cur.members:
+            self.close()
+            cur = self.open = _Open(e.time, set())
+        cur.members.add(member)
+        cur.prompt += _num(e.prompt_throughput)
+        cur.generation += _num(e.generation_throughput)
+        cur.running += e.running or 0
+        cur.waiting += e.waiting or 0
+        kv = e.kv_cache_usage_pct
+        if kv is not None and math.isfinite(kv):
+            cur.kv.append(kv)
+
+    def close(self) -> None:
+        cur, self.open = self.open, None
+        if cur is None:
+            return
+        self.prompt.append(cur.prompt)
+        self.generation.append(cur.generation)
+        self.running.append(cur.running)
+        self.waiting.append(cur.waiting)
+        self.kv.append(statistics.fmean(cur.kv) if cur.kv else math.nan)
+
+
+def _engine_label(engines: dict[int | None, int | None]) -> str:
+    names = []
+    for engine, aggregated in engines.items():
+        if engine is not None:
+            names.append(str(engine))
+        else:
+            names.append(f"all {aggregated}" if aggregated else "-")
+    if len(names) > 4:
+        return f"{len(names)} engines"
+    return ",".join(sorted(names, key=lambda n: (len(n), n)))
+
+
+def _concurrency(g: _Group, busy: list[int], exact: bool) -> list[ConcurrencyRow]:
+    """Rows over the intervals `busy` (indexes): one per running count (`exact`) or per bucket."""
+    rows: dict[tuple[int, int | None], list[int]] = {}
+    for i in busy:
+        r = g.running[i]
+        key: tuple[int, int | None] = (r, r) if exact else bucket_of(r)
+        rows.setdefault(key, []).append(i)
+    out = []
+    for (lo, hi), idx in sorted(rows.items()):
+        gen = [g.generation[i] for i in idx]
+        kv = [g.kv[i] for i in idx if not math.isnan(g.kv[i])]
+        out.append(ConcurrencyRow(
+            running=_bucket_label(lo, hi),
+            lo=lo,
+            hi=hi,
+            intervals=len(idx),
+            generation_median=statistics.median(gen),
+            generation_p90=quantile(gen, 0.9),
+            per_request_median=statistics.median(g.generation[i] / g.running[i] for i in idx),
+            prompt_median=statistics.median(g.prompt[i] for i in idx),
+            kv_cache_usage_median_pct=statistics.median(kv) if kv else None,
+            waiting_share=sum(1 for i in idx if g.waiting[i] > 0) / len(idx),
+        ))
+    return out
+
+
+def _last_hits(g: _Group) -> tuple[float | None, float | None]:
+    """Hit rates at the end: the mean over the engines of the group's latest launch of their last values."""
+    latest = max(g.launches)
+    prefix = [p for (launch, _), (p, _m) in g.hits.items() if launch == latest and p is not None]
+    mm = [m for (launch, _), (_p, m) in g.hits.items() if launch == latest and m is not None]
+    return (statistics.fmean(prefix) if prefix else None, statistics.fmean(mm) if mm else None)
+
+
+def _finish(g: _Group) -> GroupSummary:
+    g.close()
+    for estimate in g.estimates.values():
+        estimate.reset()  # end of the launch: a lone first line is credited with the default interval
+    n = len(g.generation)
+    busy = [i for i in range(n) if g.running[i] > 0]
+    steady = [
+        i for i in busy
+        if g.waiting[i] == 0 and g.prompt[i] <= STEADY_MAX_PROMPT_SHARE * g.generation[i]
+    ]
+    exact = len({g.running[i] for i in busy}) <= _FEW_DISTINCT
+    busy_kv = [g.kv[i] for i in busy if not math.isnan(g.kv[i])]
+    launches = sorted(g.launches.values(), key=lambda la: la.index)
+    prefix, mm = _last_hits(g)
+    models = sorted({la.model_name for la in launches if la.model_name})
+    return GroupSummary(
+        launch=launches[0].label if len(launches) == 1 else f"{len(launches)} launches",
+        engine=_engine_label(g.engines),
+        model_name=", ".join(models) or None,
+        start=g.first,
+        end=g.last,
+        lines=g.lines,
+        intervals=n,
+        busy_intervals=len(busy),
+        prompt_tokens=sum(t.prompt_tokens.value for t in g.estimates.values()),
+        generation_tokens=sum(t.generation_tokens.value for t in g.estimates.values()),
+        peak_generation=max(g.generation) if n else None,
+        median_generation=statistics.median(g.generation[i] for i in busy) if busy else None,
+        mean_kv_cache_usage_pct=statistics.fmean(busy_kv) if busy_kv else None,
+        waiting_share=sum(1 for i in busy if g.waiting[i] > 0) / len(busy) if busy else None,
+        prefix_cache_hit_rate_pct=prefix,
+        mm_cache_hit_rate_pct=mm,
+        concurrency=_concurrency(g, busy, exact),
+        steady_decode=_concurrency(g, steady, exact),
+    )
+
+
+def summarize(records: Iterable[tuple[Launch, EngineStats | SpecDecodeStats]], by: By = "launch") -> Summary:
+    """The summary of `records` (in file order), grouped by launch, by launch and engine, or not at all.
+
+    >>> from vllm_logwatch.parse import parse_line
+    >>> e = parse_line("INFO 01-22 18:25:09 metrics.py:449] Avg prompt throughput: 0.0 tokens/s, "
+    ...                "Avg generation throughput: 61.0 tokens/s, Running: 2 reqs, Swapped: 0 reqs, "
+    ...                "Pending: 0 reqs, GPU KV cache usage: 7.4%, CPU KV cache usage: 0.0%.")
+    >>> s = summarize([(Launch(0, "x.log", 1), e)])
+    >>> s.groups[0].generation_tokens, [(r.running, r.per_request_median) for r in s.groups[0].concurrency]
+    (610.0, [('2', 30.5)])
+    """
+    groups: dict[_Key, _Group] = {}
+    for launch, e in records:
+        if not isinstance(e, EngineStats):
+            continue
+        key: _Key = (
+            (launch.index, -1 if e.engine is None else e.engine) if by == "engine"
+            else (launch.index,) if by == "launch" else ()
+        )
+        group = groups.get(key)
+        if group is None:
+            group = groups[key] = _Group()
+        group.add(launch, e)
+    summaries = [_finish(g) for g in groups.values()]
+    summaries.sort(key=lambda s: s.start.timestamp() if s.start else math.inf)
+    return Summary(by=by, groups=summaries)
+
+
+def run_summary(
+    inputs: list[str],
+    *,
+    by: By = "launch",
+    fmt: str = "text",
+    year: int | None = None,
+    tz: str | None = None,
+    out: IO[str] | None = None,
+) -> Summary:
+    """Read `inputs`, print their summary (`fmt`: text, markdown or json) to `out` (stdout), return it.
+
+    Raises `NoStatsError` when the inputs hold no stats line.
+
+    Example: `run_summary(["logs/serve_*.log"], fmt="markdown")` is
+    `logwatch summary 'logs/serve_*.log' --markdown`.
+    """
+    from .summary_tables import render
+
+    if by not in ("launch", "engine", "none") or fmt not in ("text", "markdown", "json"):
+        raise UsageError(
+            f"summary by {by!r} as {fmt!r}: by is launch, engine or none; fmt text, markdown or json")
+    summary = summarize(iter_launch_records(inputs, year=year, tz=tz), by)
+    (out if out is not None else sys.stdout).write(render(summary, fmt))
+    return summary

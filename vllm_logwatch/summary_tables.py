@@ -1,0 +1,188 @@
+"""Render a `Summary` as aligned text, Markdown or JSON, with what each column means."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict
+from datetime import datetime
+from typing import Any
+
+from .summary import STEADY_MAX_PROMPT_SHARE, ConcurrencyRow, GroupSummary, Summary
+
+__all__ = ["LAUNCH_COLUMNS", "NOT_IN_LOG", "TABLE_COLUMNS", "render"]
+
+_STEADY = (
+    f"nothing waiting and prompt tok/s at most {STEADY_MAX_PROMPT_SHARE:.0%} of generation tok/s "
+    "(no prefill burst): the closest a log gets to a benchmark's sustained-decode cell"
+)
+_STEADY_TITLE = f"Steady decode (nothing waiting, prompt <= {STEADY_MAX_PROMPT_SHARE:.0%} of generation)"
+LAUNCH_COLUMNS: dict[str, str] = {
+    "launch": "the log file; '#2', '#3': a restart inside it (a new start-up banner)",
+    "engine": "vLLM's engine index ('-': lines without one, e.g. V0); several: summed per interval",
+    "span": "first to last stats line (h:mm:ss)",
+    "lines": "stats lines read",
+    "busy": "intervals with requests running (an interval: one stats line, or the lines of all engines "
+    "at the same second, summed); idle intervals (nothing running) count only in lines and tokens",
+    "prompt tokens": "estimated as throughput x stats interval per line, like the exporter's "
+    "prompt_tokens_total (vLLM >= 0.16: prefill tokens computed, prefix-cache hits excluded)",
+    "gen tokens": "generated tokens, estimated the same way (generation_tokens_total)",
+    "peak gen tok/s": "highest generation throughput of an interval",
+    "median gen tok/s": "median generation throughput over the busy intervals",
+    "mean KV %": "mean KV cache usage over the busy intervals",
+    "waiting %": "share of busy intervals with requests waiting (the server was full)",
+    "prefix hit %": "prefix cache hit rate at the end (vLLM: over its last ~1000 requests, not the run)",
+    "MM hit %": "multi-modal cache hit rate at the end (same window)",
+}
+TABLE_COLUMNS: dict[str, str] = {
+    "running": "requests running at the stats line: exact counts when few occur, else power-of-two "
+    "buckets (1, 2, 3-4, 5-8, ..., 65-128, >128)",
+    "intervals": "busy intervals in the row",
+    "gen tok/s median, p90": "aggregate generation throughput of the interval, all running requests "
+    "together: median and 90th percentile",
+    "per-req tok/s": "median of generation tok/s / running: the average speed of one stream",
+    "prompt tok/s": "median prompt throughput",
+    "KV %": "median KV cache usage",
+    "waiting %": "share of the row's intervals with requests waiting",
+}
+NOT_IN_LOG = (
+    "Not in the log: time to first token (TTFT) and inter-token latency. Per-request tok/s is an "
+    "average over a ~10 s interval, not a latency; use vLLM's /metrics histograms or a benchmark "
+    "client for those."
+)
+_HEAD = (
+    "launch", "engine", "model", "start", "span", "lines", "busy", "prompt tokens", "gen tokens",
+    "peak gen tok/s", "median gen tok/s", "mean KV %", "waiting %", "prefix hit %", "MM hit %",
+)
+_TABLE_HEAD = (
+    "running", "intervals", "gen tok/s median", "gen tok/s p90", "per-req tok/s", "prompt tok/s",
+    "KV %", "waiting %",
+)
+_LEFT = {"launch", "engine", "model", "start", "running"}
+
+
+def _left(head: str) -> bool:
+    return head.split(" ")[0] in _LEFT
+
+
+def _f(value: float | None, digits: int = 1) -> str:
+    if value is None or math.isnan(value):
+        return "-"
+    return f"{value:,.{digits}f}"
+
+
+def _pct(share: float | None) -> str:
+    return "-" if share is None else f"{share * 100:.0f}"
+
+
+def _span(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    days, rest = divmod(round(seconds), 86400)
+    h, rest = divmod(rest, 3600)
+    m, s = divmod(rest, 60)
+    return f"{days}d {h:02d}:{m:02d}:{s:02d}" if days else f"{h}:{m:02d}:{s:02d}"
+
+
+def _time(t: datetime | None) -> str:
+    return t.strftime("%Y-%m-%d %H:%M:%S") if t else "-"
+
+
+def _launch_row(g: GroupSummary) -> list[str]:
+    return [
+        g.launch, g.engine, g.model_name or "-", _time(g.start), _span(g.span_seconds), str(g.lines),
+        str(g.busy_intervals), _f(g.prompt_tokens, 0), _f(g.generation_tokens, 0), _f(g.peak_generation),
+        _f(g.median_generation), _f(g.mean_kv_cache_usage_pct), _pct(g.waiting_share),
+        _f(g.prefix_cache_hit_rate_pct), _f(g.mm_cache_hit_rate_pct),
+    ]
+
+
+def _table_row(r: ConcurrencyRow) -> list[str]:
+    return [
+        r.running, str(r.intervals), _f(r.generation_median), _f(r.generation_p90),
+        _f(r.per_request_median), _f(r.prompt_median), _f(r.kv_cache_usage_median_pct), _pct(r.waiting_share),
+    ]
+
+
+def _text_table(head: tuple[str, ...], rows: list[list[str]]) -> list[str]:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
+
+    def line(cells: list[str] | tuple[str, ...]) -> str:
+        return "  ".join(
+            c.ljust(w) if _left(h) else c.rjust(w) for c, w, h in zip(cells, widths, head, strict=True)
+        ).rstrip()
+
+    return [line(head), *(line(r) for r in rows)]
+
+
+def _md_table(head: tuple[str, ...], rows: list[list[str]]) -> list[str]:
+    align = ["---" if _left(h) else "---:" for h in head]
+    return ["| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+            for cells in (list(head), align, *rows)]
+
+
+def _title(g: GroupSummary, by: str) -> str:
+    if by == "none" and g.launch.endswith("launches"):
+        return f"all {g.launch}"
+    if g.engine == "-":
+        return g.launch
+    return f"{g.launch}, engine{'s' if ',' in g.engine else ''} {g.engine}"
+
+
+def _zone(summary: Summary) -> str:
+    starts = [g.start for g in summary.groups if g.start]
+    return f" ({starts[0].tzname()})" if starts and starts[0].tzname() else ""
+
+
+def _render_tables(summary: Summary, markdown: bool) -> str:
+    table = _md_table if markdown else _text_table
+    h = "## " if markdown else ""
+    head = tuple(f"start{_zone(summary)}" if c == "start" else c for c in _HEAD)
+    out = [f"{h}vLLM log summary (by {summary.by})", ""]
+    out += table(head, [_launch_row(g) for g in summary.groups])
+    for g in summary.groups:
+        if not g.concurrency:
+            out += ["", f"{h}Throughput by concurrency: {_title(g, summary.by)}", "", "(nothing ran)"]
+            continue
+        for title, rows in (("Throughput by concurrency", g.concurrency), (_STEADY_TITLE, g.steady_decode)):
+            out += ["", f"{h}{title}: {_title(g, summary.by)}", ""]
+            out += table(_TABLE_HEAD, [_table_row(r) for r in rows]) if rows else ["(no such intervals)"]
+    bullet = "- " if markdown else "  "
+    out += ["", f"{h}What the columns mean", ""]
+    out += [f"{bullet}{name}: {text}" for name, text in LAUNCH_COLUMNS.items()]
+    out.append("")
+    out += [f"{bullet}{name}: {text}" for name, text in TABLE_COLUMNS.items()]
+    out += ["", f"Steady decode: the intervals with {_STEADY}.", "", NOT_IN_LOG, ""]
+    return "\n".join(out)
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
+def _json_group(g: GroupSummary) -> dict[str, Any]:
+    data: dict[str, Any] = _finite(asdict(g))
+    data["start"] = g.start.isoformat() if g.start else None
+    data["end"] = g.end.isoformat() if g.end else None
+    data["span_seconds"] = g.span_seconds
+    return data
+
+
+def render(summary: Summary, fmt: str = "text") -> str:
+    """The summary as `text` (aligned columns), `markdown` (pipe tables) or `json`."""
+    if fmt == "json":
+        doc = {
+            "by": summary.by,
+            "groups": [_json_group(g) for g in summary.groups],
+            "columns": {**LAUNCH_COLUMNS, **TABLE_COLUMNS},
+            "steady_decode": _STEADY,
+            "not_in_log": NOT_IN_LOG,
+        }
+        return json.dumps(doc, indent=2) + "\n"
+    return _render_tables(summary, markdown=fmt == "markdown")

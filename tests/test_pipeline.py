@@ -1,0 +1,217 @@
+"""Pipeline: real files in tmp_path -> Follower -> parse -> metrics, read back from a fresh registry.
+
+Most tests step the pipeline in the test's own thread with a ManualWaker (`pipeline.step()`), so they
+need no sleep and no thread. The worker-thread tests wait for a value with a deadline.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import logging
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from vllm_logwatch.events import Event
+from vllm_logwatch.metrics import ExporterMetrics
+from vllm_logwatch.parse import parse_line
+from vllm_logwatch.pipeline import Pipeline
+from vllm_logwatch.tail import Follower
+from vllm_logwatch.wake import ManualWaker
+
+pytestmark = pytest.mark.timeout(30)
+
+REAL_LOG = Path(__file__).parent / "data" / "real-vllm-cpu" / "serve_20261129T192328Z.log"
+# Split on "\n" only, as the follower does (the log holds bare "\r" from progress bars).
+REAL_LINES = [line + "\n" for line in REAL_LOG.read_bytes().decode("utf-8").split("\n")[:-1]]
+STATS = [line for line in REAL_LINES if "Avg prompt throughput" in line]
+# The first two stats lines of the real log, two seconds apart:
+# 603.0 tok/s, 16 running, 8 waiting, 1.0% KV;  1727.3 tok/s, 2 running, 0 waiting, 0.4% KV.
+E0 = {"engine": "0", "model_name": "unknown"}
+
+
+def append(path: Path, *lines: str) -> None:
+    with open(path, "a", encoding="utf-8") as f:
+        f.write("".join(line if line.endswith("\n") else line + "\n" for line in lines))
+
+
+class Rig:
+    """A pipeline over `target`, its registry, and a shortcut to read a sample."""
+
+    def __init__(
+        self, target: Path, parse: Callable[[str], Event | None] = parse_line, **follower: Any
+    ) -> None:
+        follower.setdefault("waker", ManualWaker())
+        self.follower = Follower(str(target), **follower)
+        self.metrics = ExporterMetrics()
+        self.registry = CollectorRegistry()
+        self.pipeline = Pipeline(self.follower, self.metrics, parse=parse)
+        self.pipeline.register(self.registry)
+
+    def value(self, name: str, labels: dict[str, str] | None = None) -> float | None:
+        return self.registry.get_sample_value("vllm_logwatch_" + name, labels or {})
+
+
+@pytest.fixture
+def rigs() -> Iterator[Callable[..., Rig]]:
+    made: list[Rig] = []
+
+    def make(target: Path, **kwargs: Any) -> Rig:
+        rig = Rig(target, **kwargs)
+        made.append(rig)
+        return rig
+
+    yield make
+    for rig in made:
+        rig.pipeline.stop()
+
+
+def test_appended_lines_become_metric_values(tmp_path: Path, rigs: Callable[..., Rig]) -> None:
+    log = tmp_path / "serve_20261129_192328.log"
+    append(log, *REAL_LINES[:5])  # start-up lines already there: following starts at the end
+    rig = rigs(log)
+    assert rig.pipeline.step() == 0
+    assert rig.value("generation_throughput_tokens_per_second", E0) is None
+
+    append(log, STATS[0])
+    assert rig.pipeline.step() == 1
+    assert rig.value("generation_throughput_tokens_per_second", E0) == 603.0
+    assert rig.value("requests_running", E0) == 16
+    assert rig.value("requests_waiting", E0) == 8
+    assert rig.value("kv_cache_usage_ratio", E0) == pytest.approx(0.010)
+    assert rig.value("stats_lines_total", E0) == 1
+    # The first line's window is unknown until the next line: its tokens are held, not guessed.
+    assert rig.value("generation_tokens_total", E0) == 0
+
+    append(log, 'INFO:     127.0.0.1:38934 - "POST /v1/completions HTTP/1.1" 200 OK', STATS[1])
+    assert rig.pipeline.step() == 2
+    assert rig.value("generation_throughput_tokens_per_second", E0) == 1727.3
+    assert rig.value("requests_running", E0) == 2
+    assert rig.value("generation_tokens_total", E0) == pytest.approx((603.0 + 1727.3) * 2)
+    post = {"method": "POST", "path": "/v1/completions", "status": "200"}
+    assert rig.value("http_requests_total", post) == 1
+    assert rig.value("log_lines_total") == 3
+    before = sum(len(line.encode()) for line in REAL_LINES[:5])
+    assert rig.value("log_bytes_total") == log.stat().st_size - before
+    assert rig.value("launches_total") == 1
+
+
+def test_new_launch_file_in_a_folder_resets_engine_state(tmp_path: Path, rigs: Callable[..., Rig]) -> None:
+    old = tmp_path / "serve_20261129_192328.log"
+    append(old, *STATS[:2])
+    os.utime(old, (1_700_000_000, 1_700_000_000))
+    rig = rigs(tmp_path, from_start=True)
+    rig.pipeline.step()
+    assert rig.value("requests_running", E0) == 2
+    assert rig.value("launches_total") == 1
+
+    new = tmp_path / "serve_20261129_200000.log"
+    engine1 = STATS[2].replace("Engine 000:", "Engine 001:")
+    append(new, engine1)
+    rig.pipeline.step()
+    # Engine 0's gauges belong to the old launch: gone. Its counters keep counting (never go down).
+    assert rig.value("requests_running", E0) is None
+    assert rig.value("kv_cache_usage_ratio", E0) is None
+    assert rig.value("stats_lines_total", E0) == 2
+    assert rig.value("requests_running", {"engine": "1", "model_name": "unknown"}) == 13
+    assert rig.value("launches_total") == 2
+    status = rig.pipeline.status()
+    assert status["pipeline"]["source"] == str(new)
+    assert status["launch_source"] == str(new)
+    assert set(status["engines"]) == {"1"}
+
+
+def test_a_bad_line_does_not_stop_the_worker_thread(
+    tmp_path: Path, rigs: Callable[..., Rig], caplog: pytest.LogCaptureFixture,
+    poll_until: Callable[..., Any],
+) -> None:
+    def faulty(text: str) -> Event | None:
+        if "BOOM" in text:
+            raise RuntimeError(f"cannot handle {text}")  # a bug whose message holds the line
+        return parse_line(text)
+
+    log = tmp_path / "serve_20261129_192328.log"
+    log.touch()
+    rig = rigs(log, parse=faulty, waker=None, poll_interval=0.05, from_start=True)
+    caplog.set_level(logging.INFO, logger="vllm_logwatch")
+    rig.pipeline.start()
+    append(log, "BOOM SECRET-PROMPT-7f3a9", "BOOM again", STATS[0])
+    poll_until(lambda: rig.value("requests_running", E0) == 16, 10, "the stats line after two bad lines")
+    append(log, STATS[1])
+    poll_until(lambda: rig.value("requests_running", E0) == 2, 10, "the next stats line")
+    assert rig.value("parse_errors_total", {"what": "stats"}) == 2
+    status = rig.pipeline.status()
+    assert status["pipeline"]["running"] and status["pipeline"]["healthy"]
+    assert status["pipeline"]["internal_errors"] == 2
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == 1, "logged once, then only counted"
+    assert "RuntimeError" in errors[0].getMessage()
+    assert "7f3a9" not in caplog.text, "an exception message may hold log text: never logged"
+
+
+def test_status_is_json_with_positions_and_no_line_text(tmp_path: Path, rigs: Callable[..., Rig]) -> None:
+    log = tmp_path / "serve_20261129_192328.log"
+    append(log, STATS[0].rstrip("\n") + ", SECRET-PROMPT-7f3a9 rate: 5.0%, Preemptions: 3")
+    rig = rigs(log, from_start=True)
+    rig.pipeline.step()
+    status = rig.pipeline.status()
+    text = json.dumps(status, allow_nan=False)
+    assert "7f3a9" not in text.lower()
+    assert status["follower"]["path"] == str(log)
+    assert status["follower"]["offset"] == log.stat().st_size
+    assert status["pipeline"]["lines_applied"] == 1
+    engine = status["engines"]["0"]
+    assert engine["last"]["generation_throughput"] == 603.0
+    assert engine["last"]["extra"] == {"preemptions": 3.0}, "unknown field names come from the log: not shown"
+    assert status["counters"]["unknown_fields"] == 1
+
+
+def test_stop_writes_the_state_file_and_a_new_pipeline_resumes(
+    tmp_path: Path, rigs: Callable[..., Rig]
+) -> None:
+    log = tmp_path / "serve_20261129_192328.log"
+    state = tmp_path / "state.json"
+    append(log, *STATS[:3])
+    first = Rig(log, from_start=True, state_file=str(state))
+    assert first.pipeline.step() == 3
+    first.pipeline.stop()
+    assert json.loads(state.read_text())["offset"] == log.stat().st_size
+
+    append(log, STATS[3])
+    second = rigs(log, from_start=True, state_file=str(state))
+    assert second.pipeline.step() == 1
+    assert second.value("stats_lines_total", E0) == 1, "the first three lines are not counted again"
+    assert second.value("requests_running", E0) == 16
+
+
+def test_a_read_error_shows_at_scrape_time_without_any_line(
+    tmp_path: Path, rigs: Callable[..., Rig], monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    log = tmp_path / "serve_20261129_192328.log"
+    append(log, STATS[0])
+    rig = rigs(log, from_start=True)
+    real_read = os.read
+
+    def failing_read(fd: int, size: int) -> bytes:
+        if os.readlink(f"/proc/self/fd/{fd}") == str(log):
+            raise OSError(errno.EIO, "Input/output error")
+        return real_read(fd, size)
+
+    monkeypatch.setattr(os, "read", failing_read)
+    caplog.set_level(logging.INFO, logger="vllm_logwatch")
+    assert rig.pipeline.step() == 0
+    assert rig.pipeline.step() == 0
+    assert rig.value("read_errors_total") == 2
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warnings == [f"input/output error: {log} (retrying; counted in vllm_logwatch_read_errors_total)"]
+    assert rig.pipeline.status()["follower"]["stats"]["last_error"] == f"input/output error: {log}"
+
+    monkeypatch.setattr(os, "read", real_read)
+    assert rig.pipeline.step() == 1
+    assert rig.value("requests_running", E0) == 16

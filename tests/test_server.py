@@ -1,0 +1,188 @@
+"""The HTTP app (FastAPI's TestClient), the socket binding, and the no-log-text promise checked against a
+real `logwatch watch` process: a prompt planted in every kind of line never appears in any response."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from prometheus_client import CollectorRegistry
+
+from vllm_logwatch.errors import InputError
+from vllm_logwatch.metrics import ExporterMetrics
+from vllm_logwatch.parse import parse_line
+from vllm_logwatch.server import bind_socket, create_app
+
+pytestmark = pytest.mark.timeout(60)
+
+REPO = Path(__file__).resolve().parents[1]
+REAL_LOG = REPO / "tests" / "data" / "real-vllm-cpu" / "serve_20261129T192328Z.log"
+STATS = [line.rstrip("\n") for line in REAL_LOG.read_text(encoding="utf-8").splitlines()
+         if "Avg prompt throughput" in line]
+SECRET = "SECRET-PROMPT-7f3a9"
+NEEDLE = "7f3a9"  # also catches the secret lower-cased, slugged or percent-decoded
+
+
+@pytest.fixture
+def client(run_app: Callable[..., Any]) -> Iterator[httpx.Client]:
+    """A real uvicorn serving the app over metrics that read one real stats line."""
+    metrics, registry = ExporterMetrics(), CollectorRegistry()
+    metrics.register(registry)
+    event = parse_line(STATS[0])
+    assert event is not None
+    metrics.apply(event)
+    with run_app(create_app(registry, metrics.status)) as http:
+        yield http
+
+
+def test_metrics_in_prometheus_text_by_default(client: httpx.Client) -> None:
+    response = client.get("/metrics")
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/plain; version=0.0.4")
+    assert 'vllm_logwatch_requests_running{engine="0",model_name="unknown"} 16.0' in response.text
+    assert "# EOF" not in response.text
+
+
+def test_metrics_in_openmetrics_when_asked(client: httpx.Client) -> None:
+    response = client.get("/metrics", headers={"Accept": "application/openmetrics-text; version=1.0.0"})
+    assert response.headers["content-type"].startswith("application/openmetrics-text")
+    assert response.text.endswith("# EOF\n")
+    assert "vllm_logwatch_stats_lines_total" in response.text
+
+
+def test_status_and_health(client: httpx.Client) -> None:
+    assert client.get("/healthz").json() == {"status": "ok"}
+    status = client.get("/api/v1/status").json()
+    assert status["engines"]["0"]["last"]["running"] == 16
+
+
+def test_health_is_503_once_the_pipeline_died(run_app: Callable[..., Any]) -> None:
+    with run_app(create_app(CollectorRegistry(), dict, health=lambda: False)) as http:
+        response = http.get("/healthz")
+    assert (response.status_code, response.json()) == (503, {"status": "failed"})
+
+
+def test_only_three_routes_and_no_generated_docs(client: httpx.Client) -> None:
+    for path in ("/docs", "/redoc", "/openapi.json", "/", "/metrics/x"):
+        assert client.get(path).status_code == 404, path
+    assert client.post("/metrics").status_code == 405
+
+
+def test_a_port_in_use_is_a_one_line_error() -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        busy_message = rf"^cannot listen on http://127\.0\.0\.1:{port}: address already "
+        with pytest.raises(InputError, match=busy_message):
+            bind_socket("127.0.0.1", port)
+        result = subprocess.run(
+            [sys.executable, "-m", "vllm_logwatch", "watch", str(REPO), "--listen", "127.0.0.1", "--port",
+             str(port)], capture_output=True, text=True, timeout=30, check=False)
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert result.stderr.startswith(f"logwatch watch: cannot listen on http://127.0.0.1:{port}: address")
+
+
+def test_docs_metric_table_matches_names_py() -> None:
+    result = subprocess.run([sys.executable, str(REPO / "tools" / "metrics_table.py"), "--check",
+                             str(REPO / "docs" / "watch.md")], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+# -- no raw log text in any response -----------------------------------------------------------------
+
+PLANTED = [
+    # vLLM's request log (--enable-log-requests) prints the prompt itself
+    f"(APIServer pid=29214) INFO 11-29 19:24:01 [logger.py:39] Received request cmpl-x-0: prompt: "
+    f"'{SECRET} tell me a story', params: SamplingParams(n=1, temperature=0.7), prompt_token_ids: [1, 2]",
+    f"(APIServer pid=29214) WARNING 11-29 19:24:01 [serving_chat.py:200] Chat template error for '{SECRET}'",
+    f"(APIServer pid=29214) ERROR 11-29 19:24:01 [serving_chat.py:210] Error in request {SECRET}: "
+    "out of memory",
+    f'INFO:     127.0.0.1:39134 - "GET /v1/models?q={SECRET} HTTP/1.1" 200 OK',
+    f'INFO:     127.0.0.1:39134 - "POST /v1/completions/{SECRET}%20tell%20me HTTP/1.1" 404 Not Found',
+    f'INFO:     127.0.0.1:39134 - "GET /v1/{SECRET}-with%27quote HTTP/1.1" 404 Not Found',
+    f"{STATS[3]}, {SECRET} hit rate: 5.0%, {SECRET}: 7",  # unknown stats field names
+    f"(APIServer pid=29214) INFO 11-29 19:24:02 [loggers.py:335] Engine 000: Avg prompt throughput: {SECRET}",
+    json.dumps({"message": f"Received request {SECRET}", "levelname": "WARNING"}),
+    f"Traceback (most recent call last): {SECRET}",
+    STATS[4],
+]
+
+# Known leaks in other modules, kept visible here until fixed (strict: a fix turns them into failures
+# that ask for the marker to go).
+KNOWN_LEAKS = [
+    pytest.param(
+        f"(APIServer pid=29214) INFO 11-29 19:24:01 [logger.py:39] Received request cmpl-y-0: prompt: "
+        f"'vLLM server version {SECRET}, serving model x', params: SamplingParams(n=1)",
+        marks=pytest.mark.xfail(strict=True, reason="infolines.py: the unanchored banner pattern reads a "
+                                "prompt as the vLLM version (server_info labels) and resets the launch"),
+        id="prompt-read-as-version-banner"),
+    pytest.param(
+        f'INFO:     127.0.0.1:39134 - "GET /v1/{SECRET} HTTP/1.1" 404 Not Found',
+        marks=pytest.mark.xfail(strict=True, reason="metrics.normalise_path keeps a bare-word path segment "
+                                "of an unknown route (404) as a label value"),
+        id="bare-word-404-path"),
+]
+
+
+@contextlib.contextmanager
+def _watching(tmp_path: Path, lines: list[str], logwatch_watch: Callable[..., Any],
+              poll_until: Callable[..., Any]) -> Iterator[Any]:
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    log = folder / "serve_20261129_192328.log"
+    log.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    with logwatch_watch(folder, "--from-start") as watch:
+        poll_until(lambda: watch.status()["pipeline"]["lines_applied"] == len(lines), 15,
+                   "every planted line")
+        yield watch
+
+
+def _bodies(watch: Any) -> dict[str, str]:
+    """Every route of the app, in both exposition formats, and a few that do not exist."""
+    app = create_app(CollectorRegistry(), dict)
+    paths = sorted({getattr(route, "path", "") for route in app.routes if hasattr(route, "methods")})
+    assert paths == ["/api/v1/status", "/healthz", "/metrics"]
+    bodies = {path: watch.get(path).text for path in paths}
+    bodies["/metrics openmetrics"] = watch.get(
+        "/metrics", headers={"Accept": "application/openmetrics-text; version=1.0.0"}).text
+    for probe in (f"/{SECRET}", f"/metrics/{SECRET}", f"/api/v1/status?q={SECRET}"):
+        response = watch.get(probe)
+        bodies[probe] = f"{response.status_code} {response.headers} {response.text}"
+    return bodies
+
+
+def test_no_planted_prompt_in_any_response(
+    tmp_path: Path, logwatch_watch: Callable[..., Any], poll_until: Callable[..., Any]
+) -> None:
+    with _watching(tmp_path, PLANTED, logwatch_watch, poll_until) as watch:
+        bodies = _bodies(watch)
+        samples = watch.samples()
+    # The lines were read and counted, not ignored:
+    assert samples[("vllm_logwatch_log_messages_total", frozenset({("level", "ERROR")}))] >= 1
+    assert samples[("vllm_logwatch_parse_errors_total", frozenset({("what", "stats")}))] == 1
+    assert samples[("vllm_logwatch_unknown_fields_total", frozenset())] == 2
+    assert ("vllm_logwatch_http_requests_total",
+            frozenset({("method", "POST"), ("path", "/v1/completions/{id}"), ("status", "404")})) in samples
+    for where, body in bodies.items():
+        assert NEEDLE not in body.lower(), f"planted text in {where}"
+    assert NEEDLE not in watch.stderr().lower(), "nor in the exporter's own log"
+
+
+@pytest.mark.parametrize("line", KNOWN_LEAKS)
+def test_known_leaks(
+    line: str, tmp_path: Path, logwatch_watch: Callable[..., Any], poll_until: Callable[..., Any]
+) -> None:
+    with _watching(tmp_path, [line, STATS[0]], logwatch_watch, poll_until) as watch:
+        bodies = _bodies(watch)
+    for where, body in bodies.items():
+        assert NEEDLE not in body.lower(), f"planted text in {where}"

@@ -1,0 +1,255 @@
+"""Settings of `logwatch watch` and `logwatch demo`, with a visible precedence: command line, then
+`LOGWATCH_*` environment variables, then defaults.
+
+Every option has one environment variable, named after it (`--poll-interval` is
+`LOGWATCH_POLL_INTERVAL`), so a systemd unit or a container can configure the exporter without a
+command line. `--help` shows each option's variable and default (`option_help`), and an invalid value
+is a one-line `UsageError` that names where it came from.
+
+>>> s = load_settings(WatchSettings, {"target": "/logs", "port": 9500}, {"LOGWATCH_PORT": "9600",
+...                                                                    "LOGWATCH_POLL_INTERVAL": "0.5"})
+>>> s.port, s.poll_interval, s.listen
+(9500, 0.5, '0.0.0.0')
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Mapping
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from .errors import UsageError
+from .timeparse import resolve_zone
+
+__all__ = [
+    "DEFAULT_PORT",
+    "ENV_PREFIX",
+    "DemoSettings",
+    "WatchSettings",
+    "env_name",
+    "load_settings",
+    "option_help",
+    "option_name",
+]
+
+ENV_PREFIX = "LOGWATCH_"
+DEFAULT_PORT = 9477
+"""Not one of the ports common on GPU hosts (vLLM 8000, Grafana 3000, Prometheus 9090, node exporter
+9100, DCGM exporter 9400, OpenTelemetry 9464). Prometheus' exporter port list has been full since
+2023, so another, rarer exporter may have claimed it; `--port` / `LOGWATCH_PORT` move it."""
+
+_LABEL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_OPTION_NAMES = {"labels": "--label", "target": "TARGET"}
+_DEFAULT_SHOWN = {
+    "target": "none, required",
+    "stats_interval": "measured from the lines",
+    "tz": "this machine's zone",
+}
+
+Settings = TypeVar("Settings", bound=BaseModel)
+
+
+def env_name(field: str) -> str:
+    """The environment variable of a settings field.
+
+    >>> env_name("poll_interval")
+    'LOGWATCH_POLL_INTERVAL'
+    """
+    return ENV_PREFIX + field.upper()
+
+
+def option_name(field: str) -> str:
+    """The command-line spelling of a settings field (`labels` is the repeatable `--label`)."""
+    return _OPTION_NAMES.get(field, "--" + field.replace("_", "-"))
+
+
+def _finite_positive(value: float | None, what: str) -> float | None:
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{what} must be a positive number of seconds")
+    return value
+
+
+class _Listening(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    listen: str = Field(
+        default="0.0.0.0", min_length=1,
+        description="address to listen on; 0.0.0.0 is every IPv4 address (Prometheus usually scrapes "
+        "from another host), 127.0.0.1 this host only")
+    port: int = Field(default=DEFAULT_PORT, ge=0, le=65535,
+                      description="TCP port of /metrics (0: any free port)")
+    poll_interval: float = Field(
+        default=1.0,
+        description="seconds between two stat() checks of the files; file notifications wake the "
+        "follower sooner, this is the backstop")
+
+    @field_validator("poll_interval")
+    @classmethod
+    def _poll(cls, value: float) -> float:
+        _finite_positive(value, "poll interval")
+        if value > 3600:
+            raise ValueError("poll interval must be at most 3600 seconds")
+        return value
+
+
+class WatchSettings(_Listening):
+    """What `logwatch watch` needs. Paths are kept as given; the follower makes them absolute."""
+
+    target: str = Field(
+        min_length=1, description="a log file, a folder (follows its newest launch file) or a quoted glob")
+    from_start: bool = Field(
+        default=False,
+        description="read the first file from its start, not only the lines written from now on")
+    state_file: str | None = Field(
+        default=None, description="remember the position here, so a restart neither skips nor counts a line "
+        "twice")
+    pattern: str = Field(default="*.log", min_length=1, description="file names a folder target follows")
+    stats_interval: float | None = Field(
+        default=None, description="vLLM's VLLM_LOG_STATS_INTERVAL in seconds, for the token counters")
+    labels: dict[str, str] = Field(
+        default_factory=dict, description="k=v label added to every series (repeatable; in the "
+        "environment: comma-separated k=v,k2=v2)")
+    tz: str | None = Field(
+        default=None, description="zone the vLLM server logged in, e.g. UTC")
+
+    @field_validator("tz")
+    @classmethod
+    def _zone(cls, value: str | None) -> str | None:
+        if value:
+            resolve_zone(value)  # ValueError with a hint for an unknown zone
+        return value or None
+
+    @field_validator("stats_interval")
+    @classmethod
+    def _interval(cls, value: float | None) -> float | None:
+        return _finite_positive(value, "stats interval")
+
+    @field_validator("labels", mode="before")
+    @classmethod
+    def _labels(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            value = [part for part in value.split(",") if part.strip()]
+        if isinstance(value, (list, tuple)):
+            pairs: dict[str, str] = {}
+            for item in value:
+                key, sep, val = str(item).partition("=")
+                key = key.strip()
+                if not sep or _LABEL_NAME.fullmatch(key) is None or key.startswith("__"):
+                    raise ValueError(f"{str(item)!r} is not k=v with a Prometheus label name as k")
+                pairs[key] = val.strip()
+            return pairs
+        return value
+
+
+class DemoSettings(_Listening):
+    """What `logwatch demo` needs. It listens on this host only unless told otherwise: it is a try-out."""
+
+    listen: str = Field(
+        default="127.0.0.1", min_length=1, description="address to listen on (0.0.0.0: every IPv4 address)")
+    speed: float = Field(
+        default=10.0, description="replay speed: 10 plays the log's 3 minutes in 18 seconds, then starts a "
+        "new launch file")
+
+    @field_validator("speed")
+    @classmethod
+    def _speed(cls, value: float) -> float:
+        if not (math.isfinite(value) and 0 < value <= 10_000):
+            raise ValueError("speed must be a number above 0 and at most 10000")
+        return value
+
+
+def option_help(model: type[BaseModel], field: str, text: str | None = None) -> str:
+    """Help text of an option, ending in its environment variable and default.
+
+    >>> option_help(WatchSettings, "port")
+    'TCP port of /metrics (0: any free port) [env LOGWATCH_PORT; default 9477]'
+    """
+    info = model.model_fields[field]
+    default = None if info.is_required() else info.get_default(call_default_factory=True)
+    if field in _DEFAULT_SHOWN:
+        shown = _DEFAULT_SHOWN[field]
+    elif default in (None, {}, []):
+        shown = "none"
+    elif isinstance(default, bool):
+        shown = "on" if default else "off"
+    else:
+        shown = str(default)
+    return f"{text or info.description} [env {env_name(field)}; default {shown}]"
+
+
+def load_settings(
+    model: type[Settings], cli: Mapping[str, Any], environ: Mapping[str, str] | None = None
+) -> Settings:
+    """Build settings: a value given on the command line (not None) wins, then a non-empty
+    `LOGWATCH_*` variable, then the default. Raises `UsageError` naming the option or variable."""
+    environ = os.environ if environ is None else environ
+    values: dict[str, Any] = {}
+    origin: dict[str, str] = {}
+    for field in model.model_fields:
+        given = cli.get(field)
+        if given is not None and given != []:
+            values[field], origin[field] = given, option_name(field)
+            continue
+        env = environ.get(env_name(field), "")
+        if env.strip():
+            values[field], origin[field] = env.strip(), env_name(field)
+    try:
+        return model.model_validate(values)
+    except ValidationError as exc:
+        error = exc.errors(include_url=False)[0]
+        field = str(error["loc"][0]) if error["loc"] else ""
+        where = origin.get(field, option_name(field) if field else "settings")
+        message = str(error["msg"]).removeprefix("Value error, ")
+        if error["type"] == "missing":
+            raise UsageError(f"{where} is required (or set {env_name(field)})") from None
+        shown = values.get(field)
+        value = f" {shown!r}" if isinstance(shown, (str, int, float)) else ""
+        raise UsageError(f"{where}{value}: {message}") from None
+
+
+class RunSettings(_Listening):
+    """What `logwatch run` needs besides the command: where the launch files go, how to stop and
+    restart vLLM, and the exporter options it shares with `watch`."""
+
+    log_dir: str = Field(default="logs", min_length=1,
+                         description="folder of the launch files <name>_<YYYYmmdd_HHMMSS>.log")
+    name: str | None = Field(default=None, description="file name stem (default: the served model name "
+                             "from the command line, else vllm)")
+    restart: Literal["no", "on-failure", "always"] = Field(
+        default="no", description="restart vLLM when it exits: no, on-failure (exit code not 0) or always; "
+        "never after a failure during start-up")
+    stop_timeout: float = Field(default=30.0, description="seconds between SIGTERM and SIGKILL when stopping")
+    startup_grace: float = Field(
+        default=60.0, description="a vLLM that exits within this many seconds of its start counts as a "
+        "start-up failure and is not restarted")
+    stats_interval: float | None = Field(
+        default=None, description=WatchSettings.model_fields["stats_interval"].description)
+    labels: dict[str, str] = Field(
+        default_factory=dict, description=WatchSettings.model_fields["labels"].description)
+    tz: str | None = Field(default=None, description=WatchSettings.model_fields["tz"].description)
+
+    @field_validator("stop_timeout", "startup_grace")
+    @classmethod
+    def _seconds(cls, value: float) -> float:
+        if not (math.isfinite(value) and value >= 0):
+            raise ValueError("must be a number of seconds, 0 or more")
+        return value
+
+    @field_validator("tz")
+    @classmethod
+    def _zone(cls, value: str | None) -> str | None:
+        return WatchSettings._zone(value)
+
+    @field_validator("stats_interval")
+    @classmethod
+    def _interval(cls, value: float | None) -> float | None:
+        return _finite_positive(value, "stats interval")
+
+    @field_validator("labels", mode="before")
+    @classmethod
+    def _labels(cls, value: Any) -> Any:
+        return WatchSettings._labels(value)

@@ -1,0 +1,296 @@
+"""One worker thread: follow the log, parse each line, feed the metrics (DESIGN.md, "The pipeline").
+
+    Follower --LogLine--> parse_line --Event--> Assembler (per file) --Event--> ExporterMetrics
+
+Why it is built like this:
+
+* Each launch file gets its own `Assembler` and `YearClock` (the year comes from that file's name), and
+  a new file in a folder is a new vLLM launch: `metrics.new_launch()` resets the per-engine gauges.
+* A bug on one line (in the parser, the assembler or the metrics) must not stop an exporter that runs
+  for months: it is counted as a parse error and logged once, and the thread goes on.
+* Logs hold users' prompts: nothing here logs or returns line text, not even in an exception message
+  (those are withheld; the traceback of our own code is logged instead).
+* The follower's own counters (lines, bytes, rotations, read errors, ...) reach the metrics after
+  every batch, at scrape time (`register`), and once a poll interval from a small second thread, so a
+  read error or a file switch is logged and counted while no line flows.
+
+Example::
+
+    follower = Follower("/mnt/sdb/vllm/logs", state_file="/var/lib/logwatch/state.json")
+    metrics, registry = ExporterMetrics(), CollectorRegistry()
+    pipeline = Pipeline(follower, metrics)
+    pipeline.register(registry)      # instead of metrics.register(registry)
+    pipeline.start()
+    ...
+    pipeline.stop()                  # joins the thread, writes the state file
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import threading
+import time
+import traceback
+from collections.abc import Callable, Iterable, Mapping
+from datetime import tzinfo
+from typing import Any
+
+from prometheus_client.core import Metric
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from .events import Event, Unparsed
+from .metrics import ExporterMetrics
+from .parse import KNOWN_EXTRA_KEYS, parse_line
+from .scan import Assembler
+from .tail import Follower, LogLine
+from .timeparse import YearClock, local_zone
+
+__all__ = ["Pipeline"]
+
+log = logging.getLogger(__name__)
+
+_MAX_LOGGED_ERRORS = 32  # distinct follower errors logged; later ones are only counted
+_FILE_EVENTS = {
+    "file_switches": "following %s (a new launch file)",
+    "rotations": "log rotated (renamed and recreated): reading %s from its start",
+    "truncations": "log truncated: reading %s from its start",
+}
+
+
+class Pipeline:
+    """Wires a `Follower` to an `ExporterMetrics` in one worker thread, and reports its state.
+
+    `zone`: the zone vLLM logged in (None: this machine's). `parse`: the line parser (tests inject a
+    faulty one). `step()` does one poll in the caller's thread, for tests stepping a `ManualWaker`.
+    """
+
+    def __init__(
+        self,
+        follower: Follower,
+        metrics: ExporterMetrics,
+        *,
+        zone: tzinfo | None = None,
+        parse: Callable[[str], Event | None] = parse_line,
+    ) -> None:
+        self.follower = follower
+        self.metrics = metrics
+        self.zone = zone if zone is not None else local_zone()
+        self._parse = parse
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._housekeeper: threading.Thread | None = None
+        self._sync_lock = threading.Lock()
+        self._source: str | None = None
+        self._assembler: Assembler | None = None
+        self._sources_seen = 0
+        self._lines_applied = 0
+        self._batches = 0
+        self._internal_errors = 0
+        self._last_batch: float | None = None
+        self._started_at: float | None = None
+        self._failure: str | None = None
+        self._stopped = False
+        self._logged_counts = dict.fromkeys(("files_opened", "file_switches", "rotations", "truncations"), 0)
+        self._logged_errors: set[str] = set()
+
+    # -- life cycle -----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the worker thread (once)."""
+        if self._thread is not None:
+            raise RuntimeError("pipeline already started")
+        self._started_at = time.time()
+        self._thread = threading.Thread(target=self._run, name="logwatch-pipeline", daemon=True)
+        self._thread.start()
+        self._housekeeper = threading.Thread(target=self._housekeep, name="logwatch-sync", daemon=True)
+        self._housekeeper.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop the thread, then close the follower (which writes the state file). Idempotent."""
+        if self._stopped:
+            return
+        self._stopped = True
+        self._stop.set()
+        self.follower.stop()
+        if self._housekeeper is not None:
+            self._housekeeper.join(timeout)
+        if self._thread is not None:
+            self._thread.join(timeout)
+            if self._thread.is_alive():
+                log.error("the follower thread did not stop within %.0f s; saving state anyway", timeout)
+        self.follower.close()
+        self.sync()
+
+    def healthy(self) -> bool:
+        """False once the worker thread died of an unexpected error (never for a bad line or file)."""
+        return self._failure is None
+
+    def step(self) -> int:
+        """One poll and its lines, in this thread; the number of lines handled."""
+        lines = self.follower.poll()
+        if lines:
+            self._handle(lines)
+        else:
+            self.sync()
+        return len(lines)
+
+    def register(self, registry: CollectorRegistry) -> None:
+        """Serve the metrics from `registry`, with the follower's counters brought up to date at each
+        scrape. Use it instead of `metrics.register(registry)`, not with it."""
+        registry.register(_SyncedCollector(self))
+
+    def _housekeep(self) -> None:
+        """While no line flows the worker has nothing to report: a file opened, a read error or a
+        rotation would reach the log and the metrics only at the next scrape. Sync once a poll interval."""
+        while not self._stop.wait(self.follower.poll_interval):
+            try:
+                self.sync()
+            except Exception as exc:  # never let the reporter take the exporter down
+                log.error("cannot update the follower's counters: %s", type(exc).__name__)
+
+    def _run(self) -> None:
+        try:
+            self.follower.run(self._handle, self._stop)
+        except BaseException as exc:  # a bug outside any single line: say so on /healthz and stderr
+            self._failure = type(exc).__name__
+            log.error("the follower stopped: %s (message withheld: it may hold log text)\n%s",
+                      type(exc).__name__, "".join(traceback.format_tb(exc.__traceback__)).rstrip())
+
+    # -- lines ------------------------------------------------------------------------------------
+
+    def _handle(self, lines: list[LogLine]) -> None:
+        for line in lines:
+            if line.source != self._source:
+                self._switch_source(line.source)
+            self._apply(line)
+        self._lines_applied += len(lines)
+        self._batches += 1
+        self._last_batch = time.time()
+        self.sync()
+
+    def _switch_source(self, source: str) -> None:
+        """A new file: a new vLLM launch, with its own clock (the year is in its name)."""
+        if self._assembler is not None:
+            for event in self._assembler.flush():
+                self.metrics.apply(event)
+        zone = self.zone
+
+        def clock(first_stamp: str) -> YearClock:
+            return YearClock.for_source(source, zone, first_stamp=first_stamp)
+
+        self._assembler = Assembler(source, clock, hold_v0=False)
+        self._source = source
+        self._sources_seen += 1
+        self.metrics.new_launch(source)
+
+    def _apply(self, line: LogLine) -> None:
+        assert self._assembler is not None
+        try:
+            event = self._parse(line.text)
+            if event is None:
+                return
+            for complete in self._assembler.feed(event, line.number):
+                self.metrics.apply(complete)
+        except Exception as exc:
+            self._internal_error(line, exc)
+
+    def _internal_error(self, line: LogLine, exc: Exception) -> None:
+        self._internal_errors += 1
+        # If the metrics themselves are broken, the count in status() still tells.
+        with contextlib.suppress(Exception):
+            self.metrics.apply(Unparsed(what="stats", file=line.source, line=line.number))
+        if self._internal_errors == 1:
+            log.error(
+                "internal error on %s line %d: %s (message withheld: it may hold log text); the line is "
+                "counted as a parse error and later ones are only counted\n%s",
+                line.source, line.number, type(exc).__name__,
+                "".join(traceback.format_tb(exc.__traceback__)).rstrip())
+
+    # -- the follower's counters ----------------------------------------------------------------
+
+    def sync(self) -> None:
+        """Copy the follower's counters into the metrics; log a rotation, truncation or new error once.
+
+        Called by the worker after each batch and by the scrape thread; the lock keeps the readings in
+        order, so a counter never looks like it went down (which would read as a restart)."""
+        with self._sync_lock:
+            stats = self.follower.stats
+            self.metrics.set_follower_stats(
+                lines=stats.lines, bytes=stats.bytes, rotations=stats.rotations,
+                truncations=stats.truncations, read_errors=stats.read_errors, lines_cut=stats.lines_cut,
+            )
+            follower = self.follower.status()
+            for what, count in (("files_opened", stats.files_opened), ("file_switches", stats.file_switches),
+                                ("rotations", stats.rotations), ("truncations", stats.truncations)):
+                if count > self._logged_counts[what]:
+                    first = self._logged_counts[what] == 0
+                    self._logged_counts[what] = count
+                    if what == "files_opened":
+                        if first and follower["path"] is not None:
+                            log.info("reading %s from offset %s", follower["path"], follower["read_offset"])
+                    else:
+                        log.info(_FILE_EVENTS[what], follower["path"])
+            error = stats.last_error
+            if error and error not in self._logged_errors and len(self._logged_errors) < _MAX_LOGGED_ERRORS:
+                self._logged_errors.add(error)
+                log.warning("%s (retrying; counted in vllm_logwatch_read_errors_total)", error)
+
+    # -- status ---------------------------------------------------------------------------------
+
+    def status(self) -> dict[str, Any]:
+        """A JSON-able snapshot for `/api/v1/status`: what is followed and where, the per-engine values
+        (in the log's units), start-up facts and counters. No line text: unknown stats fields, whose
+        names come from the log, are shown as a count only."""
+        self.sync()
+        snapshot = self.metrics.status()
+        for engine in snapshot.get("engines", {}).values():
+            last = engine.get("last")
+            if isinstance(last, dict) and isinstance(last.get("extra"), dict):
+                last["extra"] = {k: v for k, v in last["extra"].items() if k in KNOWN_EXTRA_KEYS}
+        now = time.time()
+        thread = self._thread
+        safe: dict[str, Any] = _json_safe({
+            "pipeline": {
+                "running": thread is not None and thread.is_alive(),
+                "healthy": self.healthy(),
+                "failure": self._failure,
+                "started_at": self._started_at,
+                "lines_applied": self._lines_applied,
+                "batches": self._batches,
+                "last_batch_age_seconds": (
+                    None if self._last_batch is None else round(now - self._last_batch, 3)),
+                "internal_errors": self._internal_errors,
+                "source": self._source,
+                "sources_seen": self._sources_seen,
+            },
+            "follower": self.follower.status(),
+            **snapshot,
+        })
+        return safe
+
+
+class _SyncedCollector(Collector):
+    """The metrics' collector, with the follower's counters brought up to date first."""
+
+    def __init__(self, pipeline: Pipeline) -> None:
+        self._pipeline = pipeline
+
+    def collect(self) -> Iterable[Metric]:
+        self._pipeline.sync()
+        return self._pipeline.metrics.collect()
+
+    def describe(self) -> Iterable[Metric]:
+        return self._pipeline.metrics.describe()
+
+
+def _json_safe(value: Any) -> Any:
+    """Strict JSON: NaN and infinities become null, tuples lists, at any depth."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {str(k): _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    return value

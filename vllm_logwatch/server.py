@@ -1,0 +1,219 @@
+"""The HTTP side: a small FastAPI app served by uvicorn, and `run_watch`, the whole `logwatch watch`.
+
+Routes (nothing else; FastAPI's /docs and /openapi.json are off):
+
+* `GET /metrics` - Prometheus text format, or OpenMetrics when the `Accept` header asks for
+  `application/openmetrics-text` (prometheus_client's own content negotiation).
+* `GET /healthz` - `{"status": "ok"}` with 200 while the pipeline runs; 503 once it died.
+* `GET /api/v1/status` - JSON: files followed, offsets, per-engine latest values and their age.
+
+No response ever carries log text (logs hold users' prompts): the metrics have bounded labels, the
+status has numbers, paths and start-up facts, and errors answer with a fixed body.
+
+Life cycle (uvicorn's `server.py` is the model): bind the socket first, so a port in use is a one-line
+error before anything starts; start the pipeline; `uvicorn.Server.run` in the main thread until SIGTERM
+or SIGINT; then, in a `finally`, stop the pipeline, which writes the state file. Our signal handlers
+only set a flag and ask uvicorn to exit; the originals are restored afterwards.
+
+Example::
+
+    app = create_app(registry, pipeline.status)
+    signum = serve(app, "127.0.0.1", 9477, on_stop=pipeline.stop)   # blocks until SIGTERM/SIGINT
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import logging
+import os
+import signal
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from types import FrameType
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+from prometheus_client.exposition import choose_encoder
+from prometheus_client.registry import CollectorRegistry
+
+from .errors import EXIT_OK, InputError, UsageError
+
+__all__ = ["bind_socket", "create_app", "run_watch", "serve", "url_of"]
+
+log = logging.getLogger(__name__)
+
+EXIT_SIGINT = 130
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def create_app(
+    registry: CollectorRegistry,
+    status: Callable[[], dict[str, Any]],
+    health: Callable[[], bool] | None = None,
+) -> FastAPI:
+    """The exporter's HTTP app: `/metrics` from `registry`, `/api/v1/status` from `status()`,
+    `/healthz` from `health()` (always healthy when None).
+
+    >>> app = create_app(CollectorRegistry(), lambda: {"engines": {}})
+    >>> sorted(route.path for route in app.routes)
+    ['/api/v1/status', '/healthz', '/metrics']
+    """
+    app = FastAPI(title="vllm-logwatch", docs_url=None, redoc_url=None, openapi_url=None)
+
+    # Plain `def` endpoints run in uvicorn's thread pool: a scrape takes the metrics lock and must
+    # not block the event loop.
+    @app.get("/metrics")
+    def metrics(request: Request) -> Response:
+        encoder, content_type = choose_encoder(request.headers.get("accept", ""))
+        return Response(content=encoder(registry), media_type=content_type)
+
+    @app.get("/healthz")
+    def healthz() -> JSONResponse:
+        if health is None or health():
+            return JSONResponse({"status": "ok"})
+        return JSONResponse({"status": "failed"}, status_code=503)
+
+    @app.get("/api/v1/status")
+    def api_status() -> JSONResponse:
+        return JSONResponse(status())
+
+    return app
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    """A listening TCP socket, or `InputError` with a one-line reason (port in use, bad address)."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise UsageError(f"--listen {host!r}: not an address of this host ({exc.strerror})") from None
+    family, kind, proto, _, address = infos[0]
+    # The protocol number matters: asyncio sets TCP_NODELAY on accepted connections only when the
+    # listening socket says IPPROTO_TCP; with proto 0 every keep-alive response waits ~40 ms for an ACK.
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if family == socket.AF_INET6:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        sock.bind(address)
+        sock.listen(128)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            reason = "address already in use (another exporter? choose one with --port)"
+        elif exc.errno in (errno.EACCES, errno.EPERM):
+            reason = "permission denied (ports below 1024 need privileges)"
+        else:
+            reason = os.strerror(exc.errno).lower() if exc.errno else type(exc).__name__
+        raise InputError(f"cannot listen on {url_of(host, port, '')}: {reason}") from None
+    sock.setblocking(False)
+    return sock
+
+
+def url_of(host: str, port: int, path: str = "/metrics") -> str:
+    """`http://host:port/path`, with brackets around an IPv6 address."""
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}{path}"
+
+
+@contextlib.contextmanager
+def _stop_signals(on_signal: Callable[[int], None]) -> Iterator[None]:
+    """While inside: SIGINT and SIGTERM call `on_signal`; the previous handlers come back after.
+
+    uvicorn installs its own handlers while it runs and, once stopped, re-raises the signal it got;
+    the re-raised signal lands here and is recorded, instead of killing the process before the
+    pipeline has written its state file."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handle(signum: int, frame: FrameType | None) -> None:
+        on_signal(signum)
+
+    originals = {sig: signal.signal(sig, handle) for sig in _STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, original in originals.items():
+            signal.signal(sig, original)
+
+
+def serve(
+    app: FastAPI,
+    host: str,
+    port: int,
+    on_stop: Callable[[], None] | None = None,
+    *,
+    sock: socket.socket | None = None,
+) -> int | None:
+    """Serve `app` until SIGTERM or SIGINT (main thread); returns that signal's number, or None.
+
+    `on_stop` runs once the server is down, whatever happened (stop the pipeline there). Pass `sock`
+    from `bind_socket` to learn of a port in use before starting anything else."""
+    import uvicorn  # here: `logwatch parse` never pays for it
+
+    if sock is None:
+        sock = bind_socket(host, port)
+    config = uvicorn.Config(
+        app, log_config=None, log_level="warning", access_log=False, lifespan="off",
+        server_header=False, timeout_graceful_shutdown=5,
+    )
+    server = uvicorn.Server(config)
+    received: list[int] = []
+
+    def on_signal(signum: int) -> None:
+        received.append(signum)
+        server.should_exit = True  # a signal before uvicorn's own handlers are in place
+
+    try:
+        with _stop_signals(on_signal):
+            server.run(sockets=[sock])
+    finally:
+        sock.close()
+        if on_stop is not None:
+            on_stop()
+    return received[0] if received else None
+
+
+def run_watch(settings: Any, *, announce: Callable[[str], None] | None = None) -> int:
+    """`logwatch watch`: follow `settings.target`, serve the metrics, stop cleanly; the exit code.
+
+    `settings` is a `config.WatchSettings`; `announce` gets the metrics URL once serving."""
+    from prometheus_client.registry import CollectorRegistry
+
+    from .metrics import ExporterMetrics
+    from .pipeline import Pipeline
+    from .tail import Follower
+    from .timeparse import resolve_zone
+
+    try:
+        metrics = ExporterMetrics(stats_interval=settings.stats_interval, const_labels=settings.labels)
+        follower = Follower(
+            settings.target, pattern=settings.pattern, from_start=settings.from_start,
+            state_file=settings.state_file, poll_interval=settings.poll_interval,
+        )
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    sock = bind_socket(settings.listen, settings.port)  # a port in use fails before anything starts
+    pipeline = Pipeline(follower, metrics, zone=resolve_zone(settings.tz))
+    registry = CollectorRegistry()
+    pipeline.register(registry)
+    app = create_app(registry, pipeline.status, pipeline.healthy)
+    port = sock.getsockname()[1]
+    shown_host = settings.listen
+    if settings.listen in ("0.0.0.0", "::"):
+        shown_host = socket.gethostname()
+    url = url_of(shown_host, port)
+    what = {"dir": f"folder (newest {settings.pattern})", "glob": "glob", "file": "file"}[follower.mode]
+    start = "its start" if settings.from_start else "its end"
+    log.info("serving %s (listening on %s:%d); following %s %s from %s%s", url, settings.listen, port,
+             what, follower.target, start, f", state in {settings.state_file}" if settings.state_file else "")
+    if announce is not None:
+        announce(url)
+    pipeline.start()
+    signum = serve(app, settings.listen, port, on_stop=pipeline.stop, sock=sock)
+    log.info("stopped%s", f" on {signal.Signals(signum).name}" if signum else "")
+    return EXIT_SIGINT if signum == signal.SIGINT else EXIT_OK

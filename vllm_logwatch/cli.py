@@ -6,12 +6,17 @@ Each command imports its own modules when it runs, so `logwatch parse` never loa
 from __future__ import annotations
 
 import argparse
+import logging
 import signal
 import sys
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from . import __version__
 from .errors import EXIT_OK, LogwatchError
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 __all__ = ["build_parser", "main"]
 
@@ -19,6 +24,24 @@ _EPILOG = "Docs and metric names: README.md. Exit codes: 0 ok, 1 no stats lines,
 
 
 def _cmd_parse(args: argparse.Namespace) -> int:
+    if args.openmetrics:
+        from .openmetrics import run_openmetrics
+
+        if args.kind != "stats":
+            from .errors import UsageError
+
+            raise UsageError("--openmetrics writes the stats metrics (and spec-decode counters); drop --kind")
+        run_openmetrics(args.files, year=args.year, tz=args.tz, labels=args.label)
+        return EXIT_OK
+    if args.label:
+        from .errors import UsageError
+
+        raise UsageError("--label adds labels to --openmetrics series; CSV and JSON lines have none")
+    if not args.jsonl and args.kind == "stats":
+        from .fastcsv import run_csv  # no pydantic, no parser unless a line needs it
+
+        run_csv(args.files, year=args.year, tz=args.tz)
+        return EXIT_OK
     from .report import run_parse
 
     if not args.jsonl and args.kind != "stats":
@@ -46,6 +69,12 @@ def _add_parse(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--csv", action="store_true", help="CSV with a header row (the default)")
     fmt.add_argument("--jsonl", action="store_true", help="one JSON object per line, with a 'kind' key")
+    fmt.add_argument("--openmetrics", action="store_true",
+                     help="OpenMetrics text with timestamps (the exporter's gauges and estimated counters, "
+                     "ending in # EOF) for 'promtool tsdb create-blocks-from openmetrics'")
+    p.add_argument("--label", action="append", metavar="KEY=VALUE",
+                   help="with --openmetrics: add this label to every series (repeat), e.g. "
+                   "instance=gpu1:9400 to match the live exporter's scraped series")
     p.add_argument(
         "--kind",
         choices=("stats", "spec", "info", "access", "log", "all"),
@@ -63,7 +92,208 @@ def _add_parse(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.set_defaults(func=_cmd_parse)
 
 
-_COMMANDS: list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]] = [_add_parse]
+def _add_year_tz(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--year", type=int, help="year of the log's first line (default: from the file name, "
+                   "else the file's mtime, else this year)")
+    p.add_argument("--tz", metavar="ZONE", help="zone the server logged in, e.g. UTC (default: this machine)")
+
+
+def _cmd_summary(args: argparse.Namespace) -> int:
+    from .summary import run_summary
+
+    fmt = "markdown" if args.markdown else "json" if args.json else "text"
+    run_summary(args.files, by=args.by, fmt=fmt, year=args.year, tz=args.tz)
+    return EXIT_OK
+
+
+def _add_summary(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "summary",
+        help="tok/s, tokens, KV usage per launch, and throughput by concurrency",
+        description=(
+            "Summarise vLLM logs: per launch (a file, or a restart inside one) the time span, stats "
+            "lines, estimated prompt and generation tokens, peak and median generation tok/s, mean KV "
+            "usage, share of intervals with requests waiting, cache hit rates at the end; then tok/s "
+            "by running requests (all busy intervals, and steady decode only). The output says what "
+            "each column means."
+        ),
+        epilog=_EPILOG,
+    )
+    p.add_argument("files", nargs="+", metavar="FILE", help="log files, globs, or - for stdin")
+    p.add_argument("--by", choices=("launch", "engine", "none"), default="launch",
+                   help="one row and table per launch (default; engines summed), per launch and "
+                   "engine, or one for all inputs")
+    fmt = p.add_mutually_exclusive_group()
+    fmt.add_argument("--markdown", action="store_true", help="Markdown tables (default: aligned text)")
+    fmt.add_argument("--json", action="store_true", help="one JSON document")
+    _add_year_tz(p)
+    p.set_defaults(func=_cmd_summary)
+
+
+def _cmd_plot(args: argparse.Namespace) -> int:
+    from .plot import run_plot
+
+    run_plot(args.files, args.output, since=args.since, until=args.until, year=args.year, tz=args.tz)
+    return EXIT_OK
+
+
+def _add_plot(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "plot",
+        help="draw a run: tok/s, requests, KV usage, hit rates over time (needs matplotlib)",
+        description=(
+            "Draw one image: stacked panels over time (prompt and generation tok/s; running and "
+            "waiting requests; KV cache usage; prefix and MM cache hit rates), launches marked, one "
+            "line per engine, and below them generation tok/s against running requests. Needs "
+            "matplotlib: pip install 'vllm-logwatch[plot]'."
+        ),
+        epilog=_EPILOG,
+    )
+    p.add_argument("files", nargs="+", metavar="FILE", help="log files, globs, or - for stdin")
+    p.add_argument("-o", "--output", required=True, metavar="IMAGE",
+                   help="image file to write: .png (or .svg, .pdf)")
+    p.add_argument("--since", metavar="T",
+                   help="start time, e.g. 2026-11-29 or '2026-11-29 19:24' (zone: --tz)")
+    p.add_argument("--until", metavar="T", help="end time, same forms as --since")
+    _add_year_tz(p)
+    p.set_defaults(func=_cmd_plot)
+
+
+def _log_to_stderr() -> None:
+    """One line per event on stderr; only the long-running commands log (the library never configures it)."""
+    import logging
+
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s logwatch %(levelname)s %(message)s", datefmt="%Y-%m-%dT%H:%M:%S")
+
+
+def _add_listen_options(p: argparse.ArgumentParser, model: type[BaseModel]) -> None:
+    from .config import option_help
+
+    p.add_argument("--listen", metavar="ADDR", help=option_help(model, "listen"))
+    p.add_argument("--port", metavar="N", help=option_help(model, "port"))
+    p.add_argument("--poll-interval", metavar="S", help=option_help(model, "poll_interval"))
+
+
+def _cmd_watch(args: argparse.Namespace) -> int:
+    from .config import WatchSettings, load_settings
+    from .server import run_watch
+
+    settings = load_settings(WatchSettings, vars(args))
+    _log_to_stderr()
+    return run_watch(settings)
+
+
+def _add_watch(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from .config import WatchSettings, option_help
+
+    m = WatchSettings
+    p = sub.add_parser(
+        "watch",
+        help="follow vLLM's log files and serve Prometheus metrics at /metrics",
+        description=(
+            "Follow a vLLM log file, or the newest launch file in a folder (switching when a newer one "
+            "appears), and serve Prometheus metrics at /metrics, a JSON status at /api/v1/status and "
+            "/healthz. Every option can also be set with the environment variable shown; the command "
+            "line wins over the environment, the environment over the default."
+        ),
+        epilog=_EPILOG,
+    )
+    p.add_argument("target", nargs="?", metavar="TARGET", help=option_help(m, "target"))
+    _add_listen_options(p, m)
+    p.add_argument("--from-start", action=argparse.BooleanOptionalAction, default=None,
+                   help=option_help(m, "from_start"))
+    p.add_argument("--state-file", metavar="PATH", help=option_help(m, "state_file"))
+    p.add_argument("--pattern", metavar="GLOB", help=option_help(m, "pattern"))
+    p.add_argument("--stats-interval", metavar="S", help=option_help(m, "stats_interval"))
+    p.add_argument("--label", dest="labels", metavar="K=V", action="append", help=option_help(m, "labels"))
+    p.add_argument("--tz", metavar="ZONE", help=option_help(m, "tz"))
+    p.set_defaults(func=_cmd_watch)
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from .config import DemoSettings, load_settings
+    from .demo import run_demo
+
+    settings = load_settings(DemoSettings, vars(args))
+    _log_to_stderr()
+
+    def announce(url: str) -> None:
+        print(f"logwatch demo: live metrics at {url}  (status: {url.removesuffix('/metrics')}/api/v1/status; "
+              "Ctrl+C stops)", flush=True)
+
+    return run_demo(settings, announce=announce)
+
+
+def _add_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from .config import DemoSettings, option_help
+
+    p = sub.add_parser(
+        "demo",
+        help="replay a bundled real vLLM log and serve its metrics, like watch",
+        description=(
+            "Replay a real vLLM 0.32 log (bundled) into a temporary folder at SPEED times real time, one "
+            "new launch file per pass, forever, and serve it exactly like 'logwatch watch' does. The "
+            "folder is removed on exit."
+        ),
+        epilog=_EPILOG,
+    )
+    p.add_argument("--speed", metavar="X", help=option_help(DemoSettings, "speed"))
+    _add_listen_options(p, DemoSettings)
+    p.set_defaults(func=_cmd_demo)
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from .config import RunSettings, load_settings
+    from .runmode import run_run
+
+    command = list(args.command)
+    if command[:1] == ["--"]:
+        command = command[1:]
+    settings = load_settings(RunSettings, vars(args))
+    _log_to_stderr()
+
+    def announce(url: str) -> None:
+        logging.getLogger("vllm_logwatch.run").info("metrics at %s", url)
+
+    return run_run(settings, command, announce=announce)
+
+
+def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from .config import RunSettings, option_help
+
+    m = RunSettings
+    p = sub.add_parser(
+        "run",
+        help="launch and supervise vLLM, tee its log to a launch file, serve its metrics live",
+        description=(
+            "Run COMMAND (e.g. vllm serve MODEL ...) in its own session with stdout and stderr merged, "
+            "write every byte to LOG_DIR/<name>_<YYYYmmdd_HHMMSS>.log and to our stdout, and serve the "
+            "same metrics as 'watch' from the output, in process. SIGTERM or SIGINT: SIGTERM to vLLM's "
+            "process group, SIGKILL after --stop-timeout. Exit code: vLLM's (128+N when signal N ended "
+            "it; 127 when COMMAND cannot start). If logwatch dies, vLLM gets SIGTERM."
+        ),
+        epilog=_EPILOG,
+    )
+    _add_listen_options(p, m)
+    p.add_argument("--log-dir", metavar="DIR", help=option_help(m, "log_dir"))
+    p.add_argument("--name", metavar="NAME", help=option_help(m, "name"))
+    p.add_argument("--restart", choices=("no", "on-failure", "always"), default=None,
+                   help=option_help(m, "restart"))
+    p.add_argument("--stop-timeout", metavar="S", help=option_help(m, "stop_timeout"))
+    p.add_argument("--startup-grace", metavar="S", help=option_help(m, "startup_grace"))
+    p.add_argument("--stats-interval", metavar="S", help=option_help(m, "stats_interval"))
+    p.add_argument("--label", dest="labels", metavar="K=V", action="append", help=option_help(m, "labels"))
+    p.add_argument("--tz", metavar="ZONE", help=option_help(m, "tz"))
+    p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND ARGS",
+                   help="the server to run, after --")
+    p.set_defaults(func=_cmd_run)
+
+
+_COMMANDS: list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]] = [
+    _add_parse, _add_summary, _add_plot,
+    _add_watch, _add_demo, _add_run,
+]
 
 
 def build_parser() -> argparse.ArgumentParser:

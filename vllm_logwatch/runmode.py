@@ -1,0 +1,78 @@
+"""`logwatch run -- vllm serve ...`: supervise vLLM in the main thread, serve the metrics from a thread.
+
+The supervisor must own the main thread: the child's death signal is tied to the thread that forked
+it, and signals are delivered there. uvicorn runs in a thread of its own (it installs no signal
+handlers there); when the child is gone, the server is told to exit and joined.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .errors import UsageError
+
+__all__ = ["run_run"]
+
+log = logging.getLogger("vllm_logwatch.run")
+
+
+def run_run(settings: Any, command: Sequence[str], *, announce: Callable[[str], None] | None = None) -> int:
+    """Start `command`, tee its output to `settings.log_dir`, serve metrics; vLLM's exit code.
+
+    `settings` is a `config.RunSettings`."""
+    import uvicorn
+    from prometheus_client.registry import CollectorRegistry
+
+    from .feed import LineFeeder
+    from .metrics import ExporterMetrics
+    from .server import bind_socket, create_app, url_of
+    from .supervise import Supervisor, command_facts, launch_name
+    from .timeparse import resolve_zone
+
+    if not command:
+        raise UsageError("give the command to run after --, e.g. logwatch run -- vllm serve MODEL")
+    sock = bind_socket(settings.listen, settings.port)
+    try:
+        metrics = ExporterMetrics(stats_interval=settings.stats_interval, const_labels=settings.labels)
+    except (UsageError, ValueError) as exc:
+        sock.close()
+        raise UsageError(str(exc)) from None
+    registry = CollectorRegistry()
+    metrics.register(registry)
+    feeder = LineFeeder(metrics, resolve_zone(settings.tz), facts=command_facts(command))
+    supervisor = Supervisor(
+        command, log_dir=settings.log_dir, name=launch_name(settings.name, command), metrics=metrics,
+        feeder=feeder, stop_timeout=settings.stop_timeout, restart=settings.restart,
+        startup_grace=settings.startup_grace,
+    )
+
+    def status() -> dict[str, Any]:
+        files = supervisor.file_stats()
+        return {
+            "mode": "run",
+            "child": {"pid": supervisor.pid, "log_file": supervisor.log_path, "restarts": supervisor.restarts,
+                      "last_exit_code": supervisor.last_exit_code, "log_bytes_written": files.bytes_written,
+                      "log_write_errors": files.write_errors, "log_bytes_dropped": files.bytes_dropped,
+                      "log_last_error": files.last_error},
+            **metrics.status(),
+        }
+
+    app = create_app(registry, status)
+    config = uvicorn.Config(app, log_config=None, log_level="warning", access_log=False, lifespan="off",
+                            server_header=False, timeout_graceful_shutdown=5)
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="logwatch-http",
+                              daemon=True)
+    thread.start()
+    port = sock.getsockname()[1]
+    if announce is not None:
+        announce(url_of(settings.listen, port))
+    try:
+        return supervisor.run()
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()

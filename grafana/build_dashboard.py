@@ -1,0 +1,510 @@
+"""Build grafana/dashboards/vllm-logwatch.json with Grafana's own models (grafana-foundation-sdk).
+
+    python grafana/build_dashboard.py           # write the JSON
+    python grafana/build_dashboard.py --check   # exit 1 if the committed JSON is not what this builds
+
+Edit this file, not the JSON; tests/test_grafana.py fails when the two disagree. Metric names come
+from `vllm_logwatch.names` (the table of what the exporter serves), so a renamed metric breaks the
+build here rather than a panel in production.
+
+Layout: the top block mirrors vLLM's own example dashboard (examples/observability/prometheus_grafana)
+where the two overlap: "Token Throughput" at the top right, "Scheduler State" below it, then "Cache
+Utilization"; vLLM's latency panels (left column there) have no log counterpart, so the left column
+holds the per-engine throughputs and the cache hit ratios. Rows below: concurrency, speculative
+decoding, requests and log messages, exporter health, run mode.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from grafana_foundation_sdk.builders import common as cb
+from grafana_foundation_sdk.builders import dashboard as db
+from grafana_foundation_sdk.builders import prometheus, stat, table, timeseries, xychart
+from grafana_foundation_sdk.cog.builder import Builder
+from grafana_foundation_sdk.cog.encoder import JSONEncoder
+from grafana_foundation_sdk.models import common
+from grafana_foundation_sdk.models import dashboard as dm
+from grafana_foundation_sdk.models import prometheus as pm
+from grafana_foundation_sdk.models import xychart as xym
+
+from vllm_logwatch.names import METRICS, PREFIX
+
+OUT = Path(__file__).resolve().parent / "dashboards" / "vllm-logwatch.json"
+UID = "vllm-logwatch"
+DS = dm.DataSourceRef(type_val="prometheus", uid="${datasource}")
+
+# Label selectors. Every series carries the scrape's job and instance; per-engine series add
+# model_name and engine. Multi-value variables expand to regexes, hence =~.
+HOST = 'job=~"$job", instance=~"$instance"'
+MODEL = HOST + ', model_name=~"$model_name"'
+ENGINE = MODEL + ', engine=~"$engine"'
+
+# Units (Grafana unit ids; `count:` scales with K/M and appends the text).
+TOKS = "count:tok/s"
+TOKENS = "short"
+RATIO = "percentunit"
+COUNT = "short"
+
+_SPECS = {m.name[len(PREFIX):]: m for m in METRICS}
+
+
+def m(short: str) -> str:
+    """The exposed name of a metric of names.py: counters get `_total`, info metrics `_info`."""
+    spec = _SPECS[short]
+    return spec.name + {"counter": "_total", "info": "_info", "gauge": ""}[spec.type]
+
+
+def by_engine(short: str) -> str:
+    return f"{m(short)}{{{ENGINE}}}"
+
+
+def q(expr: str, legend: str = "__auto", *, instant: bool = False, table_format: bool = False
+      ) -> prometheus.Dataquery:
+    query = prometheus.Dataquery().expr(expr).legend_format(legend).datasource(DS)
+    query = query.instant() if instant else query.range()
+    if table_format:
+        query = query.format(pm.PromQueryFormat.TABLE)
+    return query
+
+
+class Layout:
+    """Panel ids in order; the SDK's dashboard builder places panels left to right, row by row."""
+
+    def __init__(self) -> None:
+        self.dashboard = (
+            db.Dashboard("vLLM (vllm-logwatch)")
+            .uid(UID)
+            .description("vLLM servers seen through their logs: throughput, queue, KV cache, caches, "
+                         "spec decoding, requests, and the exporter's own health. Metrics from "
+                         "vllm-logwatch (logwatch watch / logwatch run).")
+            .tags(["vllm", "vllm-logwatch", "llm"])
+            .editable()
+            .tooltip(dm.DashboardCursorSync.CROSSHAIR)
+            .refresh("30s")
+            .time("now-1h", "now")
+            .timezone("browser")
+            .annotation(db.AnnotationQuery().name("vLLM launches").datasource(DS).enable(True).hide(False)
+                        .icon_color("orange")
+                        .expr(f"changes({m('launches')}{{{HOST}}}[1m]) > 0"))
+            .link(db.DashboardLink("vLLM dashboards").type(dm.DashboardLinkType.DASHBOARDS)
+                  .tags(["vllm"]).as_dropdown(True).include_vars(True).keep_time(True))
+        )
+        self._next_id = 1
+
+    def _id(self) -> int:
+        self._next_id += 1
+        return self._next_id - 1
+
+    def row(self, title: str) -> None:
+        self.dashboard.with_row(db.Row(title).id(self._id()))
+
+    def add(self, panel: Any, w: int, h: int) -> None:
+        self.dashboard.with_panel(panel.id(self._id()).datasource(DS).span(w).height(h))
+
+
+def legend(*calcs: str) -> cb.VizLegendOptions:
+    mode = common.LegendDisplayMode.TABLE if calcs else common.LegendDisplayMode.LIST
+    return (cb.VizLegendOptions().display_mode(mode).placement(common.LegendPlacement.BOTTOM)
+            .show_legend(True).calcs(list(calcs)))
+
+
+def ts(title: str, description: str, unit: str, targets: Sequence[prometheus.Dataquery], *,
+       bars: bool = False, interval: str | None = None, max_val: float | None = None,
+       stack: bool = False, calcs: Sequence[str] = ("mean", "max", "lastNotNull")) -> timeseries.Panel:
+    panel = (
+        timeseries.Panel().title(title).description(description).unit(unit).min(0)
+        .legend(legend(*calcs))
+        .tooltip(cb.VizTooltipOptions().mode(common.TooltipDisplayMode.MULTI)
+                 .sort(common.SortOrder.DESCENDING))
+        .line_width(1).fill_opacity(10).show_points(common.VisibilityMode.NEVER)
+        .span_nulls(False)
+    )
+    if bars:
+        panel = panel.draw_style(common.GraphDrawStyle.BARS).fill_opacity(60)
+    if stack:
+        panel = panel.stacking(cb.StackingConfig().mode(common.StackingMode.NORMAL))
+    if interval is not None:
+        panel = panel.interval(interval)
+    if max_val is not None:
+        panel = panel.max(max_val)
+    for ref, target in zip("ABCDEFGH", targets, strict=False):
+        panel = panel.with_target(target.ref_id(ref))
+    return panel
+
+
+def _thresholds(*steps: tuple[float | None, str]) -> Builder[dm.ThresholdsConfig]:
+    return (db.ThresholdsConfig().mode(dm.ThresholdsMode.ABSOLUTE)
+            .steps([dm.Threshold(value=value, color=color) for value, color in steps]))
+
+
+def st(title: str, description: str, unit: str, targets: Sequence[prometheus.Dataquery], *,
+       mappings: dict[str, tuple[str, str]] | None = None,
+       thresholds: Sequence[tuple[float | None, str]] = ((None, "green"),),
+       color_background: bool = False) -> stat.Panel:
+    panel = (
+        stat.Panel().title(title).description(description).unit(unit)
+        .reduce_options(cb.ReduceDataOptions().calcs(["lastNotNull"]).values(False))
+        .graph_mode(common.BigValueGraphMode.NONE)
+        .color_mode(common.BigValueColorMode.BACKGROUND if color_background
+                    else common.BigValueColorMode.VALUE)
+        .text_mode(common.BigValueTextMode.VALUE_AND_NAME)
+        .thresholds(_thresholds(*thresholds))
+    )
+    if mappings:
+        panel = panel.mappings([dm.ValueMap(options={
+            value: dm.ValueMappingResult(text=text, color=color, index=i)
+            for i, (value, (text, color)) in enumerate(mappings.items())})])
+    for ref, target in zip("ABCDEFGH", targets, strict=False):
+        panel = panel.with_target(target.ref_id(ref))
+    return panel
+
+
+def sum_by(labels: str, expr: str) -> str:
+    return f"sum by ({labels}) ({expr})"
+
+
+def rate(metric: str, selector: str = ENGINE, window: str = "$__rate_interval") -> str:
+    return f"rate({m(metric)}{{{selector}}}[{window}])"
+
+
+def increase(metric: str, selector: str = HOST, window: str = "$__interval") -> str:
+    return f"increase({m(metric)}{{{selector}}}[{window}])"
+
+
+def overview(lay: Layout) -> None:
+    """The top block, in the positions of vLLM's own dashboard where the panels overlap."""
+    per_engine = "{{instance}} engine {{engine}}"
+    lay.add(ts(
+        "Generation throughput by engine",
+        "Avg generation throughput of each engine's last stats line (tokens/s over vLLM's stats "
+        "interval), and their sum per server.", TOKS,
+        [q(by_engine("generation_throughput_tokens_per_second"), per_engine),
+         q(sum_by("instance, model_name", by_engine("generation_throughput_tokens_per_second")),
+           "{{instance}} all engines")]), 12, 8)
+    lay.add(ts(
+        "Token Throughput",
+        "Prompt and generated tokens per second from the token counters (throughput x stats "
+        "interval), as vLLM's own dashboard shows rate(vllm:prompt_tokens_total) and "
+        "rate(vllm:generation_tokens_total). From vLLM 0.16 the log's prompt throughput counts only "
+        "prefill tokens computed (prefix-cache hits excluded).", TOKS,
+        [q(sum_by("instance, model_name", rate("prompt_tokens")), "Prompt tokens/s {{instance}}"),
+         q(sum_by("instance, model_name", rate("generation_tokens")), "Generation tokens/s {{instance}}")]),
+        12, 8)
+    lay.add(ts(
+        "Prompt throughput by engine",
+        "Avg prompt throughput of each engine's last stats line (vLLM >= 0.16: prefill tokens "
+        "computed, cache hits excluded).", TOKS,
+        [q(by_engine("prompt_throughput_tokens_per_second"), per_engine),
+         q(sum_by("instance, model_name", by_engine("prompt_throughput_tokens_per_second")),
+           "{{instance}} all engines")]), 12, 8)
+    lay.add(ts(
+        "Scheduler State",
+        "Requests running and waiting at each engine's last stats line (V0: Pending counts as "
+        "waiting).", COUNT,
+        [q(by_engine("requests_running"), "Running {{instance}} engine {{engine}}"),
+         q(by_engine("requests_waiting"), "Waiting {{instance}} engine {{engine}}")]), 12, 8)
+    lay.add(ts(
+        "Cache hit ratios",
+        "Prefix cache and multi-modal cache hit rates as vLLM prints them: a window over the last "
+        "~1000 requests (V1), not the interval, so they move slowly and survive idle time.", RATIO,
+        [q(by_engine("prefix_cache_hit_ratio"), "Prefix {{instance}} engine {{engine}}"),
+         q(by_engine("mm_cache_hit_ratio"), "MM {{instance}} engine {{engine}}")], max_val=1), 12, 8)
+    lay.add(ts(
+        "Cache Utilization",
+        "KV cache usage of the serving device (GPU, or CPU on the CPU backend) at each engine's last "
+        "stats line, as vLLM's vllm:kv_cache_usage_perc.", RATIO,
+        [q(by_engine("kv_cache_usage_ratio"), "KV cache {{instance}} engine {{engine}}")],
+        max_val=1), 12, 8)
+
+
+def concurrency(lay: Layout) -> None:
+    lay.row("Throughput at concurrency")
+    xy = (
+        xychart.Panel().title("Throughput vs running requests")
+        .description("Each point is one moment: requests running (x) and generation tokens/s (y), "
+                     "summed over the selected engines. The cloud answers \"how many tok/s do I get "
+                     "at N concurrent streams\". Select one instance for a clean picture.")
+        .unit(TOKS)
+        .mapping(xym.SeriesMapping.AUTO)
+        .show(xym.XYShowMode.POINTS)
+        .point_size(xychart.XychartFieldConfigPointSize().fixed(5))
+        .axis_label("generation tok/s")
+        .legend(legend())
+        .tooltip(cb.VizTooltipOptions().mode(common.TooltipDisplayMode.SINGLE)
+                 .sort(common.SortOrder.NONE))
+        .with_target(q(f"sum({by_engine('requests_running')})", "running requests").ref_id("A"))
+        .with_target(q(f"sum({by_engine('generation_throughput_tokens_per_second')})",
+                       "generation tok/s").ref_id("B"))
+        .with_transformation(dm.DataTransformerConfig(
+            id_val="joinByField", options={"byField": "Time", "mode": "inner"}))
+        .override_by_name("running requests", [dm.DynamicConfigValue(id_val="unit", value="short"),
+                                               dm.DynamicConfigValue(id_val="custom.axisLabel",
+                                                                     value="running requests")])
+    )
+    lay.add(xy, 12, 10)
+    lay.add(ts(
+        "Tokens per interval",
+        "Prompt and generated tokens in each interval of the graph (increase of the token "
+        "counters), summed over the selected engines.", TOKENS,
+        [q(sum_by("instance, model_name", increase("prompt_tokens", ENGINE)), "Prompt {{instance}}"),
+         q(sum_by("instance, model_name", increase("generation_tokens", ENGINE)),
+           "Generated {{instance}}")], bars=True, interval="1m", calcs=("sum", "mean", "max")), 12, 10)
+    lay.add(ts(
+        "Generation tok/s per running request",
+        "Generation throughput divided by running requests: the speed one stream sees. It falls as "
+        "concurrency rises; where it falls fast, the batch is memory- or compute-bound.", TOKS,
+        [q(f"{sum_by('instance, model_name', by_engine('generation_throughput_tokens_per_second'))}"
+           f" / clamp_min({sum_by('instance, model_name', by_engine('requests_running'))}, 1)",
+           "{{instance}} per stream")]), 12, 8)
+    lay.add(st(
+        "KV cache capacity",
+        "KV cache size in tokens, from vLLM's start-up line (\"KV cache size: N tokens\").", TOKENS,
+        [q(f"max by (instance, model_name) ({m('kv_cache_capacity_tokens')}{{{MODEL}}})",
+           "{{instance}}", instant=True)]), 6, 8)
+    lay.add(st(
+        "Maximum concurrency",
+        "How many requests of the given length fit in the KV cache at once (vLLM's start-up line "
+        "\"Maximum concurrency for N tokens per request\").", "suffix:x",
+        [q(f"max by (instance, model_name, tokens_per_request) "
+           f"({m('max_concurrency')}{{{MODEL}}})",
+           "{{instance}} at {{tokens_per_request}} tokens/request", instant=True)]), 6, 8)
+
+
+def spec_decode(lay: Layout) -> None:
+    lay.row("Speculative decoding")
+    lay.add(ts(
+        "Draft acceptance ratio",
+        "Accepted / drafted speculative tokens: from the summed counts over the interval, and as "
+        "each engine's last SpecDecoding line prints it.", RATIO,
+        [q(f"{sum_by('instance, model_name', rate('spec_decode_accepted_tokens'))} / "
+           f"{sum_by('instance, model_name', rate('spec_decode_drafted_tokens'))}",
+           "{{instance}} (counters)"),
+         q(by_engine("spec_decode_acceptance_ratio"), "{{instance}} engine {{engine}} (last line)")],
+        max_val=1), 8, 8)
+    lay.add(ts(
+        "Mean acceptance length",
+        "Tokens produced per verification step (1 + accepted per draft) of each engine's last "
+        "SpecDecoding line.", "short",
+        [q(by_engine("spec_decode_mean_acceptance_length"), "{{instance}} engine {{engine}}")]), 8, 8)
+    lay.add(ts(
+        "Accepted and drafted tokens/s",
+        "Speculative tokens drafted and accepted per second (from the lines' Accepted/Drafted counts).",
+        TOKS,
+        [q(sum_by("instance, model_name", rate("spec_decode_drafted_tokens")), "Drafted {{instance}}"),
+         q(sum_by("instance, model_name", rate("spec_decode_accepted_tokens")),
+           "Accepted {{instance}}")]), 8, 8)
+
+
+def requests(lay: Layout) -> None:
+    lay.row("Requests and log messages")
+    api = HOST + ', path!~"/metrics|/health|/ping|/version|/load"'
+    lay.add(ts(
+        "HTTP requests by status",
+        "Requests per second from uvicorn's access lines (absent with --disable-uvicorn-access-log), "
+        "probes and metric scrapes left out.", "reqps",
+        [q(sum_by("instance, status", rate("http_requests", api)), "{{status}} {{instance}}")],
+        stack=True), 12, 8)
+    lay.add(ts(
+        "HTTP requests by path",
+        "Requests per second by method and path (ids in paths folded to {id}, bounded label values).",
+        "reqps",
+        [q(sum_by("method, path", rate("http_requests", HOST)), "{{method}} {{path}}")]), 12, 8)
+    lay.add(ts(
+        "Warnings and errors",
+        "WARNING, ERROR and CRITICAL records in the log per interval (a traceback counts once).",
+        COUNT,
+        [q(sum_by("instance, level", increase("log_messages")), "{{level}} {{instance}}")],
+        bars=True, interval="1m", calcs=("sum", "max")), 12, 8)
+    lay.add(ts(
+        "Known failure lines",
+        "Lines that name a known failure (engine_dead, out_of_memory, kv_cache_too_small, ...) per "
+        "interval. The exporter keeps only the tag; the log holds the text.", COUNT,
+        [q(sum_by("instance, problem", increase("problems")), "{{problem}} {{instance}}")],
+        bars=True, interval="1m", calcs=("sum", "max")), 12, 8)
+
+
+def health(lay: Layout) -> None:
+    lay.row("Exporter health")
+    lay.add(st(
+        "Last stats line age",
+        "Seconds since each engine's last stats line (by the log's own clock). An idle vLLM prints "
+        "one all-zero line and then nothing, so a large age alone is not a fault: see Engine "
+        "stalled.", "s",
+        [q(f"time() - max by (instance, engine) ({by_engine('last_stats_timestamp_seconds')})",
+           "{{instance}} engine {{engine}}", instant=True)],
+        thresholds=((None, "green"), (60, "yellow"), (600, "orange"))), 6, 6)
+    lay.add(st(
+        "Engine stalled",
+        "STALLED: requests were running and no stats line came for 3 stats intervals.", "none",
+        [q(f"max by (instance, engine) ({by_engine('engine_stalled')})",
+           "{{instance}} engine {{engine}}", instant=True)],
+        mappings={"0": ("OK", "green"), "1": ("STALLED", "red")}, color_background=True), 6, 6)
+    lay.add(st(
+        "Stats lines missing",
+        "MISSING: the server runs but prints no stats line (reason stats_logging_disabled: "
+        "--disable-log-stats; requests_without_stats: several API servers, data parallel).", "none",
+        [q(f"max by (instance, reason) ({m('stats_missing')}{{{HOST}}})", "{{instance}} {{reason}}",
+           instant=True)],
+        mappings={"0": ("OK", "green"), "1": ("MISSING", "orange")}, color_background=True), 6, 6)
+    lay.add(st(
+        "Exporter up",
+        "Whether Prometheus could scrape each logwatch (its `up` series).", "none",
+        [q(f"up{{{HOST}}}", "{{instance}}", instant=True)],
+        mappings={"1": ("UP", "green"), "0": ("DOWN", "red")}, color_background=True), 6, 6)
+    info = (
+        table.Panel().title("vLLM servers")
+        .description("vLLM version and model from each server's start-up lines.")
+        .unit("none").align(common.FieldTextAlignment.AUTO).inspect(False)
+        .show_header(True).cell_height(common.TableCellHeight.SM)
+        .with_target(q(f"max by (instance, model_name, model, version) ({m('server')}{{{HOST}}})",
+                       instant=True, table_format=True).ref_id("A"))
+        .with_transformation(dm.DataTransformerConfig(
+            id_val="organize", options={"excludeByName": {"Time": True, "Value": True}}))
+    )
+    lay.add(info, 12, 6)
+    lay.add(ts(
+        "Stats interval",
+        "Typical spacing of each engine's stats lines (VLLM_LOG_STATS_INTERVAL when set with "
+        "--stats-interval, else measured).", "s",
+        [q(by_engine("stats_interval_seconds"), "{{instance}} engine {{engine}}")]), 12, 6)
+    lay.add(ts(
+        "Parse errors and unknown fields",
+        "Lines that looked like stats/spec lines but could not be read (a vLLM format change), and "
+        "stats fields the parser did not know (kept in the data, not lost).", COUNT,
+        [q(sum_by("instance, what", increase("parse_errors")), "parse errors {{what}} {{instance}}"),
+         q(sum_by("instance", increase("unknown_fields")), "unknown fields {{instance}}")],
+        bars=True, interval="1m", calcs=("sum", "max")), 12, 8)
+    lay.add(ts(
+        "Log lines read",
+        "Lines per second the exporter read from the vLLM logs.", "count:lines/s",
+        [q(sum_by("instance", rate("log_lines", HOST)), "{{instance}}")]), 6, 8)
+    lay.add(ts(
+        "Log bytes read",
+        "Bytes per second the exporter read from the vLLM logs.", "Bps",
+        [q(sum_by("instance", rate("log_bytes", HOST)), "{{instance}}")]), 6, 8)
+    lay.add(ts(
+        "Log file events",
+        "New vLLM launches, rotations and truncations followed, read errors, over-long lines cut, "
+        "label values folded into 'other'.", COUNT,
+        [q(sum_by("instance", increase("launches")), "launches {{instance}}"),
+         q(sum_by("instance", increase("log_rotations")), "rotations {{instance}}"),
+         q(sum_by("instance", increase("log_truncations")), "truncations {{instance}}"),
+         q(sum_by("instance", increase("read_errors")), "read errors {{instance}}"),
+         q(sum_by("instance", increase("lines_cut")), "lines cut {{instance}}"),
+         q(sum_by("instance, label", increase("label_overflow")), "{{label}} overflow {{instance}}")],
+        bars=True, interval="1m", calcs=("sum", "max")), 12, 8)
+
+
+def run_mode(lay: Layout) -> None:
+    lay.row("vLLM process (logwatch run)")
+    lay.add(st(
+        "vLLM process",
+        "Whether the vLLM server that `logwatch run` supervises is running (run mode only).", "none",
+        [q(f"max by (instance) ({m('child_up')}{{{HOST}}})", "{{instance}}", instant=True)],
+        mappings={"1": ("RUNNING", "green"), "0": ("DOWN", "red")}, color_background=True), 6, 6)
+    lay.add(st(
+        "vLLM process uptime",
+        "Time since the supervised vLLM process started.", "s",
+        [q(f"time() - max by (instance) ({m('child_start_time_seconds')}{{{HOST}}})", "{{instance}}",
+           instant=True)]), 6, 6)
+    lay.add(st(
+        "Last exit code",
+        "Exit code of the last vLLM process (128+N for signal N: 137 SIGKILL, often the OOM "
+        "killer; 143 SIGTERM).", "none",
+        [q(f"max by (instance) ({m('child_last_exit_code')}{{{HOST}}})", "{{instance}}",
+           instant=True)],
+        thresholds=((None, "green"), (1, "red"))), 6, 6)
+    lay.add(st(
+        "Restarts (range)",
+        "vLLM restarts by `logwatch run` over the dashboard's time range.", COUNT,
+        [q(f"sum by (instance) (increase({m('child_restarts')}{{{HOST}}}[$__range]))", "{{instance}}",
+           instant=True)],
+        thresholds=((None, "green"), (1, "orange"), (3, "red"))), 6, 6)
+    lay.add(ts(
+        "vLLM restarts and log write errors",
+        "Restarts of the supervised vLLM process and failed writes to its log file (full disk) per "
+        "interval.", COUNT,
+        [q(sum_by("instance", increase("child_restarts")), "restarts {{instance}}"),
+         q(sum_by("instance", increase("log_file_write_errors")), "write errors {{instance}}")],
+        bars=True, interval="1m", calcs=("sum", "max")), 12, 8)
+    lay.add(ts(
+        "vLLM output to the log file",
+        "Bytes per second of vLLM output written to the launch log, and dropped (never blocks vLLM).",
+        "Bps",
+        [q(sum_by("instance", rate("log_file_bytes_written", HOST)), "written {{instance}}"),
+         q(sum_by("instance", rate("log_file_bytes_dropped", HOST)), "dropped {{instance}}")]), 12, 8)
+
+
+def variables(lay: Layout) -> None:
+    def query_var(name: str, label: str, query: str, description: str, all_value: str | None = None
+                  ) -> db.QueryVariable:
+        var = (db.QueryVariable(name).label(label).description(description).query(query)
+               .datasource(DS).multi(True).include_all(True)
+               .refresh(dm.VariableRefresh.ON_TIME_RANGE_CHANGED)
+               .sort(dm.VariableSort.ALPHABETICAL_ASC)
+               .current(dm.VariableOption(selected=True, text="All", value="$__all")))
+        return var if all_value is None else var.all_value(all_value)
+
+    # "All" of job and instance is the list of logwatch targets (Grafana sends (a|b|...)), so `up`
+    # and other jobs' series stay out; model and engine use .* (series without them match too).
+
+    d = lay.dashboard
+    d.with_variable(db.DatasourceVariable("datasource").label("Data source").type("prometheus")
+                    .description("The Prometheus (or Thanos/Mimir) that scrapes vllm-logwatch."))
+    d.with_variable(query_var("job", "Job", f"label_values({m('launches')}, job)",
+                              "Prometheus jobs scraping vllm-logwatch."))
+    d.with_variable(query_var("instance", "Instance",
+                              f"label_values({m('launches')}{{job=~\"$job\"}}, instance)",
+                              "One logwatch per host."))
+    d.with_variable(query_var("model_name", "Model",
+                              f"label_values({m('requests_running')}{{{HOST}}}, model_name)",
+                              "Served model name (vLLM's model_name label).", ".*"))
+    d.with_variable(query_var("engine", "Engine",
+                              f"label_values({m('requests_running')}{{{MODEL}}}, engine)",
+                              "Engine index (0, 1, ... with data parallel; 'aggregated' for "
+                              "--aggregate-engine-logging).", ".*"))
+
+
+def build() -> dict[str, Any]:
+    """The dashboard as plain JSON data."""
+    lay = Layout()
+    variables(lay)
+    overview(lay)
+    concurrency(lay)
+    spec_decode(lay)
+    requests(lay)
+    health(lay)
+    run_mode(lay)
+    data: dict[str, Any] = json.loads(json.dumps(lay.dashboard.build(), cls=JSONEncoder))
+    return data
+
+
+def render() -> str:
+    return json.dumps(build(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    ap.add_argument("--check", action="store_true", help="compare with the committed JSON, write nothing")
+    ap.add_argument("-o", "--output", type=Path, default=OUT)
+    args = ap.parse_args(argv)
+    text = render()
+    if args.check:
+        same = args.output.exists() and args.output.read_text(encoding="utf-8") == text
+        if not same:
+            print(f"{args.output} is not what {Path(__file__).name} builds: run it", file=sys.stderr)
+        return 0 if same else 1
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(text, encoding="utf-8")
+    print(f"wrote {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,106 @@
+"""grafana/prometheus.yml, alerts.yml and alerts_test.yml checked by Prometheus' own promtool
+(Debian package `prometheus`): the configs load, the rules parse, and the promtool unit tests make
+every alert fire when it should and stay silent when it should not.
+
+Without promtool the promtool tests skip, unless LOGWATCH_REQUIRE_PROMETHEUS is set (CI): then fail.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+pytestmark = pytest.mark.timeout(60)
+
+GRAFANA = Path(__file__).resolve().parents[1] / "grafana"
+ALERTS = GRAFANA / "alerts.yml"
+ALERTS_TEST = GRAFANA / "alerts_test.yml"
+
+
+def promtool() -> str:
+    binary = shutil.which("promtool")
+    if binary is None and os.path.exists("/usr/bin/promtool"):
+        binary = "/usr/bin/promtool"
+    if binary is None:
+        reason = "promtool is missing (apt-get install prometheus)"
+        if os.environ.get("LOGWATCH_REQUIRE_PROMETHEUS"):
+            pytest.fail(f"{reason}, and LOGWATCH_REQUIRE_PROMETHEUS is set")
+        pytest.skip(reason)
+    return binary
+
+
+def run_promtool(*args: str) -> str:
+    proc = subprocess.run([promtool(), *args], cwd=GRAFANA, capture_output=True, text=True, timeout=60,
+                          check=False)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, output
+    return output
+
+
+def rules() -> list[dict[str, Any]]:
+    groups = yaml.safe_load(ALERTS.read_text(encoding="utf-8"))["groups"]
+    return [rule for group in groups for rule in group["rules"]]
+
+
+@pytest.mark.parametrize("config", ["prometheus.yml", "prometheus-federate.yml"])
+def test_promtool_check_config(config: str) -> None:
+    """The scrape configs load (prometheus.yml: its rule file and its file_sd target files too)."""
+    output = run_promtool("check", "config", config)
+    assert "SUCCESS" in output
+    if config == "prometheus.yml":
+        assert "1 rule files found" in output and f"{len(rules())} rules found" in output
+
+
+def test_promtool_check_rules() -> None:
+    assert f"SUCCESS: {len(rules())} rules found" in run_promtool("check", "rules", "alerts.yml")
+
+
+def test_promtool_unit_tests_pass() -> None:
+    assert "SUCCESS" in run_promtool("test", "rules", "alerts_test.yml")
+
+
+def test_every_alert_is_tested_firing_and_silent() -> None:
+    """alerts_test.yml has, for every alert, an evaluation where it fires and one where it does not."""
+    tests = yaml.safe_load(ALERTS_TEST.read_text(encoding="utf-8"))
+    assert tests["rule_files"] == ["alerts.yml"]
+    fires: set[str] = set()
+    silent: set[str] = set()
+    for case in tests["tests"]:
+        for check in case.get("alert_rule_test", []):
+            (fires if check.get("exp_alerts") else silent).add(check["alertname"])
+    names = {rule["alert"] for rule in rules()}
+    assert names - fires == set(), "alerts never tested firing"
+    assert names - silent == set(), "alerts never tested silent"
+    assert fires | silent <= names
+
+
+def test_the_issues_alerts_are_there() -> None:
+    names = {rule["alert"] for rule in rules()}
+    assert {"VLLMEngineStalled", "VLLMKVCacheNearFull", "VLLMWaitingQueueGrowing", "VLLMStatsLinesMissing",
+            "VLLMLogwatchDown", "VLLMChildRestarting", "VLLMLogParseErrors"} <= names
+
+
+@pytest.mark.parametrize("rule", rules(), ids=lambda r: r["alert"])
+def test_alerts_carry_a_runbook(rule: dict[str, Any]) -> None:
+    """Runbook style: a one-line summary, a description, numbered steps, and a severity."""
+    assert rule["labels"]["severity"] in {"critical", "warning", "info"}
+    notes = rule["annotations"]
+    assert set(notes) == {"summary", "description", "runbook"}
+    assert "\n" not in notes["summary"] and len(notes["summary"]) < 120
+    steps = notes["runbook"].splitlines()
+    assert len(steps) >= 2 and all(re.match(rf"{i}\. \S", s) for i, s in enumerate(steps, 1)), steps
+
+
+def test_exporter_down_alert_names_the_scrape_job() -> None:
+    """The `up` rule only works if its job is the one prometheus.yml scrapes logwatch with."""
+    config = yaml.safe_load((GRAFANA / "prometheus.yml").read_text(encoding="utf-8"))
+    jobs = {job["job_name"] for job in config["scrape_configs"]}
+    up_jobs = {m for rule in rules() for m in re.findall(r'up\{job="([^"]+)"\}', rule["expr"])}
+    assert up_jobs and up_jobs <= jobs

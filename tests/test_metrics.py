@@ -525,6 +525,17 @@ vllm_logwatch_launches_total{host="h"} 0.0
 vllm_logwatch_log_messages_total{host="h",level="WARNING"} 0.0
 vllm_logwatch_log_messages_total{host="h",level="ERROR"} 0.0
 vllm_logwatch_log_messages_total{host="h",level="CRITICAL"} 0.0
+# HELP vllm_logwatch_problems_total Known failure lines: engine_dead, out_of_memory, ...
+# TYPE vllm_logwatch_problems_total counter
+vllm_logwatch_problems_total{host="h",problem="engine_fatal"} 0.0
+vllm_logwatch_problems_total{host="h",problem="engine_start_failed"} 0.0
+vllm_logwatch_problems_total{host="h",problem="engine_dead"} 0.0
+vllm_logwatch_problems_total{host="h",problem="process_died"} 0.0
+vllm_logwatch_problems_total{host="h",problem="out_of_memory"} 0.0
+vllm_logwatch_problems_total{host="h",problem="no_kv_memory"} 0.0
+vllm_logwatch_problems_total{host="h",problem="kv_cache_too_small"} 0.0
+vllm_logwatch_problems_total{host="h",problem="preemption"} 0.0
+vllm_logwatch_problems_total{host="h",problem="stats_logging_disabled"} 0.0
 # HELP vllm_logwatch_log_lines_total Log lines read.
 # TYPE vllm_logwatch_log_lines_total counter
 vllm_logwatch_log_lines_total{host="h"} 0.0

@@ -12,7 +12,7 @@ from typing import Any
 
 from .events import ServerInfo
 
-__all__ = ["parse_info", "problem_of"]
+__all__ = ["PROBLEM_TAGS", "parse_info", "problem_of"]
 
 
 def _int(text: str) -> int:
@@ -81,16 +81,18 @@ def _kv_size(m: re.Match[str]) -> dict[str, Any]:
 
 _Builder = Callable[[re.Match[str]], dict[str, Any]]
 _TABLE: tuple[tuple[re.Pattern[str], _Builder], ...] = (
-    (re.compile(r"vLLM server version (\S+), serving model (\S+)"),
+    # Anchored at the message start: a request log line quoting a prompt must never match.
+    (re.compile(r"^vLLM server version ([0-9][\w.+-]{0,63}), serving model (\S{1,256})"),
      lambda m: {"vllm_version": m.group(1), "model": m.group(2), "new_launch": True}),
-    (re.compile(r"vLLM API server version (\S+)"),
+    (re.compile(r"^vLLM API server version ([0-9][\w.+-]{0,63})"),
      lambda m: {"vllm_version": m.group(1), "new_launch": True}),
     # 0.16+ start-up logo: two of its art lines end in the version and the model.
-    (re.compile(r"[\u2580-\u259f].*\s version (\S+)\s*$"),
+    (re.compile(r"^[\s\u2580-\u259f]+\s version ([0-9][\w.+-]{0,63})\s*$"),
      lambda m: {"vllm_version": m.group(1), "new_launch": True}),
-    (re.compile(r"[\u2580-\u259f].*\s model\s+(\S+)\s*$"), lambda m: {"model": m.group(1)}),
+    (re.compile(r"^[\s\u2580-\u259f]+\s model\s+(\S{1,256})\s*$"), lambda m: {"model": m.group(1)}),
     (re.compile(r"^(?:non-default )?args: (.*)$"), _args_facts),
-    (re.compile(r"Initializing an? (?:V[01] )?LLM engine \(v([^)\s]+)\) with config: (.*)$"), _engine_config),
+    (re.compile(r"^Initializing an? (?:V[01] )?LLM engine \(v([^)\s]+)\) with config: (.*)$"),
+     _engine_config),
     (re.compile(
         r"^([A-Za-z]+(?: \+ host)?) KV cache size: ([\d,]+) tokens"
         r"(?:, Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x)?"),
@@ -117,15 +119,15 @@ _TABLE: tuple[tuple[re.Pattern[str], _Builder], ...] = (
                 **({"graph_capture_gib": float(m.group(2))} if m.group(2) else {})}),
     (re.compile(r"^init engine \(profile, create kv cache, warmup model\) took ([\d.]+) s"),
      lambda m: {"init_engine_seconds": float(m.group(1))}),
-    (re.compile(r"torch\.compile take?s? ([\d.]+) s in total|torch\.compile took ([\d.]+) s in total"),
-     lambda m: {"torch_compile_seconds": float(m.group(1) or m.group(2))}),
+    (re.compile(r"^(?:\[[^\]]*\] )?torch\.compile (?:takes|took) ([\d.]+) s in total"),
+     lambda m: {"torch_compile_seconds": float(m.group(1))}),
     (re.compile(r"^Using max model len (\d+)"), lambda m: {"max_model_len": int(m.group(1))}),
     (re.compile(r"^Starting vLLM (?:API )?server (?:\d+ )?on (https?://\S+)"),
      lambda m: {"server_listening": True, "port": _port_of(m.group(1))}),
-    (re.compile(r"Uvicorn running on (https?://\S+)"),
+    (re.compile(r"(?:^|INFO:\s+)Uvicorn running on (https?://\S+)"),
      lambda m: {"server_listening": True, "port": _port_of(m.group(1))}),
-    (re.compile(r"^Application startup complete"), lambda m: {"server_listening": True}),
-    (re.compile(r"api_server_count more than 1; disabling stats logging"),
+    (re.compile(r"(?:^|INFO:\s+)Application startup complete"), lambda m: {"server_listening": True}),
+    (re.compile(r"^AsyncLLM created with api_server_count more than 1; disabling stats logging"),
      lambda m: {"stats_logging_disabled": True}),
     (re.compile(r"^Defaulting api_server_count to data_parallel_size \((\d+)\)"),
      lambda m: {"api_server_count": int(m.group(1))}),
@@ -170,6 +172,10 @@ _PROBLEMS: tuple[tuple[str, str], ...] = (
     ("is preempted by", "preemption"),
     ("disabling stats logging", "stats_logging_disabled"),
 )
+
+
+PROBLEM_TAGS: tuple[str, ...] = tuple(dict.fromkeys(tag for _, tag in _PROBLEMS))
+"""Every tag `problem_of` can give, in table order (the metrics export each from 0)."""
 
 
 def problem_of(msg: str) -> str | None:

@@ -42,6 +42,7 @@ from .events import (
     SpecDecodeStats,
     Unparsed,
 )
+from .infolines import PROBLEM_TAGS
 from .names import METRICS, PREFIX, MetricSpec
 
 __all__ = ["LEVELS", "ExporterMetrics", "normalise_path"]
@@ -127,7 +128,7 @@ class ExporterMetrics(Collector):
         self._http: dict[tuple[str, str, str], int] = {}
         self._paths: set[str] = set()
         self._levels: dict[str, int] = dict.fromkeys(LEVELS, 0)
-        self._problems: dict[str, int] = {}
+        self._problems: dict[str, int] = dict.fromkeys(PROBLEM_TAGS, 0)  # from 0: increase() sees the first
         self._parse_errors: dict[str, int] = {"stats": 0, "spec": 0, "prefix": 0}
         self._overflow: dict[str, int] = {"engine": 0, "path": 0}
         self._unknown_fields = 0
@@ -253,7 +254,8 @@ class ExporterMetrics(Collector):
 
     def _count_access(self, method: str, raw_path: str, status: int, count: int) -> None:
         method = method if method in _METHODS else "other"
-        path = normalise_path(raw_path)
+        # A 404 path is whatever a client typed (possibly a prompt): never a label value.
+        path = "{unmatched}" if status == 404 else normalise_path(raw_path)
         if path not in self._paths:
             if len(self._paths) >= self._max_paths or len(path) > _MAX_PATH:
                 self._overflow["path"] += 1

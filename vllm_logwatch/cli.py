@@ -23,6 +23,17 @@ __all__ = ["build_parser", "main"]
 _EPILOG = "Docs and metric names: README.md. Exit codes: 0 ok, 1 no stats lines, 2 usage or I/O error."
 
 
+_HELP: dict[str, str] = {
+    "parse": "turn vLLM log files into CSV or JSON lines",
+    "summary": "tok/s, tokens, KV usage per launch, and throughput by concurrency",
+    "plot": "draw a run: tok/s, requests, KV usage, hit rates over time (needs matplotlib)",
+    "watch": "follow vLLM's log files and serve Prometheus metrics at /metrics",
+    "demo": "replay a bundled real vLLM log and serve its metrics, like watch",
+    "run": "launch and supervise vLLM, tee its log to a launch file, serve its metrics live",
+}
+"""One line per command, for the top-level --help (built without loading every command's options)."""
+
+
 def _cmd_parse(args: argparse.Namespace) -> int:
     if args.openmetrics:
         from .openmetrics import run_openmetrics
@@ -55,7 +66,7 @@ def _cmd_parse(args: argparse.Namespace) -> int:
 def _add_parse(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "parse",
-        help="turn vLLM log files into CSV or JSON lines",
+        help=_HELP["parse"],
         description=(
             "Read vLLM log files (plain or .gz, globs, '-' for stdin) and write one record per stats "
             "line, in file order. CSV columns: time, file, line, engine, prompt_throughput, "
@@ -109,7 +120,7 @@ def _cmd_summary(args: argparse.Namespace) -> int:
 def _add_summary(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "summary",
-        help="tok/s, tokens, KV usage per launch, and throughput by concurrency",
+        help=_HELP["summary"],
         description=(
             "Summarise vLLM logs: per launch (a file, or a restart inside one) the time span, stats "
             "lines, estimated prompt and generation tokens, peak and median generation tok/s, mean KV "
@@ -140,7 +151,7 @@ def _cmd_plot(args: argparse.Namespace) -> int:
 def _add_plot(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "plot",
-        help="draw a run: tok/s, requests, KV usage, hit rates over time (needs matplotlib)",
+        help=_HELP["plot"],
         description=(
             "Draw one image: stacked panels over time (prompt and generation tok/s; running and "
             "waiting requests; KV cache usage; prefix and MM cache hit rates), launches marked, one "
@@ -190,7 +201,7 @@ def _add_watch(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     m = WatchSettings
     p = sub.add_parser(
         "watch",
-        help="follow vLLM's log files and serve Prometheus metrics at /metrics",
+        help=_HELP["watch"],
         description=(
             "Follow a vLLM log file, or the newest launch file in a folder (switching when a newer one "
             "appears), and serve Prometheus metrics at /metrics, a JSON status at /api/v1/status and "
@@ -230,7 +241,7 @@ def _add_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
     p = sub.add_parser(
         "demo",
-        help="replay a bundled real vLLM log and serve its metrics, like watch",
+        help=_HELP["demo"],
         description=(
             "Replay a real vLLM 0.32 log (bundled) into a temporary folder at SPEED times real time, one "
             "new launch file per pass, forever, and serve it exactly like 'logwatch watch' does. The "
@@ -265,7 +276,7 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     m = RunSettings
     p = sub.add_parser(
         "run",
-        help="launch and supervise vLLM, tee its log to a launch file, serve its metrics live",
+        help=_HELP["run"],
         description=(
             "Run COMMAND (e.g. vllm serve MODEL ...) in its own session with stdout and stderr merged, "
             "write every byte to LOG_DIR/<name>_<YYYYmmdd_HHMMSS>.log and to our stdout, and serve the "
@@ -275,7 +286,8 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         ),
         epilog=_EPILOG,
     )
-    _add_listen_options(p, m)
+    p.add_argument("--listen", metavar="ADDR", help=option_help(m, "listen"))
+    p.add_argument("--port", metavar="N", help=option_help(m, "port"))
     p.add_argument("--log-dir", metavar="DIR", help=option_help(m, "log_dir"))
     p.add_argument("--name", metavar="NAME", help=option_help(m, "name"))
     p.add_argument("--restart", choices=("no", "on-failure", "always"), default=None,
@@ -290,14 +302,16 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=_cmd_run)
 
 
-_COMMANDS: list[Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]] = [
-    _add_parse, _add_summary, _add_plot,
-    _add_watch, _add_demo, _add_run,
-]
+_COMMANDS: dict[str, Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]] = {
+    "parse": _add_parse, "summary": _add_summary, "plot": _add_plot,
+    "watch": _add_watch, "demo": _add_demo, "run": _add_run,
+}
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The whole command line, for `main` and for the committed `--help` texts."""
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The command line, for `main` and for the committed `--help` texts. With `only`, the other
+    commands get a one-line stub: their options (and the settings models behind them) are not loaded,
+    so `logwatch parse` starts without the web server's settings."""
     parser = argparse.ArgumentParser(
         prog="logwatch",
         description="Turn vLLM server logs into data: Prometheus metrics, CSV, summaries.",
@@ -305,8 +319,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for add in _COMMANDS:
-        add(sub)
+    for name, add in _COMMANDS.items():
+        if only is None or only == name:
+            add(sub)
+        else:
+            sub.add_parser(name, help=_HELP[name])
     return parser
 
 
@@ -314,8 +331,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `logwatch` console script; returns the exit code."""
     # A closed pipe (`logwatch parse x.log | head`) ends us quietly, like any Unix filter.
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(words[0] if words and words[0] in _COMMANDS else None)
+    args = parser.parse_args(words)
     try:
         code: int = args.func(args)
     except LogwatchError as exc:

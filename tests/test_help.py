@@ -1,0 +1,34 @@
+"""`--help` of every command equals the committed text in tests/help/, so docs and CLI cannot drift.
+
+Regenerate after a deliberate change: LOGWATCH_REGEN_GOLDEN=1 python -m pytest tests/test_help.py
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HELP = Path(__file__).parent / "help"
+COMMANDS = ["", "parse", "summary", "plot", "watch", "demo", "run"]
+
+
+def help_text(command: str) -> str:
+    args = [sys.executable, "-m", "vllm_logwatch", *([command] if command else []), "--help"]
+    env = {**os.environ, "COLUMNS": "100"}
+    env = {k: v for k, v in env.items() if not k.startswith("LOGWATCH_")}  # defaults, not this shell's
+    proc = subprocess.run(args, capture_output=True, text=True, env=env, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c or "logwatch")
+def test_help_matches_committed_text(command: str) -> None:
+    golden = HELP / f"{command or 'logwatch'}.txt"
+    text = help_text(command)
+    if os.environ.get("LOGWATCH_REGEN_GOLDEN"):
+        golden.write_text(text)
+    assert text == golden.read_text()

@@ -258,7 +258,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from .config import RunSettings, load_settings
     from .runmode import run_run
 
-    command = list(args.command)
+    command = list(args.child_command)
     if command[:1] == ["--"]:
         command = command[1:]
     settings = load_settings(RunSettings, vars(args))
@@ -297,7 +297,7 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--stats-interval", metavar="S", help=option_help(m, "stats_interval"))
     p.add_argument("--label", dest="labels", metavar="K=V", action="append", help=option_help(m, "labels"))
     p.add_argument("--tz", metavar="ZONE", help=option_help(m, "tz"))
-    p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND ARGS",
+    p.add_argument("child_command", nargs=argparse.REMAINDER, metavar="-- COMMAND ARGS",
                    help="the server to run, after --")
     p.set_defaults(func=_cmd_run)
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from datetime import tzinfo
+from datetime import datetime, tzinfo
 
-from .events import ServerInfo
+from .events import EngineStats, ServerInfo
 from .metrics import ExporterMetrics
 from .parse import parse_line
 from .scan import Assembler
@@ -27,6 +27,7 @@ _INTERESTING = re.compile(
     rb"took|blocks: |max model len|\xe2\x96"
 )
 _MAX_LINE = 1 << 20
+_GAP = "\0gap"  # a queue marker: output was dropped here
 
 
 class LineFeeder(QueuedWorker):
@@ -55,11 +56,22 @@ class LineFeeder(QueuedWorker):
         self._source = source
         self._assembler = Assembler(source, YearClock.for_source(source, self.zone), hold_v0=False)
 
+    def put(self, data: bytes) -> None:
+        """Hand a chunk over; if the parser is too far behind it is dropped (counted), and the parser
+        is told so it does not join the lines on both sides of the gap."""
+        dropped = self.stats.bytes_dropped
+        super().put(data)
+        if self.stats.bytes_dropped != dropped:
+            self.put_marker(_GAP)
+
     def relaunch(self, source: str | None) -> None:
         """Called from the supervisor: queue the switch so it lands between the right chunks."""
         self.put_marker(source)
 
     def _marker(self, source: str | None) -> None:
+        if source == _GAP:
+            self._carry = b""  # the partial line before the gap has lost its end
+            return
         self._flush_carry()
         self.metrics.new_launch(source)
         if self.facts:
@@ -106,6 +118,10 @@ class LineFeeder(QueuedWorker):
             event = parse_line(raw.decode("utf-8", "replace"))
             if event is not None:
                 for done in self._assembler.feed(event, None):
+                    if isinstance(done, EngineStats):
+                        # Live output: the moment the line arrived times vLLM's interval to the ms
+                        # (its own stamp has whole seconds), so the token counters add up exactly.
+                        done = done.model_copy(update={"time": datetime.now(self.zone)})
                     self.metrics.apply(done)
         for (method, path, status), n in access.items():
             self.metrics.add_http(method.decode(), path.decode("utf-8", "replace"), int(status), n)

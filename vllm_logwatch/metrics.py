@@ -57,7 +57,8 @@ _HEX_ID = re.compile(r"(?=.*\d)[0-9a-fA-F-]{8,}")
 _MAX_PATH = 200
 _FOLLOWER = ("log_lines", "log_bytes", "log_rotations", "log_truncations", "read_errors", "lines_cut")
 _CHILD_COUNTERS = (
-    "child_restarts", "log_file_bytes_written", "log_file_write_errors", "log_file_bytes_dropped")
+    "child_restarts", "log_file_bytes_written", "log_file_write_errors", "log_file_bytes_dropped",
+    "parse_bytes_dropped",)
 _RECORD_KEYS = {"time", "file", "line", "stamp", "level", "process", "kind"}
 
 
@@ -101,11 +102,13 @@ class ExporterMetrics(Collector):
     def __init__(
         self, *, stats_interval: float | None = None, const_labels: Mapping[str, str] | None = None,
         max_engines: int = 64, max_paths: int = 64, clock: Callable[[], float] = time.time,
-        stall_intervals: float = 3.0,
+        stall_intervals: float = 3.0, on_stats: Callable[[str, EngineStats, float], None] | None = None,
     ) -> None:
         """`stats_interval`: vLLM's `VLLM_LOG_STATS_INTERVAL` when known (else measured per engine);
         `const_labels`: `--label k=v` pairs added to every series; `clock`: wall time (tests inject);
-        `stall_intervals`: silent intervals, with requests running, before an engine counts as stalled."""
+        `stall_intervals`: silent intervals, with requests running, before an engine counts as stalled;
+        `on_stats(engine_label, stats, arrival)`: told of each stats line, with the bounded engine label
+        of its series (the status page's `history.History.record`); called under the lock, keep it short."""
         for what, number in (("stats interval", stats_interval), ("stall intervals", stall_intervals)):
             if number is not None and not (math.isfinite(number) and number > 0):
                 raise UsageError(f"{what} must be a positive number, not {number}")
@@ -122,6 +125,7 @@ class ExporterMetrics(Collector):
         self._max_paths = max_paths
         self._clock = clock
         self._stall_intervals = stall_intervals
+        self._on_stats = on_stats
         self._lock = threading.Lock()
         self._engines: dict[str, EngineState] = {}
         self._series_model = "unknown"
@@ -165,12 +169,14 @@ class ExporterMetrics(Collector):
     def set_child(
         self, *, up: bool, pid: int | None, start_time: float | None, restarts: int,
         last_exit_code: int | None, bytes_written: int, write_errors: int, bytes_dropped: int,
+        parse_bytes_dropped: int = 0,
     ) -> None:
         """The supervised vLLM process (run mode); its metrics appear from the first call on."""
         with self._lock:
             self._child = {"child_up": 1.0 if up else 0.0, "child_pid": pid,
                            "child_start_time_seconds": start_time, "child_last_exit_code": last_exit_code}
-            for key, value in zip(_CHILD_COUNTERS, (restarts, bytes_written, write_errors, bytes_dropped),
+            totals = (restarts, bytes_written, write_errors, bytes_dropped, parse_bytes_dropped)
+            for key, value in zip(_CHILD_COUNTERS, totals,
                                   strict=True):
                 self._child_totals[key].observe_total(value)
 
@@ -191,15 +197,17 @@ class ExporterMetrics(Collector):
 
     def _engine(self, label: str) -> EngineState:
         """The state of an engine label; beyond `max_engines` labels, the shared `other` state."""
-        state = self._engines.get(label)
-        if state is None:
+        return self._engines[self._bounded(label)]
+
+    def _bounded(self, label: str) -> str:
+        """`label`, or `other` beyond `max_engines` labels (counted); its state exists on return."""
+        if label not in self._engines:
             if len(self._engines) - ("other" in self._engines) >= self._max_engines:
                 self._overflow["engine"] += 1
                 label = "other"
-                state = self._engines.get(label)
-            if state is None:
-                state = self._engines[label] = EngineState(self._interval)
-        return state
+            if label not in self._engines:
+                self._engines[label] = EngineState(self._interval)
+        return label
 
     def _model_name(self) -> str | None:
         return self._facts.get("served_model_name") or self._facts.get("model")
@@ -208,8 +216,12 @@ class ExporterMetrics(Collector):
         if event.level in self._levels:
             self._levels[event.level] += 1
         if isinstance(event, EngineStats):
-            state = self._engine(_engine_label(event.engine, event.engines_aggregated))
-            state.apply_stats(event, self._clock())
+            label = self._bounded(_engine_label(event.engine, event.engines_aggregated))
+            arrival = self._clock()
+            state = self._engines[label]
+            state.apply_stats(event, arrival)
+            if self._on_stats is not None:
+                self._on_stats(label, event, arrival)
             self._unknown_fields += event.unknown_fields
             if event.is_v0:
                 self._last_v0 = state

@@ -92,6 +92,7 @@ METRICS: tuple[MetricSpec, ...] = (
     _m("log_file_bytes_written", "counter", (), "Bytes of child output written to the log file."),
     _m("log_file_write_errors", "counter", (), "Failed writes to the log file (full disk, I/O error)."),
     _m("log_file_bytes_dropped", "counter", (), "Bytes of child output not written to the log file."),
+    _m("parse_bytes_dropped", "counter", (), "Bytes of child output not parsed because the parser fell behind (file and stdout still got them)."),
 )
 
 _BY_SHORT = {m.name[len(PREFIX):]: m for m in METRICS}

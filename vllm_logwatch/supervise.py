@@ -13,6 +13,7 @@ to the thread that forked the child) does the work.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import logging
 import os
 import re
@@ -208,6 +209,8 @@ class Supervisor:
             start_new_session=True, bufsize=0,
         )
         assert proc.stdout is not None
+        with contextlib.suppress(OSError):  # Linux: a 1 MiB pipe (default 64 KiB) absorbs bursts
+            fcntl.fcntl(proc.stdout.fileno(), getattr(fcntl, "F_SETPIPE_SZ", 1031), 1 << 20)
         self.pid, self.start_time = proc.pid, time.time()
         log.info("started vLLM (pid %d), log %s", proc.pid, self.log_path)
         self._report(up=True)
@@ -298,4 +301,5 @@ class Supervisor:
             up=up, pid=self.pid, start_time=self.start_time, restarts=self.restarts,
             last_exit_code=self.last_exit_code, bytes_written=files.bytes_written,
             write_errors=files.write_errors, bytes_dropped=files.bytes_dropped,
+            parse_bytes_dropped=self.feeder.stats.bytes_dropped,
         )

@@ -1,4 +1,4 @@
-"""The HTTP app (FastAPI's TestClient), the socket binding, and the no-log-text promise checked against a
+"""The HTTP app (a real uvicorn), the socket binding, and the no-log-text promise checked against a
 real `logwatch watch` process: a prompt planted in every kind of line never appears in any response."""
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from prometheus_client import CollectorRegistry
 
 from vllm_logwatch.errors import InputError
 from vllm_logwatch.metrics import ExporterMetrics
+from vllm_logwatch.page import static_files
 from vllm_logwatch.parse import parse_line
 from vllm_logwatch.server import bind_socket, create_app
 
@@ -70,10 +71,11 @@ def test_health_is_503_once_the_pipeline_died(run_app: Callable[..., Any]) -> No
     assert (response.status_code, response.json()) == (503, {"status": "failed"})
 
 
-def test_only_three_routes_and_no_generated_docs(client: httpx.Client) -> None:
-    for path in ("/docs", "/redoc", "/openapi.json", "/", "/metrics/x"):
+def test_no_generated_docs_and_no_other_routes(client: httpx.Client) -> None:
+    for path in ("/docs", "/redoc", "/openapi.json", "/index.html", "/metrics/x", "/static", "/static/x.js"):
         assert client.get(path).status_code == 404, path
     assert client.post("/metrics").status_code == 405
+    assert client.post("/").status_code == 405
 
 
 def test_a_port_in_use_is_a_one_line_error() -> None:
@@ -143,14 +145,20 @@ def _watching(tmp_path: Path, lines: list[str], logwatch_watch: Callable[..., An
 
 
 def _bodies(watch: Any) -> dict[str, str]:
-    """Every route of the app, in both exposition formats, and a few that do not exist."""
+    """Every route of the app (the page, each static file, the history from its start and from a
+    `since`), in both exposition formats, and a few that do not exist."""
     app = create_app(CollectorRegistry(), dict)
     paths = sorted({getattr(route, "path", "") for route in app.routes if hasattr(route, "methods")})
-    assert paths == ["/api/v1/status", "/healthz", "/metrics"]
+    assert paths == ["/", "/api/v1/history", "/api/v1/status", "/healthz", "/metrics", "/static/{name}"]
+    paths = [p for p in paths if "{" not in p] + [f"/static/{name}" for name in static_files()]
     bodies = {path: watch.get(path).text for path in paths}
+    assert '<tr data-engine="0"' in bodies["/"], "the page shows the engine"
+    assert '"engines":{"0":{"time":[' in bodies["/api/v1/history"], "the history has its points"
     bodies["/metrics openmetrics"] = watch.get(
         "/metrics", headers={"Accept": "application/openmetrics-text; version=1.0.0"}).text
-    for probe in (f"/{SECRET}", f"/metrics/{SECRET}", f"/api/v1/status?q={SECRET}"):
+    bodies["/api/v1/history?since=0"] = watch.get("/api/v1/history", params={"since": "0"}).text
+    for probe in (f"/{SECRET}", f"/metrics/{SECRET}", f"/api/v1/status?q={SECRET}",
+                  f"/api/v1/history?since={SECRET}", f"/static/{SECRET}", f"/?q={SECRET}"):
         response = watch.get(probe)
         bodies[probe] = f"{response.status_code} {response.headers} {response.text}"
     return bodies

@@ -27,6 +27,7 @@ def run_run(settings: Any, command: Sequence[str], *, announce: Callable[[str], 
     from prometheus_client.registry import CollectorRegistry
 
     from .feed import LineFeeder
+    from .history import History
     from .metrics import ExporterMetrics
     from .server import bind_socket, create_app, url_of
     from .supervise import Supervisor, command_facts, launch_name
@@ -35,8 +36,10 @@ def run_run(settings: Any, command: Sequence[str], *, announce: Callable[[str], 
     if not command:
         raise UsageError("give the command to run after --, e.g. logwatch run -- vllm serve MODEL")
     sock = bind_socket(settings.listen, settings.port)
+    history = History()
     try:
-        metrics = ExporterMetrics(stats_interval=settings.stats_interval, const_labels=settings.labels)
+        metrics = ExporterMetrics(stats_interval=settings.stats_interval, const_labels=settings.labels,
+                                  on_stats=history.record, exact_times=True)
     except (UsageError, ValueError) as exc:
         sock.close()
         raise UsageError(str(exc)) from None
@@ -51,16 +54,20 @@ def run_run(settings: Any, command: Sequence[str], *, announce: Callable[[str], 
 
     def status() -> dict[str, Any]:
         files = supervisor.file_stats()
+        snapshot = metrics.status()
+        # The metrics' own child section (child_up, ...) and the supervisor's, merged: spread after
+        # these keys, the metrics' section used to replace the supervisor's whole.
         return {
+            **snapshot,
             "mode": "run",
-            "child": {"pid": supervisor.pid, "log_file": supervisor.log_path, "restarts": supervisor.restarts,
+            "child": {**(snapshot.get("child") or {}),
+                      "pid": supervisor.pid, "log_file": supervisor.log_path, "restarts": supervisor.restarts,
                       "last_exit_code": supervisor.last_exit_code, "log_bytes_written": files.bytes_written,
                       "log_write_errors": files.write_errors, "log_bytes_dropped": files.bytes_dropped,
                       "log_last_error": files.last_error},
-            **metrics.status(),
         }
 
-    app = create_app(registry, status)
+    app = create_app(registry, status, history=history)
     config = uvicorn.Config(app, log_config=None, log_level="warning", access_log=False, lifespan="off",
                             server_header=False, timeout_graceful_shutdown=5)
     server = uvicorn.Server(config)

@@ -6,6 +6,10 @@ Routes (nothing else; FastAPI's /docs and /openapi.json are off):
   `application/openmetrics-text` (prometheus_client's own content negotiation).
 * `GET /healthz` - `{"status": "ok"}` with 200 while the pipeline runs; 503 once it died.
 * `GET /api/v1/status` - JSON: files followed, offsets, per-engine latest values and their age.
+* `GET /api/v1/history?since=<unix seconds>` - JSON: the last hour of each engine's stats lines,
+  column-wise, after `since` (all when absent) (`history.History`).
+* `GET /` - the status page (`page.py`): server-rendered, then kept live by `static/page.js`.
+* `GET /static/<name>` - the page's CSS and scripts (a fixed list; no directory is served).
 
 No response ever carries log text (logs hold users' prompts): the metrics have bounded labels, the
 status has numbers, paths and start-up facts, and errors answer with a fixed body.
@@ -26,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import logging
+import math
 import os
 import signal
 import socket
@@ -35,11 +40,12 @@ from types import FrameType
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import CollectorRegistry
 
 from .errors import EXIT_OK, InputError, UsageError
+from .history import History
 
 __all__ = ["bind_socket", "create_app", "run_watch", "serve", "url_of"]
 
@@ -47,20 +53,34 @@ log = logging.getLogger(__name__)
 
 EXIT_SIGINT = 130
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+# The page loads only its own files: no inline script, no other origin (hosts may be offline anyway).
+_PAGE_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+        "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"),
+    "X-Content-Type-Options": "nosniff",
+    "Cache-Control": "no-store",
+}
+_BAD_SINCE = {"error": "since must be a number of seconds since the epoch"}
 
 
 def create_app(
     registry: CollectorRegistry,
     status: Callable[[], dict[str, Any]],
     health: Callable[[], bool] | None = None,
+    history: History | None = None,
 ) -> FastAPI:
-    """The exporter's HTTP app: `/metrics` from `registry`, `/api/v1/status` from `status()`,
-    `/healthz` from `health()` (always healthy when None).
+    """The exporter's HTTP app: `/metrics` from `registry`, `/api/v1/status` and the page at `/` from
+    `status()`, `/healthz` from `health()` (always healthy when None), `/api/v1/history` from
+    `history` (empty when None).
 
     >>> app = create_app(CollectorRegistry(), lambda: {"engines": {}})
     >>> sorted(route.path for route in app.routes)
-    ['/api/v1/status', '/healthz', '/metrics']
+    ['/', '/api/v1/history', '/api/v1/status', '/healthz', '/metrics', '/static/{name}']
     """
+    from . import page
+
+    history = history if history is not None else History()
     app = FastAPI(title="vllm-logwatch", docs_url=None, redoc_url=None, openapi_url=None)
 
     # Plain `def` endpoints run in uvicorn's thread pool: a scrape takes the metrics lock and must
@@ -79,6 +99,34 @@ def create_app(
     @app.get("/api/v1/status")
     def api_status() -> JSONResponse:
         return JSONResponse(status())
+
+    @app.get("/api/v1/history")
+    def api_history(request: Request) -> JSONResponse:
+        # Read by hand, not as a typed parameter: FastAPI's 422 would echo the query back.
+        raw = request.query_params.get("since")
+        since: float | None = None
+        if raw is not None:
+            try:
+                since = float(raw)
+            except ValueError:
+                return JSONResponse(_BAD_SINCE, status_code=400)
+            if not math.isfinite(since):
+                return JSONResponse(_BAD_SINCE, status_code=400)
+        return JSONResponse(history.snapshot(since))
+
+    @app.get("/")
+    def status_page() -> HTMLResponse:
+        return HTMLResponse(page.render(status()), headers=_PAGE_HEADERS)
+
+    @app.get("/static/{name}")
+    def static(name: str, request: Request) -> Response:
+        found = page.static_files().get(name)
+        if found is None:
+            return JSONResponse({"detail": "Not Found"}, status_code=404)
+        headers = {"ETag": found.etag, "Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff"}
+        if request.headers.get("if-none-match") == found.etag:
+            return Response(status_code=304, headers=headers)
+        return Response(found.body, media_type=found.media_type, headers=headers)
 
     return app
 
@@ -181,7 +229,8 @@ def serve(
 def run_watch(settings: Any, *, announce: Callable[[str], None] | None = None) -> int:
     """`logwatch watch`: follow `settings.target`, serve the metrics, stop cleanly; the exit code.
 
-    `settings` is a `config.WatchSettings`; `announce` gets the metrics URL once serving."""
+    `settings` is a `config.WatchSettings`; `announce` gets the metrics URL once serving (the status page
+    is at `/`)."""
     from prometheus_client.registry import CollectorRegistry
 
     from .metrics import ExporterMetrics
@@ -189,8 +238,10 @@ def run_watch(settings: Any, *, announce: Callable[[str], None] | None = None) -
     from .tail import Follower
     from .timeparse import resolve_zone
 
+    history = History()
     try:
-        metrics = ExporterMetrics(stats_interval=settings.stats_interval, const_labels=settings.labels)
+        metrics = ExporterMetrics(stats_interval=settings.stats_interval, const_labels=settings.labels,
+                                  on_stats=history.record)
         follower = Follower(
             settings.target, pattern=settings.pattern, from_start=settings.from_start,
             state_file=settings.state_file, poll_interval=settings.poll_interval,
@@ -201,7 +252,7 @@ def run_watch(settings: Any, *, announce: Callable[[str], None] | None = None) -
     pipeline = Pipeline(follower, metrics, zone=resolve_zone(settings.tz))
     registry = CollectorRegistry()
     pipeline.register(registry)
-    app = create_app(registry, pipeline.status, pipeline.healthy)
+    app = create_app(registry, pipeline.status, pipeline.healthy, history)
     port = sock.getsockname()[1]
     shown_host = settings.listen
     if settings.listen in ("0.0.0.0", "::"):

@@ -1,0 +1,139 @@
+"""The last hour of each engine's stats lines, for the status page's charts (`/api/v1/history`).
+
+A ring buffer per engine label: a `deque(maxlen=max_points)` of compact tuples, trimmed to
+`window_seconds` behind that engine's newest point. Memory is flat however long the exporter runs:
+at most `max_points` points per engine, and the engine labels are the metrics' own, which
+`ExporterMetrics` bounds (`max_engines`, then `other`). One point is a tuple of eight numbers
+(~300 bytes), so the default 3600 points are about 1 MB per engine at a 1-second stats interval
+and a tenth of that at vLLM's default 10 s.
+
+The time of a point is the line's own stamp (so a log read from its start keeps its shape), or the
+time it was read when the line has none. If an engine's time goes backwards (a launch with older
+stamps), its buffer starts over and `instance` changes, which tells a client fetching `since` its
+last point to fetch everything again.
+
+Only numbers are kept: never line text (logs hold users' prompts).
+
+>>> from vllm_logwatch.parse import parse_line
+>>> history = History()
+>>> history.record("0", parse_line("INFO 11-29 19:26:05 [loggers.py:335] Engine 000: Avg prompt throughput: "
+...     "9.0 tokens/s, Avg generation throughput: 2.0 tokens/s, Running: 16 reqs, Waiting: 8 reqs, "
+...     "GPU KV cache usage: 4.5%"), arrival=1_800_000_000.0)
+>>> history.snapshot()["engines"]["0"]["running"]
+[16]
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+import threading
+from collections import deque
+from typing import Any
+
+from .events import EngineStats
+
+__all__ = ["DEFAULT_MAX_POINTS", "DEFAULT_WINDOW_SECONDS", "FIELDS", "History"]
+
+DEFAULT_WINDOW_SECONDS = 3600.0
+DEFAULT_MAX_POINTS = 3600
+"""One hour at a 1-second stats interval; at vLLM's default 10 s the window trims first (360)."""
+
+FIELDS = (
+    "time",
+    "prompt_throughput",
+    "generation_throughput",
+    "running",
+    "waiting",
+    "kv_cache_usage_pct",
+    "prefix_cache_hit_rate_pct",
+    "mm_cache_hit_rate_pct",
+)
+"""The columns of a point, in the log's units (tokens/s, requests, percent); `time` in epoch seconds."""
+
+Point = tuple[float, "float | None", "float | None", "float | None", "float | None", "float | None",
+              "float | None", "float | None"]
+
+
+def _number(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
+
+
+class History:
+    """Per-engine ring buffers of recent stats; thread-safe (fed by the pipeline, read by the server).
+
+    `record` has the signature `ExporterMetrics(on_stats=...)` expects, so the engine labels are
+    exactly those of `/metrics`.
+    """
+
+    def __init__(self, *, window_seconds: float = DEFAULT_WINDOW_SECONDS,
+                 max_points: int = DEFAULT_MAX_POINTS) -> None:
+        if not (math.isfinite(window_seconds) and window_seconds > 0) or max_points < 1:
+            raise ValueError("the history needs a positive window and at least one point")
+        self.window_seconds = window_seconds
+        self.max_points = max_points
+        self._lock = threading.Lock()
+        self._engines: dict[str, deque[Point]] = {}
+        self._token = secrets.token_hex(4)
+        self._restarts = 0
+
+    @property
+    def instance(self) -> str:
+        """Changes when this process starts and when a buffer starts over: refetch everything then."""
+        return f"{self._token}-{self._restarts}"
+
+    def record(self, engine: str, stats: EngineStats, arrival: float) -> None:
+        """One stats line of engine label `engine`, read at wall-clock time `arrival`."""
+        when = stats.time.timestamp() if stats.time is not None else arrival
+        point: Point = (
+            when,
+            _number(stats.prompt_throughput),
+            _number(stats.generation_throughput),
+            stats.running,
+            stats.waiting,
+            _number(stats.kv_cache_usage_pct),
+            _number(stats.prefix_cache_hit_rate_pct),
+            _number(stats.mm_cache_hit_rate_pct),
+        )
+        with self._lock:
+            points = self._engines.get(engine)
+            if points is None:
+                points = self._engines[engine] = deque(maxlen=self.max_points)
+            elif points and when < points[-1][0]:
+                points.clear()
+                self._restarts += 1
+            points.append(point)
+            oldest = when - self.window_seconds
+            while points[0][0] < oldest:
+                points.popleft()
+
+    def points(self, engine: str) -> int:
+        """How many points `engine` holds now (0 for an unknown label)."""
+        with self._lock:
+            return len(self._engines.get(engine, ()))
+
+    def snapshot(self, since: float | None = None) -> dict[str, Any]:
+        """A JSON-able, column-wise copy (what uPlot draws): the points after `since` (all when None).
+
+        A column with no value at all (e.g. `mm_cache_hit_rate_pct` for a text-only model) is left
+        out; a missing value in a kept column is null.
+        """
+        with self._lock:
+            chosen = {label: [p for p in points if since is None or p[0] > since]
+                      for label, points in self._engines.items()}
+            instance = self.instance
+        engines: dict[str, dict[str, list[float | None]]] = {}
+        for label, points in chosen.items():
+            columns: dict[str, list[float | None]] = {"time": [round(p[0], 3) for p in points]}
+            for index, name in enumerate(FIELDS[1:], start=1):
+                column = [p[index] for p in points]
+                if any(value is not None for value in column):
+                    columns[name] = column
+            engines[label] = columns
+        return {
+            "instance": instance,
+            "window_seconds": self.window_seconds,
+            "max_points": self.max_points,
+            "fields": list(FIELDS),
+            "engines": engines,
+        }

@@ -1,0 +1,401 @@
+"""The status page at `/`: server-rendered HTML for the first paint, and the static files it loads.
+
+The page is complete without JavaScript: a table of the engines' current numbers, the run-mode
+child, the start-up facts and the exporter's counters, rendered here from the same snapshot as
+`/api/v1/status` (with JavaScript off it reloads itself every 10 s). `static/page.js` then polls
+`/api/v1/status` and `/api/v1/history`, updates the same elements in place, draws the last hour
+with the vendored uPlot (`static/uPlot.*`, MIT, see `static/uPlot.LICENSE`) and marks the numbers
+stale when the exporter stops answering.
+
+What the script must know to render like the server (labels of states, the messages of a missing
+stats line, the digits of each number) is written into the page as `data-*` attributes here, so
+the two cannot drift. Every value is escaped; nothing but numbers, states, labels bounded by the
+metrics, start-up facts (model, version) and the followed path reach the page: never log text.
+
+>>> html = render({"engines": {}, "stats_missing": "stats_logging_disabled"})
+>>> "--disable-log-stats" in html and "<table" in html
+True
+"""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import json
+import math
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from string import Template
+from typing import Any
+
+__all__ = ["COLUMNS", "STATE_LABELS", "STATS_MISSING", "Column", "StaticFile", "render", "static_files"]
+
+REFRESH_NO_SCRIPT_SECONDS = 10
+
+
+@dataclass(frozen=True)
+class Column:
+    """A column of the engines table: `field` is a dotted path into one engine of the status."""
+
+    field: str
+    label: str
+    unit: str
+    digits: int = 1
+    kind: str = "number"  # number | state | age
+
+
+COLUMNS: tuple[Column, ...] = (
+    Column("state", "State", "", kind="state"),
+    Column("last.generation_throughput", "Generation", "tok/s"),
+    Column("last.prompt_throughput", "Prompt", "tok/s"),
+    Column("last.running", "Running", "reqs", 0),
+    Column("last.waiting", "Waiting", "reqs", 0),
+    Column("last.kv_cache_usage_pct", "KV cache usage", "%"),
+    Column("last.prefix_cache_hit_rate_pct", "Prefix cache hit rate", "%"),
+    Column("last.mm_cache_hit_rate_pct", "MM cache hit rate", "%"),
+    Column("age_seconds", "Last stats line", "ago", 0, kind="age"),
+)
+
+STATE_LABELS = {
+    "ok": "active",
+    "idle": "idle",
+    "stalled": "stalled",
+}
+"""The engine states of `/api/v1/status` as the page names them."""
+
+STATE_HELP = (
+    "active: stats lines arrive; idle: nothing running (vLLM prints no stats line while idle, so "
+    "silence is normal); stalled: requests were running and no stats line came for 3 intervals."
+)
+
+STATS_MISSING = {
+    "stats_logging_disabled": "No stats lines: vLLM runs with --disable-log-stats, so it prints none. "
+                              "Only start-up facts and counters can be shown.",
+    "requests_without_stats": "No stats lines: requests are served but no stats line came. vLLM prints "
+                              "none when more than one API server runs (the data-parallel default, "
+                              "--api-server-count above 1).",
+    "waiting": "Waiting for the first stats line (vLLM prints one every VLLM_LOG_STATS_INTERVAL "
+               "seconds, 10 by default, while it serves requests).",
+}
+"""What the page says when no engine has a stats line yet, by `stats_missing` reason."""
+
+_STATIC_TYPES = {
+    "page.css": "text/css; charset=utf-8",
+    "page.js": "text/javascript; charset=utf-8",
+    "uPlot.iife.min.js": "text/javascript; charset=utf-8",
+    "uPlot.min.css": "text/css; charset=utf-8",
+    "uPlot.LICENSE": "text/plain; charset=utf-8",
+}
+
+
+@dataclass(frozen=True)
+class StaticFile:
+    """One file of `vllm_logwatch/static/`, read once."""
+
+    body: bytes
+    media_type: str
+    etag: str
+
+
+@cache
+def static_files() -> dict[str, StaticFile]:
+    """The page's static files by name (a fixed list: nothing else under `/static/` is served)."""
+    folder = resources.files("vllm_logwatch").joinpath("static")
+    out = {}
+    for name, media_type in _STATIC_TYPES.items():
+        body = folder.joinpath(name).read_bytes()
+        out[name] = StaticFile(body, media_type, '"' + hashlib.sha256(body).hexdigest()[:16] + '"')
+    return out
+
+
+def _asset(name: str) -> str:
+    """A static URL that changes with the file, so a browser never mixes an old script with a new page."""
+    return f"static/{name}?v={static_files()[name].etag.strip(chr(34))}"
+
+
+def _get(source: Mapping[str, Any] | None, path: str) -> Any:
+    value: Any = source
+    for part in path.split("."):
+        if not isinstance(value, Mapping):
+            return None
+        value = value.get(part)
+    return value
+
+
+def format_number(value: Any, digits: int) -> str:
+    """`1,727.3`; a dash for a value the line did not carry (the script formats alike).
+
+    >>> format_number(1727.3, 1), format_number(None, 1), format_number(3, 0)
+    ('1,727.3', '—', '3')
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return "—"
+    return f"{value:,.{digits}f}"
+
+
+def format_age(seconds: Any) -> str:
+    """`4 s ago`, `2 min 5 s ago`, `1 h 3 min ago` (the script formats alike).
+
+    >>> format_age(4.6), format_age(125), format_age(3780)
+    ('4 s ago', '2 min 5 s ago', '1 h 3 min ago')
+    """
+    if not isinstance(seconds, (int, float)) or not math.isfinite(seconds):
+        return "—"
+    whole = max(0, int(seconds))
+    if whole < 60:
+        return f"{whole} s ago"
+    if whole < 3600:
+        return f"{whole // 60} min {whole % 60} s ago"
+    return f"{whole // 3600} h {whole % 3600 // 60} min ago"
+
+
+def engine_name(label: str) -> str:
+    """How an engine label reads on the page."""
+    if label == "aggregated":
+        return "All engines (aggregated)"
+    if label == "other":
+        return "Other engines (beyond the label limit)"
+    return f"Engine {label}"
+
+
+def _e(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _attr_json(value: Any) -> str:
+    return _e(json.dumps(value, separators=(",", ":")))
+
+
+def _cell(column: Column, engine: Mapping[str, Any]) -> str:
+    value = _get(engine, column.field)
+    attrs = f'data-field="{_e(column.field)}" data-kind="{column.kind}" data-digits="{column.digits}"'
+    if column.kind == "state":
+        state = value if value in STATE_LABELS else "ok"
+        return (f'<td {attrs} data-value="{_e(state)}"><span class="badge state-{_e(state)}">'
+                f"{_e(STATE_LABELS[state])}</span></td>")
+    shown = format_age(value) if column.kind == "age" else format_number(value, column.digits)
+    data_value = "" if not isinstance(value, (int, float)) or isinstance(value, bool) else repr(value)
+    if column.kind == "age":
+        interval = engine.get("interval_seconds")
+        every = f"every {format_number(interval, 0)} s" if isinstance(interval, (int, float)) else ""
+        return (f'<td {attrs} data-value="{_e(data_value)}"><span class="v">{_e(shown)}</span>'
+                f' <span class="sub" data-field="interval_seconds">{_e(every)}</span></td>')
+    return f'<td {attrs} data-value="{_e(data_value)}">{_e(shown)}</td>'
+
+
+def _row(label: str, engine: Mapping[str, Any]) -> str:
+    state = engine.get("state") if engine.get("state") in STATE_LABELS else "ok"
+    cells = "".join(_cell(column, engine) for column in COLUMNS)
+    return (f'<tr data-engine="{_e(label)}" class="row-{_e(state)}"><th scope="row">{_e(engine_name(label))}'
+            f"</th>{cells}</tr>")
+
+
+def _header_cells() -> str:
+    out = ['<th scope="col">Engine</th>']
+    for column in COLUMNS:
+        shown = column.unit and column.kind == "number"
+        unit = f' <span class="unit">({_e(column.unit)})</span>' if shown else ""
+        out.append(f'<th scope="col">{_e(column.label)}{unit}</th>')
+    return "".join(out)
+
+
+def _notice(status: Mapping[str, Any]) -> tuple[str, str]:
+    """The notice text and its reason key ("" when every engine has lines)."""
+    if status.get("engines"):
+        return "", ""
+    reason = status.get("stats_missing")
+    key = reason if reason in STATS_MISSING else "waiting"
+    return STATS_MISSING[key], key
+
+
+def _facts(status: Mapping[str, Any]) -> str:
+    """Start-up facts, each with a `data-key` the script updates."""
+    items = [
+        ("Model", "server.served_model_name|server.model|model_name", "text", 0, ""),
+        ("vLLM", "server.vllm_version", "text", 0, ""),
+        ("KV cache", "server.kv_cache_tokens", "number", 0, "tokens"),
+        ("Max concurrency", "server.max_concurrency", "number", 1, "requests of max length"),
+        ("Max model length", "server.max_model_len", "number", 0, "tokens"),
+    ]
+    out = []
+    for label, key, kind, digits, unit in items:
+        value = _first(status, key)
+        shown = _shown(value, kind, digits)
+        unit_html = f' <span class="unit">{_e(unit)}</span>' if unit else ""
+        out.append(f'<div><dt>{_e(label)}</dt><dd><span data-key="{_e(key)}" data-kind="{kind}" '
+                   f'data-digits="{digits}">{_e(shown)}</span>{unit_html}</dd></div>')
+    return "".join(out)
+
+
+def _shown(value: Any, kind: str, digits: int) -> str:
+    if kind == "number":
+        return format_number(value, digits)
+    return "—" if value is None or value == "" else str(value)
+
+
+def _first(status: Mapping[str, Any], keys: str) -> Any:
+    for key in keys.split("|"):
+        value = _get(status, key)
+        if value not in (None, "", "unknown"):
+            return value
+    return None
+
+
+def child_state(child: Mapping[str, Any] | None) -> str:
+    """Run mode: what the supervised vLLM process is doing, in words (the script says it alike).
+
+    >>> child_state({"child_up": 1.0, "pid": 41}), child_state({"child_up": 0.0, "last_exit_code": 1})
+    ('running (pid 41)', 'not running (last exit code 1)')
+    """
+    if not child:
+        return "starting"
+    up = child.get("child_up")
+    pid = child.get("pid", child.get("child_pid"))
+    code = child.get("last_exit_code", child.get("child_last_exit_code"))
+    if up == 1:
+        return f"running (pid {pid})" if pid is not None else "running"
+    if up is None and code is None:
+        return "starting"
+    return "not running" + (f" (last exit code {code})" if code is not None else "")
+
+
+def _child(status: Mapping[str, Any]) -> str:
+    if status.get("mode") != "run":
+        return ""
+    child = status.get("child") if isinstance(status.get("child"), Mapping) else None
+    rows = [
+        ("Restarts", "child.restarts|child.child_restarts", "number"),
+        ("Log file", "child.log_file", "text"),
+        ("Log write errors", "child.log_write_errors|child.log_file_write_errors", "number"),
+        ("Log bytes dropped", "child.log_bytes_dropped|child.log_file_bytes_dropped", "number"),
+    ]
+    state = _e(child_state(child))
+    items = [f'<div><dt>Process</dt><dd data-key="child" data-kind="child">{state}</dd></div>']
+    for label, key, kind in rows:
+        value = _first(status, key)
+        shown = _shown(value, kind, 0)
+        items.append(f'<div><dt>{_e(label)}</dt><dd data-key="{_e(key)}" data-kind="{kind}" '
+                     f'data-digits="0">{_e(shown)}</dd></div>')
+    return ('<section id="child" aria-labelledby="child-h"><h2 id="child-h">vLLM process (run mode)</h2>'
+            f'<dl class="facts">{"".join(items)}</dl></section>')
+
+
+def _problems(counters: Mapping[str, Any] | None) -> str:
+    problems = _get(counters, "problems")
+    if not isinstance(problems, Mapping):
+        return "none"
+    seen = [f"{tag} ×{count}" for tag, count in problems.items() if isinstance(count, int) and count > 0]
+    return ", ".join(seen) or "none"
+
+
+def _exporter(status: Mapping[str, Any]) -> str:
+    rows = [
+        ("Following", "follower.path|child.log_file", "text", 0),
+        ("Lines read", "counters.log_lines", "number", 0),
+        ("Stats lines parse errors", "counters.parse_errors.stats", "number", 0),
+        ("Warnings", "counters.log_messages.WARNING", "number", 0),
+        ("Errors", "counters.log_messages.ERROR", "number", 0),
+        ("HTTP requests", "counters.http_requests", "number", 0),
+        ("Launches", "launches", "number", 0),
+    ]
+    items = []
+    for label, key, kind, digits in rows:
+        value = _first(status, key)
+        shown = _shown(value, kind, digits)
+        items.append(f'<div><dt>{_e(label)}</dt><dd data-key="{_e(key)}" data-kind="{kind}" '
+                     f'data-digits="{digits}">{_e(shown)}</dd></div>')
+    items.append('<div><dt>Problems seen</dt><dd data-key="counters.problems" data-kind="problems">'
+                 f"{_e(_problems(status.get('counters')))}</dd></div>")
+    return "".join(items)
+
+
+_PAGE = Template("""<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>vLLM logwatch — status</title>
+<link rel="icon" href="data:,">
+<noscript><meta http-equiv="refresh" content="$refresh"></noscript>
+<link rel="stylesheet" href="$uplot_css">
+<link rel="stylesheet" href="$page_css">
+<script defer src="$uplot_js"></script>
+<script defer src="$page_js"></script>
+</head>
+<body data-rendered-at="$rendered_at">
+<header class="top">
+  <div class="title">
+    <h1>vLLM logwatch</h1>
+    <p id="connection" class="connection" role="status" aria-live="polite">\
+<span class="dot" aria-hidden="true"></span> <span class="text">\
+Snapshot at <time datetime="$rendered_iso">$rendered_clock</time>; \
+<noscript>JavaScript is off: this page reloads every $refresh s.</noscript></span></p>
+  </div>
+  <dl class="facts" id="server">$facts</dl>
+</header>
+<main>
+<p id="notice" class="notice" data-reason="$notice_reason" data-messages="$notice_messages"\
+$notice_hidden>$notice</p>
+$child
+<section aria-labelledby="engines-h">
+  <h2 id="engines-h">Engines now</h2>
+  <div class="table-wrap">
+  <table id="engines" data-states="$states" data-empty="No stats line yet">
+    <caption>Values of each engine's last stats line. Throughputs are averages over vLLM's stats \
+interval; running, waiting and KV cache usage are instant values; hit rates cover recent requests.</caption>
+    <thead><tr>$header</tr></thead>
+    <tbody>$rows</tbody>
+  </table>
+  <template id="row-template">$row_template</template>
+  </div>
+  <p class="help">$state_help</p>
+</section>
+<section id="charts" aria-labelledby="charts-h">
+  <h2 id="charts-h">Last hour</h2>
+  <noscript><p class="help">The charts need JavaScript; the table above is the same data, now.</p></noscript>
+  <div id="chart-list" data-empty="No points yet: the charts fill as stats lines arrive."></div>
+</section>
+<section aria-labelledby="exporter-h">
+  <h2 id="exporter-h">Exporter</h2>
+  <dl class="facts" id="exporter">$exporter</dl>
+  <p class="help">Raw data: <a href="metrics">/metrics</a> (Prometheus), <a href="api/v1/status">\
+/api/v1/status</a>, <a href="api/v1/history">/api/v1/history</a> (JSON).</p>
+</section>
+</main>
+</body>
+</html>
+""")
+
+
+def render(status: Mapping[str, Any], *, now: float | None = None) -> str:
+    """The whole page for `status` (a `/api/v1/status` snapshot), ready to serve."""
+    now = time.time() if now is None else now
+    engines = status.get("engines") if isinstance(status.get("engines"), Mapping) else {}
+    assert isinstance(engines, Mapping)
+    rows = "".join(_row(str(label), engine) for label, engine in engines.items()
+                   if isinstance(engine, Mapping))
+    if not rows:
+        rows = f'<tr class="empty"><td colspan="{len(COLUMNS) + 1}">No stats line yet</td></tr>'
+    notice, reason = _notice(status)
+    local = time.localtime(now)
+    return _PAGE.substitute(
+        refresh=REFRESH_NO_SCRIPT_SECONDS,
+        uplot_css=_asset("uPlot.min.css"), page_css=_asset("page.css"),
+        uplot_js=_asset("uPlot.iife.min.js"), page_js=_asset("page.js"),
+        rendered_at=f"{now:.3f}",
+        rendered_iso=_e(time.strftime("%Y-%m-%dT%H:%M:%S%z", local)),
+        rendered_clock=_e(time.strftime("%H:%M:%S", local)),
+        facts=_facts(status),
+        notice=_e(notice), notice_reason=_e(reason), notice_messages=_attr_json(STATS_MISSING),
+        notice_hidden="" if notice else " hidden",
+        child=_child(status),
+        states=_attr_json(STATE_LABELS),
+        header=_header_cells(),
+        rows=rows,
+        row_template=_row("", {}),
+        state_help=_e(STATE_HELP),
+        exporter=_exporter(status),
+    )

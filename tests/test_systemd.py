@@ -227,7 +227,7 @@ def test_run_unit_command_is_one_logwatch_accepts_and_timeouts_agree() -> None:
     args = build_parser().parse_args(argv[1:])
     logwatch_env = {k: v for k, v in env.items() if k.startswith("LOGWATCH_")}
     settings = load_settings(RunSettings, vars(args), logwatch_env)
-    command = [word for word in args.command if word != "--"]
+    command = [word for word in args.child_command if word != "--"]
     assert command[:3] == [env["VLLM_BIN"], "serve", env["VLLM_MODEL"]]
     assert command[3:] == env["VLLM_ARGS"].split()
     assert settings.log_dir == "/var/log/vllm" and settings.name == "serve"

@@ -92,8 +92,13 @@ class EngineState:
     """What one engine label knows. Counters survive `reset()` (a new launch): Prometheus counters
     must not go down within our process. Gauges, intervals and the held first line do not."""
 
-    def __init__(self, stats_interval: float | None = None) -> None:
+    def __init__(self, stats_interval: float | None = None, *, exact_times: bool = False) -> None:
+        """`exact_times`: the lines' times are precise (run mode times each line on arrival), so each
+        line is credited with its own gap to the previous one: the windows then add up to the span
+        exactly, even when vLLM's timer runs late under load. Log stamps have whole seconds only,
+        so otherwise the window is the median gap."""
         self.stats_interval = stats_interval
+        self.exact_times = exact_times
         self.prompt_tokens = RunningTotal()
         self.generation_tokens = RunningTotal()
         self.preemptions = RunningTotal()
@@ -136,12 +141,15 @@ class EngineState:
             gap = None
         typical = self.typical_interval()
         limit = MAX_FIRST_GAP if typical is None else IDLE_GAP_FACTOR * typical
-        if gap is not None and 0 < gap <= limit:
-            self._gaps.append(gap)
+        usable = gap is not None and 0 < gap <= limit
+        if usable:
+            self._gaps.append(gap)  # type: ignore[arg-type]
         if self._held is not None:
             first = gap if gap is not None and 0 < gap <= MAX_FIRST_GAP else DEFAULT_INTERVAL
             self._credit(*self._held, first)
             self._held = None
+        if self.exact_times and usable:
+            return gap
         return self.interval()
 
     def _credit(self, prompt: float | None, generation: float | None, window: float) -> None:

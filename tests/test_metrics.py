@@ -5,6 +5,7 @@ lines through `parse_line`; times are set with `model_copy`; the wall clock is i
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import threading
@@ -15,7 +16,7 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from vllm_logwatch.errors import UsageError
-from vllm_logwatch.events import Event
+from vllm_logwatch.events import EngineStats, Event
 from vllm_logwatch.metrics import ExporterMetrics, normalise_path
 from vllm_logwatch.names import METRICS
 from vllm_logwatch.parse import parse_line
@@ -573,3 +574,24 @@ def test_exposition_text_of_a_small_state() -> None:
     metrics, reg = setup(stats_interval=5.0, const_labels={"host": "h"}, clock=FakeClock(T0.timestamp()))
     metrics.apply(v1(0))
     assert generate_latest(reg).decode() == EXPECTED_EXPOSITION
+
+
+def test_exact_times_credit_each_line_with_its_own_gap() -> None:
+    """Run mode times lines on arrival: a late vLLM timer (2.1 s windows for a 2 s interval) must not
+    make the counter low, as the median-gap rule (right for whole-second stamps) would."""
+    from vllm_logwatch.engine_state import EngineState
+
+    exact, median = EngineState(exact_times=True), EngineState()
+    times = [T0 + timedelta(seconds=2.0 * i + 0.1 * (i % 2)) for i in range(11)]
+    for t in times:
+        stats = parse_line(
+            "(APIServer pid=1) INFO 11-29 19:26:05 [loggers.py:335] Engine 000: Avg prompt throughput: "
+            "0.0 tokens/s, Avg generation throughput: 100.0 tokens/s, Running: 1 reqs, Waiting: 0 reqs, "
+            "CPU KV cache usage: 1.0%")
+        assert isinstance(stats, EngineStats)
+        for state in (exact, median):
+            state.apply_stats(stats.model_copy(update={"time": t}), 0.0)
+    gaps = [(b - a).total_seconds() for a, b in itertools.pairwise(times)]
+    expected = 100.0 * (gaps[0] + sum(gaps))  # the first line gets the first gap
+    assert exact.generation_tokens.value == pytest.approx(expected)
+    assert median.generation_tokens.value != pytest.approx(expected)

@@ -85,7 +85,7 @@ def test_a_missing_target_names_its_variable(monkeypatch: pytest.MonkeyPatch) ->
 
 
 def test_help_and_docs_show_every_option_with_its_variable(capsys: pytest.CaptureFixture[str]) -> None:
-    docs = (REPO / "docs" / "watch.md").read_text(encoding="utf-8")
+    docs = (REPO / "README.md").read_text(encoding="utf-8")
     for command, model in (("watch", WatchSettings), ("demo", DemoSettings)):
         with pytest.raises(SystemExit):
             main([command, "--help"])

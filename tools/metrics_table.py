@@ -1,8 +1,8 @@
 """Print the metric table of the docs from `vllm_logwatch/names.py`, or check / rewrite it in a file.
 
     python tools/metrics_table.py                      # print the Markdown table
-    python tools/metrics_table.py --check docs/watch.md   # exit 1 if the doc's table differs
-    python tools/metrics_table.py --write docs/watch.md   # replace the doc's table
+    python tools/metrics_table.py --check README.md   # exit 1 if the README table differs
+    python tools/metrics_table.py --write README.md   # replace the README table
 
 The table sits between `<!-- metrics-table:start -->` and `<!-- metrics-table:end -->`.
 """

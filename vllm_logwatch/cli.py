@@ -230,8 +230,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     _log_to_stderr()
 
     def announce(url: str) -> None:
-        print(f"logwatch demo: live metrics at {url}  (status: {url.removesuffix('/metrics')}/api/v1/status; "
-              "Ctrl+C stops)", flush=True)
+        base = url.removesuffix("/metrics")
+        print(f"logwatch demo: status page at {base}/ , metrics at {url} (Ctrl+C stops)", flush=True)
 
     return run_demo(settings, announce=announce)
 

@@ -93,19 +93,13 @@ def _add_parse(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="records to write: stats (default), spec (speculative decoding), info (start-up facts), "
         "access (HTTP requests), log (warnings and errors, no text), all",
     )
-    p.add_argument(
-        "--year",
-        type=int,
-        help="year of the log's first line (default: from the file name, e.g. serve_20261129_120000.log, "
-        "else the file's mtime, else this year)",
-    )
-    p.add_argument("--tz", metavar="ZONE", help="zone the server logged in, e.g. UTC (default: this machine)")
+    _add_year_tz(p)
     p.set_defaults(func=_cmd_parse)
 
 
 def _add_year_tz(p: argparse.ArgumentParser) -> None:
     p.add_argument("--year", type=int, help="year of the log's first line (default: from the file name, "
-                   "else the file's mtime, else this year)")
+                   "e.g. serve_20261129_120000.log, else the file's mtime, else this year)")
     p.add_argument("--tz", metavar="ZONE", help="zone the server logged in, e.g. UTC (default: this machine)")
 
 

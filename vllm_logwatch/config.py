@@ -96,18 +96,9 @@ class _Listening(BaseModel):
         return value
 
 
-class WatchSettings(_Listening):
-    """What `logwatch watch` needs. Paths are kept as given; the follower makes them absolute."""
+class _Exporting(_Listening):
+    """The exporter options `watch` and `run` share: how the counters, labels and times are made."""
 
-    target: str = Field(
-        min_length=1, description="a log file, a folder (follows its newest launch file) or a quoted glob")
-    from_start: bool = Field(
-        default=False,
-        description="read the first file from its start, not only the lines written from now on")
-    state_file: str | None = Field(
-        default=None, description="remember the position here, so a restart neither skips nor counts a line "
-        "twice")
-    pattern: str = Field(default="*.log", min_length=1, description="file names a folder target follows")
     stats_interval: float | None = Field(
         default=None, description="vLLM's VLLM_LOG_STATS_INTERVAL in seconds, for the token counters")
     labels: dict[str, str] = Field(
@@ -143,6 +134,20 @@ class WatchSettings(_Listening):
                 pairs[key] = val.strip()
             return pairs
         return value
+
+
+class WatchSettings(_Exporting):
+    """What `logwatch watch` needs. Paths are kept as given; the follower makes them absolute."""
+
+    target: str = Field(
+        min_length=1, description="a log file, a folder (follows its newest launch file) or a quoted glob")
+    from_start: bool = Field(
+        default=False,
+        description="read the first file from its start, not only the lines written from now on")
+    state_file: str | None = Field(
+        default=None, description="remember the position here, so a restart neither skips nor counts a line "
+        "twice")
+    pattern: str = Field(default="*.log", min_length=1, description="file names a folder target follows")
 
 
 class DemoSettings(_Listening):
@@ -211,7 +216,7 @@ def load_settings(
         raise UsageError(f"{where}{value}: {message}") from None
 
 
-class RunSettings(_Listening):
+class RunSettings(_Exporting):
     """What `logwatch run` needs besides the command: where the launch files go, how to stop and
     restart vLLM, and the exporter options it shares with `watch`."""
 
@@ -226,11 +231,6 @@ class RunSettings(_Listening):
     startup_grace: float = Field(
         default=60.0, description="a vLLM that exits within this many seconds of its start counts as a "
         "start-up failure and is not restarted")
-    stats_interval: float | None = Field(
-        default=None, description=WatchSettings.model_fields["stats_interval"].description)
-    labels: dict[str, str] = Field(
-        default_factory=dict, description=WatchSettings.model_fields["labels"].description)
-    tz: str | None = Field(default=None, description=WatchSettings.model_fields["tz"].description)
 
     @field_validator("stop_timeout", "startup_grace")
     @classmethod
@@ -238,18 +238,3 @@ class RunSettings(_Listening):
         if not (math.isfinite(value) and value >= 0):
             raise ValueError("must be a number of seconds, 0 or more")
         return value
-
-    @field_validator("tz")
-    @classmethod
-    def _zone(cls, value: str | None) -> str | None:
-        return WatchSettings._zone(value)
-
-    @field_validator("stats_interval")
-    @classmethod
-    def _interval(cls, value: float | None) -> float | None:
-        return _finite_positive(value, "stats interval")
-
-    @field_validator("labels", mode="before")
-    @classmethod
-    def _labels(cls, value: Any) -> Any:
-        return WatchSettings._labels(value)

@@ -23,6 +23,7 @@ from .events import EngineStats, SpecDecodeStats
 
 __all__ = [
     "DEFAULT_INTERVAL",
+    "EXACT_IDLE_GAP_FACTOR",
     "GAP_HISTORY",
     "IDLE_GAP_FACTOR",
     "MAX_FIRST_GAP",
@@ -35,6 +36,9 @@ DEFAULT_INTERVAL = 10.0
 """vLLM's default `VLLM_LOG_STATS_INTERVAL`, used until an engine's own spacing is known."""
 IDLE_GAP_FACTOR = 1.5
 """A gap longer than this many typical intervals held hidden all-zero windows (an idle silence)."""
+EXACT_IDLE_GAP_FACTOR = 1.9
+"""The same with exact times: a hidden window makes a gap of two intervals or more, so up to that
+a longer gap is vLLM's timer running late (under load), and still the line's own window."""
 MAX_FIRST_GAP = 60.0
 """The first gap of an engine is believed as its interval only up to this (nothing to compare with)."""
 GAP_HISTORY = 9
@@ -140,7 +144,10 @@ class EngineState:
         except TypeError:  # naive next to aware: not comparable
             gap = None
         typical = self.typical_interval()
-        limit = MAX_FIRST_GAP if typical is None else IDLE_GAP_FACTOR * typical
+        # A hidden (idle) window makes a gap of at least two intervals; with exact times anything
+        # shorter is a late timer and still this line's own window.
+        factor = EXACT_IDLE_GAP_FACTOR if self.exact_times else IDLE_GAP_FACTOR
+        limit = MAX_FIRST_GAP if typical is None else factor * typical
         usable = gap is not None and 0 < gap <= limit
         if usable:
             self._gaps.append(gap)  # type: ignore[arg-type]

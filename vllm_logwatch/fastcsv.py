@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 from .bulkscan import FOLLOWER_NEEDLES, STATS_NEEDLES, VARIANT_NEEDLES, ScanStats, scan_stream_bytes
 from .columns import STATS_COLUMNS
-from .sources import Source, input_error, open_source, read_errors
+from .sources import Source, input_error, open_source, read_errors, resolve_inputs
 from .timeparse import YearClock
 
 if TYPE_CHECKING:
@@ -351,15 +351,9 @@ def _progress_bar(path: str, size: int) -> Any:
 
 def run_csv(inputs: list[str], *, year: int | None = None, tz: str | None = None) -> int:
     """`logwatch parse --csv FILE...` to stdout; raises `NoStatsError` (with its hint) if none."""
-    from .errors import InputError, NoStatsError
-    from .sources import expand_inputs
-    from .timeparse import resolve_zone
+    from .errors import NoStatsError
 
-    try:
-        zone = resolve_zone(tz)
-    except ValueError as exc:
-        raise InputError(str(exc)) from None
-    sources = expand_inputs(inputs)
+    sources, zone = resolve_inputs(inputs, tz)
     scan = ScanStats()
 
     def clock(source: Source, stamp: str) -> YearClock:

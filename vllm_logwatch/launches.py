@@ -11,12 +11,11 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from .errors import InputError, NoStatsError
+from .errors import NoStatsError
 from .events import EngineStats, ServerInfo, SpecDecodeStats
 from .report import iter_source_events, no_stats_hint
 from .scan import ScanStats
-from .sources import expand_inputs
-from .timeparse import resolve_zone
+from .sources import resolve_inputs
 
 __all__ = ["LAUNCH_NEEDLES", "Launch", "iter_launch_records"]
 
@@ -61,11 +60,7 @@ def iter_launch_records(
 
     Example: `for launch, e in iter_launch_records(["logs/serve_*.log"], tz="UTC"): ...`
     """
-    try:
-        zone = resolve_zone(tz)
-    except ValueError as exc:
-        raise InputError(str(exc)) from None
-    sources = expand_inputs(inputs)
+    sources, zone = resolve_inputs(inputs, tz)
     scan = ScanStats()
     kind = "spec" if spec else "stats"
     index = 0

@@ -20,15 +20,14 @@ from typing import IO
 
 from prometheus_client.metrics_core import Metric
 
-from .errors import InputError, NoStatsError, UsageError
+from .errors import NoStatsError, UsageError
 from .events import EngineStats, Event, ServerInfo, SpecDecodeStats
 from .launches import LAUNCH_NEEDLES
 from .metrics import ExporterMetrics
 from .names import METRICS, name
 from .report import iter_source_events, no_stats_hint
 from .scan import ScanStats
-from .sources import expand_inputs
-from .timeparse import resolve_zone
+from .sources import resolve_inputs
 
 __all__ = ["BACKFILL_FAMILIES", "OpenMetricsWriter", "parse_labels", "run_openmetrics"]
 
@@ -233,11 +232,7 @@ def run_openmetrics(
     added to every series.
     """
     out = out if out is not None else sys.stdout
-    try:
-        zone = resolve_zone(tz)
-    except ValueError as exc:
-        raise InputError(str(exc)) from None
-    sources = expand_inputs(inputs)
+    sources, zone = resolve_inputs(inputs, tz)
     writer = OpenMetricsWriter(parse_labels(labels or []))
     scan = ScanStats()
     disabled = False

@@ -18,8 +18,8 @@ from .errors import InputError, NoStatsError
 from .events import STATS_COLUMNS, EngineStats, Event, ServerInfo
 from .parse import parse_line
 from .scan import SPEC_NEEDLES, STATS_NEEDLES, Assembler, ScanStats, read_lines, scan_stream
-from .sources import Source, expand_inputs, input_error, open_source, read_errors
-from .timeparse import YearClock, resolve_zone
+from .sources import Source, input_error, open_source, read_errors, resolve_inputs
+from .timeparse import YearClock
 
 __all__ = [
     "KINDS", "ParseResult", "event_to_dict", "iter_source_events", "no_stats_hint", "run_parse", "stats_row",
@@ -159,11 +159,7 @@ def run_parse(
     Example: `run_parse(["logs/serve_*.log"], fmt="csv")` is `logwatch parse 'logs/serve_*.log' --csv`.
     """
     out = out if out is not None else sys.stdout
-    try:
-        zone = resolve_zone(tz)
-    except ValueError as exc:
-        raise InputError(str(exc)) from None
-    sources = expand_inputs(inputs)
+    sources, zone = resolve_inputs(inputs, tz)
     result = ParseResult()
     binary = getattr(out, "buffer", None)
     if fmt == "csv" and kind == "stats" and binary is not None:

@@ -11,11 +11,13 @@ import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import tzinfo
 from typing import BinaryIO
 
 from .errors import InputError
+from .timeparse import resolve_zone
 
-__all__ = ["Source", "expand_inputs", "open_source", "read_errors"]
+__all__ = ["Source", "expand_inputs", "open_source", "read_errors", "resolve_inputs"]
 
 _GZIP_MAGIC = b"\x1f\x8b"
 read_errors: tuple[type[BaseException], ...] = (OSError, EOFError, zlib.error, gzip.BadGzipFile)
@@ -101,3 +103,12 @@ def open_source(source: Source) -> Iterator[BinaryIO]:
             yield raw
     finally:
         raw.close()
+
+
+def resolve_inputs(inputs: list[str], tz: str | None) -> tuple[list[Source], tzinfo]:
+    """The offline commands' common start: `--tz` checked, globs expanded. Raises `InputError`."""
+    try:
+        zone = resolve_zone(tz)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    return expand_inputs(inputs), zone

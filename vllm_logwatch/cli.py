@@ -182,7 +182,7 @@ def _add_listen_options(p: argparse.ArgumentParser, model: type[BaseModel]) -> N
 
 def _cmd_watch(args: argparse.Namespace) -> int:
     from .config import WatchSettings, load_settings
-    from .server import run_watch
+    from .watchmode import run_watch
 
     settings = load_settings(WatchSettings, vars(args))
     _log_to_stderr()

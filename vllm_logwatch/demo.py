@@ -165,7 +165,7 @@ class Replayer:
 
 def run_demo(settings: DemoSettings, *, announce: Callable[[str], None] | None = None) -> int:
     """`logwatch demo`: replay the bundled log into a temporary folder and serve it like `watch`."""
-    from .server import run_watch
+    from .watchmode import run_watch
 
     folder = Path(tempfile.mkdtemp(prefix="logwatch-demo-"))
     replayer = Replayer(folder, settings.speed)

@@ -1,4 +1,4 @@
-"""The HTTP side: a small FastAPI app served by uvicorn, and `run_watch`, the whole `logwatch watch`.
+"""The HTTP side: a small FastAPI app served by uvicorn (`watchmode` and `runmode` wire it up).
 
 Routes (nothing else; FastAPI's /docs and /openapi.json are off):
 
@@ -44,10 +44,10 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import CollectorRegistry
 
-from .errors import EXIT_OK, InputError, UsageError
+from .errors import InputError, UsageError
 from .history import History
 
-__all__ = ["bind_socket", "create_app", "run_watch", "serve", "url_of"]
+__all__ = ["EXIT_SIGINT", "bind_socket", "create_app", "serve", "url_of"]
 
 log = logging.getLogger(__name__)
 
@@ -224,47 +224,3 @@ def serve(
         if on_stop is not None:
             on_stop()
     return received[0] if received else None
-
-
-def run_watch(settings: Any, *, announce: Callable[[str], None] | None = None) -> int:
-    """`logwatch watch`: follow `settings.target`, serve the metrics, stop cleanly; the exit code.
-
-    `settings` is a `config.WatchSettings`; `announce` gets the metrics URL once serving (the status page
-    is at `/`)."""
-    from prometheus_client.registry import CollectorRegistry
-
-    from .metrics import ExporterMetrics
-    from .pipeline import Pipeline
-    from .tail import Follower
-    from .timeparse import resolve_zone
-
-    history = History()
-    try:
-        metrics = ExporterMetrics(stats_interval=settings.stats_interval, const_labels=settings.labels,
-                                  on_stats=history.record)
-        follower = Follower(
-            settings.target, pattern=settings.pattern, from_start=settings.from_start,
-            state_file=settings.state_file, poll_interval=settings.poll_interval,
-        )
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-    sock = bind_socket(settings.listen, settings.port)  # a port in use fails before anything starts
-    pipeline = Pipeline(follower, metrics, zone=resolve_zone(settings.tz))
-    registry = CollectorRegistry()
-    pipeline.register(registry)
-    app = create_app(registry, pipeline.status, pipeline.healthy, history)
-    port = sock.getsockname()[1]
-    shown_host = settings.listen
-    if settings.listen in ("0.0.0.0", "::"):
-        shown_host = socket.gethostname()
-    url = url_of(shown_host, port)
-    what = {"dir": f"folder (newest {settings.pattern})", "glob": "glob", "file": "file"}[follower.mode]
-    start = "its start" if settings.from_start else "its end"
-    log.info("serving %s (listening on %s:%d); following %s %s from %s%s", url, settings.listen, port,
-             what, follower.target, start, f", state in {settings.state_file}" if settings.state_file else "")
-    if announce is not None:
-        announce(url)
-    pipeline.start()
-    signum = serve(app, settings.listen, port, on_stop=pipeline.stop, sock=sock)
-    log.info("stopped%s", f" on {signal.Signals(signum).name}" if signum else "")
-    return EXIT_SIGINT if signum == signal.SIGINT else EXIT_OK

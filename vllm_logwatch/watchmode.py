@@ -1,0 +1,65 @@
+"""`logwatch watch`: follow the log files in a worker thread, serve the metrics and the status page.
+
+`server.serve` runs uvicorn in the main thread until SIGTERM or SIGINT; the pipeline is stopped (and
+its state file written) in its `on_stop`.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import socket
+from collections.abc import Callable
+from typing import Any
+
+from .errors import EXIT_OK, UsageError
+from .history import History
+from .server import EXIT_SIGINT, bind_socket, create_app, serve, url_of
+
+__all__ = ["run_watch"]
+
+log = logging.getLogger(__name__)
+
+
+def run_watch(settings: Any, *, announce: Callable[[str], None] | None = None) -> int:
+    """`logwatch watch`: follow `settings.target`, serve the metrics, stop cleanly; the exit code.
+
+    `settings` is a `config.WatchSettings`; `announce` gets the metrics URL once serving (the status page
+    is at `/`)."""
+    from prometheus_client.registry import CollectorRegistry
+
+    from .metrics import ExporterMetrics
+    from .pipeline import Pipeline
+    from .tail import Follower
+    from .timeparse import resolve_zone
+
+    history = History()
+    try:
+        metrics = ExporterMetrics(stats_interval=settings.stats_interval, const_labels=settings.labels,
+                                  on_stats=history.record)
+        follower = Follower(
+            settings.target, pattern=settings.pattern, from_start=settings.from_start,
+            state_file=settings.state_file, poll_interval=settings.poll_interval,
+        )
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    sock = bind_socket(settings.listen, settings.port)  # a port in use fails before anything starts
+    pipeline = Pipeline(follower, metrics, zone=resolve_zone(settings.tz))
+    registry = CollectorRegistry()
+    pipeline.register(registry)
+    app = create_app(registry, pipeline.status, pipeline.healthy, history)
+    port = sock.getsockname()[1]
+    shown_host = settings.listen
+    if settings.listen in ("0.0.0.0", "::"):
+        shown_host = socket.gethostname()
+    url = url_of(shown_host, port)
+    what = {"dir": f"folder (newest {settings.pattern})", "glob": "glob", "file": "file"}[follower.mode]
+    start = "its start" if settings.from_start else "its end"
+    log.info("serving %s (listening on %s:%d); following %s %s from %s%s", url, settings.listen, port,
+             what, follower.target, start, f", state in {settings.state_file}" if settings.state_file else "")
+    if announce is not None:
+        announce(url)
+    pipeline.start()
+    signum = serve(app, settings.listen, port, on_stop=pipeline.stop, sock=sock)
+    log.info("stopped%s", f" on {signal.Signals(signum).name}" if signum else "")
+    return EXIT_SIGINT if signum == signal.SIGINT else EXIT_OK

@@ -24,22 +24,19 @@ Example::
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import errno
 import fnmatch
 import glob
 import hashlib
-import json
 import os
 import stat
-import tempfile
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from .tailstate import SavedState, StateError, describe, read_state, write_state
 from .wake import Waker, WatchdogWaker
 
 __all__ = ["Follower", "FollowerStats", "LogLine"]
@@ -49,7 +46,6 @@ MAX_POLL_BYTES = 16 << 20  # per poll(): a huge backlog must not starve the call
 FINGERPRINT_BYTES = 1024  # the state file recognises a file by the hash of its first bytes
 AUTOSAVE_SECONDS = 1.0
 _MAX_HOPS = 8  # file changes handled in one poll(); the rest waits for the next one
-_STATE_VERSION = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,18 +114,6 @@ class _Reader:
         return self.pos if self.discarding else self.line_start
 
 
-@dataclass(frozen=True, slots=True)
-class _SavedState:
-    path: str
-    ino: int
-    offset: int
-    fingerprint: str
-    fingerprint_bytes: int
-    number: int
-    cut_pending: bool
-    saved_at: float
-
-
 class Follower:
     """Follows ``target`` (a file, a folder, or a glob) and hands out complete lines.
 
@@ -182,7 +166,7 @@ class Follower:
         self._cur: _Reader | None = None
         self._begun = False
         self._initial: _Candidate | None = None  # the first file, until it is opened
-        self._saved: _SavedState | None = None
+        self._saved: SavedState | None = None
         self._seen: set[tuple[str, int, int]] = set()  # folder files that are not new launches
         self._followed: set[tuple[int, int]] = set()  # (dev, ino) we have read: never again from 0
         self._scanned: list[_Candidate] = []
@@ -583,53 +567,30 @@ class Follower:
             if cur.fingerprint is None or cur.fingerprint[1] < FINGERPRINT_BYTES:
                 head = _read_at(cur.fd, FINGERPRINT_BYTES, 0)
                 cur.fingerprint = (hashlib.sha256(head).hexdigest(), len(head))
-            record = {
-                "version": _STATE_VERSION,
-                "path": cur.path,
-                "dev": cur.dev,
-                "ino": cur.ino,
-                "offset": cur.committed,
-                "fingerprint": cur.fingerprint[0],
-                "fingerprint_bytes": cur.fingerprint[1],
-                "number": cur.next_number - 1,
-                "cut_pending": cur.discarding,
-                "saved_at": time.time(),
-            }
-            _write_atomically(path, json.dumps(record, indent=1) + "\n")
+            write_state(path, SavedState(
+                path=cur.path, dev=cur.dev, ino=cur.ino, offset=cur.committed,
+                fingerprint=cur.fingerprint[0], fingerprint_bytes=cur.fingerprint[1],
+                number=cur.next_number - 1, cut_pending=cur.discarding, saved_at=time.time(),
+            ))
         except OSError as exc:
             self.stats.state_errors += 1
-            self.stats.last_error = f"cannot save state: {_describe(exc, path)}"
+            self.stats.last_error = f"cannot save state: {describe(exc, path)}"
             return False
         self._dirty = False
         return True
 
-    def _load_state(self) -> _SavedState | None:
+    def _load_state(self) -> SavedState | None:
         assert self.state_file is not None
         try:
-            with open(self.state_file, encoding="utf-8") as f:
-                raw = json.load(f)
-            return _SavedState(
-                path=str(raw["path"]),
-                ino=int(raw["ino"]),
-                offset=int(raw["offset"]),
-                fingerprint=str(raw["fingerprint"]),
-                fingerprint_bytes=int(raw["fingerprint_bytes"]),
-                number=int(raw["number"]),
-                cut_pending=bool(raw.get("cut_pending", False)),
-                saved_at=float(raw["saved_at"]),
-            )
-        except FileNotFoundError:
+            return read_state(self.state_file)
+        except StateError as exc:
+            self.stats.last_error = str(exc)
+            self.stats.state_errors += 1
             return None
-        except OSError as exc:
-            self.stats.last_error = f"cannot read state: {_describe(exc, self.state_file)}"
-        except (ValueError, KeyError, TypeError):
-            self.stats.last_error = f"state file unreadable, ignored: {_one_line(self.state_file)}"
-        self.stats.state_errors += 1
-        return None
 
     def _error(self, exc: OSError, path: str) -> None:
         self.stats.read_errors += 1
-        self.stats.last_error = _describe(exc, path)
+        self.stats.last_error = describe(exc, path)
 
 
 def _candidate(path: str) -> _Candidate | None:
@@ -647,30 +608,6 @@ def _read_at(fd: int, size: int, offset: int) -> bytes:
     return os.pread(fd, size, offset) if size > 0 else b""
 
 
-def _write_atomically(path: str, text: str) -> None:
-    """Write a temporary file in the same folder, fsync it, rename it over ``path``: all or nothing."""
-    folder = os.path.dirname(path) or "."
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    try:  # make the rename itself durable; not every file system allows fsync on a folder
-        dir_fd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
-    except OSError:
-        pass
-
-
 def _trim_partial_utf8(raw: bytes) -> bytes:
     """Drop a multi-byte character cut in half at the cap, instead of turning it into U+FFFD."""
     for back in range(1, min(4, len(raw)) + 1):
@@ -683,18 +620,3 @@ def _trim_partial_utf8(raw: bytes) -> bytes:
 
 def _has_magic(text: str) -> bool:
     return any(ch in text for ch in "*?[")
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
-
-
-def _describe(exc: OSError, path: str) -> str:
-    """A one-line message naming the file and the reason, never any file content."""
-    if exc.errno in (errno.EACCES, errno.EPERM):
-        reason = "permission denied"
-    elif exc.errno is not None:
-        reason = os.strerror(exc.errno).lower()
-    else:
-        reason = _one_line(str(exc)) or type(exc).__name__
-    return f"{reason}: {_one_line(path)}"

@@ -41,6 +41,7 @@ EXACT_IDLE_GAP_FACTOR = 1.9
 a longer gap is vLLM's timer running late (under load), and still the line's own window."""
 MAX_FIRST_GAP = 60.0
 """The first gap of an engine is believed as its interval only up to this (nothing to compare with)."""
+_MIN_GAPS = 3
 GAP_HISTORY = 9
 """Gaps kept for the median: stamps have 1-second resolution, the median smooths the jitter."""
 
@@ -96,13 +97,16 @@ class EngineState:
     """What one engine label knows. Counters survive `reset()` (a new launch): Prometheus counters
     must not go down within our process. Gauges, intervals and the held first line do not."""
 
-    def __init__(self, stats_interval: float | None = None, *, exact_times: bool = False) -> None:
-        """`exact_times`: the lines' times are precise (run mode times each line on arrival), so each
-        line is credited with its own gap to the previous one: the windows then add up to the span
-        exactly, even when vLLM's timer runs late under load. Log stamps have whole seconds only,
-        so otherwise the window is the median gap."""
+    def __init__(
+        self, stats_interval: float | None = None, *, exact_times: bool = False, prior: float | None = None
+    ) -> None:
+        """`prior`: the interval vLLM was configured with (run mode reads VLLM_LOG_STATS_INTERVAL from
+        the child's environment): the window, unless 3+ measured gaps disagree by more than 25%.
+        Without it the window is the median gap (log stamps have whole seconds). `exact_times`: the
+        lines' times are precise (read times, run mode), so gaps up to 1.9 intervals are samples."""
         self.stats_interval = stats_interval
         self.exact_times = exact_times
+        self.prior = prior
         self.prompt_tokens = RunningTotal()
         self.generation_tokens = RunningTotal()
         self.preemptions = RunningTotal()
@@ -121,24 +125,36 @@ class EngineState:
     # -- the interval ---------------------------------------------------------------------------
 
     def typical_interval(self) -> float | None:
-        """The configured interval, else the median of the recent usable gaps, else None."""
+        """The configured interval, else the measured one (see `__init__`), else the prior, else None."""
         if self.stats_interval is not None:
             return self.stats_interval
-        return median(self._gaps) if self._gaps else None
+        measured = median(self._gaps) if self._gaps else None
+        if self.prior is not None:
+            # The configured interval is exact while vLLM's timer keeps time (measured read times
+            # jitter by our own scheduling); measured gaps win only when they say the configuration
+            # is not what we were told (e.g. the variable was set inside the command).
+            trusted = len(self._gaps) < _MIN_GAPS or abs(measured - self.prior) <= 0.25 * self.prior  # type: ignore[operator]
+            return self.prior if trusted else measured
+        return measured
 
     def interval(self) -> float:
         """The typical interval, or vLLM's default before one is known."""
         return self.typical_interval() or DEFAULT_INTERVAL
 
-    def _window(self, time: datetime | None) -> float | None:
-        """The window to credit this line with; None holds the line (first line, gap unknown)."""
+    def _window(self, time: datetime | None, after_zero: bool) -> float | None:
+        """The window to credit this line with; None holds the line until a gap tells (the first
+        line; a line after an all-zero line while no interval is known yet).
+
+        vLLM hides a window only when it and the window before were both all-zero, so the gap after
+        a busy line is one interval (plus timer lateness), but the gap after an all-zero line may
+        span hidden windows: it is never taken as an interval."""
         if self.stats_interval is not None:
             return self.stats_interval
         if time is None:
             return self.interval()
         previous, self._last_time = self._last_time, time
         if previous is None:
-            return None
+            return self.prior  # None: hold the first line until a gap tells its window
         try:
             gap: float | None = (time - previous).total_seconds()
         except TypeError:  # naive next to aware: not comparable
@@ -148,15 +164,15 @@ class EngineState:
         # shorter is a late timer and still this line's own window.
         factor = EXACT_IDLE_GAP_FACTOR if self.exact_times else IDLE_GAP_FACTOR
         limit = MAX_FIRST_GAP if typical is None else factor * typical
-        usable = gap is not None and 0 < gap <= limit
+        usable = gap is not None and 0 < gap <= limit and not after_zero
         if usable:
             self._gaps.append(gap)  # type: ignore[arg-type]
-        if self._held is not None:
-            first = gap if gap is not None and 0 < gap <= MAX_FIRST_GAP else DEFAULT_INTERVAL
-            self._credit(*self._held, first)
+        if self._held is not None:  # its window, best known now: the next true gap
+            held_window = gap if usable and gap is not None else typical or DEFAULT_INTERVAL
+            self._credit(*self._held, held_window)
             self._held = None
-        if self.exact_times and usable:
-            return gap
+        if typical is None and not usable:
+            return None
         return self.interval()
 
     def _credit(self, prompt: float | None, generation: float | None, window: float) -> None:
@@ -170,7 +186,9 @@ class EngineState:
     def apply_stats(self, stats: EngineStats, arrival: float) -> None:
         """One stats line of this engine, read at wall-clock time `arrival`."""
         prompt, generation = _finite(stats.prompt_throughput), _finite(stats.generation_throughput)
-        window = self._window(stats.time)
+        last = self.last
+        after_zero = last is not None and not last.prompt_throughput and not last.generation_throughput
+        window = self._window(stats.time, after_zero)
         if window is None:
             self._held = (prompt, generation)
         else:

@@ -8,7 +8,8 @@ something else (stats, spec, start-up facts, warnings) go through the full parse
 from __future__ import annotations
 
 import re
-from collections import Counter
+import time
+from collections import Counter, deque
 from datetime import datetime, tzinfo
 
 from .events import EngineStats, ServerInfo
@@ -44,6 +45,8 @@ class LineFeeder(QueuedWorker):
         self.metrics = metrics
         self.zone = zone
         self.facts = facts or {}
+        self._arrivals: deque[float] = deque()  # read time of each queued chunk, in queue order
+        self._arrived = 0.0
         self._carry = b""
         self.lines = 0
         self.bytes = 0
@@ -60,8 +63,11 @@ class LineFeeder(QueuedWorker):
         """Hand a chunk over; if the parser is too far behind it is dropped (counted), and the parser
         is told so it does not join the lines on both sides of the gap."""
         dropped = self.stats.bytes_dropped
+        arrived = time.time()  # read time, before any queueing: it times vLLM's stats interval
+        self._arrivals.append(arrived)
         super().put(data)
         if self.stats.bytes_dropped != dropped:
+            self._arrivals.pop()
             self.put_marker(_GAP)
 
     def relaunch(self, source: str | None) -> None:
@@ -79,6 +85,7 @@ class LineFeeder(QueuedWorker):
         self.new_source(source)
 
     def _write(self, data: bytes) -> None:
+        self._arrived = self._arrivals.popleft() if self._arrivals else time.time()
         self.bytes += len(data)
         if self._carry:
             data = self._carry + data
@@ -119,9 +126,10 @@ class LineFeeder(QueuedWorker):
             if event is not None:
                 for done in self._assembler.feed(event, None):
                     if isinstance(done, EngineStats):
-                        # Live output: the moment the line arrived times vLLM's interval to the ms
+                        # Live output: the moment the line was read times vLLM's interval to the ms
                         # (its own stamp has whole seconds), so the token counters add up exactly.
-                        done = done.model_copy(update={"time": datetime.now(self.zone)})
+                        read_at = datetime.fromtimestamp(self._arrived, self.zone)
+                        done = done.model_copy(update={"time": read_at})
                     self.metrics.apply(done)
         for (method, path, status), n in access.items():
             self.metrics.add_http(method.decode(), path.decode("utf-8", "replace"), int(status), n)

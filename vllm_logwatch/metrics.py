@@ -103,15 +103,17 @@ class ExporterMetrics(Collector):
         self, *, stats_interval: float | None = None, const_labels: Mapping[str, str] | None = None,
         max_engines: int = 64, max_paths: int = 64, clock: Callable[[], float] = time.time,
         stall_intervals: float = 3.0, on_stats: Callable[[str, EngineStats, float], None] | None = None,
-        exact_times: bool = False,
+        exact_times: bool = False, interval_prior: float | None = None,
     ) -> None:
         """`stats_interval`: vLLM's `VLLM_LOG_STATS_INTERVAL` when known (else measured per engine);
         `const_labels`: `--label k=v` pairs added to every series; `clock`: wall time (tests inject);
         `stall_intervals`: silent intervals, with requests running, before an engine counts as stalled;
         `on_stats(engine_label, stats, arrival)`: told of each stats line, with the bounded engine label
         of its series (the status page's `history.History.record`); called under the lock, keep it short;
-        `exact_times`: the records' times are precise arrival times (run mode), see `EngineState`."""
+        `exact_times`, `interval_prior`: precise arrival times and the configured interval (run
+        mode), see `EngineState`."""
         self._exact_times = exact_times
+        self._interval_prior = interval_prior
         for what, number in (("stats interval", stats_interval), ("stall intervals", stall_intervals)):
             if number is not None and not (math.isfinite(number) and number > 0):
                 raise UsageError(f"{what} must be a positive number, not {number}")
@@ -209,7 +211,8 @@ class ExporterMetrics(Collector):
                 self._overflow["engine"] += 1
                 label = "other"
             if label not in self._engines:
-                self._engines[label] = EngineState(self._interval, exact_times=self._exact_times)
+                self._engines[label] = EngineState(self._interval, exact_times=self._exact_times,
+                                                          prior=self._interval_prior)
         return label
 
     def _model_name(self) -> str | None:

@@ -8,15 +8,31 @@ handlers there); when the child is gone, the server is told to exit and joined.
 from __future__ import annotations
 
 import logging
+import math
+import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .errors import UsageError
 
-__all__ = ["run_run"]
+__all__ = ["run_run", "vllm_stats_interval"]
 
 log = logging.getLogger("vllm_logwatch.run")
+
+
+def vllm_stats_interval(environ: Mapping[str, str]) -> float:
+    """The stats interval the child vLLM will use: `VLLM_LOG_STATS_INTERVAL` (vLLM >= 0.10.1; values
+    <= 0 mean 10), else vLLM's default of 10 s.
+
+    >>> vllm_stats_interval({"VLLM_LOG_STATS_INTERVAL": "2"}), vllm_stats_interval({})
+    (2.0, 10.0)
+    """
+    try:
+        value = float(environ.get("VLLM_LOG_STATS_INTERVAL", "10"))
+    except ValueError:
+        return 10.0
+    return value if math.isfinite(value) and value > 0 else 10.0
 
 
 def run_run(settings: Any, command: Sequence[str], *, announce: Callable[[str], None] | None = None) -> int:
@@ -39,7 +55,8 @@ def run_run(settings: Any, command: Sequence[str], *, announce: Callable[[str], 
     history = History()
     try:
         metrics = ExporterMetrics(stats_interval=settings.stats_interval, const_labels=settings.labels,
-                                  on_stats=history.record, exact_times=True)
+                                  on_stats=history.record, exact_times=True,
+                                  interval_prior=vllm_stats_interval(os.environ))
     except (UsageError, ValueError) as exc:
         sock.close()
         raise UsageError(str(exc)) from None

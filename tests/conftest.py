@@ -301,8 +301,6 @@ def _prometheus_binary() -> str:
 @contextlib.contextmanager
 def _run_prometheus(folder: Path, targets: Sequence[str], *, scrape_interval: str = "1s",
                     startup_timeout: float = 30.0) -> Iterator[PrometheusServer]:
-    binary = _prometheus_binary()
-    port = _free_port()
     folder.mkdir(parents=True, exist_ok=True)
     config = folder / "prometheus.yml"
     quoted = ", ".join(f'"{t}"' for t in targets)
@@ -316,6 +314,18 @@ def _run_prometheus(folder: Path, targets: Sequence[str], *, scrape_interval: st
         f"      - targets: [{quoted}]\n",
         encoding="utf-8",
     )
+    with _serve_prometheus(config, folder, startup_timeout) as server:
+        yield server
+
+
+@contextlib.contextmanager
+def _serve_prometheus(
+    config: Path, folder: Path, startup_timeout: float = 30.0
+) -> Iterator[PrometheusServer]:
+    """A real Prometheus with `config`, its data in `folder`, on a free loopback port; ready when
+    /-/ready answers (polled with a deadline); terminated (then killed) on exit."""
+    binary = _prometheus_binary()
+    port = _free_port()
     log_path = folder / "prometheus.log"
     with open(log_path, "wb") as out:
         proc = subprocess.Popen(

@@ -52,6 +52,7 @@ PrometheusServer = _helpers.PrometheusServer
 _free_port = _helpers._free_port
 _poll_until = _helpers._poll_until
 _prometheus_binary = _helpers._prometheus_binary
+_serve_prometheus = _helpers._serve_prometheus
 _run_watch = _helpers._run_watch
 
 pytestmark = pytest.mark.timeout(90)
@@ -346,7 +347,6 @@ def _run_mode_exporter(folder: Path) -> Iterator[str]:
 def _prometheus_from_repo_config(folder: Path, targets: list[str]) -> Iterator[PrometheusServer]:
     """Prometheus with grafana/prometheus.yml itself: its job, its rule file (alerts.yml), its
     static targets replaced by ours, file SD dropped, and 1 s intervals so a test sees rates."""
-    binary = _prometheus_binary()
     config = yaml.safe_load(PROMETHEUS_YML.read_text(encoding="utf-8"))
     config["global"].update(scrape_interval="1s", scrape_timeout="1s", evaluation_interval="1s")
     config["rule_files"] = [str(ALERTS)]
@@ -356,33 +356,8 @@ def _prometheus_from_repo_config(folder: Path, targets: list[str]) -> Iterator[P
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "prometheus.yml"
     path.write_text(yaml.safe_dump(config), encoding="utf-8")
-    port = _free_port()
-    log = folder / "prometheus.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [binary, f"--config.file={path}", f"--storage.tsdb.path={folder / 'data'}",
-             f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
-            stdin=subprocess.DEVNULL, stdout=out, stderr=out)
-    server = PrometheusServer(proc, port, log)
-    try:
-        def ready() -> bool:
-            if proc.poll() is not None:
-                pytest.fail(f"prometheus exited with {proc.returncode}:\n{server.log()}")
-            try:
-                return server.client.get("/-/ready").status_code == 200
-            except httpx.TransportError:
-                return False
-
-        _poll_until(ready, 30, "Prometheus /-/ready", interval=0.05)
+    with _serve_prometheus(path, folder) as server:
         yield server
-    finally:
-        server.client.close()
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def _scraped_lines(prom: PrometheusServer, instance: str) -> float:

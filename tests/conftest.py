@@ -347,12 +347,17 @@ def _serve_prometheus(
         yield server
     finally:
         server.client.close()
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        _stop_process(proc)
+
+
+def _stop_process(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, up to 15 s to exit, then SIGKILL."""
+    proc.terminate()
+    try:
+        proc.wait(15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 @pytest.fixture

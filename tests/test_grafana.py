@@ -53,6 +53,7 @@ _free_port = _helpers._free_port
 _poll_until = _helpers._poll_until
 _prometheus_binary = _helpers._prometheus_binary
 _serve_prometheus = _helpers._serve_prometheus
+_stop_process = _helpers._stop_process
 _run_watch = _helpers._run_watch
 
 pytestmark = pytest.mark.timeout(90)
@@ -335,12 +336,7 @@ def _run_mode_exporter(folder: Path) -> Iterator[str]:
         _poll_until(ready, 20, "logwatch run to serve /metrics")
         yield address
     finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        _stop_process(proc)
 
 
 @contextlib.contextmanager

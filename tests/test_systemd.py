@@ -27,18 +27,15 @@ import socket
 import stat
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any
 
 import httpx
 import pytest
 
 from vllm_logwatch.cli import build_parser
 from vllm_logwatch.config import RunSettings, WatchSettings, load_settings
-
-T = TypeVar("T")
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -60,17 +57,6 @@ def _free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
-
-
-def _poll_until(check: Callable[[], T | None], timeout: float, what: str) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(0.05)  # the pace of polling, not a synchronisation
 
 
 def systemd_analyze() -> str:
@@ -272,7 +258,9 @@ def _mdwe_supported() -> bool:
     return probe.returncode == 0
 
 
-def test_watch_unit_runs_hardened_from_its_environment(tmp_path: Path) -> None:
+def test_watch_unit_runs_hardened_from_its_environment(
+    tmp_path: Path, poll_until: Callable[..., Any]
+) -> None:
     """`logwatch watch` with no arguments, configured only by the unit's variables (paths moved into
     tmp_path, loopback instead of every address), with no W+X memory: it serves a line appended to
     the log folder and writes its state file."""
@@ -301,11 +289,11 @@ def test_watch_unit_runs_hardened_from_its_environment(tmp_path: Path) -> None:
                 return None
             return response.text if response.status_code == 200 else None
 
-        _poll_until(metrics, 20, "logwatch watch to serve /metrics")
+        poll_until(metrics, 20, "logwatch watch to serve /metrics")
         (logs / "serve_20261129_192328.log").write_text(REAL_LINE, encoding="utf-8")
-        _poll_until(lambda: 'vllm_logwatch_requests_running{engine="0"' in (metrics() or ""), 20,
-                    "the appended stats line on /metrics")
-        _poll_until(state_file.exists, 20, "the state file")
+        poll_until(lambda: 'vllm_logwatch_requests_running{engine="0"' in (metrics() or ""), 20,
+                   "the appended stats line on /metrics")
+        poll_until(state_file.exists, 20, "the state file")
     finally:
         proc.terminate()
         proc.wait(15)

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from vllm_logwatch.bulkscan import simd_count, simd_find
 from vllm_logwatch.scan import (
     FOLLOWER_NEEDLES,
     SPEC_NEEDLES,
@@ -207,6 +208,20 @@ def streams(draw: st.DrawFn) -> tuple[bytes, int]:
 def test_scan_stream_matches_naive_filter(stream: tuple[bytes, int], needles: tuple[bytes, ...]) -> None:
     data, block_size = stream
     check(data, block_size, needles)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(st.binary(max_size=300).map(lambda b: b.replace(b"\x00", b"\n")),
+       st.sampled_from([b"\n", b"A", b"Avg prompt throughput: ", b" metrics: ", b"\n\n", b"\xff"]),
+       st.integers(0, 320), st.integers(0, 320), st.booleans())
+def test_simd_find_and_count_answer_as_bytes_methods(
+    text: bytes, needle: bytes, start: int, end: int, mutable: bool
+) -> None:
+    """The scanners rely on StringZilla giving `bytes.find` / `bytes.count`'s exact answers, for
+    `bytes` and the workers' reused `bytearray`, with any start and end (past the end, or crossed)."""
+    subject = bytearray(text) if mutable else text
+    assert simd_find(subject, needle, start, end) == text.find(needle, start, end)
+    assert simd_count(subject, needle, start, end) == text.count(needle, start, end)
 
 
 # --- read_lines: every line, numbered ------------------------------------------------------------------

@@ -1,16 +1,19 @@
 """The bulk scanner: the lines of a big stream that hold a few byte strings, at memory speed.
 
 Scanning for the few stats lines among millions of access lines is the whole cost of reading a big
-log, so this reads big blocks and looks for the needles with `bytes.find`, and hands over only the
-lines that hold them (and the line right after each, for V0's prefix-cache line and the
-speculative-decoding lines). Standard library only: `logwatch parse --csv` starts fast.
+log, so this reads big blocks and looks for the needles with StringZilla's SIMD `find`, and hands over
+only the lines that hold them (and the line right after each, for V0's prefix-cache line and the
+speculative-decoding lines). Nothing heavy is imported (StringZilla is one C extension, ~1 ms):
+`logwatch parse --csv` starts fast.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO
+
+import stringzilla
 
 __all__ = [
     "FOLLOWER_NEEDLES",
@@ -21,7 +24,16 @@ __all__ = [
     "read_lines",
     "scan_stream",
     "scan_stream_bytes",
+    "simd_count",
+    "simd_find",
 ]
+
+simd_find: Callable[[bytes | bytearray, bytes, int, int], int] = stringzilla.find
+"""`text.find(sub, start, end)`, the same answer from StringZilla's SIMD search: about 3x faster than
+`bytes.find` on logs, whose letters defeat CPython's skip table."""
+simd_count: Callable[[bytes | bytearray, bytes, int, int], int] = stringzilla.count
+"""`text.count(sub, start, end)`, the same answer from StringZilla: about 1.4x faster than `bytes.count`
+for newlines (CPython counts one byte at a time)."""
 
 SPEC_NEEDLES: tuple[bytes, ...] = (b" metrics: ",)
 """`SpecDecoding metrics: `, `Speculative metrics: `, `DiffusionDecoding metrics: `."""
@@ -40,7 +52,7 @@ class ScanStats:
 
 
 STATS_NEEDLES: tuple[bytes, ...] = (b"Avg prompt throughput: ",)
-"""Every Python stats line contains this; long needles make `bytes.find` skip fast."""
+"""Every Python stats line contains this (a long needle: fewer false starts for the search)."""
 VARIANT_NEEDLES: tuple[bytes, ...] = (b"Avg prompt tput: ", b"] Running: ")
 """The Rust front end's stats line and 0.7.0's stub: searched only in files whose first block has one."""
 FOLLOWER_NEEDLES: tuple[bytes, ...] = (b"Prefix cache hit rate: GPU", b" metrics: ")
@@ -108,7 +120,7 @@ def scan_stream_bytes(
         hits, check_first, cut = _hits(buf, end + 1, needles, followers, check_first)
         stats.lines_cut += cut
         yield from _lines(buf, end + 1, base, hits)
-        base += buf.count(b"\n", 0, end + 1)
+        base += simd_count(buf, b"\n", 0, end + 1)
         carry = buf[end + 1:]
         if len(carry) > _MAX_LINE:
             stats.lines_cut += 1
@@ -139,7 +151,7 @@ def _hits(
         if stop <= _MAX_LINE and any(buf.find(f, 0, stop) >= 0 for f in followers):
             starts.add(0)
     for needle in needles:
-        pos = buf.find(needle, 0, end)
+        pos = simd_find(buf, needle, 0, end)
         while pos >= 0:
             start = buf.rfind(b"\n", 0, pos) + 1
             stop = buf.find(b"\n", pos, end)
@@ -154,14 +166,14 @@ def _hits(
                     nstop = buf.find(b"\n", nxt, end)
                     if nstop - nxt <= _MAX_LINE and any(buf.find(f, nxt, nstop) >= 0 for f in followers):
                         starts.add(nxt)
-            pos = buf.find(needle, nxt, end)
+            pos = simd_find(buf, needle, nxt, end)
     return sorted(starts), last_hit, len(cut)
 
 
 def _lines(buf: bytes, end: int, base: int, starts: list[int]) -> Iterator[tuple[int, bytes]]:
     counted_to, number = 0, base
     for start in starts:
-        number += buf.count(b"\n", counted_to, start)
+        number += simd_count(buf, b"\n", counted_to, start)
         counted_to = start
         stop = buf.find(b"\n", start, end)
         yield number, buf[start:stop]

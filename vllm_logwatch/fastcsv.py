@@ -2,7 +2,7 @@
 
 Two costs dominate on big logs, and each has its own remedy:
 - finding the few stats lines among millions of access lines (and counting lines for their numbers):
-  `bytes.find` and `bytes.count` over big blocks, split over the machine's cores (one process per
+  SIMD `find` and `count` (StringZilla) over big blocks, split over the machine's cores (one process per
   range of the file, forked: the scan releases nothing to share);
 - turning hundreds of thousands of stats lines into CSV rows: the common V1 shape
   (`Engine NNN: Avg prompt throughput: ..., <DEV> KV cache usage: x%[, Prefix ...][, MM ...]`) is read
@@ -25,7 +25,15 @@ from functools import partial
 from multiprocessing import get_context
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from .bulkscan import FOLLOWER_NEEDLES, STATS_NEEDLES, VARIANT_NEEDLES, ScanStats, scan_stream_bytes
+from .bulkscan import (
+    FOLLOWER_NEEDLES,
+    STATS_NEEDLES,
+    VARIANT_NEEDLES,
+    ScanStats,
+    scan_stream_bytes,
+    simd_count,
+    simd_find,
+)
 from .columns import STATS_COLUMNS
 from .sources import Source, input_error, open_source, read_errors, resolve_inputs
 from .timeparse import YearClock
@@ -76,9 +84,9 @@ def _scan_range(path: str, start: int, end: int, needles: tuple[bytes, ...]) -> 
         data[size] = 0x0A
         size += 1
     probe = min(size, _DENSE_PROBE)
-    if data.count(needles[0], 0, probe) * 2 > data.count(b"\n", 0, probe):
+    if simd_count(data, needles[0], 0, probe) * 2 > simd_count(data, b"\n", 0, probe):
         # A stats-dense range: every line goes to the parent, whose fast lane reads them in bulk.
-        lines = data.count(b"\n", 0, size)
+        lines = simd_count(data, b"\n", 0, size)
         return bytes(data[:size]), array("Q", range(1, lines + 1)).tobytes(), lines
     numbers = array("Q")
     parts: list[bytes] = []
@@ -86,13 +94,13 @@ def _scan_range(path: str, start: int, end: int, needles: tuple[bytes, ...]) -> 
     window = 0
     while window < size:
         # Windows of about 1 MiB, cut at a line end, so `find` and `count` read cached memory.
-        stop = data.find(b"\n", min(window + _WORKER_BLOCK, size - 1), size) + 1 or size
+        stop = simd_find(data, b"\n", min(window + _WORKER_BLOCK, size - 1), size) + 1 or size
         for line_start in _hit_starts(data, window, stop, size, needles):
-            number += data.count(b"\n", counted, line_start)
+            number += simd_count(data, b"\n", counted, line_start)
             counted = line_start
             numbers.append(number)
             parts.append(bytes(data[line_start:data.find(b"\n", line_start, size)]))
-        number += data.count(b"\n", counted, stop)
+        number += simd_count(data, b"\n", counted, stop)
         counted = stop
         window = stop
     parts.append(b"")
@@ -104,14 +112,14 @@ def _hit_starts(data: bytearray, lo: int, hi: int, size: int, needles: tuple[byt
     (`size`: where the range's data ends in the buffer; every line there ends in a newline)."""
     starts: set[int] = set()
     for needle in needles:
-        pos = data.find(needle, lo, hi)
+        pos = simd_find(data, needle, lo, hi)
         while pos >= 0:
             starts.add(data.rfind(b"\n", 0, pos) + 1)
             nxt = data.find(b"\n", pos, size) + 1
             nstop = data.find(b"\n", nxt, size) if nxt else -1
             if nstop > 0 and any(data.find(f, nxt, nstop) >= 0 for f in FOLLOWER_NEEDLES):
                 starts.add(nxt)
-            pos = data.find(needle, nxt, hi) if nxt else -1
+            pos = simd_find(data, needle, nxt, hi) if nxt else -1
     return sorted(starts)
 
 

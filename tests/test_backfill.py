@@ -13,10 +13,8 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -28,6 +26,7 @@ from typing import Any
 
 import pytest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
+from support import serve_prometheus
 
 from vllm_logwatch.cli import main
 from vllm_logwatch.names import METRICS, name
@@ -131,49 +130,15 @@ def _tools() -> tuple[str, str]:
     return promtool, prometheus
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 @contextmanager
-def running_prometheus(binary: str, tsdb: Path, tmp_path: Path) -> Iterator[str]:
-    """A real Prometheus serving `tsdb`; yields its base URL once /-/ready answers."""
+def running_prometheus(tsdb: Path, tmp_path: Path) -> Iterator[str]:
+    """A real Prometheus serving `tsdb` (kept for 100 years: backfilled samples are old); yields its
+    base URL once /-/ready answers."""
     config = tmp_path / "prometheus.yml"
     config.write_text("global:\n  scrape_interval: 1h\nscrape_configs: []\n")
-    port = _free_port()
-    log = (tmp_path / "prometheus.log").open("wb")
-    proc = subprocess.Popen(
-        [binary, f"--storage.tsdb.path={tsdb}", f"--web.listen-address=127.0.0.1:{port}",
-         f"--config.file={config}", "--storage.tsdb.retention.time=100y"],
-        stdout=log, stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"prometheus exited: {(tmp_path / 'prometheus.log').read_text()[-2000:]}")
-            try:
-                with urllib.request.urlopen(f"{url}/-/ready", timeout=2) as resp:
-                    if resp.status == 200:
-                        break
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail("prometheus not ready within 60 s")
-            time.sleep(0.1)  # poll interval of the readiness check, not a synchronisation
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
+    with serve_prometheus(config, tmp_path, 60, tsdb=tsdb,
+                          extra_args=["--storage.tsdb.retention.time=100y"]) as server:
+        yield server.url
 
 
 def query_range(url: str, query: str, start: int, end: int) -> dict[int, float]:
@@ -189,7 +154,7 @@ def query_range(url: str, query: str, start: int, end: int) -> dict[int, float]:
 
 @pytest.mark.prometheus
 def test_backfill_into_a_real_prometheus(tmp_path: Path) -> None:
-    promtool, prometheus = _tools()
+    promtool, _ = _tools()
     om = tmp_path / "vllm.om"
     with om.open("w") as out:
         proc = subprocess.run(
@@ -204,7 +169,7 @@ def test_backfill_into_a_real_prometheus(tmp_path: Path) -> None:
     assert made.returncode == 0, made.stdout + made.stderr
     raw = logged_values()
     start, end = raw[0][0], raw[-1][0]
-    with running_prometheus(prometheus, tsdb, tmp_path) as url:
+    with running_prometheus(tsdb, tmp_path) as url:
         selector = '{instance="gpu1:9400"}'
         generation = query_range(url, name("generation_throughput_tokens_per_second") + selector, start, end)
         running = query_range(url, name("requests_running") + selector, start, end)

@@ -32,29 +32,17 @@ from typing import Any
 import httpx
 import pytest
 import yaml
+from support import (
+    PrometheusServer,
+    free_port,
+    poll_until,
+    prometheus_binary,
+    run_watch,
+    serve_prometheus,
+    stop_process,
+)
 
 from vllm_logwatch.names import METRICS
-
-
-def _shared_helpers() -> ModuleType:
-    """tests/conftest.py's process helpers, loaded by path: `import conftest` may find another
-    conftest.py (tests/e2e has one) when the whole suite runs."""
-    path = Path(__file__).with_name("conftest.py")
-    spec = importlib.util.spec_from_file_location("_logwatch_test_helpers", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-_helpers = _shared_helpers()
-PrometheusServer = _helpers.PrometheusServer
-_free_port = _helpers._free_port
-_poll_until = _helpers._poll_until
-_prometheus_binary = _helpers._prometheus_binary
-_serve_prometheus = _helpers._serve_prometheus
-_stop_process = _helpers._stop_process
-_run_watch = _helpers._run_watch
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -313,7 +301,7 @@ def _logwatch_run_available() -> bool:
 def _run_mode_exporter(folder: Path) -> Iterator[str]:
     """`logwatch run` supervising tests/fake_vllm.py, which prints 300 real lines and exits 3, so
     logwatch restarts it (after 1 s, 2 s, ...): child_up, restarts and the last exit code move."""
-    port = _free_port()
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("LOGWATCH_")}
     cmd = [sys.executable, "-m", "vllm_logwatch", "run", "--listen", "127.0.0.1", "--port", str(port),
            "--log-dir", str(folder / "run-logs"), "--name", "fake", "--restart", "on-failure",
@@ -333,10 +321,10 @@ def _run_mode_exporter(folder: Path) -> Iterator[str]:
             except httpx.TransportError:
                 return False
 
-        _poll_until(ready, 20, "logwatch run to serve /metrics")
+        poll_until(ready, 20, "logwatch run to serve /metrics")
         yield address
     finally:
-        _stop_process(proc)
+        stop_process(proc)
 
 
 @contextlib.contextmanager
@@ -352,7 +340,7 @@ def _prometheus_from_repo_config(folder: Path, targets: list[str]) -> Iterator[P
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "prometheus.yml"
     path.write_text(yaml.safe_dump(config), encoding="utf-8")
-    with _serve_prometheus(path, folder) as server:
+    with serve_prometheus(path, folder) as server:
         yield server
 
 
@@ -363,19 +351,19 @@ def _scraped_lines(prom: PrometheusServer, instance: str) -> float:
 
 @pytest.fixture(scope="module")
 def fed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fed]:
-    _prometheus_binary()  # skip (or fail in CI) before starting anything
+    prometheus_binary()  # skip (or fail in CI) before starting anything
     folder = tmp_path_factory.mktemp("grafana-live")
     logs = folder / "logs"
     logs.mkdir()
     run_mode = _logwatch_run_available()
     with contextlib.ExitStack() as stack:
-        watch = stack.enter_context(_run_watch(logs, "--from-start", "--poll-interval", "0.2",
+        watch = stack.enter_context(run_watch(logs, "--from-start", "--poll-interval", "0.2",
                                                log_dir=folder))
         instances = [watch.address]
         if run_mode:
             instances.append(stack.enter_context(_run_mode_exporter(folder)))
         prom = stack.enter_context(_prometheus_from_repo_config(folder / "prometheus", instances))
-        _poll_until(lambda: len([r for r in prom.query("up") if r["value"][1] == "1"]) == len(instances),
+        poll_until(lambda: len([r for r in prom.query("up") if r["value"][1] == "1"]) == len(instances),
                     20, "Prometheus to scrape every exporter")
         launch = logs / f"serve_{datetime.now().strftime('%Y%m%dT%H%M%SZ')}.log"
         written = 0
@@ -386,7 +374,7 @@ def fed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fed]:
                 f.write(text)
             written += len(batch)
             # Each batch in a scrape of its own, so counters rise between samples and rates exist.
-            _poll_until(lambda n=written: _scraped_lines(prom, watch.address) >= n, 20,
+            poll_until(lambda n=written: _scraped_lines(prom, watch.address) >= n, 20,
                         f"Prometheus to scrape {written} lines read")
         fed = Fed(prom, instances, run_mode)
         # "All" as Grafana sends it: job and instance (no allValue) as a regex of the listed values,
@@ -399,7 +387,7 @@ def fed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fed]:
         for values in (fed.variables_all, fed.variables_one):
             values.update({"__rate_interval": "1m", "__interval": "1m", "__range": "5m"})
         if run_mode:  # the child crashed and was restarted at least once, and is up again
-            _poll_until(lambda: prom.query("vllm_logwatch_child_restarts_total > 0")
+            poll_until(lambda: prom.query("vllm_logwatch_child_restarts_total > 0")
                         and prom.query("vllm_logwatch_child_last_exit_code == 3"), 30,
                         "logwatch run to restart its crashing child")
         yield fed
@@ -456,7 +444,7 @@ def test_alert_rules_load_evaluate_and_fire_on_real_failures(fed: Fed) -> None:
         done = {r["name"] for r in rules if r.get("lastEvaluation", "").startswith("2")} == names
         return rules if done and all(r["health"] == "ok" for r in rules) else None
 
-    rules = _poll_until(evaluated, 15, "every alert rule evaluated and healthy")
+    rules = poll_until(evaluated, 15, "every alert rule evaluated and healthy")
     assert {r["name"] for r in rules} == names
     expected = {"VLLMFailureLines"} | ({"VLLMChildRestarting"} if fed.run_mode else set())
 
@@ -465,7 +453,7 @@ def test_alert_rules_load_evaluate_and_fire_on_real_failures(fed: Fed) -> None:
         names_firing = {a["labels"]["alertname"] for a in alerts if a["state"] == "firing"}
         return names_firing if expected <= names_firing else None
 
-    got = _poll_until(firing, 15, f"alerts {sorted(expected)} firing")
+    got = poll_until(firing, 15, f"alerts {sorted(expected)} firing")
     assert got == expected
     failures = [a for a in fed.api("/api/v1/alerts")["data"]["alerts"]
                 if a["labels"]["alertname"] == "VLLMFailureLines"]

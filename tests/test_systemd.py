@@ -23,7 +23,6 @@ import os
 import re
 import shlex
 import shutil
-import socket
 import stat
 import subprocess
 import sys
@@ -33,6 +32,7 @@ from typing import Any
 
 import httpx
 import pytest
+from support import free_port
 
 from vllm_logwatch.cli import build_parser
 from vllm_logwatch.config import RunSettings, WatchSettings, load_settings
@@ -50,13 +50,6 @@ watch 1.2, run 1.8 (run mode keeps GPU access and W+X memory for CUDA)."""
 REAL_LINE = ("(APIServer pid=1) INFO 11-29 19:23:55 [loggers.py:335] Engine 000: Avg prompt throughput: "
              "10.0 tokens/s, Avg generation throughput: 20.0 tokens/s, Running: 3 reqs, Waiting: 1 reqs, "
              "GPU KV cache usage: 4.0%, Prefix cache hit rate: 50.0%\n")
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def systemd_analyze() -> str:
@@ -270,7 +263,7 @@ def test_watch_unit_runs_hardened_from_its_environment(
     logs, state = tmp_path / "logs", tmp_path / "state"
     logs.mkdir()
     state.mkdir(mode=0o700)
-    port = _free_port()
+    port = free_port()
     state_file = state / Path(env["LOGWATCH_STATE_FILE"]).name
     env.update(LOGWATCH_TARGET=str(logs), LOGWATCH_STATE_FILE=str(state_file), LOGWATCH_LISTEN="127.0.0.1",
                LOGWATCH_PORT=str(port))

@@ -1,0 +1,320 @@
+"""Helpers for tests that run real processes: free ports, polling with a deadline, a real uvicorn, a
+real `logwatch watch` subprocess, a real Prometheus. conftest.py turns them into fixtures; test modules
+that need them outside a fixture import them from here (`from support import ...`: pytest puts this
+folder on sys.path), never from conftest, whose name tests/e2e shares.
+
+Subprocess output goes to files (never to pipes nobody reads, which would block the child).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+T = TypeVar("T")
+
+PROMETHEUS_BIN = "/usr/bin/prometheus"
+
+
+def free_port() -> int:
+    """An unused TCP port on 127.0.0.1 (free when returned; bind it soon)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def poll_until(check: Callable[[], T | None], timeout: float = 10.0, what: str = "condition",
+               interval: float = 0.02) -> T:
+    """`check()`'s first truthy result; `pytest.fail` naming `what` once `timeout` seconds passed."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}; last result: {result!r}")
+        time.sleep(interval)  # the pace of polling, not a synchronisation
+
+
+@contextlib.contextmanager
+def run_app(app: Any, *, startup_timeout: float = 10.0) -> Iterator[httpx.Client]:
+    import threading
+
+    import uvicorn
+
+    port = free_port()
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None, log_level="warning",
+                            access_log=False, lifespan="off")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, name="uvicorn-test", daemon=True)
+    thread.start()
+    try:
+        poll_until(lambda: server.started or not thread.is_alive(), startup_timeout, "uvicorn to start")
+        assert server.started, "uvicorn did not start"
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=5.0) as client:
+            yield client
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
+
+
+class WatchProcess:
+    """A running `logwatch watch` subprocess and a small HTTP client for it."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], port: int, stderr_path: Path) -> None:
+        self.proc = proc
+        self.port = port
+        self.address = f"127.0.0.1:{port}"
+        self.url = f"http://{self.address}"
+        self.stderr_path = stderr_path
+        self.client = httpx.Client(base_url=self.url, timeout=5.0)
+
+    def get(self, path: str, **kwargs: Any) -> httpx.Response:
+        return self.client.get(path, **kwargs)
+
+    def status(self) -> dict[str, Any]:
+        response = self.get("/api/v1/status")
+        response.raise_for_status()
+        result: dict[str, Any] = response.json()
+        return result
+
+    def samples(self) -> Samples:
+        """Every sample of /metrics: (name, labels) -> value."""
+        response = self.get("/metrics")
+        response.raise_for_status()
+        return {
+            (s.name, frozenset(s.labels.items())): s.value
+            for family in text_string_to_metric_families(response.text)
+            for s in family.samples
+        }
+
+    def sample(self, name: str, labels: Mapping[str, str] | None = None) -> float | None:
+        """One sample's value (full name, `_total` included for counters), or None."""
+        return self.samples().get((name, frozenset((labels or {}).items())))
+
+    def wait_sample(self, name: str, labels: Mapping[str, str] | None = None,
+                    expected: float | Callable[[float], bool] | None = None, timeout: float = 10.0) -> float:
+        """Poll /metrics until the sample exists (and equals `expected`, or satisfies it); its value."""
+
+        def check() -> float | None:
+            value = self.sample(name, labels)
+            if value is None:
+                return None
+            if expected is None:
+                ok = True
+            elif callable(expected):
+                ok = expected(value)
+            else:
+                ok = math.isclose(value, expected, rel_tol=1e-9, abs_tol=1e-9)
+            return value if ok else None
+
+        result = poll_until(lambda: (found,) if (found := check()) is not None else None, timeout,
+                             f"{name}{dict(labels or {})} == {expected!r}")
+        return result[0]
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def stderr(self) -> str:
+        return self.stderr_path.read_text(encoding="utf-8", errors="replace")
+
+    def rss_bytes(self) -> int:
+        """Resident memory of the process now (Linux /proc)."""
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+        raise AssertionError("no VmRSS")
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 10.0) -> int:
+        """Send `sig` and wait; the exit code. Fails (after killing it) if it does not exit in time."""
+        self.client.close()
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                return self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                pytest.fail(f"logwatch watch did not exit within {timeout} s of signal {sig}")
+        return self.proc.returncode
+
+
+def drop_dac_capabilities() -> None:
+    """In the child, before exec: give up root's power to read any file (CAP_DAC_OVERRIDE and
+    CAP_DAC_READ_SEARCH leave the bounding set), so `chmod 000` makes a file unreadable even to root."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    pr_capbset_drop = 24
+    for cap in (1, 2):  # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH
+        if libc.prctl(pr_capbset_drop, cap, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
+
+
+@contextlib.contextmanager
+def run_watch(target: str | Path, *args: str, env: Mapping[str, str] | None = None,
+              port: int | None = None, drop_root_read: bool = False, startup_timeout: float = 20.0,
+              stop_timeout: float = 10.0, log_dir: Path | None = None) -> Iterator[WatchProcess]:
+    port = port or free_port()
+    child_env = {k: v for k, v in os.environ.items() if not k.startswith("LOGWATCH_")}
+    child_env.update(env or {})
+    child_env["PYTHONUNBUFFERED"] = "1"
+    cmd = [sys.executable, "-m", "vllm_logwatch", "watch", str(target),
+           "--listen", "127.0.0.1", "--port", str(port), *args]
+    folder = log_dir or Path(os.environ.get("TMPDIR", "/tmp"))
+    stderr_path = folder / f"logwatch-watch-{port}.stderr"
+    with open(stderr_path, "wb") as err:
+        proc = subprocess.Popen(
+            cmd, stdin=subprocess.DEVNULL, stdout=err, stderr=err, env=child_env,
+            preexec_fn=drop_dac_capabilities if drop_root_read else None,
+        )
+    watch = WatchProcess(proc, port, stderr_path)
+    try:
+        def ready() -> bool:
+            if proc.poll() is not None:
+                pytest.fail(f"logwatch watch exited with {proc.returncode}:\n{watch.stderr()}")
+            try:
+                return watch.get("/healthz").status_code == 200
+            except httpx.TransportError:
+                return False
+
+        poll_until(ready, startup_timeout, "logwatch watch to answer /healthz")
+        yield watch
+    finally:
+        watch.stop(timeout=stop_timeout)
+
+
+class PrometheusServer:
+    """A running Prometheus and a client for its HTTP API."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], port: int, log_path: Path) -> None:
+        self.proc = proc
+        self.url = f"http://127.0.0.1:{port}"
+        self.log_path = log_path
+        self.client = httpx.Client(base_url=self.url, timeout=5.0)
+
+    def query(self, expr: str) -> list[dict[str, Any]]:
+        """The instant vector of `expr` now: a list of `{"metric": {...}, "value": [t, "v"]}`."""
+        response = self.client.get("/api/v1/query", params={"query": expr})
+        response.raise_for_status()
+        body = response.json()
+        assert body["status"] == "success", body
+        result: list[dict[str, Any]] = body["data"]["result"]
+        return result
+
+    def value(self, expr: str) -> float | None:
+        """The single value of `expr` now, or None when it has no sample."""
+        result = self.query(expr)
+        if not result:
+            return None
+        assert len(result) == 1, result
+        return float(result[0]["value"][1])
+
+    def wait_value(self, expr: str, expected: float, timeout: float = 15.0, rel: float = 1e-9) -> float:
+        """Poll the API until `expr` has a sample equal to `expected` (relative tolerance `rel`)."""
+
+        def check() -> tuple[float] | None:
+            value = self.value(expr)
+            if value is not None and math.isclose(value, expected, rel_tol=rel, abs_tol=1e-12):
+                return (value,)
+            return None
+
+        return poll_until(check, timeout, f"Prometheus: {expr} == {expected}")[0]
+
+    def targets_up(self) -> bool:
+        return any(r["value"][1] == "1" for r in self.query("up"))
+
+    def log(self) -> str:
+        return self.log_path.read_text(encoding="utf-8", errors="replace")
+
+
+def prometheus_binary() -> str:
+    binary = shutil.which("prometheus") or (PROMETHEUS_BIN if os.path.exists(PROMETHEUS_BIN) else None)
+    if binary is None:
+        reason = "the prometheus binary is missing (apt-get install prometheus)"
+        if os.environ.get("LOGWATCH_REQUIRE_PROMETHEUS"):
+            pytest.fail(f"{reason}, and LOGWATCH_REQUIRE_PROMETHEUS is set")
+        pytest.skip(reason)
+    return binary
+
+
+@contextlib.contextmanager
+def run_prometheus(folder: Path, targets: Sequence[str], *, scrape_interval: str = "1s",
+                   startup_timeout: float = 30.0) -> Iterator[PrometheusServer]:
+    folder.mkdir(parents=True, exist_ok=True)
+    config = folder / "prometheus.yml"
+    quoted = ", ".join(f'"{t}"' for t in targets)
+    config.write_text(
+        "global:\n"
+        f"  scrape_interval: {scrape_interval}\n"
+        f"  scrape_timeout: {scrape_interval}\n"
+        "scrape_configs:\n"
+        "  - job_name: logwatch\n"
+        "    static_configs:\n"
+        f"      - targets: [{quoted}]\n",
+        encoding="utf-8",
+    )
+    with serve_prometheus(config, folder, startup_timeout) as server:
+        yield server
+
+
+@contextlib.contextmanager
+def serve_prometheus(
+    config: Path, folder: Path, startup_timeout: float = 30.0, *, tsdb: Path | None = None,
+    extra_args: Sequence[str] = (),
+) -> Iterator[PrometheusServer]:
+    """A real Prometheus with `config`, its log in `folder` and its data in `tsdb` (default
+    `folder/data`), on a free loopback port; ready when /-/ready answers (polled with a deadline);
+    terminated (then killed) on exit."""
+    binary = prometheus_binary()
+    port = free_port()
+    log_path = folder / "prometheus.log"
+    with open(log_path, "wb") as out:
+        proc = subprocess.Popen(
+            [binary, f"--config.file={config}", f"--storage.tsdb.path={tsdb or folder / 'data'}",
+             f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn", *extra_args],
+            stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+        )
+    server = PrometheusServer(proc, port, log_path)
+    try:
+        def ready() -> bool:
+            if proc.poll() is not None:
+                pytest.fail(f"prometheus exited with {proc.returncode}:\n{server.log()}")
+            try:
+                return server.client.get("/-/ready").status_code == 200
+            except httpx.TransportError:
+                return False
+
+        poll_until(ready, startup_timeout, "Prometheus /-/ready", interval=0.05)
+        yield server
+    finally:
+        server.client.close()
+        stop_process(proc)
+
+
+def stop_process(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, up to 15 s to exit, then SIGKILL."""
+    proc.terminate()
+    try:
+        proc.wait(15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()

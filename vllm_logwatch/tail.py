@@ -6,7 +6,8 @@ Why it is built like this (DESIGN.md, "Following files"; google/mtail's ``filest
   the path means rotation (drain the old descriptor, then read the new file from 0); a size below our
   offset means copytruncate (read again from 0); a missing path means wait for it.
 * vLLM launch scripts write one timestamped file per launch, so a folder target follows the newest
-  matching file and moves to a newer one, read from its start, once the current one is drained.
+  matching file and moves to a newer one, read from its start, once the current one is drained
+  (which file is next: ``launchfiles.py``).
 * A half-written last line waits for its newline; a line longer than the cap is cut and counted, so
   memory stays bounded whatever the file holds; bad UTF-8 is replaced, never fatal.
 * The state file records the offset just after the last line handed out, so a restart (even after
@@ -25,17 +26,15 @@ Example::
 from __future__ import annotations
 
 import dataclasses
-import fnmatch
-import glob
 import hashlib
 import os
-import stat
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
+from .launchfiles import Candidate, LaunchFiles
 from .tailstate import SavedState, StateError, describe, read_state, write_state
 from .wake import Waker, WatchdogWaker
 
@@ -78,19 +77,6 @@ class FollowerStats:
     file_switches: int = 0
     state_errors: int = 0
     last_error: str | None = None
-
-
-class _Candidate(NamedTuple):
-    path: str
-    dev: int
-    ino: int
-    size: int
-    mtime_ns: int
-
-    @property
-    def key(self) -> tuple[int, str]:
-        """Newest first by mtime, then by name (launch files carry a timestamp in their name)."""
-        return (self.mtime_ns, os.path.basename(self.path))
 
 
 @dataclass(slots=True)
@@ -144,19 +130,10 @@ class Follower:
             raise ValueError(f"max_line_bytes must be at least 1, got {max_line_bytes}")
         if poll_interval <= 0:
             raise ValueError(f"poll_interval must be positive, got {poll_interval}")
-        self.target = os.path.abspath(target)
-        if os.path.isdir(self.target) or target.endswith(os.sep):
-            self.mode = "dir"
-        elif _has_magic(target):
-            self.mode = "glob"
-        else:
-            self.mode = "file"
-        # A target that does not exist yet may turn out to be a folder: decide when it appears.
-        self._mode_open = self.mode == "file" and not os.path.exists(self.target)
-        self.pattern = pattern
+        self.state_file = os.path.abspath(state_file) if state_file else None
+        self._files = LaunchFiles(target, pattern, self.state_file, self._error)
         self.from_start = from_start
         self.max_line_bytes = max_line_bytes
-        self.state_file = os.path.abspath(state_file) if state_file else None
         self.poll_interval = poll_interval
         self.stats = FollowerStats()
         self._waker = waker
@@ -165,17 +142,23 @@ class Follower:
         self._stop = threading.Event()
         self._cur: _Reader | None = None
         self._begun = False
-        self._initial: _Candidate | None = None  # the first file, until it is opened
         self._saved: SavedState | None = None
-        self._seen: set[tuple[str, int, int]] = set()  # folder files that are not new launches
-        self._followed: set[tuple[int, int]] = set()  # (dev, ino) we have read: never again from 0
-        self._scanned: list[_Candidate] = []
         self._budget = 0
         self._more = False
         self._waiting_for_path = False
         self._dirty = False
         self._last_save = float("-inf")
         self._closed = False
+
+    @property
+    def target(self) -> str:
+        """The absolute path (or glob) followed."""
+        return self._files.target
+
+    @property
+    def mode(self) -> str:
+        """``"file"``, ``"dir"`` (the newest matching file of a folder) or ``"glob"``."""
+        return self._files.mode
 
     # -- public ------------------------------------------------------------------------------------
 
@@ -200,7 +183,7 @@ class Follower:
             except OSError as exc:
                 self._error(exc, self._cur.path if self._cur else self.target)
             if self._waker is not None:
-                self._waker.watch(self._watch_dirs())
+                self._waker.watch(self._files.watch_dirs())
         return out
 
     def run(self, on_lines: Callable[[list[LogLine]], None], stop: threading.Event | None = None) -> None:
@@ -299,34 +282,15 @@ class Follower:
         self._more = True  # a storm of rotations: carry on at the next poll
 
     def _begin(self) -> None:
-        """Pick the first file once, and decide which folder files count as already there."""
+        """Pick the first file once (the state file's, if it is still there)."""
         self._begun = True
         if self.state_file:
             self._saved = self._load_state()
-        candidates = self._candidates()
         saved = self._saved
-        choice = None
-        if saved is not None:
-            choice = next((c for c in candidates if (c.path, c.ino) == (saved.path, saved.ino)), None)
-        if choice is None and candidates:
-            choice = max(candidates, key=lambda c: c.key)
-        self._initial = choice
-        if choice is not None and self.mode != "file":
-            # Files no newer than the first one are old launches, never switched to. Files newer
-            # than it (only when resuming an older file from state) are launches we must still read.
-            self._seen = {(c.path, c.dev, c.ino) for c in candidates if c.key <= choice.key}
+        self._files.choose_first((saved.path, saved.ino) if saved is not None else None)
 
     def _open_next(self) -> _Reader | None:
-        candidates = self._candidates()
-        if self.mode == "file":
-            order = candidates[:1]
-        else:
-            ids = self._prune(candidates)
-            fresh = [c for c in candidates if self._is_new(c)]
-            order = sorted(fresh, key=lambda c: c.key, reverse=True)[:1]
-            initial = self._initial
-            if initial is not None and (initial.path, initial.dev, initial.ino) in ids:
-                order.insert(0, initial)
+        order = self._files.next_to_open()
         self._waiting_for_path = not order
         for candidate in order:
             reader = self._open(candidate.path)
@@ -373,32 +337,13 @@ class Follower:
             self._dirty = True
             return True
         if self.mode != "file":
-            newer = self._newer_launch(cur)
+            now = os.fstat(cur.fd)
+            current = Candidate(cur.path, cur.dev, cur.ino, now.st_size, now.st_mtime_ns)
+            newer = self._files.newer_launch(current)
             if newer is not None:
                 return self._switch(cur, newer.path, out, rotation=False)
         self._waiting_for_path = st is None
         return False
-
-    def _newer_launch(self, cur: _Reader) -> _Candidate | None:
-        candidates = self._candidates()
-        self._prune(candidates)
-        current_key = (os.fstat(cur.fd).st_mtime_ns, os.path.basename(cur.path))
-        newer = [c for c in candidates if self._is_new(c) and c.key > current_key]
-        return max(newer, key=lambda c: c.key) if newer else None
-
-    def _is_new(self, c: _Candidate) -> bool:
-        """Not an old launch seen at start, and not a file we read already (maybe renamed since)."""
-        return (c.path, c.dev, c.ino) not in self._seen and (c.dev, c.ino) not in self._followed
-
-    def _prune(self, candidates: list[_Candidate]) -> set[tuple[str, int, int]]:
-        """Forget files that are gone, so the sets stay small and a reused inode number is not blocked."""
-        ids = {(c.path, c.dev, c.ino) for c in candidates}
-        self._seen &= ids
-        keep = {(dev, ino) for _, dev, ino in ids}
-        if self._cur is not None:
-            keep.add((self._cur.dev, self._cur.ino))
-        self._followed &= keep
-        return ids
 
     def _switch(self, cur: _Reader, path: str, out: list[LogLine], *, rotation: bool) -> bool:
         if not self._drain(cur, out) or self._more:
@@ -435,18 +380,16 @@ class Follower:
             os.close(fd)
             self._error(exc, path)
             return None
-        self._initial = None
         self._waiting_for_path = False
-        self._seen.add((path, st.st_dev, st.st_ino))
-        self._followed.add((st.st_dev, st.st_ino))
+        self._files.opened(path, st.st_dev, st.st_ino)
         self.stats.files_opened += 1
         self._dirty = True
         return _Reader(fd, path, st.st_dev, st.st_ino, start, start, number, discarding)
 
     def _start_position(self, fd: int, path: str, st: os.stat_result) -> tuple[int, int, bool]:
         """(offset, next line number, inside a line) for a freshly opened file."""
-        initial = self._initial
-        if initial is None or (initial.path, initial.dev, initial.ino) != (path, st.st_dev, st.st_ino):
+        initial = self._files.initial
+        if initial is None or not self._files.is_initial(path, st.st_dev, st.st_ino):
             return 0, 1, False  # appeared after we started: all of it is new
         saved = self._saved
         if saved is not None:
@@ -462,43 +405,6 @@ class Follower:
         end = min(initial.size, st.st_size)
         # Starting at the end in the middle of a line: skip its tail rather than hand out half a line.
         return end, 1, end > 0 and _read_at(fd, 1, end - 1) != b"\n"
-
-    def _candidates(self) -> list[_Candidate]:
-        if self._mode_open and os.path.exists(self.target):
-            self._mode_open = False
-            self.mode = "dir" if os.path.isdir(self.target) else "file"
-        if self.mode == "file":
-            found = _candidate(self.target)
-            return [found] if found else []
-        if self.mode == "dir":
-            try:
-                names = [os.path.join(self.target, n) for n in os.listdir(self.target)]
-            except FileNotFoundError:
-                names = []
-            except OSError as exc:
-                self._error(exc, self.target)
-                names = []
-            names = [p for p in names if fnmatch.fnmatch(os.path.basename(p), self.pattern)]
-        else:
-            names = glob.glob(self.target)
-        found_all = [_candidate(p) for p in names if not self._is_state_file(p)]
-        self._scanned = [c for c in found_all if c is not None]
-        return self._scanned
-
-    def _is_state_file(self, path: str) -> bool:
-        if not self.state_file:
-            return False
-        base = os.path.basename(self.state_file)
-        return path == self.state_file or os.path.basename(path).startswith(f".{base}.")
-
-    def _watch_dirs(self) -> list[str]:
-        if self.mode == "dir":
-            return [self.target]
-        if self.mode == "file":
-            return [os.path.dirname(self.target)]
-        parts = self.target.split(os.sep)
-        fixed = os.sep.join(parts[: next(i for i, p in enumerate(parts) if _has_magic(p))]) or os.sep
-        return sorted({fixed} | {os.path.dirname(c.path) for c in self._scanned})
 
     # -- lines ---------------------------------------------------------------------------------------
 
@@ -593,16 +499,6 @@ class Follower:
         self.stats.last_error = describe(exc, path)
 
 
-def _candidate(path: str) -> _Candidate | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    if not stat.S_ISREG(st.st_mode):
-        return None
-    return _Candidate(path, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
-
-
 def _read_at(fd: int, size: int, offset: int) -> bytes:
     """Read without moving the descriptor's position (the follower's read position lives there)."""
     return os.pread(fd, size, offset) if size > 0 else b""
@@ -616,7 +512,3 @@ def _trim_partial_utf8(raw: bytes) -> bytes:
             need = 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4
             return raw[:-back] if byte >= 0xC0 and back < need else raw
     return raw
-
-
-def _has_magic(text: str) -> bool:
-    return any(ch in text for ch in "*?[")

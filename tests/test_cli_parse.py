@@ -112,6 +112,24 @@ def test_jsonl_records_have_kind_first(capsys: pytest.CaptureFixture[str]) -> No
         assert list(record)[1:] == list(STATS_COLUMNS)
 
 
+def test_kind_transfer_gives_kv_transfer_records_with_their_engine(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    hdr = "(APIServer pid=1) INFO 11-29 10:00:10 "
+    stats = (hdr + "[loggers.py:335] Engine {:03d}: Avg prompt throughput: 10.0 tokens/s, Avg generation "
+             "throughput: 20.0 tokens/s, Running: 3 reqs, Waiting: 1 reqs, GPU KV cache usage: 4.0%\n")
+    xfer = hdr + "[metrics.py:108] KV Transfer metrics: Num successful transfers={}, Num failed transfers=0\n"
+    log = tmp_path / "serve_20261129_100000.log"
+    secret = hdr + "[logger.py:1] Received request: 'secret prompt'\n"
+    log.write_text(stats.format(0) + xfer.format(4) + secret + stats.format(1) + xfer.format(6))
+    code, out, err = run(capsys, "--jsonl", "--kind", "transfer", "--tz", "UTC", str(log))
+    assert code == 0, err
+    records = jsonl(out)
+    assert [(r["kind"], r["engine"], r["successful_transfers"], r["line"]) for r in records] == [
+        ("transfer", 0, 4, 2), ("transfer", 1, 6, 5)]
+    assert records[0]["time"] == "2026-11-29T10:00:10+00:00" and "secret" not in out
+
+
 @pytest.mark.parametrize(
     ("kind", "log", "expected"),
     [

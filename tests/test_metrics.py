@@ -210,6 +210,53 @@ def test_spec_decode_v0_counts_are_cumulative_and_survive_a_restart() -> None:
     assert value(reg, "spec_decode_accepted_tokens_total", E0) == 9
 
 
+KV_HDR = "(APIServer pid=1) INFO 11-29 19:26:05 [metrics.py:108] "
+
+
+def kv_line(ok: int, failed: int = 0, expired: int = 0, avg_ms: float = 3.214, mb: float = 18.5,
+            cache: str = "KV") -> Event:
+    zero = ok == 0
+    return event(f"{KV_HDR}{cache} Transfer metrics: Num successful transfers={ok}, Avg xfer time (ms)="
+                 f"{0 if zero else avg_ms}, P90 xfer time (ms)={0 if zero else 5.87}, Avg post time (ms)="
+                 f"{0 if zero else 0.412}, P90 post time (ms)={0 if zero else 0.9}, Avg MB per transfer="
+                 f"{0 if zero else mb}, Throughput (MB/s)={0 if zero else 5756.3}, Avg number of descriptors="
+                 f"{0 if zero else 320.0}, Num failed transfers={failed}, Num KV expired reqs={expired}")
+
+
+def test_kv_transfer_counters_sum_and_timings_are_of_the_last_busy_interval() -> None:
+    metrics, reg = setup()
+    kv = {**E0, "cache": "kv"}
+    feed(metrics, v1(0.0), kv_line(42, expired=1), v1(10.0), kv_line(8, failed=1, avg_ms=2.0, mb=10.0))
+    assert value(reg, "transfers_total", {**kv, "result": "succeeded"}) == 50
+    assert value(reg, "transfers_total", {**kv, "result": "failed"}) == 1
+    assert value(reg, "transfers_total", {**kv, "result": "failed_recv"}) is None  # NIXL does not report it
+    assert value(reg, "transfer_expired_requests_total", kv) == 1
+    assert value(reg, "transfer_bytes_total", kv) == pytest.approx((42 * 18.5 + 8 * 10.0) * 2**20)
+    assert value(reg, "transfer_time_seconds", {**kv, "stat": "avg"}) == pytest.approx(0.002)
+    assert value(reg, "transfer_time_seconds", {**kv, "stat": "p90"}) == pytest.approx(0.00587)
+    assert value(reg, "transfer_post_time_seconds", {**kv, "stat": "avg"}) == pytest.approx(0.000412)
+    assert value(reg, "transfer_throughput_bytes_per_second", kv) == pytest.approx(5756.3 * 2**20)
+    # An interval of failures only prints zero timings: the gauges keep the last measured interval.
+    feed(metrics, v1(20.0), kv_line(0, failed=3))
+    assert value(reg, "transfers_total", {**kv, "result": "failed"}) == 4
+    assert value(reg, "transfer_time_seconds", {**kv, "stat": "avg"}) == pytest.approx(0.002)
+    status = metrics.status()["engines"]["0"]["transfers"]["kv"]
+    assert status["transfers"] == {"failed": 4, "succeeded": 50} and status["expired_requests"] == 1
+    assert status["last"]["failed_transfers"] == 3
+    # A new launch drops the gauges and keeps the counters.
+    metrics.new_launch()
+    assert value(reg, "transfer_time_seconds", {**kv, "stat": "avg"}) is None
+    assert value(reg, "transfers_total", {**kv, "result": "succeeded"}) == 50
+
+
+def test_ec_transfer_lines_and_unreadable_ones() -> None:
+    metrics, reg = setup()
+    feed(metrics, v1(0.0), kv_line(2, cache="EC"), event(f"{KV_HDR}KV Transfer metrics: garbage"))
+    assert value(reg, "transfers_total", {**E0, "cache": "ec", "result": "succeeded"}) == 2
+    assert value(reg, "transfers_total", {**E0, "cache": "kv", "result": "succeeded"}) is None
+    assert value(reg, "parse_errors_total", {"what": "transfer"}) == 1
+
+
 STARTUP = [
     "(APIServer pid=29214) INFO 11-29 19:23:35 [api_utils.py:347]  \u2584\u2584 \u2584\u2588 \u2588     "
     "\u2588     \u2588 \u2580\u2584\u2580 \u2588  version 0.32.0",
@@ -423,7 +470,7 @@ def test_status_is_json_with_log_units() -> None:
     assert engine["age_seconds"] == 1.5
     assert engine["interval_seconds"] == 2
     assert engine["state"] == "ok"
-    assert status["counters"]["parse_errors"] == {"stats": 0, "spec": 0, "prefix": 0}
+    assert status["counters"]["parse_errors"] == {"stats": 0, "spec": 0, "prefix": 0, "transfer": 0}
 
 
 def test_scrape_while_feeding_from_another_thread() -> None:
@@ -547,6 +594,7 @@ vllm_logwatch_log_bytes_total{host="h"} 0.0
 vllm_logwatch_parse_errors_total{host="h",what="stats"} 0.0
 vllm_logwatch_parse_errors_total{host="h",what="spec"} 0.0
 vllm_logwatch_parse_errors_total{host="h",what="prefix"} 0.0
+vllm_logwatch_parse_errors_total{host="h",what="transfer"} 0.0
 # HELP vllm_logwatch_unknown_fields_total Stats fields the parser did not know (kept, not lost).
 # TYPE vllm_logwatch_unknown_fields_total counter
 vllm_logwatch_unknown_fields_total{host="h"} 0.0

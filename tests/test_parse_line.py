@@ -30,6 +30,7 @@ from vllm_logwatch.events import (
     PrefixCacheRates,
     ServerInfo,
     SpecDecodeStats,
+    TransferStats,
     Unparsed,
 )
 from vllm_logwatch.parse import parse_line
@@ -318,6 +319,45 @@ PREFIX_SPEC_CASES = [
       {"what": "spec"}, id="spec-garbage"),
 ]
 
+# KV / EC Transfer lines (section 4.1, rule 14): keys with spaces and parentheses, read by key.
+NIXL_032 = ("Num successful transfers=42, Avg xfer time (ms)=3.214, P90 xfer time (ms)=5.87, Avg post time "
+            "(ms)=0.412, P90 post time (ms)=0.9, Avg MB per transfer=18.5, Throughput (MB/s)=5756.3, Avg number of "
+            "descriptors=320.0, Num failed transfers=0, Num KV expired reqs=0, Num notifs after expiry=0")
+TRANSFER_CASES = [
+    p(f"{HDR}KV Transfer metrics: {NIXL_032}", "transfer", {
+        "cache": "kv", "engine": None, "successful_transfers": 42, "avg_transfer_ms": 3.214,
+        "p90_transfer_ms": 5.87, "avg_post_ms": 0.412, "p90_post_ms": 0.9, "avg_mb_per_transfer": 18.5,
+        "throughput_mb_per_s": 5756.3, "avg_descriptors": 320.0, "failed_transfers": 0, "expired_requests": 0,
+        "notifications_after_expiry": 0, "failed_recvs": None, "extra": {}, "process": "APIServer",
+        "stamp": "11-02 12:00:10",
+    }, id="kv-transfer-nixl-0.32"),
+    p(f"{HDR}KV Transfer metrics: num_successful_transfers=7", "transfer",
+      {"successful_transfers": 7, "avg_transfer_ms": None}, id="kv-transfer-nixl-0.11.0"),
+    p(f"{HDR}KV Transfer metrics: Num successful transfers=0, Avg xfer time (ms)=0, P90 xfer time (ms)=0, Avg MB "
+      "per transfer=0, Throughput (MB/s)=0, Avg number of descriptors=0, Num failed transfers=2, Num failed "
+      "recvs=1, Num KV expired reqs=3", "transfer",
+      {"successful_transfers": 0, "failed_transfers": 2, "failed_recvs": 1, "expired_requests": 3},
+      id="kv-transfer-mooncake-failures-only"),
+    p(f"{HDR}KV Transfer metrics: NixlConnector={{'Num successful transfers': 3, 'Avg xfer time (ms)': 1.5}}, "
+      "OffloadingConnector={'Num successful transfers': 2, 'vllm:offload_bytes:kind=cpu_count': 4, 'nested': "
+      "{'a': 1}}", "transfer", {
+          "successful_transfers": 5, "avg_transfer_ms": 1.5,
+          "extra": {"offloadingconnector__vllm_offload_bytes_kind_cpu_count": 4.0},
+      }, id="kv-transfer-multiconnector-dicts"),
+    p(f"{HDR}KV Transfer metrics: vllm:kv_offload_total_bytes:transfer_type=GPU_to_CPU_sum=1048576", "transfer",
+      {"extra": {"vllm_kv_offload_total_bytes_transfer_type_gpu_to_cpu_sum": 1048576.0}},
+      id="kv-transfer-offloading-label-in-key"),
+    p(f"{HDR}EC Transfer metrics: Num successful transfers=2, Avg xfer time (ms)=0.5", "transfer",
+      {"cache": "ec", "successful_transfers": 2, "avg_transfer_ms": 0.5}, id="ec-transfer-0.31"),
+    p(f"{HDR}Engine 001: KV Transfer metrics: Num successful transfers=2", "transfer", {"engine": 1},
+      id="kv-transfer-engine-prefix"),
+    p(f"{HDR}KV Transfer metrics: Num successful transfers=nan", "unparsed", {"what": "transfer"},
+      id="kv-transfer-count-not-a-number"),
+    p(f"{HDR}KV Transfer metrics: garbage without pairs", "unparsed", {"what": "transfer"},
+      id="kv-transfer-garbage"),
+    p(f"{HDR}KV Transfer metrics: C={{'a': 1", "unparsed", {"what": "transfer"}, id="kv-transfer-broken-dict"),
+]
+
 # Start-up facts (section 5, rules 16 and 18).
 INFO_CASES = [
     p("(APIServer pid=116718) INFO 01-04 14:48:03 [api_server.py:1277] vLLM API server version "
@@ -554,7 +594,9 @@ NONE_CASES = [
     p("[1, 2, 3]", None, id="json-array"),
 ]
 
-ALL_CASES = STATS_CASES + PREFIX_SPEC_CASES + INFO_CASES + ACCESS_CASES + LOG_CASES + NONE_CASES
+ALL_CASES = (
+    STATS_CASES + PREFIX_SPEC_CASES + TRANSFER_CASES + INFO_CASES + ACCESS_CASES + LOG_CASES + NONE_CASES
+)
 
 
 def _same(got: Any, want: Any) -> bool:
@@ -623,7 +665,9 @@ def test_every_rule_and_variant_has_a_row() -> None:
         "logging-prefix-before-process-0.31", "logging-prefix-after-process-0.10", "debug-level-path-location",
         "crlf", "nan-inf-values", "unknown-fields-kept-and-counted", "garbage-known-value", "v0-prefix-line",
         "v0-prefix-line-negative", "spec-a-0.8.3", "spec-b-c-per-position-at-end", "spec-d-nan",
-        "spec-v0-tokens-tokens-typo", "diffusion-decoding", "truncated-access-line-017",
+        "spec-v0-tokens-tokens-typo", "diffusion-decoding", "truncated-access-line-017", "kv-transfer-nixl-0.32",
+        "kv-transfer-nixl-0.11.0", "kv-transfer-mooncake-failures-only", "kv-transfer-multiconnector-dicts",
+        "kv-transfer-offloading-label-in-key", "ec-transfer-0.31",
     ):
         assert needed in ids
 
@@ -691,10 +735,11 @@ def test_spec_line_gets_engine_of_preceding_stats_line_of_same_process() -> None
     e0 = V1_LINE
     e1 = V1_LINE.replace("Engine 000", "Engine 001")
     kv = "(APIServer pid=1) INFO 11-02 12:00:10 [metrics.py:108] KV Transfer metrics: Num successful transfers=4"
-    events = assemble([e0, SPEC.format(n=1), kv, e1, SPEC.format(n=2)])
+    events = assemble([e0, SPEC.format(n=1), kv, e1, SPEC.format(n=2), kv])
     spec = [e for e in events if isinstance(e, SpecDecodeStats)]
     assert [(s.engine, s.accepted_tokens) for s in spec] == [(0, 1), (1, 2)]
-    assert [e.kind for e in events] == ["stats", "spec", "stats", "spec"]
+    assert [e.kind for e in events] == ["stats", "spec", "transfer", "stats", "spec", "transfer"]
+    assert [e.engine for e in events if isinstance(e, TransferStats)] == [0, 1]
 
 
 def test_spec_line_attribution_is_per_process() -> None:

@@ -19,6 +19,7 @@ _EXPORTS = {
     "LogMessage": "events",
     "ServerInfo": "events",
     "SpecDecodeStats": "events",
+    "TransferStats": "events",
     "Unparsed": "events",
     "iter_events": "scan",
     "parse_line": "parse",
@@ -32,6 +33,7 @@ __all__ = [
     "LogMessage",
     "ServerInfo",
     "SpecDecodeStats",
+    "TransferStats",
     "Unparsed",
     "__version__",
     "iter_events",
@@ -39,7 +41,16 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from .events import EngineStats, Event, HttpAccess, LogMessage, ServerInfo, SpecDecodeStats, Unparsed
+    from .events import (
+        EngineStats,
+        Event,
+        HttpAccess,
+        LogMessage,
+        ServerInfo,
+        SpecDecodeStats,
+        TransferStats,
+        Unparsed,
+    )
     from .parse import parse_line
     from .scan import Assembler, iter_events
 

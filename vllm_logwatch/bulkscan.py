@@ -19,6 +19,7 @@ __all__ = [
     "FOLLOWER_NEEDLES",
     "SPEC_NEEDLES",
     "STATS_NEEDLES",
+    "TRANSFER_NEEDLES",
     "VARIANT_NEEDLES",
     "ScanStats",
     "read_lines",
@@ -37,6 +38,8 @@ for newlines (CPython counts one byte at a time)."""
 
 SPEC_NEEDLES: tuple[bytes, ...] = (b" metrics: ",)
 """`SpecDecoding metrics: `, `Speculative metrics: `, `DiffusionDecoding metrics: `."""
+TRANSFER_NEEDLES: tuple[bytes, ...] = (b" Transfer metrics: ",)
+"""`KV Transfer metrics: `, `EC Transfer metrics: `."""
 _BLOCK = 8 << 20
 _MAX_LINE = 1 << 20
 

@@ -88,10 +88,11 @@ def _add_parse(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                    "instance=gpu1:9400 to match the live exporter's scraped series")
     p.add_argument(
         "--kind",
-        choices=("stats", "spec", "info", "access", "log", "all"),
+        choices=("stats", "spec", "transfer", "info", "access", "log", "all"),
         default="stats",
-        help="records to write: stats (default), spec (speculative decoding), info (start-up facts), "
-        "access (HTTP requests), log (warnings and errors, no text), all",
+        help="records to write: stats (default), spec (speculative decoding), transfer (KV/EC "
+        "connector transfers), info (start-up facts), access (HTTP requests), log (warnings and errors, "
+        "no text), all",
     )
     _add_year_tz(p)
     p.set_defaults(func=_cmd_parse)

@@ -19,7 +19,8 @@ from datetime import datetime
 from statistics import median
 from typing import Any, Literal
 
-from .events import EngineStats, SpecDecodeStats
+from .events import EngineStats, SpecDecodeStats, TransferStats
+from .transfer_state import TransferState
 
 __all__ = [
     "DEFAULT_INTERVAL",
@@ -118,6 +119,7 @@ class EngineState:
         self.last: EngineStats | None = None
         self.last_arrival: float | None = None
         self.spec: SpecDecodeStats | None = None
+        self.transfer = TransferState()
         self._last_time: datetime | None = None
         self._gaps: deque[float] = deque(maxlen=GAP_HISTORY)
         self._held: tuple[float | None, float | None] | None = None
@@ -219,6 +221,10 @@ class EngineState:
             self.spec_drafted.add(spec.drafted_tokens)
         self.spec = spec
 
+    def apply_transfer(self, line: TransferStats) -> None:
+        """A KV / EC Transfer line of this engine's interval."""
+        self.transfer.apply(line)
+
     def reset(self) -> None:
         """A new launch: forget gauges and spacing; keep the counters (a held first line is credited
         with vLLM's default interval rather than lost)."""
@@ -228,6 +234,7 @@ class EngineState:
         self.last = None
         self.last_arrival = None
         self.spec = None
+        self.transfer.reset()
         self._last_time = None
         self._gaps.clear()
         self.spec_accepted.restart()
@@ -272,6 +279,7 @@ class EngineState:
             "prompt_tokens": self.prompt_tokens.value,
             "generation_tokens": self.generation_tokens.value,
             "stats_lines": self.stats_lines,
+            "transfers": self.transfer.snapshot() or None,
         })
 
     def gauges(self) -> dict[str, float]:

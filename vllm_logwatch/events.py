@@ -23,6 +23,7 @@ __all__ = [
     "PrefixCacheRates",
     "ServerInfo",
     "SpecDecodeStats",
+    "TransferStats",
     "Unparsed",
 ]
 
@@ -116,6 +117,33 @@ class SpecDecodeStats(_Record):
     extra: dict[str, float] = Field(default_factory=dict)
 
 
+class TransferStats(_Record):
+    """`KV Transfer metrics: k=v, ...` (KV connectors such as NIXL and Mooncake, vLLM >= 0.11) and
+    `EC Transfer metrics: ...` (encoder-cache connector, >= 0.31): one interval's transfers, given the
+    engine of the stats line before them. Keys vLLM documents get a field; others land in `extra`
+    (a MultiConnector's per-connector dicts as `connector__key`)."""
+
+    kind: Literal["transfer"] = "transfer"
+    cache: Literal["kv", "ec"]
+    engine: int | None = None
+    successful_transfers: int | None = None
+    failed_transfers: int | None = None
+    """Transfers (and, 0.31+, handshakes and notifications) that failed in the interval."""
+    failed_recvs: int | None = None
+    expired_requests: int | None = None
+    """`Num KV expired reqs`: requests whose KV blocks expired before the other side fetched them."""
+    notifications_after_expiry: int | None = None
+    avg_transfer_ms: float | None = None
+    p90_transfer_ms: float | None = None
+    avg_post_ms: float | None = None
+    p90_post_ms: float | None = None
+    avg_mb_per_transfer: float | None = None
+    """MiB (vLLM divides by 2**20), rounded to 3 decimals."""
+    throughput_mb_per_s: float | None = None
+    avg_descriptors: float | None = None
+    extra: dict[str, float] = Field(default_factory=dict)
+
+
 class ServerInfo(_Record):
     """Facts from start-up lines. One line gives one or two of them; the rest stay None."""
 
@@ -174,7 +202,10 @@ class Unparsed(_Record):
     """A line that starts like a stats or spec line but could not be read: counted, never raised."""
 
     kind: Literal["unparsed"] = "unparsed"
-    what: Literal["stats", "spec", "prefix"]
+    what: Literal["stats", "spec", "prefix", "transfer"]
 
 
-Event = EngineStats | PrefixCacheRates | SpecDecodeStats | ServerInfo | HttpAccess | LogMessage | Unparsed
+Event = (
+    EngineStats | PrefixCacheRates | SpecDecodeStats | TransferStats | ServerInfo | HttpAccess | LogMessage
+    | Unparsed
+)

@@ -40,6 +40,7 @@ from .events import (
     PrefixCacheRates,
     ServerInfo,
     SpecDecodeStats,
+    TransferStats,
     Unparsed,
 )
 from .infolines import PROBLEM_TAGS
@@ -138,7 +139,7 @@ class ExporterMetrics(Collector):
         self._paths: set[str] = set()
         self._levels: dict[str, int] = dict.fromkeys(LEVELS, 0)
         self._problems: dict[str, int] = dict.fromkeys(PROBLEM_TAGS, 0)  # from 0: increase() sees the first
-        self._parse_errors: dict[str, int] = {"stats": 0, "spec": 0, "prefix": 0}
+        self._parse_errors: dict[str, int] = {"stats": 0, "spec": 0, "prefix": 0, "transfer": 0}
         self._overflow: dict[str, int] = {"engine": 0, "path": 0}
         self._unknown_fields = 0
         self._launches = 0
@@ -235,6 +236,9 @@ class ExporterMetrics(Collector):
         elif isinstance(event, SpecDecodeStats):
             self._engine(_engine_label(event.engine)).apply_spec(event)
             self._engine_line()
+        elif isinstance(event, TransferStats):
+            self._engine(_engine_label(event.engine)).apply_transfer(event)
+            self._engine_line()
         elif isinstance(event, PrefixCacheRates):
             if self._last_v0 is not None:
                 self._last_v0.apply_prefix_rates(event.gpu_pct, event.cpu_pct)
@@ -321,6 +325,8 @@ class ExporterMetrics(Collector):
                 out.add("engine_stalled", (label, model), float(state.stalled(now, self._stall_intervals)))
             for short, value in state.counters().items():
                 out.add(short, (label, model), value)
+            for short, labels, value in state.transfer.samples():
+                out.add(short, (label, model, *labels), value)
         missing = self._stats_missing(now)
         for reason in ("stats_logging_disabled", "requests_without_stats"):
             out.add("stats_missing", (reason,), float(missing == reason))

@@ -21,7 +21,7 @@ from typing import IO
 from prometheus_client.metrics_core import Metric
 
 from .errors import NoStatsError, UsageError
-from .events import EngineStats, Event, ServerInfo, SpecDecodeStats
+from .events import EngineStats, Event, ServerInfo, SpecDecodeStats, TransferStats
 from .launches import LAUNCH_NEEDLES
 from .metrics import ExporterMetrics
 from .names import METRICS, name
@@ -112,13 +112,13 @@ class OpenMetricsWriter:
         self._metrics.new_launch(source)
 
     def feed(self, event: Event) -> None:
-        """One event in file order (stats, spec and start-up lines matter; others are ignored)."""
+        """One event in file order (stats, spec, transfer and start-up lines matter; others are ignored)."""
         if isinstance(event, ServerInfo):
             if event.new_launch:
                 self._flush()  # the launch's last values, before the exporter state starts over
             self._metrics.apply(event)
             return
-        if not isinstance(event, (EngineStats, SpecDecodeStats)):
+        if not isinstance(event, (EngineStats, SpecDecodeStats, TransferStats)):
             return
         stamp = event.time.timestamp() if event.time is not None else None
         if stamp != self._batch_time:

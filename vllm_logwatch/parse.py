@@ -24,6 +24,7 @@ from .events import (
     Unparsed,
 )
 from .infolines import parse_info, problem_of
+from .transferlines import TRANSFER_START, parse_transfer
 
 __all__ = ["KNOWN_EXTRA", "KNOWN_EXTRA_KEYS", "parse_line", "strip_ansi"]
 
@@ -171,6 +172,9 @@ def _parse_message(
     spm = _SPEC_START.match(msg)
     if spm is not None:
         return _parse_spec(msg, spm, common)
+    tm = TRANSFER_START.match(msg)
+    if tm is not None:
+        return parse_transfer(msg, tm, common)
     info = parse_info(msg, common)
     if info is not None:
         return info

@@ -17,7 +17,7 @@ from typing import IO, Any, BinaryIO, Literal
 from .errors import InputError, NoStatsError
 from .events import STATS_COLUMNS, EngineStats, Event, ServerInfo
 from .parse import parse_line
-from .scan import SPEC_NEEDLES, STATS_NEEDLES, Assembler, ScanStats, read_lines, scan_stream
+from .scan import SPEC_NEEDLES, STATS_NEEDLES, TRANSFER_NEEDLES, Assembler, ScanStats, read_lines, scan_stream
 from .sources import Source, input_error, open_source, read_errors, resolve_inputs
 from .timeparse import YearClock
 
@@ -25,8 +25,8 @@ __all__ = [
     "KINDS", "ParseResult", "event_to_dict", "iter_source_events", "no_stats_hint", "run_parse", "stats_row",
 ]
 
-Kind = Literal["stats", "spec", "info", "access", "log", "all"]
-KINDS: tuple[str, ...] = ("stats", "spec", "info", "access", "log", "all")
+Kind = Literal["stats", "spec", "transfer", "info", "access", "log", "all"]
+KINDS: tuple[str, ...] = ("stats", "spec", "transfer", "info", "access", "log", "all")
 _PROGRESS_MIN_BYTES = 64 << 20
 
 
@@ -125,6 +125,8 @@ def iter_source_events(
             lines = scan_stream(stream, STATS_NEEDLES + extra_needles, scan)
         elif kind == "spec":
             lines = scan_stream(stream, STATS_NEEDLES + SPEC_NEEDLES + extra_needles, scan)
+        elif kind == "transfer":
+            lines = scan_stream(stream, STATS_NEEDLES + TRANSFER_NEEDLES + extra_needles, scan)
         else:
             lines = read_lines(stream, scan)
         try:

@@ -1,7 +1,8 @@
 """From lines (or whole files) to events in file order.
 
 `Assembler` is the small amount of state between lines: V0's separate prefix-cache line merged into
-the stats record before it, SpecDecoding lines given the engine of the stats line before them,
+the stats record before it, SpecDecoding and KV/EC Transfer lines given the engine of the stats line
+before them,
 multi-line records (tracebacks) counted once, and year-less stamps given their year.
 
 The bulk scanner (`scan_stream` and friends) lives in `bulkscan` and is re-exported here.
@@ -15,13 +16,14 @@ from .bulkscan import (
     FOLLOWER_NEEDLES,
     SPEC_NEEDLES,
     STATS_NEEDLES,
+    TRANSFER_NEEDLES,
     VARIANT_NEEDLES,
     ScanStats,
     read_lines,
     scan_stream,
     scan_stream_bytes,
 )
-from .events import EngineStats, Event, LogMessage, PrefixCacheRates, SpecDecodeStats
+from .events import EngineStats, Event, LogMessage, PrefixCacheRates, SpecDecodeStats, TransferStats
 from .parse import parse_line
 from .timeparse import YearClock
 
@@ -29,10 +31,15 @@ __all__ = [
     "FOLLOWER_NEEDLES",
     "SPEC_NEEDLES",
     "STATS_NEEDLES",
+    "TRANSFER_NEEDLES",
     "VARIANT_NEEDLES",
-    "Assembler", "ScanStats", "iter_events", "read_lines", "scan_stream",
-    "scan_stream_bytes"]
-
+    "Assembler",
+    "ScanStats",
+    "iter_events",
+    "read_lines",
+    "scan_stream",
+    "scan_stream_bytes",
+]
 
 
 class Assembler:
@@ -101,7 +108,7 @@ class Assembler:
                 return out
             out.append(stats)
             return out
-        if isinstance(event, SpecDecodeStats) and event.engine is None:
+        if isinstance(event, (SpecDecodeStats, TransferStats)) and event.engine is None:
             update["engine"] = self._last_engine.get(event.process)
         out.append(event.model_copy(update=update))
         return out

@@ -798,6 +798,7 @@ _REAL_STATS = sorted({
     line for name in ("002", "004", "010", "011", "012", "017", "019", "021", "026", "034", "041", "047", "cpu")
     for line in _read(name) if "throughput" in line or "metrics:" in line or "hit rate" in line
 })
+_MUTATION_SEEDS = _REAL_STATS + [case.values[0] for case in TRANSFER_CASES]
 _GARBAGE = ["nan", "-inf", "inf", "1e999", "-1", "99999999999999999999999999", "1,2,3", "%", "", ", ", ": ",
             "\x00", "\x1b[0m", "\u2588", "reqs", "tokens/s", "(x pid=1)", "]", "[", "{", "}", "é", "\r"]
 _SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -805,7 +806,8 @@ _SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[Hea
 
 def _assert_event_or_none(result: object) -> None:
     assert result is None or isinstance(
-        result, (EngineStats, PrefixCacheRates, SpecDecodeStats, ServerInfo, HttpAccess, LogMessage, Unparsed))
+        result, (EngineStats, PrefixCacheRates, SpecDecodeStats, TransferStats, ServerInfo, HttpAccess, LogMessage,
+                 Unparsed))
 
 
 @_SETTINGS
@@ -822,7 +824,7 @@ def test_parse_line_never_raises_on_decoded_bytes(data: bytes) -> None:
 
 @st.composite
 def mutated_real_lines(draw: st.DrawFn) -> str:
-    line = draw(st.sampled_from(_REAL_STATS))
+    line = draw(st.sampled_from(_MUTATION_SEEDS))
     rng = random.Random(draw(st.integers(0, 2**32)))
     chars = list(line)
     for _ in range(draw(st.integers(1, 8))):

@@ -11,7 +11,8 @@ Layout: the top block mirrors vLLM's own example dashboard (examples/observabili
 where the two overlap: "Token Throughput" at the top right, "Scheduler State" below it, then "Cache
 Utilization"; vLLM's latency panels (left column there) have no log counterpart, so the left column
 holds the per-engine throughputs and the cache hit ratios. Rows below: concurrency, speculative
-decoding, requests and log messages, exporter health, run mode.
+decoding, requests and log messages, exporter health, run mode, KV transfers (disaggregated
+prefill / KV offloading connectors).
 """
 
 from __future__ import annotations
@@ -81,8 +82,8 @@ class Layout:
             db.Dashboard("vLLM (vllm-logwatch)")
             .uid(UID)
             .description("vLLM servers seen through their logs: throughput, queue, KV cache, caches, "
-                         "spec decoding, requests, and the exporter's own health. Metrics from "
-                         "vllm-logwatch (logwatch watch / logwatch run).")
+                         "spec decoding, requests, KV transfers, and the exporter's own health. Metrics "
+                         "from vllm-logwatch (logwatch watch / logwatch run).")
             .tags(["vllm", "vllm-logwatch", "llm"])
             .editable()
             .tooltip(dm.DashboardCursorSync.CROSSHAIR)
@@ -441,6 +442,47 @@ def run_mode(lay: Layout) -> None:
          q(sum_by("instance", rate("log_file_bytes_dropped", HOST)), "dropped {{instance}}")]), 12, 8)
 
 
+def kv_transfers(lay: Layout) -> None:
+    lay.row("KV transfers (disaggregated prefill / KV offloading)")
+    per_engine = "{{instance}} engine {{engine}}"
+    lay.add(ts(
+        "Transfers by result",
+        "KV / EC connector transfers per second (NIXL, Mooncake, offloading; the `KV Transfer "
+        "metrics:` lines) by result: succeeded, failed, failed_recv. Any failure is worth a look: "
+        "see the VLLMKVTransferFailures alert.", "count:transfers/s",
+        [q(sum_by("instance, model_name, cache, result", rate("transfers")),
+           "{{result}} {{cache}} {{instance}}")]), 8, 8)
+    lay.add(ts(
+        "Expired requests",
+        "Requests per second whose KV blocks expired before the other side fetched them (Num KV "
+        "expired reqs): the decode instance did not pull in time (VLLM_NIXL_ABORT_REQUEST_TIMEOUT).",
+        "reqps",
+        [q(sum_by("instance, model_name, cache", rate("transfer_expired_requests")),
+           "expired {{cache}} {{instance}}")]), 8, 8)
+    lay.add(ts(
+        "Bytes transferred",
+        "Bytes per second moved by successful transfers (transfers x Avg MB per transfer; vLLM's MB "
+        "is MiB).", "Bps",
+        [q(sum_by("instance, model_name, cache", rate("transfer_bytes")), "{{cache}} {{instance}}")]),
+        8, 8)
+    lay.add(ts(
+        "Transfer time",
+        "Average and p90 time of one transfer in each engine's last interval with transfers (the "
+        "line is printed only for intervals with transfers, so the value holds until the next one).",
+        "s",
+        [q(by_engine("transfer_time_seconds"), "{{stat}} {{cache}} " + per_engine)]), 8, 8)
+    lay.add(ts(
+        "Post time",
+        "Average and p90 time to post a transfer (hand it to the transport) in each engine's last "
+        "interval with transfers.", "s",
+        [q(by_engine("transfer_post_time_seconds"), "{{stat}} {{cache}} " + per_engine)]), 8, 8)
+    lay.add(ts(
+        "Transfer throughput",
+        "Throughput of the transfers in each engine's last interval with transfers, as the line "
+        "prints it (bytes over transfer time, not over the interval: see Bytes transferred).", "Bps",
+        [q(by_engine("transfer_throughput_bytes_per_second"), "{{cache}} " + per_engine)]), 8, 8)
+
+
 def variables(lay: Layout) -> None:
     def query_var(name: str, label: str, query: str, description: str, all_value: str | None = None
                   ) -> db.QueryVariable:
@@ -481,6 +523,7 @@ def build() -> dict[str, Any]:
     requests(lay)
     health(lay)
     run_mode(lay)
+    kv_transfers(lay)
     data: dict[str, Any] = json.loads(json.dumps(lay.dashboard.build(), cls=JSONEncoder))
     return data
 

@@ -84,7 +84,8 @@ def test_every_alert_is_tested_firing_and_silent() -> None:
 def test_the_issues_alerts_are_there() -> None:
     names = {rule["alert"] for rule in rules()}
     assert {"VLLMEngineStalled", "VLLMKVCacheNearFull", "VLLMWaitingQueueGrowing", "VLLMStatsLinesMissing",
-            "VLLMLogwatchDown", "VLLMChildRestarting", "VLLMLogParseErrors"} <= names
+            "VLLMLogwatchDown", "VLLMChildRestarting", "VLLMLogParseErrors",
+            "VLLMKVTransferFailures"} <= names
 
 
 @pytest.mark.parametrize("rule", rules(), ids=lambda r: r["alert"])

@@ -6,11 +6,12 @@
   every metric name one the exporter serves (vllm_logwatch/names.py), every selector filtered by the
   job and instance variables; the provisioning files are well formed.
 * Live: a real `logwatch watch` follows a launch file fed with real vLLM lines (the CPU run, data
-  parallel, spec decode, MM cache; stamps rewritten to now, written in batches that Prometheus
-  scrapes one by one), a real `logwatch run` supervises tests/fake_vllm.py (crashing, so the child_*
-  series move), and a real Prometheus scrapes both with grafana/prometheus.yml (1 s interval,
-  alerts.yml loaded). Every dashboard query, with its Grafana variables substituted, must be valid
-  and return data; every alert expression must be valid, every rule healthy.
+  parallel, spec decode, KV connector transfers, MM cache; stamps rewritten to now, written in
+  batches that Prometheus scrapes one by one), a real `logwatch run` supervises tests/fake_vllm.py
+  (crashing, so the child_* series move), and a real Prometheus scrapes both with
+  grafana/prometheus.yml (1 s interval, alerts.yml loaded). Every dashboard query, with its Grafana
+  variables substituted, must be valid and return data; every alert expression must be valid, every
+  rule healthy.
 """
 
 from __future__ import annotations
@@ -218,7 +219,9 @@ def test_every_metric_is_one_the_exporter_serves() -> None:
                   "spec_decode_accepted_tokens_total", "spec_decode_drafted_tokens_total",
                   "http_requests_total", "log_messages_total", "last_stats_timestamp_seconds",
                   "engine_stalled", "stats_missing", "parse_errors_total", "child_up",
-                  "child_restarts_total"):
+                  "child_restarts_total", "transfers_total", "transfer_expired_requests_total",
+                  "transfer_bytes_total", "transfer_time_seconds", "transfer_post_time_seconds",
+                  "transfer_throughput_bytes_per_second"):
         assert "vllm_logwatch_" + short in used, short
 
 
@@ -267,13 +270,35 @@ def _lines(path: Path) -> list[str]:
     return [line + "\n" for line in path.read_bytes().decode("utf-8").split("\n") if line]
 
 
+_KV_STATS = ("(APIServer pid=1) INFO 11-29 10:00:10 [loggers.py:271] Engine {engine:03d}: Avg prompt "
+             "throughput: 812.4 tokens/s, Avg generation throughput: 3.1 tokens/s, Running: 0 reqs, "
+             "Waiting: 0 reqs, GPU KV cache usage: 0.0%, Prefix cache hit rate: 0.0%\n")
+_KV_TRANSFER = ("(APIServer pid=1) INFO 11-29 10:00:10 [metrics.py:108] KV Transfer metrics: "
+                "Num successful transfers={ok}, Avg xfer time (ms)=3.214, P90 xfer time (ms)=5.87, "
+                "Avg post time (ms)=0.412, P90 post time (ms)=0.9, Avg MB per transfer=18.5, "
+                "Throughput (MB/s)=5756.3, Avg number of descriptors=320.0, Num failed transfers={failed}, "
+                "Num KV expired reqs={expired}, Num notifs after expiry=0\n")
+
+
+def _kv_transfer_batch(*engines: tuple[int, int, int, int]) -> list[str]:
+    """One stats interval of disaggregated prefill: per (engine, successful transfers, failed
+    transfers, expired requests), the engine's stats line and NIXL's `KV Transfer metrics:` line
+    after it (vLLM prints that line without an engine: it belongs to the stats line before it)."""
+    return [line for engine, ok, failed, expired in engines
+            for line in (_KV_STATS.format(engine=engine),
+                         _KV_TRANSFER.format(ok=ok, failed=failed, expired=expired))]
+
+
 def _batches() -> list[list[str]]:
     """The feed, in order: the real CPU run (in three parts), data-parallel lines with an engine
-    failure (021), spec decode (019), then MM cache last (its field must be on the final line)."""
+    failure (021), two intervals of KV transfers of engines 0 and 1 (a failed transfer and expired
+    requests among them), spec decode (019), then MM cache last (its field must be on the final
+    line)."""
     cpu = _lines(CPU_LOG)
     size = -(-len(cpu) // 3)
     return [cpu[i:i + size] for i in range(0, len(cpu), size)] + [
-        _lines(DATA / "021.log"), _lines(DATA / "019.log"), _lines(DATA / "041.log")]
+        _lines(DATA / "021.log"), _kv_transfer_batch((0, 42, 1, 2), (1, 40, 0, 0)),
+        _kv_transfer_batch((0, 37, 0, 0), (1, 45, 0, 1)), _lines(DATA / "019.log"), _lines(DATA / "041.log")]
 
 
 @dataclass
@@ -436,7 +461,8 @@ def test_alert_expression_is_valid(fed: Fed, rule: dict[str, Any]) -> None:
 def test_alert_rules_load_evaluate_and_fire_on_real_failures(fed: Fed) -> None:
     """Prometheus loaded alerts.yml from grafana/prometheus.yml and evaluates every rule without
     error. The feed holds a real engine failure (021: EngineDeadError), so VLLMFailureLines fires;
-    the crashing fake vLLM of run mode makes VLLMChildRestarting fire."""
+    its KV transfer lines hold a failed transfer and expired requests, so VLLMKVTransferFailures
+    fires; the crashing fake vLLM of run mode makes VLLMChildRestarting fire."""
     names = {rule["alert"] for rule in alert_rules()}
 
     def evaluated() -> list[dict[str, Any]] | None:
@@ -446,7 +472,8 @@ def test_alert_rules_load_evaluate_and_fire_on_real_failures(fed: Fed) -> None:
 
     rules = poll_until(evaluated, 15, "every alert rule evaluated and healthy")
     assert {r["name"] for r in rules} == names
-    expected = {"VLLMFailureLines"} | ({"VLLMChildRestarting"} if fed.run_mode else set())
+    expected = {"VLLMFailureLines", "VLLMKVTransferFailures"} | (
+        {"VLLMChildRestarting"} if fed.run_mode else set())
 
     def firing() -> set[str] | None:
         alerts = fed.api("/api/v1/alerts")["data"]["alerts"]
@@ -458,3 +485,6 @@ def test_alert_rules_load_evaluate_and_fire_on_real_failures(fed: Fed) -> None:
     failures = [a for a in fed.api("/api/v1/alerts")["data"]["alerts"]
                 if a["labels"]["alertname"] == "VLLMFailureLines"]
     assert {a["labels"]["problem"] for a in failures} >= {"engine_dead"}
+    transfers = [a["labels"] for a in fed.api("/api/v1/alerts")["data"]["alerts"]
+                 if a["labels"]["alertname"] == "VLLMKVTransferFailures"]
+    assert [(t["instance"], t["cache"]) for t in transfers] == [(fed.instances[0], "kv")]

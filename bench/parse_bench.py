@@ -1,7 +1,9 @@
 """Benchmark `logwatch parse --csv` against grep on the same files, in the same run.
 
-Generates (with a seed) a realistic access-heavy log of 1 GB and a stats-only log of 200 MB in a temp
-folder, or takes paths, then times:
+Generates (with a seed) a realistic access-heavy log of 1 GB, a stats-only log of 200 MB and a
+speculative-decoding + KV-transfer log of 100 MB (a spec line and a KV Transfer line after each stats
+line, as a disaggregated-prefill server with spec decode prints) in a temp folder, or takes paths,
+then times:
   - `logwatch parse --csv FILE > /dev/null`
   - `grep -c 'Avg prompt throughput' FILE`
   - `grep 'Avg prompt throughput' FILE | awk ...` writing a CSV of the same numbers
@@ -65,13 +67,36 @@ def access_line(rng: random.Random) -> str:
     return f'INFO:     {client} - "{method} {path} HTTP/1.1" 200 OK\n'
 
 
-def generate(path: Path, size: int, access_per_stats: int, seed: int) -> None:
-    """Write about `size` bytes: `access_per_stats` access lines (+ a few others) per stats line."""
+def follower_lines(rng: random.Random, month: int, day: int, secs: int, pid: int) -> str:
+    """The SpecDecoding and KV Transfer lines vLLM prints after an engine's stats line."""
+    hh, mm, ss = secs // 3600 % 24, secs // 60 % 60, secs % 60
+    head = f"(APIServer pid={pid}) INFO {month:02d}-{day:02d} {hh:02d}:{mm:02d}:{ss:02d} [metrics.py:"
+    drafted = rng.randint(100, 400)
+    accepted = rng.randint(0, drafted)
+    return (
+        f"{head}101] SpecDecoding metrics: Mean acceptance length: {1 + accepted / drafted * 3:.2f}, "
+        f"Accepted throughput: {accepted / 10:.2f} tokens/s, Drafted throughput: {drafted / 10:.2f} tokens/s, "
+        f"Accepted: {accepted} tokens, Drafted: {drafted} tokens, Per-position acceptance rate: "
+        f"{rng.random():.3f}, {rng.random():.3f}, {rng.random():.3f}, Avg Draft acceptance rate: "
+        f"{accepted / drafted * 100:.1f}%\n"
+        f"{head}108] KV Transfer metrics: Num successful transfers={rng.randint(1, 90)}, Avg xfer time (ms)="
+        f"{rng.uniform(1, 9):.3f}, P90 xfer time (ms)={rng.uniform(9, 20):.3f}, Avg post time (ms)="
+        f"{rng.uniform(0, 1):.3f}, P90 post time (ms)={rng.uniform(1, 2):.3f}, Avg MB per transfer="
+        f"{rng.uniform(1, 40):.3f}, Throughput (MB/s)={rng.uniform(1000, 9000):.3f}, Avg number of "
+        f"descriptors={rng.uniform(100, 400):.1f}, Num failed transfers=0, Num KV expired reqs=0\n"
+    )
+
+
+def generate(path: Path, size: int, access_per_stats: int, seed: int, followers: bool = False) -> None:
+    """Write about `size` bytes: `access_per_stats` access lines (+ a few others) per stats line, and
+    with `followers` a spec and a KV Transfer line after each stats line."""
     rng = random.Random(seed)
     written, secs, pid = 0, 0, 4242
     with open(path, "w", encoding="utf-8") as out:
         while written < size:
             chunk = [stats_line(rng, 11, 1 + secs // 86400 % 28, secs, pid)]
+            if followers:
+                chunk.append(follower_lines(rng, 11, 1 + secs // 86400 % 28, secs, pid))
             for _ in range(access_per_stats):
                 chunk.append(access_line(rng))
             if access_per_stats and rng.random() < 0.05:
@@ -138,8 +163,10 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--access", type=Path, help="an access-heavy log (default: generate 1 GB)")
     parser.add_argument("--stats", type=Path, help="a stats-only log (default: generate 200 MB)")
+    parser.add_argument("--spec-kv", type=Path, help="a stats + spec + KV Transfer log (default: generate 100 MB)")
     parser.add_argument("--access-size", type=int, default=1 << 30)
     parser.add_argument("--stats-size", type=int, default=200 * 10**6)
+    parser.add_argument("--spec-kv-size", type=int, default=100 * 10**6)
     parser.add_argument("--repeat", type=int, default=3, help="best of N runs (default 3)")
     parser.add_argument("--seed", type=int, default=20261129)
     parser.add_argument("--workdir", type=Path, help="keep generated logs here and reuse them")
@@ -155,8 +182,12 @@ def main() -> None:
         if args.stats is None and not stats.exists():
             print(f"generating {args.stats_size / 1e6:.0f} MB stats-only log...", file=sys.stderr)
             generate(stats, args.stats_size, access_per_stats=0, seed=args.seed + 1)
+        spec_kv = args.spec_kv or tmp / "speckv_20261101_000000.log"
+        if args.spec_kv is None and not spec_kv.exists():
+            print(f"generating {args.spec_kv_size / 1e6:.0f} MB stats + spec + KV log...", file=sys.stderr)
+            generate(spec_kv, args.spec_kv_size, access_per_stats=0, seed=args.seed + 2, followers=True)
         logwatch = [sys.executable, "-m", "vllm_logwatch"]
-        for name, path in (("access-heavy", access), ("stats-only", stats)):
+        for name, path in (("access-heavy", access), ("stats-only", stats), ("stats + spec + KV", spec_kv)):
             report(name, path, bench_file(path, args.repeat, logwatch))
     finally:
         if args.workdir is None:

@@ -73,3 +73,40 @@ def test_gzip_and_several_files_in_order(tmp_path: Path) -> None:
     gz.write_bytes(gzip.compress(real.read_bytes()))
     paths = [str(DATA / "002.log"), str(gz), str(DATA / "012.log")]
     assert fast_csv(paths) == slow_csv(paths)
+
+
+HDR = "(APIServer pid=1) INFO 11-29 10:00:{s:02d} "
+SPEC_LINE = HDR + ("[metrics.py:101] SpecDecoding metrics: Mean acceptance length: 2.20, Accepted: 78 "
+                   "tokens, Drafted: 195 tokens, Avg Draft acceptance rate: 40.0%\n")
+KV_LINE = HDR + ("[metrics.py:108] KV Transfer metrics: Num successful transfers=42, Avg xfer time (ms)="
+                 "3.214, Num failed transfers=0\n")
+STATS_LINE = HDR + ("[loggers.py:335] Engine 000: Avg prompt throughput: 10.0 tokens/s, Avg generation "
+                    "throughput: 20.0 tokens/s, Running: 3 reqs, Waiting: 1 reqs, GPU KV cache usage: 4.0%\n")
+
+
+@pytest.mark.parametrize("dense", [False, True], ids=["sparse", "dense"])
+def test_spec_and_transfer_lines_are_never_parsed_for_csv(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, dense: bool
+) -> None:
+    """They make no CSV row, and a full parse of each (a spec-decode or P/D log has one per stats line)
+    made `parse --csv` ten times slower; the rows stay those of the general path."""
+    import vllm_logwatch.fastcsv as fastcsv
+    import vllm_logwatch.parse as parse
+
+    log = tmp_path / "pd_20261129_100000.log"
+    followers = SPEC_LINE + KV_LINE
+    body = "".join(STATS_LINE.format(s=s) + ("" if dense and s % 10 else followers.format(s=s))
+                   for s in range(60))
+    log.write_text(body * 50)
+    calls: list[str] = []
+    real_parse = parse.parse_line
+    monkeypatch.setattr(parse, "parse_line", lambda text: calls.append(text) or real_parse(text))
+    monkeypatch.setattr(fastcsv, "PARALLEL_MIN_BYTES", 1)
+    monkeypatch.setattr(fastcsv, "_RANGE", 4096)
+    out = io.BytesIO()
+    rows = fastcsv.write_csv([fastcsv.resolve_inputs([str(log)], "UTC")[0][0]], out,
+                             lambda source, stamp: fastcsv.YearClock.for_source(source.path, None, None,
+                                                                                 first_stamp=stamp),
+                             fastcsv.ScanStats())
+    assert rows == 3000 and calls == []
+    assert out.getvalue().decode().replace("+00:00", "") == slow_csv([str(log)]).replace("+00:00", "")

@@ -18,6 +18,7 @@ import stringzilla
 __all__ = [
     "FOLLOWER_NEEDLES",
     "SPEC_NEEDLES",
+    "STATS_FOLLOWER_NEEDLES",
     "STATS_NEEDLES",
     "TRANSFER_NEEDLES",
     "VARIANT_NEEDLES",
@@ -60,6 +61,9 @@ VARIANT_NEEDLES: tuple[bytes, ...] = (b"Avg prompt tput: ", b"] Running: ")
 """The Rust front end's stats line and 0.7.0's stub: searched only in files whose first block has one."""
 FOLLOWER_NEEDLES: tuple[bytes, ...] = (b"Prefix cache hit rate: GPU", b" metrics: ")
 """Lines that sit right after a stats line: V0's prefix-cache line, speculative-decoding lines."""
+STATS_FOLLOWER_NEEDLES: tuple[bytes, ...] = (b"Prefix cache hit rate: GPU",)
+"""The only follower a stats record needs (V0's prefix-cache line is merged into it): reading stats
+alone skips the spec-decode and KV-transfer lines, which would cost a full parse each."""
 
 
 def scan_stream(

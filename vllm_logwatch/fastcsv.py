@@ -26,7 +26,7 @@ from multiprocessing import get_context
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from .bulkscan import (
-    FOLLOWER_NEEDLES,
+    STATS_FOLLOWER_NEEDLES,
     STATS_NEEDLES,
     VARIANT_NEEDLES,
     ScanStats,
@@ -49,6 +49,7 @@ _RANGE = 4 << 20
 _WORKER_BLOCK = 1 << 20  # find + count twice over a block that stays in the CPU cache
 _MAX_FOLLOWER = 64 << 10
 _DENSE_PROBE = 64 << 10  # a range whose first 64 KiB are mostly stats lines is sent whole
+_ROW_NEEDLES = STATS_NEEDLES + VARIANT_NEEDLES + STATS_FOLLOWER_NEEDLES
 
 _CANON = re.compile(
     rb"(?m)^(?:\(\w+ pid=\d+\) )?(?:INFO|DEBUG) (\d\d-\d\d \d\d:\d\d:\d\d) \[[\w./]+:\d+\] "
@@ -117,7 +118,7 @@ def _hit_starts(data: bytearray, lo: int, hi: int, size: int, needles: tuple[byt
             starts.add(data.rfind(b"\n", 0, pos) + 1)
             nxt = data.find(b"\n", pos, size) + 1
             nstop = data.find(b"\n", nxt, size) if nxt else -1
-            if nstop > 0 and any(data.find(f, nxt, nstop) >= 0 for f in FOLLOWER_NEEDLES):
+            if nstop > 0 and any(data.find(f, nxt, nstop) >= 0 for f in STATS_FOLLOWER_NEEDLES):
                 starts.add(nxt)
             pos = simd_find(data, needle, nxt, hi) if nxt else -1
     return sorted(starts)
@@ -134,7 +135,7 @@ def _ranges(path: str, size: int) -> list[tuple[int, int]]:
             fh.readline()
             cut = fh.tell()
             line = fh.readline(_MAX_FOLLOWER)
-            while line and any(f in line for f in FOLLOWER_NEEDLES):
+            while line and any(f in line for f in STATS_FOLLOWER_NEEDLES):
                 cut = fh.tell()
                 line = fh.readline(_MAX_FOLLOWER)
             if cut >= size:
@@ -193,7 +194,7 @@ def stream_blobs(stream: BinaryIO, stats: ScanStats, batch: int = 4096) -> Itera
     """The same as `scan_file_blobs` for any stream (stdin, .gz, small files), in one process."""
     numbers = array("Q")
     parts: list[bytes] = []
-    for number, raw in scan_stream_bytes(stream, STATS_NEEDLES, stats, followers=FOLLOWER_NEEDLES):
+    for number, raw in scan_stream_bytes(stream, STATS_NEEDLES, stats, followers=STATS_FOLLOWER_NEEDLES):
         numbers.append(number)
         parts.append(raw)
         if len(parts) >= batch:
@@ -297,9 +298,14 @@ class CsvFastWriter:
         self.sink.write(b"".join(rows), self._n)
 
     def _slow(self, chunk: bytes, numbers: array[int], idx: int, rows: list[bytes]) -> int:
+        """The general parser for the lines the fast lane did not read; a stats-dense range brings
+        every line, and only those that can make or complete a stats row are parsed."""
         from .parse import parse_line
 
         for raw in chunk.split(b"\n")[:-1]:
+            if not any(needle in raw for needle in _ROW_NEEDLES):
+                idx += 1
+                continue
             event = parse_line(raw.decode("utf-8", "replace"))
             if event is not None:
                 self._emit_events(self.assembler.feed(event, numbers[idx]), rows)

@@ -17,7 +17,16 @@ from typing import IO, Any, BinaryIO, Literal
 from .errors import InputError, NoStatsError
 from .events import STATS_COLUMNS, EngineStats, Event, ServerInfo
 from .parse import parse_line
-from .scan import SPEC_NEEDLES, STATS_NEEDLES, TRANSFER_NEEDLES, Assembler, ScanStats, read_lines, scan_stream
+from .scan import (
+    SPEC_NEEDLES,
+    STATS_FOLLOWER_NEEDLES,
+    STATS_NEEDLES,
+    TRANSFER_NEEDLES,
+    Assembler,
+    ScanStats,
+    read_lines,
+    scan_stream,
+)
 from .sources import Source, input_error, open_source, read_errors, resolve_inputs
 from .timeparse import YearClock
 
@@ -122,7 +131,7 @@ def iter_source_events(
     with open_source(source) as raw:
         stream = _open_progress(raw, source)
         if kind == "stats":
-            lines = scan_stream(stream, STATS_NEEDLES + extra_needles, scan)
+            lines = scan_stream(stream, STATS_NEEDLES + extra_needles, scan, followers=STATS_FOLLOWER_NEEDLES)
         elif kind == "spec":
             lines = scan_stream(stream, STATS_NEEDLES + SPEC_NEEDLES + extra_needles, scan)
         elif kind == "transfer":

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Iterator
 from .bulkscan import (
     FOLLOWER_NEEDLES,
     SPEC_NEEDLES,
+    STATS_FOLLOWER_NEEDLES,
     STATS_NEEDLES,
     TRANSFER_NEEDLES,
     VARIANT_NEEDLES,
@@ -30,6 +31,7 @@ from .timeparse import YearClock
 __all__ = [
     "FOLLOWER_NEEDLES",
     "SPEC_NEEDLES",
+    "STATS_FOLLOWER_NEEDLES",
     "STATS_NEEDLES",
     "TRANSFER_NEEDLES",
     "VARIANT_NEEDLES",

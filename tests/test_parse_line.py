@@ -22,6 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import vllm_logwatch.parse as parse_module
 from vllm_logwatch.events import (
     EngineStats,
     Event,
@@ -873,3 +874,45 @@ def test_long_damaged_lines_are_read_in_linear_time() -> None:
     assert isinstance(stats, EngineStats) and stats.unknown_fields == 90_000 and len(stats.extra) <= 32
     assert isinstance(spec, SpecDecodeStats) and spec.per_position_acceptance_rate is not None
     assert len(spec.per_position_acceptance_rate) == 100_000
+
+
+# --- the one-match reader of the common V1 line gives what the field reader gives --------------------
+
+
+def _field_reader(line: str, monkeypatch: pytest.MonkeyPatch) -> Event | None:
+    with monkeypatch.context() as m:
+        m.setattr(parse_module, "_CANONICAL", re.compile(r"(?!)"))  # never matches: the general reader
+        return parse_line(line)
+
+
+_CANONICAL_SEEDS = sorted({line for line in _REAL_STATS if "Engine 0" in line} | {V1_LINE})
+
+
+@pytest.mark.parametrize("line", _CANONICAL_SEEDS)
+def test_canonical_reader_equals_field_reader_on_real_lines(line: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    fast, slow = parse_line(line), _field_reader(line, monkeypatch)
+    assert fast == slow
+    assert fast is not None and slow is not None and fast.model_fields_set == slow.model_fields_set
+
+
+_COUNT = st.integers(0, 10**20).map(str)
+
+
+@_SETTINGS
+@given(engine=st.integers(0, 99999), nums=st.lists(st.floats(0, 1e18, allow_nan=False, allow_infinity=False),
+                                                    min_size=5, max_size=5),
+       running=_COUNT, waiting=_COUNT, device=st.sampled_from(["GPU", "CPU", "XPU", "NPU"]),
+       prefix=st.booleans(), mm=st.booleans(), tail=st.sampled_from(["", ".", " ", "\r", ", Extra: 1"]))
+def test_canonical_reader_equals_field_reader(engine: int, nums: list[float], running: str, waiting: str,
+                                              device: str, prefix: bool, mm: bool, tail: str) -> None:
+    p, g, kv, pc, mc = (f"{x:.{1 + int(x) % 3}f}" for x in nums)
+    line = (f"{HDR}Engine {engine:03d}: Avg prompt throughput: {p} tokens/s, Avg generation throughput: {g} "
+            f"tokens/s, Running: {running} reqs, Waiting: {waiting} reqs, {device} KV cache usage: {kv}%"
+            + (f", Prefix cache hit rate: {pc}%" if prefix else "") + (f", MM cache hit rate: {mc}%" if mm else "")
+            + tail)
+    fast = parse_line(line)
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(parse_module, "_CANONICAL", re.compile(r"(?!)"))
+        slow = parse_line(line)
+    assert fast == slow
+    assert fast is not None and slow is not None and fast.model_fields_set == slow.model_fields_set

@@ -45,6 +45,13 @@ _STATS_START = re.compile(
     r"(?:Engine (\d{3,}): |(\d+) Engines Aggregated: )?"
     r"(?=Avg prompt t|Running: \d+ reqs, Waiting: \d+ reqs\s*$)"
 )
+# The common V1 stats message, read in one match (the general field reader below gives the same record;
+# tests check it line for line). Counts have at most 15 digits so they read as exactly as through float.
+_CANONICAL = re.compile(
+    r"Engine (\d{3,}): Avg prompt throughput: (\d+\.\d+) tokens/s, Avg generation throughput: (\d+\.\d+) "
+    r"tokens/s, Running: (\d{1,15}) reqs, Waiting: (\d{1,15}) reqs, ([A-Z]+) KV cache usage: (\d+\.\d+)%"
+    r"(?:, Prefix cache hit rate: (\d+\.\d+)%)?(?:, MM cache hit rate: (\d+\.\d+)%)?"
+)
 _STATS_ANYWHERE = re.compile(r"(?:Engine \d{3,}: |\d+ Engines Aggregated: )?Avg prompt t(?:hroughput|put): ")
 _SPEC_START = re.compile(r"(?:Engine (\d{3,}): )?(SpecDecoding|Speculative|DiffusionDecoding) metrics: ")
 _V0_PREFIX = re.compile(
@@ -161,6 +168,9 @@ def _parse_message(
     msg: str, level: str | None, stamp: str | None, location: str | None, process: str | None
 ) -> Event | None:
     common: dict[str, Any] = {"stamp": stamp, "level": level, "process": process}
+    cm = _CANONICAL.fullmatch(msg)
+    if cm is not None:
+        return _canonical_stats(cm, common)
     sm = _STATS_START.match(msg)
     if sm is not None:
         return _parse_stats(msg, sm, common)
@@ -328,6 +338,23 @@ def _parse_stats(msg: str, sm: re.Match[str], common: dict[str, Any]) -> Event:
         unknown_fields=unknown,
         **values,
         **common,
+    )
+
+
+def _canonical_stats(cm: re.Match[str], common: dict[str, Any]) -> EngineStats:
+    engine, prompt, generation, running, waiting, device, kv, prefix, mm = cm.groups()
+    values: dict[str, Any] = {
+        "prompt_throughput": float(prompt), "generation_throughput": float(generation),
+        "running": int(running), "waiting": int(waiting),
+        "cpu_kv_cache_usage_pct" if device == "CPU" else "gpu_kv_cache_usage_pct": float(kv),
+        "device": device,
+    }
+    if prefix is not None:
+        values["prefix_cache_hit_rate_pct"] = float(prefix)
+    if mm is not None:
+        values["mm_cache_hit_rate_pct"] = float(mm)
+    return EngineStats(
+        engine=int(engine), engines_aggregated=None, extra={}, unknown_fields=0, **values, **common
     )
 
 

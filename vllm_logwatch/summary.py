@@ -167,7 +167,10 @@ class _Group:
             self.first = e.time if self.first is None or e.time < self.first else self.first
             self.last = e.time if self.last is None or e.time > self.last else self.last
         # The live exporter's own per-engine state: the same token estimate (throughput x interval).
-        self.estimates.setdefault(member, EngineState()).apply_stats(e, 0.0)
+        estimate = self.estimates.get(member)
+        if estimate is None:
+            estimate = self.estimates[member] = EngineState()
+        estimate.apply_stats(e, 0.0)
         prefix, mm = self.hits.get(member, (None, None))
         self.hits[member] = (
             e.prefix_cache_hit_rate_pct if e.prefix_cache_hit_rate_pct is not None else prefix,

@@ -190,6 +190,52 @@ def test_restart_inside_a_file_is_a_new_launch(tmp_path: Path, capsys: pytest.Ca
     assert summary_json(capsys, str(log), "--by", "none")["groups"][0]["launch"] == "2 launches"
 
 
+def test_spec_and_kv_transfer_sections(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Two engines, each interval a spec line and a KV Transfer line after its stats line."""
+    log = tmp_path / "serve_20261129_100000.log"
+    head = "(APIServer pid=1) INFO 11-29 10:00:{:02d} [metrics.py:1] "
+    spec = head + ("SpecDecoding metrics: Mean acceptance length: {}, Accepted: {} tokens, Drafted: {} "
+                   "tokens, Avg Draft acceptance rate: 0.0%")
+    kv = head + ("KV Transfer metrics: Num successful transfers={}, Avg xfer time (ms)={}, P90 xfer time "
+                 "(ms)={}, Avg MB per transfer={}, Num failed transfers={}, Num KV expired reqs={}")
+    lines = []
+    intervals = [(30, 60, 10, 2.0, 0), (50, 100, 0, 0, 2), (20, 40, 6, 4.0, 1)]
+    for i, (accepted, drafted, ok, avg, failed) in enumerate(intervals):
+        s = 10 * i
+        for engine in (0, 1):
+            lines += [_stats(f"11-29 10:00:{s:02d}", engine, 0.0, 100.0, 4, 0),
+                      spec.format(s, 2.0 + engine, accepted, drafted),
+                      kv.format(s, ok, avg, 2 * avg, 512.0, failed, 1)]
+    log.write_text("\n".join(lines) + "\n")
+    (group,) = summary_json(capsys, str(log))["groups"]
+    assert group["spec"] == {"lines": 6, "drafted_tokens": 400.0, "accepted_tokens": 200.0,
+                             "acceptance_pct": 50.0, "mean_acceptance_length_median": 2.5}
+    assert group["transfers"] == {
+        "lines": 6, "succeeded": 32, "failed": 6, "failed_recv": None, "expired_requests": 6,
+        "gib": pytest.approx(32 * 512 / 1024), "avg_transfer_ms_median": 3.0, "p90_transfer_ms_median": 6.0,
+    }
+    text = summary(capsys, str(log))
+    assert "Speculative decoding" in text and "KV transfers" in text
+    row = r"serve_20261129_100000\.log\s+0,1\s+6\s+32\s+6\s+-\s+6\s+16\.00\s+3\.000\s+6\.000"
+    assert re.search(row, text), text
+    plain = tmp_path / "plain_20261129_100000.log"
+    plain.write_text(_stats("11-29 10:00:00", 0, 0.0, 100.0, 4, 0) + "\n")
+    assert "Speculative decoding" not in summary(capsys, str(plain))
+
+
+def test_v0_cumulative_spec_counts_are_not_summed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """V0 prints totals since the engine started (real 034.log: 1 of 5, then 1 of 15)."""
+    log = tmp_path / "serve_20260206_030000.log"
+    v0 = ("INFO 02-06 03:05:{:02d} metrics.py:486] Avg prompt throughput: 0.0 tokens/s, Avg generation "
+          "throughput: 15.5 tokens/s, Running: 1 reqs, Swapped: 0 reqs, Pending: 0 reqs, GPU KV cache usage: "
+          "0.0%, CPU KV cache usage: 0.0%.")
+    spec = [line for line in (DATA / "034.log").read_text().splitlines() if "Speculative metrics" in line]
+    log.write_text("\n".join([v0.format(0), spec[0], v0.format(10), spec[1]]) + "\n")
+    (group,) = summary_json(capsys, str(log))["groups"]
+    assert (group["spec"]["drafted_tokens"], group["spec"]["accepted_tokens"]) == (15.0, 1.0)
+    assert group["spec"]["acceptance_pct"] == pytest.approx(100 / 15)
+
+
 # -- bad input --------------------------------------------------------------------------------
 
 

@@ -120,8 +120,9 @@ def _add_summary(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
             "Summarise vLLM logs: per launch (a file, or a restart inside one) the time span, stats "
             "lines, estimated prompt and generation tokens, peak and median generation tok/s, mean KV "
             "usage, share of intervals with requests waiting, cache hit rates at the end; then tok/s "
-            "by running requests (all busy intervals, and steady decode only). The output says what "
-            "each column means."
+            "by running requests (all busy intervals, and steady decode only); for logs that have "
+            "them, speculative decoding (drafted, accepted, acceptance) and KV transfers (by result, "
+            "GiB, transfer times). The output says what each column means."
         ),
         epilog=_EPILOG,
     )

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from .errors import NoStatsError
-from .events import EngineStats, ServerInfo, SpecDecodeStats
+from .events import EngineStats, ServerInfo, SpecDecodeStats, TransferStats
 from .report import iter_source_events, no_stats_hint
 from .scan import ScanStats
 from .sources import resolve_inputs
@@ -52,8 +52,9 @@ def iter_launch_records(
     year: int | None = None,
     tz: str | None = None,
     spec: bool = False,
-) -> Iterator[tuple[Launch, EngineStats | SpecDecodeStats]]:
-    """Every stats record (and with `spec`, speculative-decoding record) of `inputs`, with its launch.
+) -> Iterator[tuple[Launch, EngineStats | SpecDecodeStats | TransferStats]]:
+    """Every stats record (and with `spec`, speculative-decoding and KV / EC transfer record) of
+    `inputs`, with its launch.
 
     Raises `InputError` for unreadable inputs and `NoStatsError` (with the usual hint) when the
     inputs hold no stats line at all.
@@ -81,7 +82,7 @@ def iter_launch_records(
             elif isinstance(event, EngineStats):
                 launch.has_stats = any_stats = True
                 yield launch, event
-            elif isinstance(event, SpecDecodeStats):
+            elif isinstance(event, (SpecDecodeStats, TransferStats)):
                 yield launch, event
         if launch.has_stats:
             index += 1

@@ -21,7 +21,7 @@ from datetime import datetime, timezone, tzinfo
 from typing import TYPE_CHECKING, Any
 
 from .errors import InputError, NoStatsError, UsageError
-from .events import EngineStats, SpecDecodeStats
+from .events import EngineStats, SpecDecodeStats, TransferStats
 from .launches import Launch, iter_launch_records
 from .timeparse import resolve_zone
 
@@ -88,7 +88,7 @@ def _require_matplotlib() -> None:
         raise UsageError(_MISSING_MATPLOTLIB) from None
 
 
-def build_figure(records: Iterable[tuple[Launch, EngineStats | SpecDecodeStats]]) -> Figure:
+def build_figure(records: Iterable[tuple[Launch, EngineStats | SpecDecodeStats | TransferStats]]) -> Figure:
     """The figure of `records` (in file order; lines without a time are left out).
 
     Pure apart from matplotlib: nothing is written. Axes 0-3 are the time panels, axis 4 the scatter;

@@ -21,13 +21,14 @@ from typing import IO, Literal
 
 from .engine_state import EngineState
 from .errors import UsageError
-from .events import EngineStats, SpecDecodeStats
+from .events import EngineStats, SpecDecodeStats, TransferStats
 from .launches import Launch, iter_launch_records
 
 __all__ = [
-    "STEADY_MAX_PROMPT_SHARE", "ConcurrencyRow", "GroupSummary", "Summary", "bucket_of", "quantile",
-    "run_summary", "summarize",
+    "STEADY_MAX_PROMPT_SHARE", "ConcurrencyRow", "GroupSummary", "SpecSummary", "Summary", "TransferSummary",
+    "bucket_of", "quantile", "run_summary", "summarize",
 ]
+Record = EngineStats | SpecDecodeStats | TransferStats
 
 By = Literal["launch", "engine", "none"]
 STEADY_MAX_PROMPT_SHARE = 0.02
@@ -88,6 +89,34 @@ class ConcurrencyRow:
 
 
 @dataclass
+class SpecSummary:
+    """Speculative decoding of a group: tokens counted as the exporter counts them (V1 lines summed,
+    V0's cumulative counts taken as totals)."""
+
+    lines: int
+    drafted_tokens: float
+    accepted_tokens: float
+    acceptance_pct: float | None
+    mean_acceptance_length_median: float | None
+
+
+@dataclass
+class TransferSummary:
+    """KV / EC connector transfers of a group, summed over the `KV Transfer metrics:` lines."""
+
+    lines: int
+    succeeded: int | None
+    """None when the connector's lines do not report the count (NIXL has no failed recvs, ...)."""
+    failed: int | None
+    failed_recv: int | None
+    expired_requests: int | None
+    gib: float
+    """Successful transfers x Avg MB per transfer, in GiB (vLLM's MB is MiB)."""
+    avg_transfer_ms_median: float | None
+    p90_transfer_ms_median: float | None
+
+
+@dataclass
 class GroupSummary:
     """One row of the launch table (a launch, a launch's engine, or everything) and its tables."""
 
@@ -109,6 +138,8 @@ class GroupSummary:
     mm_cache_hit_rate_pct: float | None
     concurrency: list[ConcurrencyRow] = field(default_factory=list)
     steady_decode: list[ConcurrencyRow] = field(default_factory=list)
+    spec: SpecSummary | None = None
+    transfers: TransferSummary | None = None
 
     @property
     def span_seconds(self) -> float | None:
@@ -157,6 +188,30 @@ class _Group:
         self.waiting = array("q")
         self.kv = array("d")
         self.open: _Open | None = None
+        self.spec_lines = 0
+        self.spec_lengths = array("d")
+        self.transfer_lines = 0
+        self.transfer_ms = (array("d"), array("d"))  # avg and p90 of the lines with transfers
+
+    def _estimate(self, member: tuple[int, int | None]) -> EngineState:
+        estimate = self.estimates.get(member)
+        if estimate is None:
+            estimate = self.estimates[member] = EngineState()
+        return estimate
+
+    def add_spec(self, launch: Launch, e: SpecDecodeStats) -> None:
+        self.spec_lines += 1
+        self._estimate((launch.index, e.engine)).apply_spec(e)
+        if e.mean_acceptance_length is not None and math.isfinite(e.mean_acceptance_length):
+            self.spec_lengths.append(e.mean_acceptance_length)
+
+    def add_transfer(self, launch: Launch, e: TransferStats) -> None:
+        self.transfer_lines += 1
+        self._estimate((launch.index, e.engine)).apply_transfer(e)
+        if e.successful_transfers:
+            for values, ms in zip(self.transfer_ms, (e.avg_transfer_ms, e.p90_transfer_ms), strict=True):
+                if ms is not None and math.isfinite(ms):
+                    values.append(ms)
 
     def add(self, launch: Launch, e: EngineStats) -> None:
         member = (launch.index, e.engine)
@@ -167,10 +222,7 @@ class _Group:
             self.first = e.time if self.first is None or e.time < self.first else self.first
             self.last = e.time if self.last is None or e.time > self.last else self.last
         # The live exporter's own per-engine state: the same token estimate (throughput x interval).
-        estimate = self.estimates.get(member)
-        if estimate is None:
-            estimate = self.estimates[member] = EngineState()
-        estimate.apply_stats(e, 0.0)
+        self._estimate(member).apply_stats(e, 0.0)
         prefix, mm = self.hits.get(member, (None, None))
         self.hits[member] = (
             e.prefix_cache_hit_rate_pct if e.prefix_cache_hit_rate_pct is not None else prefix,
@@ -280,10 +332,46 @@ def _finish(g: _Group) -> GroupSummary:
         mm_cache_hit_rate_pct=mm,
         concurrency=_concurrency(g, busy, exact),
         steady_decode=_concurrency(g, steady, exact),
+        spec=_spec(g),
+        transfers=_transfers(g),
     )
 
 
-def summarize(records: Iterable[tuple[Launch, EngineStats | SpecDecodeStats]], by: By = "launch") -> Summary:
+def _spec(g: _Group) -> SpecSummary | None:
+    if not g.spec_lines:
+        return None
+    drafted = sum(t.spec_drafted.value for t in g.estimates.values())
+    accepted = sum(t.spec_accepted.value for t in g.estimates.values())
+    return SpecSummary(
+        lines=g.spec_lines, drafted_tokens=drafted, accepted_tokens=accepted,
+        acceptance_pct=accepted / drafted * 100.0 if drafted else None,
+        mean_acceptance_length_median=statistics.median(g.spec_lengths) if g.spec_lengths else None,
+    )
+
+
+def _transfers(g: _Group) -> TransferSummary | None:
+    if not g.transfer_lines:
+        return None
+    totals: dict[str, float] = {}
+    for estimate in g.estimates.values():
+        for short, labels, value in estimate.transfer.samples():
+            if short in ("transfers", "transfer_expired_requests", "transfer_bytes"):
+                key = labels[-1] if short == "transfers" else short
+                totals[key] = totals.get(key, 0.0) + value
+    def count(key: str) -> int | None:
+        return round(totals[key]) if key in totals else None
+
+    avg_ms, p90_ms = g.transfer_ms
+    return TransferSummary(
+        lines=g.transfer_lines, succeeded=count("succeeded"), failed=count("failed"),
+        failed_recv=count("failed_recv"), expired_requests=count("transfer_expired_requests"),
+        gib=totals.get("transfer_bytes", 0.0) / (1 << 30),
+        avg_transfer_ms_median=statistics.median(avg_ms) if avg_ms else None,
+        p90_transfer_ms_median=statistics.median(p90_ms) if p90_ms else None,
+    )
+
+
+def summarize(records: Iterable[tuple[Launch, Record]], by: By = "launch") -> Summary:
     """The summary of `records` (in file order), grouped by launch, by launch and engine, or not at all.
 
     >>> from vllm_logwatch.parse import parse_line
@@ -296,16 +384,21 @@ def summarize(records: Iterable[tuple[Launch, EngineStats | SpecDecodeStats]], b
     """
     groups: dict[_Key, _Group] = {}
     for launch, e in records:
-        if not isinstance(e, EngineStats):
-            continue
         key: _Key = (
             (launch.index, -1 if e.engine is None else e.engine) if by == "engine"
             else (launch.index,) if by == "launch" else ()
         )
         group = groups.get(key)
-        if group is None:
-            group = groups[key] = _Group()
-        group.add(launch, e)
+        if isinstance(e, EngineStats):
+            if group is None:
+                group = groups[key] = _Group()
+            group.add(launch, e)
+        elif group is None:
+            continue  # a spec or transfer line before its engine's first stats line: nothing to add it to
+        elif isinstance(e, SpecDecodeStats):
+            group.add_spec(launch, e)
+        else:
+            group.add_transfer(launch, e)
     summaries = [_finish(g) for g in groups.values()]
     summaries.sort(key=lambda s: s.start.timestamp() if s.start else math.inf)
     return Summary(by=by, groups=summaries)
@@ -332,6 +425,6 @@ def run_summary(
     if by not in ("launch", "engine", "none") or fmt not in ("text", "markdown", "json"):
         raise UsageError(
             f"summary by {by!r} as {fmt!r}: by is launch, engine or none; fmt text, markdown or json")
-    summary = summarize(iter_launch_records(inputs, year=year, tz=tz), by)
+    summary = summarize(iter_launch_records(inputs, year=year, tz=tz, spec=True), by)
     (out if out is not None else sys.stdout).write(render(summary, fmt))
     return summary

@@ -10,7 +10,7 @@ from typing import Any
 
 from .summary import STEADY_MAX_PROMPT_SHARE, ConcurrencyRow, GroupSummary, Summary
 
-__all__ = ["LAUNCH_COLUMNS", "NOT_IN_LOG", "TABLE_COLUMNS", "render"]
+__all__ = ["LAUNCH_COLUMNS", "NOT_IN_LOG", "SPEC_COLUMNS", "TABLE_COLUMNS", "TRANSFER_COLUMNS", "render"]
 
 _STEADY = (
     f"nothing waiting and prompt tok/s at most {STEADY_MAX_PROMPT_SHARE:.0%} of generation tok/s "
@@ -45,6 +45,21 @@ TABLE_COLUMNS: dict[str, str] = {
     "KV %": "median KV cache usage",
     "waiting %": "share of the row's intervals with requests waiting",
 }
+SPEC_COLUMNS: dict[str, str] = {
+    "spec lines": "SpecDecoding / Speculative metrics lines read",
+    "drafted, accepted": "speculative tokens drafted and accepted, summed as the exporter counts them "
+    "(V0 prints totals since start: the last one counts)",
+    "acceptance %": "accepted / drafted",
+    "mean accept len": "median over the lines of the mean acceptance length (tokens per step)",
+}
+TRANSFER_COLUMNS: dict[str, str] = {
+    "KV lines": "KV / EC Transfer metrics lines read (one per interval with transfers)",
+    "succeeded, failed, failed recv": "connector transfers by result, summed ('-': the connector does "
+    "not report that count)",
+    "expired": "requests whose KV blocks expired before the other side fetched them",
+    "GiB": "successful transfers x Avg MB per transfer (vLLM's MB is MiB)",
+    "xfer ms avg, p90": "median over the lines with transfers of their average and p90 transfer time",
+}
 NOT_IN_LOG = (
     "Not in the log: time to first token (TTFT) and inter-token latency. Per-request tok/s is an "
     "average over a ~10 s interval, not a latency; use vLLM's /metrics histograms or a benchmark "
@@ -57,6 +72,11 @@ _HEAD = (
 _TABLE_HEAD = (
     "running", "intervals", "gen tok/s median", "gen tok/s p90", "per-req tok/s", "prompt tok/s",
     "KV %", "waiting %",
+)
+_SPEC_HEAD = ("launch", "engine", "spec lines", "drafted", "accepted", "acceptance %", "mean accept len")
+_TRANSFER_HEAD = (
+    "launch", "engine", "KV lines", "succeeded", "failed", "failed recv", "expired", "GiB", "xfer ms avg",
+    "xfer ms p90",
 )
 _LEFT = {"launch", "engine", "model", "start", "running"}
 
@@ -121,6 +141,23 @@ def _md_table(head: tuple[str, ...], rows: list[list[str]]) -> list[str]:
             for cells in (list(head), align, *rows)]
 
 
+def _spec_row(g: GroupSummary) -> list[str] | None:
+    s = g.spec
+    if s is None:
+        return None
+    return [g.launch, g.engine, str(s.lines), _f(s.drafted_tokens, 0), _f(s.accepted_tokens, 0),
+            _f(s.acceptance_pct), _f(s.mean_acceptance_length_median, 2)]
+
+
+def _transfer_row(g: GroupSummary) -> list[str] | None:
+    t = g.transfers
+    if t is None:
+        return None
+    counts = (t.succeeded, t.failed, t.failed_recv, t.expired_requests)
+    return [g.launch, g.engine, str(t.lines), *("-" if n is None else f"{n:,}" for n in counts),
+            _f(t.gib, 2), _f(t.avg_transfer_ms_median, 3), _f(t.p90_transfer_ms_median, 3)]
+
+
 def _title(g: GroupSummary, by: str) -> str:
     if by == "none" and g.launch.endswith("launches"):
         return f"all {g.launch}"
@@ -140,6 +177,12 @@ def _render_tables(summary: Summary, markdown: bool) -> str:
     head = tuple(f"start{_zone(summary)}" if c == "start" else c for c in _HEAD)
     out = [f"{h}vLLM log summary (by {summary.by})", ""]
     out += table(head, [_launch_row(g) for g in summary.groups])
+    spec_rows = [row for g in summary.groups if (row := _spec_row(g)) is not None]
+    transfer_rows = [row for g in summary.groups if (row := _transfer_row(g)) is not None]
+    if spec_rows:
+        out += ["", f"{h}Speculative decoding", "", *table(_SPEC_HEAD, spec_rows)]
+    if transfer_rows:
+        out += ["", f"{h}KV transfers", "", *table(_TRANSFER_HEAD, transfer_rows)]
     for g in summary.groups:
         if not g.concurrency:
             out += ["", f"{h}Throughput by concurrency: {_title(g, summary.by)}", "", "(nothing ran)"]
@@ -152,6 +195,10 @@ def _render_tables(summary: Summary, markdown: bool) -> str:
     out += [f"{bullet}{name}: {text}" for name, text in LAUNCH_COLUMNS.items()]
     out.append("")
     out += [f"{bullet}{name}: {text}" for name, text in TABLE_COLUMNS.items()]
+    for shown, columns in ((spec_rows, SPEC_COLUMNS), (transfer_rows, TRANSFER_COLUMNS)):
+        if shown:
+            out.append("")
+            out += [f"{bullet}{name}: {text}" for name, text in columns.items()]
     out += ["", f"Steady decode: the intervals with {_STEADY}.", "", NOT_IN_LOG, ""]
     return "\n".join(out)
 
@@ -180,7 +227,7 @@ def render(summary: Summary, fmt: str = "text") -> str:
         doc = {
             "by": summary.by,
             "groups": [_json_group(g) for g in summary.groups],
-            "columns": {**LAUNCH_COLUMNS, **TABLE_COLUMNS},
+            "columns": {**LAUNCH_COLUMNS, **TABLE_COLUMNS, **SPEC_COLUMNS, **TRANSFER_COLUMNS},
             "steady_decode": _STEADY,
             "not_in_log": NOT_IN_LOG,
         }

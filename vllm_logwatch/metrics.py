@@ -24,10 +24,10 @@ import math
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily, Metric
+from prometheus_client.core import Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from .engine_state import DEFAULT_INTERVAL, EngineState, RunningTotal, json_safe
@@ -43,15 +43,15 @@ from .events import (
     TransferStats,
     Unparsed,
 )
+from .families import Families, new_family
 from .infolines import PROBLEM_TAGS
-from .names import METRICS, PREFIX, MetricSpec
+from .names import METRICS
 
 __all__ = ["LEVELS", "ExporterMetrics", "normalise_path"]
 
 LEVELS = ("WARNING", "ERROR", "CRITICAL")
 """Levels counted in `log_messages` (always exported, from 0, so `increase()` sees the first one)."""
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"})
-_SPECS: dict[str, MetricSpec] = {m.name[len(PREFIX):]: m for m in METRICS}
 _LABEL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SEGMENT = re.compile(r"[A-Za-z0-9._-]{0,40}")
 _HEX_ID = re.compile(r"(?=.*\d)[0-9a-fA-F-]{8,}")
@@ -308,7 +308,7 @@ class ExporterMetrics(Collector):
 
     def describe(self) -> Iterable[Metric]:
         """Every family we may serve, without samples: lets the registry refuse a duplicate."""
-        return [_family(spec, ()) for spec in METRICS]
+        return [new_family(spec, ()) for spec in METRICS]
 
     def collect(self) -> Iterable[Metric]:
         """The metric families now (custom-collector interface)."""
@@ -316,7 +316,7 @@ class ExporterMetrics(Collector):
             return self._families(self._clock())
 
     def _families(self, now: float) -> list[Metric]:
-        out = _Families(self._const_names, self._const_values)
+        out = Families(self._const_names, self._const_values)
         model = self._series_model
         for label, state in self._engines.items():
             for short, value in state.gauges().items():
@@ -386,42 +386,3 @@ class ExporterMetrics(Collector):
                 "counters": counters,
                 "child": child,
             }
-
-
-
-def _family(spec: MetricSpec, const_names: tuple[str, ...]) -> Metric:
-    if spec.type == "info":
-        return InfoMetricFamily(spec.name, spec.help, labels=const_names)
-    names = [*spec.labels, *const_names]
-    if spec.type == "counter":
-        return CounterMetricFamily(spec.name, spec.help, labels=names)
-    return GaugeMetricFamily(spec.name, spec.help, labels=names)
-
-
-class _Families:
-    """Families built for one scrape; a family appears only once it has a sample."""
-
-    def __init__(self, const_names: tuple[str, ...], const_values: tuple[str, ...]) -> None:
-        self._const_names = const_names
-        self._const_values = const_values
-        self._by_name: dict[str, Metric] = {}
-
-    def _get(self, short: str) -> Metric:
-        spec = _SPECS[short]
-        family = self._by_name.get(spec.name)
-        if family is None:
-            family = self._by_name[spec.name] = _family(spec, self._const_names)
-        return family
-
-    def add(self, short: str, labels: Sequence[str], value: float) -> None:
-        family = self._get(short)
-        assert isinstance(family, (GaugeMetricFamily, CounterMetricFamily))
-        family.add_metric([*labels, *self._const_values], value)
-
-    def info(self, short: str, value: dict[str, str]) -> None:
-        family = self._get(short)
-        assert isinstance(family, InfoMetricFamily)
-        family.add_metric(self._const_values, value)
-
-    def families(self) -> list[Metric]:
-        return [self._by_name[m.name] for m in METRICS if m.name in self._by_name]

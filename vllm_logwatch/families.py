@@ -1,0 +1,56 @@
+"""Metric families for one scrape, built from the table in `names.py` (types, help, label names).
+
+A family appears only once it has a sample, and families come out in the table's order, so the
+exposition is stable from scrape to scrape.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily, Metric
+
+from .names import METRICS, PREFIX, MetricSpec
+
+__all__ = ["Families", "new_family"]
+
+_SPECS: dict[str, MetricSpec] = {m.name[len(PREFIX):]: m for m in METRICS}
+
+
+def new_family(spec: MetricSpec, const_names: tuple[str, ...]) -> Metric:
+    """An empty family of `spec`, with the constant label names (`--label`) after its own."""
+    if spec.type == "info":
+        return InfoMetricFamily(spec.name, spec.help, labels=const_names)
+    names = [*spec.labels, *const_names]
+    if spec.type == "counter":
+        return CounterMetricFamily(spec.name, spec.help, labels=names)
+    return GaugeMetricFamily(spec.name, spec.help, labels=names)
+
+
+class Families:
+    """Families built for one scrape; a family appears only once it has a sample."""
+
+    def __init__(self, const_names: tuple[str, ...], const_values: tuple[str, ...]) -> None:
+        self._const_names = const_names
+        self._const_values = const_values
+        self._by_name: dict[str, Metric] = {}
+
+    def _get(self, short: str) -> Metric:
+        spec = _SPECS[short]
+        family = self._by_name.get(spec.name)
+        if family is None:
+            family = self._by_name[spec.name] = new_family(spec, self._const_names)
+        return family
+
+    def add(self, short: str, labels: Sequence[str], value: float) -> None:
+        family = self._get(short)
+        assert isinstance(family, (GaugeMetricFamily, CounterMetricFamily))
+        family.add_metric([*labels, *self._const_values], value)
+
+    def info(self, short: str, value: dict[str, str]) -> None:
+        family = self._get(short)
+        assert isinstance(family, InfoMetricFamily)
+        family.add_metric(self._const_values, value)
+
+    def families(self) -> list[Metric]:
+        return [self._by_name[m.name] for m in METRICS if m.name in self._by_name]

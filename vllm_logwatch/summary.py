@@ -23,6 +23,7 @@ from .engine_state import EngineState
 from .errors import UsageError
 from .events import EngineStats, SpecDecodeStats, TransferStats
 from .launches import Launch, iter_launch_records
+from .summary_connectors import SpecSummary, SpecTotals, TransferSummary, TransferTotals
 
 __all__ = [
     "STEADY_MAX_PROMPT_SHARE", "ConcurrencyRow", "GroupSummary", "SpecSummary", "Summary", "TransferSummary",
@@ -86,34 +87,6 @@ class ConcurrencyRow:
     prompt_median: float
     kv_cache_usage_median_pct: float | None
     waiting_share: float
-
-
-@dataclass
-class SpecSummary:
-    """Speculative decoding of a group: tokens counted as the exporter counts them (V1 lines summed,
-    V0's cumulative counts taken as totals)."""
-
-    lines: int
-    drafted_tokens: float
-    accepted_tokens: float
-    acceptance_pct: float | None
-    mean_acceptance_length_median: float | None
-
-
-@dataclass
-class TransferSummary:
-    """KV / EC connector transfers of a group, summed over the `KV Transfer metrics:` lines."""
-
-    lines: int
-    succeeded: int | None
-    """None when the connector's lines do not report the count (NIXL has no failed recvs, ...)."""
-    failed: int | None
-    failed_recv: int | None
-    expired_requests: int | None
-    gib: float
-    """Successful transfers x Avg MB per transfer, in GiB (vLLM's MB is MiB)."""
-    avg_transfer_ms_median: float | None
-    p90_transfer_ms_median: float | None
 
 
 @dataclass
@@ -188,10 +161,8 @@ class _Group:
         self.waiting = array("q")
         self.kv = array("d")
         self.open: _Open | None = None
-        self.spec_lines = 0
-        self.spec_lengths = array("d")
-        self.transfer_lines = 0
-        self.transfer_ms = (array("d"), array("d"))  # avg and p90 of the lines with transfers
+        self.spec = SpecTotals()
+        self.transfers = TransferTotals()
 
     def _estimate(self, member: tuple[int, int | None]) -> EngineState:
         estimate = self.estimates.get(member)
@@ -200,18 +171,10 @@ class _Group:
         return estimate
 
     def add_spec(self, launch: Launch, e: SpecDecodeStats) -> None:
-        self.spec_lines += 1
-        self._estimate((launch.index, e.engine)).apply_spec(e)
-        if e.mean_acceptance_length is not None and math.isfinite(e.mean_acceptance_length):
-            self.spec_lengths.append(e.mean_acceptance_length)
+        self.spec.add(e, self._estimate((launch.index, e.engine)))
 
     def add_transfer(self, launch: Launch, e: TransferStats) -> None:
-        self.transfer_lines += 1
-        self._estimate((launch.index, e.engine)).apply_transfer(e)
-        if e.successful_transfers:
-            for values, ms in zip(self.transfer_ms, (e.avg_transfer_ms, e.p90_transfer_ms), strict=True):
-                if ms is not None and math.isfinite(ms):
-                    values.append(ms)
+        self.transfers.add(e, self._estimate((launch.index, e.engine)))
 
     def add(self, launch: Launch, e: EngineStats) -> None:
         member = (launch.index, e.engine)
@@ -332,42 +295,8 @@ def _finish(g: _Group) -> GroupSummary:
         mm_cache_hit_rate_pct=mm,
         concurrency=_concurrency(g, busy, exact),
         steady_decode=_concurrency(g, steady, exact),
-        spec=_spec(g),
-        transfers=_transfers(g),
-    )
-
-
-def _spec(g: _Group) -> SpecSummary | None:
-    if not g.spec_lines:
-        return None
-    drafted = sum(t.spec_drafted.value for t in g.estimates.values())
-    accepted = sum(t.spec_accepted.value for t in g.estimates.values())
-    return SpecSummary(
-        lines=g.spec_lines, drafted_tokens=drafted, accepted_tokens=accepted,
-        acceptance_pct=accepted / drafted * 100.0 if drafted else None,
-        mean_acceptance_length_median=statistics.median(g.spec_lengths) if g.spec_lengths else None,
-    )
-
-
-def _transfers(g: _Group) -> TransferSummary | None:
-    if not g.transfer_lines:
-        return None
-    totals: dict[str, float] = {}
-    for estimate in g.estimates.values():
-        for short, labels, value in estimate.transfer.samples():
-            if short in ("transfers", "transfer_expired_requests", "transfer_bytes"):
-                key = labels[-1] if short == "transfers" else short
-                totals[key] = totals.get(key, 0.0) + value
-    def count(key: str) -> int | None:
-        return round(totals[key]) if key in totals else None
-
-    avg_ms, p90_ms = g.transfer_ms
-    return TransferSummary(
-        lines=g.transfer_lines, succeeded=count("succeeded"), failed=count("failed"),
-        failed_recv=count("failed_recv"), expired_requests=count("transfer_expired_requests"),
-        gib=totals.get("transfer_bytes", 0.0) / (1 << 30),
-        avg_transfer_ms_median=statistics.median(avg_ms) if avg_ms else None,
-        p90_transfer_ms_median=statistics.median(p90_ms) if p90_ms else None,
+        spec=g.spec.finish(g.estimates.values()),
+        transfers=g.transfers.finish(g.estimates.values()),
     )
 
 

@@ -9,7 +9,7 @@ Why it is built like this (DESIGN.md, "Following files"; google/mtail's ``filest
   matching file and moves to a newer one, read from its start, once the current one is drained
   (which file is next: ``launchfiles.py``).
 * A half-written last line waits for its newline; a line longer than the cap is cut and counted, so
-  memory stays bounded whatever the file holds; bad UTF-8 is replaced, never fatal.
+  memory stays bounded whatever the file holds; bad UTF-8 is replaced, never fatal (``tailread.py``).
 * The state file records the offset just after the last line handed out, so a restart (even after
   ``kill -9``) neither skips nor repeats a line.
 * Waiting is injected (``wake.Waker``): tests step ``poll()`` explicitly; production wakes on watchdog
@@ -31,10 +31,10 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from .launchfiles import Candidate, LaunchFiles
+from .tailread import FollowerStats, LogLine, OpenFile, read_at
 from .tailstate import SavedState, StateError, describe, read_state, write_state
 from .wake import Waker, WatchdogWaker
 
@@ -45,59 +45,6 @@ MAX_POLL_BYTES = 16 << 20  # per poll(): a huge backlog must not starve the call
 FINGERPRINT_BYTES = 1024  # the state file recognises a file by the hash of its first bytes
 AUTOSAVE_SECONDS = 1.0
 _MAX_HOPS = 8  # file changes handled in one poll(); the rest waits for the next one
-
-
-@dataclass(frozen=True, slots=True)
-class LogLine:
-    """One complete line of a followed file, as the parser and the metrics see it.
-
-    ``offset`` is the byte offset of the line start in ``source``; ``number`` is 1-based, counted from
-    the file start when we read it from there, else from where we started. ``text`` has its ``\\n``
-    and trailing ``\\r`` removed; ``cut`` says it was longer than the cap and truncated.
-    """
-
-    source: str
-    offset: int
-    number: int
-    text: str
-    cut: bool = False
-
-
-@dataclass(slots=True)
-class FollowerStats:
-    """Counters the exporter publishes about itself (no log text, ever: logs hold users' prompts)."""
-
-    lines: int = 0
-    bytes: int = 0
-    rotations: int = 0
-    truncations: int = 0
-    read_errors: int = 0
-    lines_cut: int = 0
-    files_opened: int = 0
-    file_switches: int = 0
-    state_errors: int = 0
-    last_error: str | None = None
-
-
-@dataclass(slots=True)
-class _Reader:
-    """The open file and where we are in it."""
-
-    fd: int
-    path: str
-    dev: int
-    ino: int
-    pos: int  # next byte read() returns
-    line_start: int  # offset of the first byte in buf (the next line to deliver)
-    next_number: int
-    discarding: bool = False  # inside a line already delivered cut (or begun before we started)
-    buf: bytearray = dataclasses.field(default_factory=bytearray)
-    fingerprint: tuple[str, int] | None = None  # cached once FINGERPRINT_BYTES are there
-
-    @property
-    def committed(self) -> int:
-        """Offset just after the last line delivered: where a restart must resume."""
-        return self.pos if self.discarding else self.line_start
 
 
 class Follower:
@@ -140,7 +87,7 @@ class Follower:
         self._owns_waker = False
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._cur: _Reader | None = None
+        self._cur: OpenFile | None = None
         self._begun = False
         self._saved: SavedState | None = None
         self._budget = 0
@@ -289,7 +236,7 @@ class Follower:
         saved = self._saved
         self._files.choose_first((saved.path, saved.ino) if saved is not None else None)
 
-    def _open_next(self) -> _Reader | None:
+    def _open_next(self) -> OpenFile | None:
         order = self._files.next_to_open()
         self._waiting_for_path = not order
         for candidate in order:
@@ -298,7 +245,7 @@ class Follower:
                 return reader
         return None
 
-    def _drain(self, cur: _Reader, out: list[LogLine]) -> bool:
+    def _drain(self, cur: OpenFile, out: list[LogLine]) -> bool:
         """Read to end of file or to the poll budget; False on a read error (retried next poll)."""
         while self._budget > 0:
             try:
@@ -310,12 +257,12 @@ class Follower:
                 return True
             self._budget -= len(data)
             self.stats.bytes += len(data)
-            self._consume(cur, data, out)
+            cur.consume(data, out, self.max_line_bytes, self.stats)
             self._dirty = True
         self._more = True
         return True
 
-    def _at_eof(self, cur: _Reader, out: list[LogLine]) -> bool:
+    def _at_eof(self, cur: OpenFile, out: list[LogLine]) -> bool:
         """Decide what end of file means; True when we moved to another file or offset."""
         try:
             st: os.stat_result | None = os.stat(cur.path)
@@ -328,7 +275,7 @@ class Follower:
             # Rotation, or delete and recreate: drain what was written to the old file meanwhile.
             return self._switch(cur, cur.path, out, rotation=True)
         if st is not None and st.st_size < cur.pos:
-            self._flush_partial(cur, out)  # the writer will not finish that line in this file
+            cur.flush_partial(out, self.stats)  # the writer will not finish that line in this file
             os.lseek(cur.fd, 0, os.SEEK_SET)
             cur.pos = cur.line_start = 0
             cur.next_number = 1
@@ -345,14 +292,14 @@ class Follower:
         self._waiting_for_path = st is None
         return False
 
-    def _switch(self, cur: _Reader, path: str, out: list[LogLine], *, rotation: bool) -> bool:
+    def _switch(self, cur: OpenFile, path: str, out: list[LogLine], *, rotation: bool) -> bool:
         if not self._drain(cur, out) or self._more:
             return False  # still draining the old file; the switch happens at a later end of file
         # If the path was replaced again since the stat, the file opened now is newer still: fine.
         new = self._open(path)
         if new is None:
             return False  # keep the old descriptor; try again at the next poll
-        self._flush_partial(cur, out)
+        cur.flush_partial(out, self.stats)
         os.close(cur.fd)
         self._cur = new
         if rotation:
@@ -363,7 +310,7 @@ class Follower:
 
     # -- files ---------------------------------------------------------------------------------------
 
-    def _open(self, path: str) -> _Reader | None:
+    def _open(self, path: str) -> OpenFile | None:
         try:
             fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
         except FileNotFoundError:
@@ -384,7 +331,7 @@ class Follower:
         self._files.opened(path, st.st_dev, st.st_ino)
         self.stats.files_opened += 1
         self._dirty = True
-        return _Reader(fd, path, st.st_dev, st.st_ino, start, start, number, discarding)
+        return OpenFile(fd, path, st.st_dev, st.st_ino, start, start, number, discarding)
 
     def _start_position(self, fd: int, path: str, st: os.stat_result) -> tuple[int, int, bool]:
         """(offset, next line number, inside a line) for a freshly opened file."""
@@ -394,7 +341,7 @@ class Follower:
         saved = self._saved
         if saved is not None:
             if (saved.path, saved.ino) == (path, st.st_ino) and st.st_size >= saved.offset:
-                head = _read_at(fd, saved.fingerprint_bytes, 0)
+                head = read_at(fd, saved.fingerprint_bytes, 0)
                 same = len(head) == saved.fingerprint_bytes
                 if same and hashlib.sha256(head).hexdigest() == saved.fingerprint:
                     return saved.offset, saved.number + 1, saved.cut_pending
@@ -404,63 +351,7 @@ class Follower:
             return 0, 1, False
         end = min(initial.size, st.st_size)
         # Starting at the end in the middle of a line: skip its tail rather than hand out half a line.
-        return end, 1, end > 0 and _read_at(fd, 1, end - 1) != b"\n"
-
-    # -- lines ---------------------------------------------------------------------------------------
-
-    def _consume(self, cur: _Reader, data: bytes, out: list[LogLine]) -> None:
-        """Split ``data`` (read at ``cur.pos``) into lines; hold a partial one, never more than the cap."""
-        base = cur.pos
-        cur.pos += len(data)
-        cap = self.max_line_bytes
-        i, n = 0, len(data)
-        while i < n:
-            nl = data.find(b"\n", i)
-            if cur.discarding:
-                if nl < 0:
-                    return
-                cur.discarding = False
-                i = nl + 1
-                cur.line_start = base + i
-                continue
-            end = n if nl < 0 else nl
-            held = len(cur.buf)
-            if held + end - i > cap:
-                raw = bytes(cur.buf) + data[i : i + cap - held]
-                cur.buf.clear()
-                self._emit(cur, raw, True, out)
-                if nl < 0:
-                    cur.discarding = True
-                    return
-            elif nl < 0:
-                cur.buf += data[i:]
-                return
-            elif held:
-                raw = bytes(cur.buf) + data[i:nl]
-                cur.buf.clear()
-                self._emit(cur, raw, False, out)
-            else:
-                self._emit(cur, data[i:nl], False, out)
-            i = nl + 1
-            cur.line_start = base + i
-
-    def _flush_partial(self, cur: _Reader, out: list[LogLine]) -> None:
-        """The file is done (rotated, truncated, superseded): a held partial line is all there is."""
-        if cur.buf and not cur.discarding:
-            self._emit(cur, bytes(cur.buf), False, out)
-            cur.buf.clear()
-            cur.line_start = cur.pos
-        cur.discarding = False
-
-    def _emit(self, cur: _Reader, raw: bytes, cut: bool, out: list[LogLine]) -> None:
-        if cut:
-            raw = _trim_partial_utf8(raw)
-            self.stats.lines_cut += 1
-        elif raw.endswith(b"\r"):
-            raw = raw[:-1]
-        out.append(LogLine(cur.path, cur.line_start, cur.next_number, raw.decode("utf-8", "replace"), cut))
-        cur.next_number += 1
-        self.stats.lines += 1
+        return end, 1, end > 0 and read_at(fd, 1, end - 1) != b"\n"
 
     # -- state file ----------------------------------------------------------------------------------
 
@@ -471,7 +362,7 @@ class Follower:
         self._last_save = time.monotonic()
         try:
             if cur.fingerprint is None or cur.fingerprint[1] < FINGERPRINT_BYTES:
-                head = _read_at(cur.fd, FINGERPRINT_BYTES, 0)
+                head = read_at(cur.fd, FINGERPRINT_BYTES, 0)
                 cur.fingerprint = (hashlib.sha256(head).hexdigest(), len(head))
             write_state(path, SavedState(
                 path=cur.path, dev=cur.dev, ino=cur.ino, offset=cur.committed,
@@ -497,18 +388,3 @@ class Follower:
     def _error(self, exc: OSError, path: str) -> None:
         self.stats.read_errors += 1
         self.stats.last_error = describe(exc, path)
-
-
-def _read_at(fd: int, size: int, offset: int) -> bytes:
-    """Read without moving the descriptor's position (the follower's read position lives there)."""
-    return os.pread(fd, size, offset) if size > 0 else b""
-
-
-def _trim_partial_utf8(raw: bytes) -> bytes:
-    """Drop a multi-byte character cut in half at the cap, instead of turning it into U+FFFD."""
-    for back in range(1, min(4, len(raw)) + 1):
-        byte = raw[-back]
-        if byte & 0xC0 != 0x80:  # the last character starts here
-            need = 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4
-            return raw[:-back] if byte >= 0xC0 and back < need else raw
-    return raw

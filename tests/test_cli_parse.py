@@ -178,14 +178,16 @@ def test_kind_all_in_file_order(capsys: pytest.CaptureFixture[str]) -> None:
     assert "127.0.0.1" not in out
 
 
-@pytest.mark.parametrize("kind", ["spec", "info", "access", "log", "all"])
-def test_csv_with_other_kind_is_a_usage_error(capsys: pytest.CaptureFixture[str], kind: str) -> None:
-    code, out, err = run(capsys, "--kind", kind, str(DATA / "002.log"))
+@pytest.mark.parametrize("kind", ["spec", "transfer", "info", "access", "log", "all"])
+def test_other_kinds_default_to_json_lines_and_refuse_csv(
+    capsys: pytest.CaptureFixture[str], kind: str
+) -> None:
+    code, out, err = run(capsys, "--kind", kind, "--year", "2025", str(DATA / "021.log"))
+    assert code == 0, err
+    assert all(kind in ("all", r["kind"]) or (kind == "log" and r["kind"] == "unparsed") for r in jsonl(out))
+    code, out, err = run(capsys, "--csv", "--kind", kind, str(DATA / "021.log"))
     assert code == 2 and out == ""
-    assert_one_line_error(err, "--jsonl")
-    code, out, err = run(capsys, "--csv", "--kind", kind, str(DATA / "002.log"))
-    assert code == 2
-    assert_one_line_error(err)
+    assert_one_line_error(err, "--csv writes stats records only", "--jsonl")
 
 
 # --- inputs ---------------------------------------------------------------------------------------

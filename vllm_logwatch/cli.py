@@ -55,11 +55,12 @@ def _cmd_parse(args: argparse.Namespace) -> int:
         return EXIT_OK
     from .report import run_parse
 
-    if not args.jsonl and args.kind != "stats":
+    if args.csv and args.kind != "stats":
         from .errors import UsageError
 
         raise UsageError(f"--csv writes stats records only; use --jsonl for --kind {args.kind}")
-    run_parse(args.files, fmt="jsonl" if args.jsonl else "csv", kind=args.kind, year=args.year, tz=args.tz)
+    # Other kinds than stats have no CSV columns: they come as JSON lines unless --csv was asked.
+    run_parse(args.files, fmt="jsonl", kind=args.kind, year=args.year, tz=args.tz)
     return EXIT_OK
 
 
@@ -78,7 +79,8 @@ def _add_parse(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     p.add_argument("files", nargs="+", metavar="FILE", help="log files, globs, or - for stdin")
     fmt = p.add_mutually_exclusive_group()
-    fmt.add_argument("--csv", action="store_true", help="CSV with a header row (the default)")
+    fmt.add_argument("--csv", action="store_true",
+                     help="CSV with a header row (the default for --kind stats; other kinds are JSON lines)")
     fmt.add_argument("--jsonl", action="store_true", help="one JSON object per line, with a 'kind' key")
     fmt.add_argument("--openmetrics", action="store_true",
                      help="OpenMetrics text with timestamps (the exporter's gauges and estimated counters, "

@@ -22,9 +22,10 @@ LOGS = sorted(DATA.glob("*.log")) + sorted((DATA / "real-vllm-cpu").glob("*.log"
 FAST = """
 import sys
 import vllm_logwatch.fastcsv as f
+import vllm_logwatch.rangescan as r
 f.PARALLEL_MIN_BYTES = int(sys.argv[1])
-f._RANGE = int(sys.argv[2])
-f._DENSE_PROBE = int(sys.argv[3])
+r._RANGE = int(sys.argv[2])
+r._DENSE_PROBE = int(sys.argv[3])
 from vllm_logwatch.errors import NoStatsError
 try:
     f.run_csv(sys.argv[4:], tz="UTC")
@@ -92,6 +93,7 @@ def test_spec_and_transfer_lines_are_never_parsed_for_csv(
     made `parse --csv` ten times slower; the rows stay those of the general path."""
     import vllm_logwatch.fastcsv as fastcsv
     import vllm_logwatch.parse as parse
+    import vllm_logwatch.rangescan as rangescan
 
     log = tmp_path / "pd_20261129_100000.log"
     followers = SPEC_LINE + KV_LINE
@@ -102,7 +104,7 @@ def test_spec_and_transfer_lines_are_never_parsed_for_csv(
     real_parse = parse.parse_line
     monkeypatch.setattr(parse, "parse_line", lambda text: calls.append(text) or real_parse(text))
     monkeypatch.setattr(fastcsv, "PARALLEL_MIN_BYTES", 1)
-    monkeypatch.setattr(fastcsv, "_RANGE", 4096)
+    monkeypatch.setattr(rangescan, "_RANGE", 4096)
     out = io.BytesIO()
     rows = fastcsv.write_csv([fastcsv.resolve_inputs([str(log)], "UTC")[0][0]], out,
                              lambda source, stamp: fastcsv.YearClock.for_source(source.path, None, None,

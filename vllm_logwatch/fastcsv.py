@@ -1,14 +1,9 @@
-"""The fast path of `logwatch parse --csv` for big files.
+"""The parent's half of `logwatch parse --csv`: chunks from the workers (`rangescan.py`) to CSV rows.
 
-Two costs dominate on big logs, and each has its own remedy:
-- finding the few stats lines among millions of access lines (and counting lines for their numbers):
-  SIMD `find` and `count` (StringZilla) over big blocks, split over the machine's cores (one process per
-  range of the file, forked: the scan releases nothing to share);
-- turning hundreds of thousands of stats lines into CSV rows: the common V1 shape
-  (`Engine NNN: Avg prompt throughput: ..., <DEV> KV cache usage: x%[, Prefix ...][, MM ...]`) is read
-  by one compiled pattern over the whole block and written as bytes. Every other line (V0, extra
-  fields, colours, JSON, ...) goes through the general parser, so the output is the same as the slow
-  path's, row for row (tests/test_fastcsv.py checks it).
+The workers render the common stats lines, all but two cells; here each rendered row gets its time
+(through the file's clock, so New Year moves the year on) and its line number, and every other line
+goes through the general parser and its Assembler (V0's prefix-cache line merged into its stats row),
+at its place among the rows. Output is the general path's, row for row (tests/test_fastcsv.py).
 """
 
 from __future__ import annotations
@@ -16,25 +11,15 @@ from __future__ import annotations
 import csv
 import io
 import os
-import re
 import sys
 from array import array
-from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ProcessPoolExecutor
+from collections.abc import Callable
 from functools import partial
-from multiprocessing import get_context
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from .bulkscan import (
-    STATS_FOLLOWER_NEEDLES,
-    STATS_NEEDLES,
-    VARIANT_NEEDLES,
-    ScanStats,
-    scan_stream_bytes,
-    simd_count,
-    simd_find,
-)
+from .bulkscan import STATS_NEEDLES, ScanStats
 from .columns import STATS_COLUMNS
+from .rangescan import PARALLEL_MIN_BYTES, STAMP, Chunk, scan_file_chunks, stream_chunks
 from .sources import Source, input_error, open_source, read_errors, resolve_inputs
 from .timeparse import YearClock
 
@@ -42,169 +27,7 @@ if TYPE_CHECKING:
     from .events import Event
     from .scan import Assembler
 
-__all__ = ["PARALLEL_MIN_BYTES", "CsvFastWriter", "RowSink", "scan_file_blobs", "stream_blobs", "write_csv"]
-
-PARALLEL_MIN_BYTES = 64 << 20
-_RANGE = 4 << 20
-_WORKER_BLOCK = 1 << 20  # find + count twice over a block that stays in the CPU cache
-_MAX_FOLLOWER = 64 << 10
-_DENSE_PROBE = 64 << 10  # a range whose first 64 KiB are mostly stats lines is sent whole
-_ROW_NEEDLES = STATS_NEEDLES + VARIANT_NEEDLES + STATS_FOLLOWER_NEEDLES
-
-_CANON = re.compile(
-    rb"(?m)^(?:\(\w+ pid=\d+\) )?(?:INFO|DEBUG) (\d\d-\d\d \d\d:\d\d:\d\d) \[[\w./]+:\d+\] "
-    rb"Engine (\d{3,}): Avg prompt throughput: (\d+\.\d) tokens/s, Avg generation throughput: (\d+\.\d) "
-    rb"tokens/s, Running: (\d+) reqs, Waiting: (\d+) reqs, ([A-Z]+) KV cache usage: (\d+\.\d)%"
-    rb"(?:, Prefix cache hit rate: (\d+\.\d)%)?(?:, MM cache hit rate: (\d+\.\d)%)?\r?\n"
-)
-
-
-def _num(text: bytes) -> bytes:
-    """The CSV cell the general path writes for a `%.1f` number: `repr(float(x))`, which is the text
-    itself below 16 digits (and costs a conversion above)."""
-    return text if len(text) < 16 else repr(float(text)).encode()
-
-
-_buffer = bytearray()
-"""A worker's read buffer, reused from range to range: a fresh 4 MiB `bytes` per range costs page
-faults and allocator work comparable to scanning it."""
-
-
-def _scan_range(path: str, start: int, end: int, needles: tuple[bytes, ...]) -> tuple[bytes, bytes, int]:
-    """Worker: the wanted lines of `path[start:end]` as one blob, their line numbers (relative to the
-    range, as array('Q') bytes) and the number of lines in the range."""
-    global _buffer
-    want = end - start
-    if len(_buffer) < want + 1:
-        _buffer = bytearray(want + 1)
-    data = _buffer
-    with open(path, "rb", buffering=0) as fh:
-        fh.seek(start)
-        size = fh.readinto(memoryview(data)[:want]) or 0
-    if size and data[size - 1] != 0x0A:
-        data[size] = 0x0A
-        size += 1
-    probe = min(size, _DENSE_PROBE)
-    if simd_count(data, needles[0], 0, probe) * 2 > simd_count(data, b"\n", 0, probe):
-        # A stats-dense range: every line goes to the parent, whose fast lane reads them in bulk.
-        lines = simd_count(data, b"\n", 0, size)
-        return bytes(data[:size]), array("Q", range(1, lines + 1)).tobytes(), lines
-    numbers = array("Q")
-    parts: list[bytes] = []
-    number, counted = 1, 0
-    window = 0
-    while window < size:
-        # Windows of about 1 MiB, cut at a line end, so `find` and `count` read cached memory.
-        stop = simd_find(data, b"\n", min(window + _WORKER_BLOCK, size - 1), size) + 1 or size
-        for line_start in _hit_starts(data, window, stop, size, needles):
-            number += simd_count(data, b"\n", counted, line_start)
-            counted = line_start
-            numbers.append(number)
-            parts.append(bytes(data[line_start:data.find(b"\n", line_start, size)]))
-        number += simd_count(data, b"\n", counted, stop)
-        counted = stop
-        window = stop
-    parts.append(b"")
-    return b"\n".join(parts), numbers.tobytes(), number - 1
-
-
-def _hit_starts(data: bytearray, lo: int, hi: int, size: int, needles: tuple[bytes, ...]) -> list[int]:
-    """Starts of the lines in `data[lo:hi]` holding a needle, plus follower lines right after them
-    (`size`: where the range's data ends in the buffer; every line there ends in a newline)."""
-    starts: set[int] = set()
-    for needle in needles:
-        pos = simd_find(data, needle, lo, hi)
-        while pos >= 0:
-            starts.add(data.rfind(b"\n", 0, pos) + 1)
-            nxt = data.find(b"\n", pos, size) + 1
-            nstop = data.find(b"\n", nxt, size) if nxt else -1
-            if nstop > 0 and any(data.find(f, nxt, nstop) >= 0 for f in STATS_FOLLOWER_NEEDLES):
-                starts.add(nxt)
-            pos = simd_find(data, needle, nxt, hi) if nxt else -1
-    return sorted(starts)
-
-
-def _ranges(path: str, size: int) -> list[tuple[int, int]]:
-    """Cut the file at line ends into ranges of about `_RANGE` bytes, never just before a follower
-    line (V0 prefix-cache, spec decode): it must travel with the stats line before it."""
-    bounds = [0]
-    with open(path, "rb") as fh:
-        pos = _RANGE
-        while pos < size:
-            fh.seek(pos)
-            fh.readline()
-            cut = fh.tell()
-            line = fh.readline(_MAX_FOLLOWER)
-            while line and any(f in line for f in STATS_FOLLOWER_NEEDLES):
-                cut = fh.tell()
-                line = fh.readline(_MAX_FOLLOWER)
-            if cut >= size:
-                break
-            if cut > bounds[-1]:
-                bounds.append(cut)
-            pos = cut + _RANGE
-    bounds.append(size)
-    return [(bounds[i], bounds[i + 1]) for i in range(len(bounds) - 1)]
-
-
-def scan_file_blobs(
-    path: str,
-    needles: tuple[bytes, ...],
-    stats: ScanStats,
-    workers: int | None = None,
-    progress: Callable[[int], object] | None = None,
-) -> Iterator[tuple[bytes, array[int]]]:
-    """The wanted lines of a big regular file, range by range in file order, as (blob, line numbers).
-
-    Ranges are scanned by a pool of forked processes, at most one range per worker (plus one) in flight so
-    memory stays flat whatever the file size.
-    """
-    size = os.path.getsize(path)
-    with open(path, "rb") as fh:
-        head = fh.read(8 << 20)
-    needles = needles + tuple(n for n in VARIANT_NEEDLES if n in head and n not in needles)
-    ranges = _ranges(path, size)
-    workers = workers or min(len(ranges), os.cpu_count() or 1, 8)
-    base = 0
-    with ProcessPoolExecutor(workers, mp_context=get_context("fork")) as pool:
-        pending: list[Future[tuple[bytes, bytes, int]]] = []
-        todo = iter(ranges)
-        for rng in todo:
-            pending.append(pool.submit(_scan_range, path, rng[0], rng[1], needles))
-            if len(pending) > workers:
-                break
-        while pending:
-            blob, raw_numbers, lines = pending.pop(0).result()
-            if progress is not None:
-                progress(_RANGE)
-            nxt = next(todo, None)
-            if nxt is not None:
-                pending.append(pool.submit(_scan_range, path, nxt[0], nxt[1], needles))
-            numbers = array("Q")
-            numbers.frombytes(raw_numbers)
-            for i in range(len(numbers)):
-                numbers[i] += base
-            base += lines
-            yield blob, numbers
-    stats.bytes += size
-    stats.lines = base
-
-
-def stream_blobs(stream: BinaryIO, stats: ScanStats, batch: int = 4096) -> Iterator[tuple[bytes, array[int]]]:
-    """The same as `scan_file_blobs` for any stream (stdin, .gz, small files), in one process."""
-    numbers = array("Q")
-    parts: list[bytes] = []
-    for number, raw in scan_stream_bytes(stream, STATS_NEEDLES, stats, followers=STATS_FOLLOWER_NEEDLES):
-        numbers.append(number)
-        parts.append(raw)
-        if len(parts) >= batch:
-            parts.append(b"")
-            yield b"\n".join(parts), numbers
-            numbers, parts = array("Q"), []
-    if parts:
-        parts.append(b"")
-        yield b"\n".join(parts), numbers
-
+__all__ = ["PARALLEL_MIN_BYTES", "CsvFastWriter", "RowSink", "write_csv"]
 
 class RowSink:
     """The binary CSV output: the header goes out with the first row (no half output on errors)."""
@@ -267,27 +90,28 @@ class CsvFastWriter:
             self._iso[stamp[:8]] = hit
         return hit[1] + stamp[8:] + hit[2]
 
-    def write_blob(self, blob: bytes, numbers: array[int]) -> None:
+    def write_chunk(self, chunk: Chunk, base: int) -> None:
+        """The rows of one chunk, in file order; `base`: the lines before it in the file."""
         rows: list[bytes] = []
         self._n = 0
-        pos = idx = 0
-        for m in _CANON.finditer(blob):
-            start = m.start()
-            if start > pos:
-                idx = self._slow(blob[pos:start], numbers, idx, rows)
-            stamp, engine, prompt, gen, running, waiting, device, kv, prefix, mm = m.groups()
+        numbers, other_numbers, positions = array("Q"), array("Q"), array("Q")
+        numbers.frombytes(chunk.numbers)
+        other_numbers.frombytes(chunk.other_numbers)
+        positions.frombytes(chunk.positions)
+        tails = chunk.tails.split(b"\n") if numbers else []
+        others = chunk.others.split(b"\n") if other_numbers else []
+        stamps, file_cell, j = chunk.stamps, self._file, 0
+        for i, tail in enumerate(tails):
+            while j < len(positions) and positions[j] == i:
+                self._slow(others[j], base + other_numbers[j], rows)
+                j += 1
             if self._assembler is not None and self._assembler.pending:
                 self._emit_events(self._assembler.flush(), rows)
-            kv_cells = (b"," + _num(kv)) if device == b"CPU" else (_num(kv) + b",")
-            rows.append(b"%s,%s,%d,%d,%s,%s,%s,%s,,%s,%s,,%s,\n" % (
-                self._time(stamp), self._file, numbers[idx], int(engine), _num(prompt), _num(gen),
-                running, waiting, kv_cells, _num(prefix) if prefix else b"", _num(mm) if mm else b"",
-            ))
-            self._n += 1
-            idx += 1
-            pos = m.end()
-        if pos < len(blob):
-            idx = self._slow(blob[pos:], numbers, idx, rows)
+            stamp = stamps[i * STAMP:(i + 1) * STAMP]
+            rows.append(b"%s,%s,%d%s\n" % (self._time(stamp), file_cell, base + numbers[i], tail))
+        self._n += len(tails)
+        for k in range(j, len(positions)):
+            self._slow(others[k], base + other_numbers[k], rows)
         self.sink.write(b"".join(rows), self._n)
 
     def finish(self) -> None:
@@ -297,20 +121,13 @@ class CsvFastWriter:
             self._emit_events(self._assembler.flush(), rows)
         self.sink.write(b"".join(rows), self._n)
 
-    def _slow(self, chunk: bytes, numbers: array[int], idx: int, rows: list[bytes]) -> int:
-        """The general parser for the lines the fast lane did not read; a stats-dense range brings
-        every line, and only those that can make or complete a stats row are parsed."""
+    def _slow(self, raw: bytes, number: int, rows: list[bytes]) -> None:
+        """A line the workers did not render: the general parser, and the Assembler."""
         from .parse import parse_line
 
-        for raw in chunk.split(b"\n")[:-1]:
-            if not any(needle in raw for needle in _ROW_NEEDLES):
-                idx += 1
-                continue
-            event = parse_line(raw.decode("utf-8", "replace"))
-            if event is not None:
-                self._emit_events(self.assembler.feed(event, numbers[idx]), rows)
-            idx += 1
-        return idx
+        event = parse_line(raw.decode("utf-8", "replace"))
+        if event is not None:
+            self._emit_events(self.assembler.feed(event, number), rows)
 
     def _emit_events(self, events: list[Event], rows: list[bytes]) -> None:
         from .events import EngineStats
@@ -336,15 +153,15 @@ def write_csv(sources: list[Source], out: BinaryIO, clock_factory: Callable[[Sou
             size = 0 if source.is_stdin else _plain_file_size(source.path)
             if size >= PARALLEL_MIN_BYTES:
                 bar = _progress_bar(source.path, size)
-                for blob, numbers in scan_file_blobs(source.path, STATS_NEEDLES, scan,
-                                                     progress=bar.update if bar else None):
-                    writer.write_blob(blob, numbers)
+                for chunk, base in scan_file_chunks(source.path, STATS_NEEDLES, scan,
+                                                    progress=bar.update if bar else None):
+                    writer.write_chunk(chunk, base)
                 if bar is not None:
                     bar.close()
             else:
                 with open_source(source) as raw:
-                    for blob, numbers in stream_blobs(raw, scan):
-                        writer.write_blob(blob, numbers)
+                    for chunk, base in stream_chunks(raw, scan):
+                        writer.write_chunk(chunk, base)
             writer.finish()
         except read_errors as exc:
             raise input_error(exc, source) from None

@@ -1,0 +1,254 @@
+"""The workers' half of `logwatch parse --csv`: find the lines that make stats rows, and render them.
+
+Two costs dominate on big logs, and both are paid here, in parallel:
+- finding the few stats lines among millions of access lines (and counting lines for their numbers):
+  SIMD `find` and `count` (StringZilla) over big blocks, one forked process per range of the file;
+- turning hundreds of thousands of stats lines into CSV cells: the common V1 shape
+  (`Engine NNN: Avg prompt throughput: ..., <DEV> KV cache usage: x%[, Prefix ...][, MM ...]`) is read
+  by one compiled pattern and rendered as bytes, all but the time and the line number (the parent
+  knows the file's clock and how many lines came before the range).
+
+Every other line that can make or complete a stats row (V0, extra fields, colours, JSON, ...) is passed
+on as text for the general parser, with its place among the rendered rows, so the output is the general
+path's, row for row (tests/test_fastcsv.py checks it).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from array import array
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from multiprocessing import get_context
+from typing import BinaryIO, NamedTuple
+
+from .bulkscan import (
+    STATS_FOLLOWER_NEEDLES,
+    STATS_NEEDLES,
+    VARIANT_NEEDLES,
+    ScanStats,
+    scan_stream_bytes,
+    simd_count,
+    simd_find,
+)
+
+__all__ = ["PARALLEL_MIN_BYTES", "Chunk", "render", "scan_file_chunks", "stream_chunks"]
+
+PARALLEL_MIN_BYTES = 64 << 20
+_RANGE = 4 << 20
+_WORKER_BLOCK = 1 << 20  # find + count twice over a block that stays in the CPU cache
+_MAX_FOLLOWER = 64 << 10
+_DENSE_PROBE = 64 << 10  # a range whose first 64 KiB are mostly stats lines is rendered whole
+_ROW_NEEDLES = STATS_NEEDLES + VARIANT_NEEDLES + STATS_FOLLOWER_NEEDLES
+STAMP = 14
+"""Bytes of a `MM-DD HH:MM:SS` stamp."""
+
+_CANON = re.compile(
+    rb"(?m)^(?:\(\w+ pid=\d+\) )?(?:INFO|DEBUG) (\d\d-\d\d \d\d:\d\d:\d\d) \[[\w./]+:\d+\] "
+    rb"Engine (\d{3,}): Avg prompt throughput: (\d+\.\d) tokens/s, Avg generation throughput: (\d+\.\d) "
+    rb"tokens/s, Running: (\d+) reqs, Waiting: (\d+) reqs, ([A-Z]+) KV cache usage: (\d+\.\d)%"
+    rb"(?:, Prefix cache hit rate: (\d+\.\d)%)?(?:, MM cache hit rate: (\d+\.\d)%)?\r?\n"
+)
+
+
+class Chunk(NamedTuple):
+    """The rows of a block of lines, as compact bytes (cheap to send from a worker).
+
+    Rendered rows: `stamps` (14 bytes each), `tails` (the cells after the line number, joined by
+    newlines), `numbers` (array('Q') bytes). Other lines: `others` (joined by newlines), their
+    `other_numbers`, and `positions`: how many rendered rows come before each. Numbers are relative
+    to the block's `base`; `lines` is how many lines the block had.
+    """
+
+    stamps: bytes
+    tails: bytes
+    numbers: bytes
+    others: bytes
+    other_numbers: bytes
+    positions: bytes
+    lines: int
+
+
+def _num(text: bytes) -> bytes:
+    """The CSV cell the general path writes for a `%.1f` number: `repr(float(x))`, which is the text
+    itself below 16 digits (and costs a conversion above)."""
+    return text if len(text) < 16 else repr(float(text)).encode()
+
+
+def render(data: bytes | bytearray, size: int, numbers: array[int] | None) -> Chunk:
+    """The chunk of the whole lines in `data[:size]`; `numbers`: their line numbers, or None for
+    consecutive lines numbered from 1."""
+    stamps: list[bytes] = []
+    tails: list[bytes] = []
+    canon = array("Q")
+    others: list[bytes] = []
+    other_numbers = array("Q")
+    positions = array("Q")
+    k = pos = 0
+
+    def gap(stop: int) -> None:
+        nonlocal k
+        for raw in bytes(data[pos:stop]).split(b"\n")[:-1]:
+            if any(needle in raw for needle in _ROW_NEEDLES):
+                others.append(raw)
+                other_numbers.append(numbers[k] if numbers is not None else k + 1)
+                positions.append(len(tails))
+            k += 1
+
+    for m in _CANON.finditer(data, 0, size):
+        if m.start() > pos:
+            gap(m.start())
+        stamp, engine, prompt, gen, running, waiting, device, kv, prefix, mm = m.groups()
+        kv_cells = (b"," + _num(kv)) if device == b"CPU" else (_num(kv) + b",")
+        stamps.append(stamp)
+        tails.append(b",%d,%s,%s,%s,%s,,%s,%s,,%s," % (
+            int(engine), _num(prompt), _num(gen), running, waiting, kv_cells,
+            _num(prefix) if prefix else b"", _num(mm) if mm else b"",
+        ))
+        canon.append(numbers[k] if numbers is not None else k + 1)
+        k += 1
+        pos = m.end()
+    if pos < size:
+        gap(size)
+    return Chunk(b"".join(stamps), b"\n".join(tails), canon.tobytes(), b"\n".join(others),
+                 other_numbers.tobytes(), positions.tobytes(), k)
+
+
+_buffer = bytearray()
+"""A worker's read buffer, reused from range to range: a fresh 4 MiB `bytes` per range costs page
+faults and allocator work comparable to scanning it."""
+
+
+def _scan_range(path: str, start: int, end: int, needles: tuple[bytes, ...]) -> Chunk:
+    """Worker: the chunk of `path[start:end]`, line numbers relative to the range."""
+    global _buffer
+    want = end - start
+    if len(_buffer) < want + 1:
+        _buffer = bytearray(want + 1)
+    data = _buffer
+    with open(path, "rb", buffering=0) as fh:
+        fh.seek(start)
+        size = fh.readinto(memoryview(data)[:want]) or 0
+    if size and data[size - 1] != 0x0A:
+        data[size] = 0x0A
+        size += 1
+    probe = min(size, _DENSE_PROBE)
+    if simd_count(data, needles[0], 0, probe) * 2 > simd_count(data, b"\n", 0, probe):
+        return render(data, size, None)  # a stats-dense range: every line, read in bulk
+    numbers = array("Q")
+    parts: list[bytes] = []
+    number, counted = 1, 0
+    window = 0
+    while window < size:
+        # Windows of about 1 MiB, cut at a line end, so `find` and `count` read cached memory.
+        stop = simd_find(data, b"\n", min(window + _WORKER_BLOCK, size - 1), size) + 1 or size
+        for line_start in _hit_starts(data, window, stop, size, needles):
+            number += simd_count(data, b"\n", counted, line_start)
+            counted = line_start
+            numbers.append(number)
+            parts.append(bytes(data[line_start:data.find(b"\n", line_start, size)]))
+        number += simd_count(data, b"\n", counted, stop)
+        counted = stop
+        window = stop
+    parts.append(b"")
+    blob = b"\n".join(parts)
+    return render(blob, len(blob), numbers)._replace(lines=number - 1)
+
+
+def _hit_starts(data: bytearray, lo: int, hi: int, size: int, needles: tuple[bytes, ...]) -> list[int]:
+    """Starts of the lines in `data[lo:hi]` holding a needle, plus follower lines right after them
+    (`size`: where the range's data ends in the buffer; every line there ends in a newline)."""
+    starts: set[int] = set()
+    for needle in needles:
+        pos = simd_find(data, needle, lo, hi)
+        while pos >= 0:
+            starts.add(data.rfind(b"\n", 0, pos) + 1)
+            nxt = data.find(b"\n", pos, size) + 1
+            nstop = data.find(b"\n", nxt, size) if nxt else -1
+            if nstop > 0 and any(data.find(f, nxt, nstop) >= 0 for f in STATS_FOLLOWER_NEEDLES):
+                starts.add(nxt)
+            pos = simd_find(data, needle, nxt, hi) if nxt else -1
+    return sorted(starts)
+
+
+def _ranges(path: str, size: int) -> list[tuple[int, int]]:
+    """Cut the file at line ends into ranges of about `_RANGE` bytes, never just before a follower
+    line (V0 prefix-cache, spec decode): it must travel with the stats line before it."""
+    bounds = [0]
+    with open(path, "rb") as fh:
+        pos = _RANGE
+        while pos < size:
+            fh.seek(pos)
+            fh.readline()
+            cut = fh.tell()
+            line = fh.readline(_MAX_FOLLOWER)
+            while line and any(f in line for f in STATS_FOLLOWER_NEEDLES):
+                cut = fh.tell()
+                line = fh.readline(_MAX_FOLLOWER)
+            if cut >= size:
+                break
+            if cut > bounds[-1]:
+                bounds.append(cut)
+            pos = cut + _RANGE
+    bounds.append(size)
+    return [(bounds[i], bounds[i + 1]) for i in range(len(bounds) - 1)]
+
+
+def scan_file_chunks(
+    path: str,
+    needles: tuple[bytes, ...],
+    stats: ScanStats,
+    workers: int | None = None,
+    progress: Callable[[int], object] | None = None,
+) -> Iterator[tuple[Chunk, int]]:
+    """The chunks of a big regular file, range by range in file order, each with its base (the lines
+    before it).
+
+    Ranges are scanned by a pool of forked processes, at most one range per worker (plus one) in flight so
+    memory stays flat whatever the file size.
+    """
+    size = os.path.getsize(path)
+    with open(path, "rb") as fh:
+        head = fh.read(8 << 20)
+    needles = needles + tuple(n for n in VARIANT_NEEDLES if n in head and n not in needles)
+    ranges = _ranges(path, size)
+    workers = workers or min(len(ranges), os.cpu_count() or 1, 8)
+    base = 0
+    with ProcessPoolExecutor(workers, mp_context=get_context("fork")) as pool:
+        pending: list[Future[Chunk]] = []
+        todo = iter(ranges)
+        for rng in todo:
+            pending.append(pool.submit(_scan_range, path, rng[0], rng[1], needles))
+            if len(pending) > workers:
+                break
+        while pending:
+            chunk = pending.pop(0).result()
+            if progress is not None:
+                progress(_RANGE)
+            nxt = next(todo, None)
+            if nxt is not None:
+                pending.append(pool.submit(_scan_range, path, nxt[0], nxt[1], needles))
+            yield chunk, base
+            base += chunk.lines
+    stats.bytes += size
+    stats.lines = base
+
+
+def stream_chunks(stream: BinaryIO, stats: ScanStats, batch: int = 4096) -> Iterator[tuple[Chunk, int]]:
+    """The same as `scan_file_chunks` for any stream (stdin, .gz, small files), in one process; the
+    numbers are absolute (base 0)."""
+    numbers = array("Q")
+    parts: list[bytes] = []
+    for number, raw in scan_stream_bytes(stream, STATS_NEEDLES, stats, followers=STATS_FOLLOWER_NEEDLES):
+        numbers.append(number)
+        parts.append(raw)
+        if len(parts) >= batch:
+            parts.append(b"")
+            blob = b"\n".join(parts)
+            yield render(blob, len(blob), numbers), 0
+            numbers, parts = array("Q"), []
+    if parts:
+        parts.append(b"")
+        blob = b"\n".join(parts)
+        yield render(blob, len(blob), numbers), 0

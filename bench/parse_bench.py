@@ -16,6 +16,7 @@ and prints wall times, MB/s, lines/s, ratios and peak RSS (of each command's own
 from __future__ import annotations
 
 import argparse
+import compileall
 import os
 import random
 import shutil
@@ -186,6 +187,11 @@ def main() -> None:
         if args.spec_kv is None and not spec_kv.exists():
             print(f"generating {args.spec_kv_size / 1e6:.0f} MB stats + spec + KV log...", file=sys.stderr)
             generate(spec_kv, args.spec_kv_size, access_per_stats=0, seed=args.seed + 2, followers=True)
+        # As `pip install` leaves it: the package byte-compiled, so no run pays for compiling our modules
+        # (some environments set PYTHONDONTWRITEBYTECODE, and an editable install compiles nothing).
+        import vllm_logwatch
+
+        compileall.compile_dir(os.path.dirname(vllm_logwatch.__file__), quiet=1)
         logwatch = [sys.executable, "-m", "vllm_logwatch"]
         for name, path in (("access-heavy", access), ("stats-only", stats), ("stats + spec + KV", spec_kv)):
             report(name, path, bench_file(path, args.repeat, logwatch))

@@ -35,6 +35,7 @@ import tempfile
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -78,10 +79,22 @@ def child(rate: int, seconds: float, report: str | None, linger: float = 0.0) ->
     `linger` seconds (so logwatch's /metrics can be read while it still runs)."""
     import random
 
-    blocks = [_access_block(seed) for seed in range(16)]
     rnd = random.Random(0)
+
+    def stats(_: int) -> bytes:
+        return _STATS.format(stamp=time.strftime("%m-%d %H:%M:%S"), p=rnd.uniform(0, 3000),
+                             g=rnd.uniform(500, 2500), r=rnd.randrange(17), w=rnd.randrange(9),
+                             kv=rnd.uniform(0, 5), hit=rnd.uniform(50, 90)).encode()
+
     batches = max(1, round(rate * seconds / BATCH_LINES))
-    period = BATCH_LINES / rate if rate > 0 else 0.0
+    return _write_batches(batches, BATCH_LINES / rate if rate > 0 else 0.0, stats, report, linger)
+
+
+def _write_batches(batches: int, period: float, stats: Callable[[int], bytes], report: str | None,
+                   linger: float) -> int:
+    """Write `batches` blocks of access lines, each ended by a stats line, one every `period` s
+    (0: flat out); report the wall time to `report`, then stay `linger` seconds."""
+    blocks = [_access_block(seed) for seed in range(16)]
     written = 0
     t0 = time.monotonic()
     for i in range(batches):
@@ -89,11 +102,7 @@ def child(rate: int, seconds: float, report: str | None, linger: float = 0.0) ->
             delay = t0 + i * period - time.monotonic()
             if delay > 0:
                 time.sleep(delay)
-        stamp = time.strftime("%m-%d %H:%M:%S")
-        stats = _STATS.format(stamp=stamp, p=rnd.uniform(0, 3000), g=rnd.uniform(500, 2500),
-                              r=rnd.randrange(17), w=rnd.randrange(9), kv=rnd.uniform(0, 5),
-                              hit=rnd.uniform(50, 90)).encode()
-        data = blocks[i % len(blocks)] + stats
+        data = blocks[i % len(blocks)] + stats(i)
         _write_all(1, data)
         written += len(data)
     wall = time.monotonic() - t0
@@ -376,21 +385,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _flat_child(lines: int, report: str | None, linger: float) -> int:
-    blocks = [_access_block(seed) for seed in range(16)]
     stats = _STATS.format(stamp=time.strftime("%m-%d %H:%M:%S"), p=1000.0, g=2000.0, r=8, w=0, kv=1.0,
                           hit=70.0).encode()
-    batches = max(1, lines // BATCH_LINES)
-    written = 0
-    t0 = time.monotonic()
-    for i in range(batches):
-        data = blocks[i % len(blocks)] + stats
-        _write_all(1, data)
-        written += len(data)
-    wall = time.monotonic() - t0
-    if report:
-        _report(report, wall, batches, written)
-    time.sleep(linger)
-    return 0
+    return _write_batches(max(1, lines // BATCH_LINES), 0.0, lambda _: stats, report, linger)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Any, Literal
+from typing import Any
 
 from .events import (
     EngineStats,
@@ -20,10 +20,11 @@ from .events import (
     HttpAccess,
     LogMessage,
     PrefixCacheRates,
-    SpecDecodeStats,
     Unparsed,
 )
+from .fields import MAX_EXTRA, Unreadable, as_kind, read_number, slug, split_fields
 from .infolines import parse_info, problem_of
+from .speclines import SPEC_START, parse_spec
 from .transferlines import TRANSFER_START, parse_transfer
 
 __all__ = ["KNOWN_EXTRA", "KNOWN_EXTRA_KEYS", "parse_line", "strip_ansi"]
@@ -53,19 +54,12 @@ _CANONICAL = re.compile(
     r"(?:, Prefix cache hit rate: (\d+\.\d+)%)?(?:, MM cache hit rate: (\d+\.\d+)%)?"
 )
 _STATS_ANYWHERE = re.compile(r"(?:Engine \d{3,}: |\d+ Engines Aggregated: )?Avg prompt t(?:hroughput|put): ")
-_SPEC_START = re.compile(r"(?:Engine (\d{3,}): )?(SpecDecoding|Speculative|DiffusionDecoding) metrics: ")
 _V0_PREFIX = re.compile(
     r"Prefix cache hit rate: GPU: (-?[\d.]+|nan)%, CPU: (-?[\d.]+|nan)%\s*\.?\s*$"
 )
-# One field glued to the next without a comma (0.7.1: `Waiting: 0 reqs GPU KV cache usage: 1.2%`).
-_GLUED = re.compile(r"[^:]+: \S+(?: reqs| tokens/s| toks/s| tokens)? (?=[A-Z][^:]*: )")
-_VALUE = re.compile(
-    r"^\s*(-?(?:\d[\d,]*(?:\.\d*)?|\.\d+)|[-+]?nan|[-+]?inf)\s*(%|[A-Za-z/]+(?: [A-Za-z/]+)*)?\s*$",
-    re.IGNORECASE,
-)
 _KV_USAGE = re.compile(r"^([A-Za-z]+(?: \+ host)?) kv cache (?:usage|used)$", re.IGNORECASE)
 _KV_FETCH = re.compile(r"(\d+) waiting to start, (\d+) in progress, (\d+) completed waiting")
-_SLUG = re.compile(r"[^a-z0-9]+")
+
 
 
 # Stats field name (lower case) -> (attribute, type).
@@ -91,28 +85,6 @@ KNOWN_EXTRA: dict[str, str] = {
 """Stats fields vLLM documents that have no CSV column: kept in `extra` under these keys."""
 _KV_FETCH_KEYS = ("kv_fetch_waiting", "kv_fetch_in_progress", "kv_fetch_completed_waiting")
 KNOWN_EXTRA_KEYS = frozenset(KNOWN_EXTRA.values()) | frozenset(_KV_FETCH_KEYS)
-
-_SPEC_FIELDS: dict[str, tuple[str, type]] = {
-    "mean acceptance length": ("mean_acceptance_length", float),
-    "accepted throughput": ("accepted_throughput", float),
-    "drafted throughput": ("drafted_throughput", float),
-    "accepted": ("accepted_tokens", int),
-    "drafted": ("drafted_tokens", int),
-    "draft acceptance rate": ("draft_acceptance_rate_pct", float),
-    "avg draft acceptance rate": ("draft_acceptance_rate_pct", float),
-    "system efficiency": ("system_efficiency", float),
-    "number of speculative tokens": ("num_speculative_tokens", int),
-    "number of accepted tokens": ("accepted_tokens", int),
-    "number of draft tokens": ("drafted_tokens", int),
-    "number of emitted tokens": ("emitted_tokens", int),
-}
-_MAX_EXTRA = 32
-"""Unknown fields kept per line; a longer tail is counted but dropped (label-like data stays bounded)."""
-
-
-class _Unreadable(ValueError):
-    """A known field whose value is not a number."""
-
 
 def strip_ansi(text: str) -> str:
     """Remove terminal colour codes, with or without their ESC byte.
@@ -179,9 +151,9 @@ def _parse_message(
         if pm is None:
             return Unparsed(what="prefix", **common)
         return PrefixCacheRates(gpu_pct=float(pm.group(1)), cpu_pct=float(pm.group(2)), **common)
-    spm = _SPEC_START.match(msg)
+    spm = SPEC_START.match(msg)
     if spm is not None:
-        return _parse_spec(msg, spm, common)
+        return parse_spec(msg, spm, common)
     tm = TRANSFER_START.match(msg)
     if tm is not None:
         return parse_transfer(msg, tm, common)
@@ -239,93 +211,47 @@ def _parse_json(text: str) -> Event | None:
     )
 
 
-def _split_fields(body: str) -> list[str]:
-    """`a: 1, b: 2, c: 3, 4` -> [`a: 1`, `b: 2`, `c: 3, 4`]; also splits the 0.7.1 comma-less join.
-
-    Linear in the length of the line (a long damaged line must not stall the reader).
-
-    >>> _split_fields("Running: 4 reqs, Waiting: 0 reqs GPU KV cache usage: 1.2%, Rates: 0.5, 0.25")
-    ['Running: 4 reqs', 'Waiting: 0 reqs', 'GPU KV cache usage: 1.2%', 'Rates: 0.5, 0.25']
-    """
-    fields: list[list[str]] = []
-    for raw in body.split(", "):
-        piece = raw.strip()
-        if not piece:
-            continue
-        if ": " not in piece and fields:
-            fields[-1].append(piece)  # a list value: per-position rates, KV fetch
-            continue
-        pos = 0
-        glued = _GLUED.match(piece)
-        while glued is not None:
-            fields.append([piece[pos:glued.end() - 1]])
-            pos = glued.end()
-            glued = _GLUED.match(piece, pos)
-        fields.append([piece[pos:]])
-    return [", ".join(parts) for parts in fields]
-
-
-def _number(value: str) -> tuple[float, str | None]:
-    m = _VALUE.match(value)
-    if m is None:
-        raise _Unreadable(value)
-    return float(m.group(1).replace(",", "")), m.group(2)
-
-
-def _as(kind: type, value: float) -> float | int:
-    if kind is int:
-        if math.isnan(value) or math.isinf(value) or not value.is_integer():
-            raise _Unreadable(str(value))  # a count is never `nan` or `1.5`
-        return int(value)
-    return value
-
-
-def _slug(name: str, unit: str | None) -> str:
-    key = _SLUG.sub("_", name.lower()).strip("_")[:48] or "field"
-    return f"{key}_pct" if unit == "%" and not key.endswith("_pct") else key
-
-
 def _parse_stats(msg: str, sm: re.Match[str], common: dict[str, Any]) -> Event:
     body = msg[sm.end():].rstrip().rstrip(".").rstrip()
     values: dict[str, Any] = {}
     extra: dict[str, float] = {}
     unknown = 0
     try:
-        for field in _split_fields(body):
+        for field in split_fields(body):
             name, sep, value = field.partition(": ")
             if not sep:
-                raise _Unreadable(field)
+                raise Unreadable(field)
             lname = name.strip().lower()
             typed = _STATS_FIELDS.get(lname)
             if typed is not None:
-                values[typed[0]] = _as(typed[1], _number(value)[0])
+                values[typed[0]] = as_kind(typed[1], read_number(value)[0])
                 continue
             kv = _KV_USAGE.match(name.strip())
             if kv is not None:
                 device = kv.group(1).upper()
                 column = "cpu_kv_cache_usage_pct" if device == "CPU" else "gpu_kv_cache_usage_pct"
-                values[column] = _number(value)[0]
+                values[column] = read_number(value)[0]
                 if device != "CPU" or "device" not in values:
                     values["device"] = device
                 continue
             if lname == "kv fetch":
                 fm = _KV_FETCH.search(value)
                 if fm is None:
-                    raise _Unreadable(value)
+                    raise Unreadable(value)
                 extra.update(zip(_KV_FETCH_KEYS, (float(g) for g in fm.groups()), strict=False))
                 continue
             known = KNOWN_EXTRA.get(lname)
             if known is not None:
-                extra[known] = _number(value)[0]
+                extra[known] = read_number(value)[0]
                 continue
             unknown += 1
-            if len(extra) < _MAX_EXTRA:
+            if len(extra) < MAX_EXTRA:
                 try:
-                    number, unit = _number(value)
-                except _Unreadable:
+                    number, unit = read_number(value)
+                except Unreadable:
                     number, unit = math.nan, None
-                extra[_slug(name, unit)] = number
-    except _Unreadable:
+                extra[slug(name, unit)] = number
+    except Unreadable:
         return Unparsed(what="stats", **common)
     if not values:
         return Unparsed(what="stats", **common)
@@ -355,47 +281,4 @@ def _canonical_stats(cm: re.Match[str], common: dict[str, Any]) -> EngineStats:
         values["mm_cache_hit_rate_pct"] = float(mm)
     return EngineStats(
         engine=int(engine), engines_aggregated=None, extra={}, unknown_fields=0, **values, **common
-    )
-
-
-def _parse_spec(msg: str, spm: re.Match[str], common: dict[str, Any]) -> Event:
-    kind = spm.group(2)
-    fmt: Literal["v0", "v1", "diffusion"] = (
-        "v1" if kind == "SpecDecoding" else "v0" if kind == "Speculative" else "diffusion"
-    )
-    body = msg[spm.end():].rstrip().rstrip(".").rstrip()
-    values: dict[str, Any] = {}
-    extra: dict[str, float] = {}
-    try:
-        for field in _split_fields(body):
-            name, sep, value = field.partition(": ")
-            if not sep:
-                raise _Unreadable(field)
-            lname = name.strip().lower().replace("tokens tokens", "tokens")
-            if lname == "per-position acceptance rate":
-                rates = tuple(_number(v)[0] for v in value.split(", ") if v.strip())
-                values["per_position_acceptance_rate"] = rates
-                continue
-            typed = _SPEC_FIELDS.get(lname) if fmt != "diffusion" else None
-            if typed is None:
-                if len(extra) < _MAX_EXTRA:
-                    number, unit = _number(value)
-                    extra[_slug(lname, unit)] = number
-                continue
-            number = _number(value)[0]
-            if fmt == "v0" and typed[0] == "draft_acceptance_rate_pct":
-                number = round(number * 100.0, 9)  # V0 prints a fraction (3 decimals); the field is percent
-            values[typed[0]] = _as(typed[1], number)
-    except _Unreadable:
-        return Unparsed(what="spec", **common)
-    if not values and not extra:
-        return Unparsed(what="spec", **common)
-    engine = spm.group(1)
-    return SpecDecodeStats(
-        format=fmt,
-        cumulative=fmt == "v0",
-        engine=int(engine) if engine else None,
-        extra=extra,
-        **values,
-        **common,
     )

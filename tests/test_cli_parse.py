@@ -469,3 +469,29 @@ def test_parse_does_not_import_server_modules() -> None:
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert "LOADED []" in proc.stderr, proc.stderr
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (Linux)")
+@pytest.mark.parametrize("args", [
+    ["parse", "--csv", str(REAL_CPU_LOG)],
+    ["parse", "--jsonl", "--kind", "all", str(REAL_CPU_LOG)],
+    ["parse", "--openmetrics", str(REAL_CPU_LOG)],
+    ["summary", str(REAL_CPU_LOG)],
+], ids=["csv", "jsonl", "openmetrics", "summary"])
+def test_full_disk_on_stdout_is_one_line_and_exit_2(args: list[str]) -> None:
+    """Writes to a full disk fail loudly, once, naming the output (not the input being read)."""
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, "-m", "vllm_logwatch", *args], stdout=full,
+                              stderr=subprocess.PIPE, text=True, timeout=60, cwd=ROOT)
+    assert proc.returncode == 2
+    assert proc.stderr == f"logwatch {args[0]}: cannot write the output: No space left on device\n"
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (Linux)")
+def test_plot_to_a_full_disk_is_an_error(tmp_path: Path) -> None:
+    """matplotlib's own file writes lose this error: the image is rendered in memory and written by us."""
+    pytest.importorskip("matplotlib")
+    command = [sys.executable, "-m", "vllm_logwatch", "plot", str(REAL_CPU_LOG), "-o", "/dev/full"]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 2
+    assert proc.stderr == "logwatch plot: /dev/full: cannot write (No space left on device)\n"

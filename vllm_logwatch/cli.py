@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from . import __version__
-from .errors import EXIT_OK, LogwatchError
+from .errors import EXIT_OK, EXIT_USAGE, LogwatchError, OutputError
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -334,12 +335,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(words)
     try:
         code: int = args.func(args)
+        if args.command in _OFFLINE:
+            sys.stdout.flush()  # a full disk must show here, not at exit
     except LogwatchError as exc:
+        if isinstance(exc, OutputError):
+            _drop_stdout()
         print(f"logwatch {args.command}: {exc}", file=sys.stderr)
         return exc.exit_code
+    except OSError as exc:
+        if args.command not in _OFFLINE:
+            raise
+        # The offline commands turn every input error into an InputError: this is their output.
+        _drop_stdout()
+        print(f"logwatch {args.command}: cannot write the output: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
     return code
+
+
+_OFFLINE = frozenset({"parse", "summary", "plot"})
+
+
+def _drop_stdout() -> None:
+    """After a write error, point stdout at /dev/null: the text still buffered must not fail again
+    (with a second message) when the interpreter flushes it at exit."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 __all__ = [
-    "EXIT_NO_STATS", "EXIT_OK", "EXIT_USAGE", "InputError", "LogwatchError", "NoStatsError", "UsageError",
+    "EXIT_NO_STATS", "EXIT_OK", "EXIT_USAGE", "InputError", "LogwatchError", "NoStatsError", "OutputError",
+    "UsageError",
 ]
 
 EXIT_OK = 0
@@ -23,6 +24,10 @@ class UsageError(LogwatchError):
 
 class InputError(LogwatchError):
     """A file that cannot be read: missing, a directory, permission denied, a corrupt .gz."""
+
+
+class OutputError(LogwatchError):
+    """The output cannot be written: a full disk, a file system gone read-only, a closed terminal."""
 
 
 class NoStatsError(LogwatchError):

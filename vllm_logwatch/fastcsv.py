@@ -36,11 +36,16 @@ class RowSink:
         self.out, self.header, self.rows = out, header, 0
 
     def write(self, data: bytes, rows: int) -> None:
-        if rows and not self.rows:
-            self.out.write(self.header)
-        self.rows += rows
-        if data:
-            self.out.write(data)
+        try:
+            if rows and not self.rows:
+                self.out.write(self.header)
+            self.rows += rows
+            if data:
+                self.out.write(data)
+        except OSError as exc:  # raised here, it would pass for an error of the input being read
+            from .errors import OutputError
+
+            raise OutputError(f"cannot write the output: {exc.strerror or exc}") from None
 
 
 class CsvFastWriter:

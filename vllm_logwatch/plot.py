@@ -11,6 +11,7 @@ when a plot is drawn; the figure is built on the Agg canvas, without pyplot and 
 
 from __future__ import annotations
 
+import io
 import math
 import os
 import statistics
@@ -20,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone, tzinfo
 from typing import TYPE_CHECKING, Any
 
-from .errors import InputError, NoStatsError, UsageError
+from .errors import InputError, NoStatsError, OutputError, UsageError
 from .events import EngineStats, SpecDecodeStats, TransferStats
 from .launches import Launch, iter_launch_records
 from .timeparse import resolve_zone
@@ -279,10 +280,16 @@ def run_plot(
     if not drawn:
         raise NoStatsError(
             f"no stats lines with a time between {since or 'the start'} and {until or 'the end'}")
+    # Rendered in memory, then written by us: matplotlib's own file writes lose errors such as a full
+    # disk (the command would succeed with a cut image).
+    image = io.BytesIO()
     try:
-        fig.savefig(output, dpi=100)
+        fig.savefig(image, dpi=100, format=os.path.splitext(output)[1][1:].lower() or None)
     except ValueError as exc:  # an unknown image format
         raise UsageError(f"{output}: {exc}") from None
+    try:
+        with open(output, "wb") as fh:
+            fh.write(image.getbuffer())
     except OSError as exc:
-        raise InputError(f"{output}: cannot write ({exc.strerror or exc})") from None
+        raise OutputError(f"{output}: cannot write ({exc.strerror or exc})") from None
     return drawn

@@ -495,3 +495,12 @@ def test_plot_to_a_full_disk_is_an_error(tmp_path: Path) -> None:
     proc = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert proc.returncode == 2
     assert proc.stderr == "logwatch plot: /dev/full: cannot write (No space left on device)\n"
+
+
+@pytest.mark.parametrize("command", ["parse", "summary"])
+def test_closed_stdout_is_one_line_and_exit_2(command: str) -> None:
+    proc = subprocess.run([sys.executable, "-m", "vllm_logwatch", command, str(REAL_CPU_LOG)],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=60, cwd=ROOT,
+                          preexec_fn=lambda: os.close(1))
+    assert proc.returncode == 2
+    assert proc.stderr == f"logwatch {command}: standard output is closed: nowhere to write\n"

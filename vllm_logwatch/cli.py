@@ -333,9 +333,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(words[0] if words and words[0] in _COMMANDS else None)
     args = parser.parse_args(words)
+    if args.command in _TO_STDOUT and sys.stdout is None:  # started with standard output closed (>&-)
+        print(f"logwatch {args.command}: standard output is closed: nowhere to write", file=sys.stderr)
+        return EXIT_USAGE
     try:
         code: int = args.func(args)
-        if args.command in _OFFLINE:
+        if args.command in _TO_STDOUT:
             sys.stdout.flush()  # a full disk must show here, not at exit
     except LogwatchError as exc:
         if isinstance(exc, OutputError):
@@ -355,11 +358,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 _OFFLINE = frozenset({"parse", "summary", "plot"})
+"""Commands whose inputs' errors all become InputError: an OSError out of them is from the output."""
+_TO_STDOUT = frozenset({"parse", "summary"})
 
 
 def _drop_stdout() -> None:
     """After a write error, point stdout at /dev/null: the text still buffered must not fail again
     (with a second message) when the interpreter flushes it at exit."""
+    if sys.stdout is None:
+        return
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
     os.close(devnull)

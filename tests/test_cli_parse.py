@@ -504,3 +504,12 @@ def test_closed_stdout_is_one_line_and_exit_2(command: str) -> None:
                           preexec_fn=lambda: os.close(1))
     assert proc.returncode == 2
     assert proc.stderr == f"logwatch {command}: standard output is closed: nowhere to write\n"
+
+
+@pytest.mark.parametrize("command", ["parse", "summary"])
+def test_closed_stdin_is_one_line_and_exit_2(command: str) -> None:
+    proc = subprocess.run([sys.executable, "-m", "vllm_logwatch", command, "-"], stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=60, cwd=ROOT,
+                          preexec_fn=lambda: os.close(0))
+    assert proc.returncode == 2
+    assert proc.stderr == f"logwatch {command}: -: standard input is closed\n"

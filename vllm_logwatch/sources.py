@@ -85,6 +85,8 @@ def input_error(exc: BaseException, source: Source) -> InputError:
 def open_source(source: Source) -> Iterator[BinaryIO]:
     """A binary stream of the source's (decompressed) bytes. Raises `InputError`."""
     if source.is_stdin:
+        if sys.stdin is None:  # started with standard input closed (<&-)
+            raise InputError("-: standard input is closed")
         yield sys.stdin.buffer
         return
     try:

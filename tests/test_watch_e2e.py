@@ -95,6 +95,15 @@ def test_help_and_docs_show_every_option_with_its_variable(capsys: pytest.Captur
             assert f"`{env_name(field)}`" in docs and f"`{option_name(field)}" in docs, (command, field)
 
 
+def test_a_pipe_or_device_target_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    fifo = tmp_path / "vllm.pipe"
+    os.mkfifo(fifo)
+    assert main(["watch", str(fifo), "--port", "0"]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"logwatch watch: {fifo} is not a regular file: follow the file vLLM's output is teed to, "
+                   "or run vLLM under 'logwatch run'\n")
+
+
 # -- watch, end to end --------------------------------------------------------------------------
 
 
@@ -121,6 +130,16 @@ def test_watch_follows_the_newest_launch_file(
     assert re.search(rf"serving http://127\.0\.0\.1:{watch.port}/metrics .*following folder", log), log
     assert f"following {new} (a new launch file)" in log
     assert "Traceback" not in log
+
+
+def test_an_empty_folder_is_said_once_then_its_first_file_is_read(
+    tmp_path: Path, logwatch_watch: Callable[..., Any]
+) -> None:
+    with logwatch_watch(tmp_path) as watch:
+        assert f"no *.log file in {tmp_path} yet: waiting for one" in watch.stderr()
+        append(tmp_path / "serve_20261129_192328.log", "".join(REAL_LINES[:140]))
+        model = {"engine": "0", "model_name": "tiny-llama"}
+        assert watch.wait_sample("vllm_logwatch_requests_running", model, 2) == 2
 
 
 def test_sigterm_exits_0_and_a_restart_counts_no_line_twice(

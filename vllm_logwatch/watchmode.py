@@ -6,7 +6,10 @@ its state file written) in its `on_stop`.
 
 from __future__ import annotations
 
+import fnmatch
+import glob
 import logging
+import os
 import signal
 import socket
 from collections.abc import Callable
@@ -43,6 +46,7 @@ def run_watch(settings: Any, *, announce: Callable[[str], None] | None = None) -
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    waiting = _nothing_to_read(follower.mode, follower.target, settings.pattern)
     sock = bind_socket(settings.listen, settings.port)  # a port in use fails before anything starts
     pipeline = Pipeline(follower, metrics, zone=resolve_zone(settings.tz))
     registry = CollectorRegistry()
@@ -57,9 +61,33 @@ def run_watch(settings: Any, *, announce: Callable[[str], None] | None = None) -
     start = "its start" if settings.from_start else "its end"
     log.info("serving %s (listening on %s:%d); following %s %s from %s%s", url, settings.listen, port,
              what, follower.target, start, f", state in {settings.state_file}" if settings.state_file else "")
+    if waiting:
+        log.info("%s", waiting)
     if announce is not None:
         announce(url)
     pipeline.start()
     signum = serve(app, settings.listen, port, on_stop=pipeline.stop, sock=sock)
     log.info("stopped%s", f" on {signal.Signals(signum).name}" if signum else "")
     return EXIT_SIGINT if signum == signal.SIGINT else EXIT_OK
+
+
+def _nothing_to_read(mode: str, target: str, pattern: str) -> str | None:
+    """Why there is no file to read yet (said once at start), or None. A target that exists but is
+    not a regular file (a pipe, a device) is a usage error: following needs a file that grows."""
+    if mode == "file":
+        if not os.path.exists(target):
+            return f"{target} does not exist yet: waiting for it"
+        if not os.path.isfile(target):
+            raise UsageError(f"{target} is not a regular file: follow the file vLLM's output is teed to, or "
+                             "run vLLM under 'logwatch run'")
+        return None
+    if mode == "dir":
+        try:
+            names = os.listdir(target)
+        except OSError:
+            return f"{target} cannot be listed yet: waiting for it"
+        if not any(fnmatch.fnmatch(n, pattern) for n in names):
+            return f"no {pattern} file in {target} yet: waiting for one"
+        return None
+    return None if glob.glob(target) else f"nothing matches {target} yet: waiting for a file"
+

@@ -146,3 +146,9 @@ def test_command_missing_and_usage_errors(tmp_path: Path) -> None:
     assert p.returncode == 2 and len(p.stderr.decode().strip().splitlines()) == 1
     p = subprocess.run([*run, "--restart", "sometimes", "--", "true"], capture_output=True, timeout=30)
     assert p.returncode == 2
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a folder\n")
+    bad_dir = [*run[:-1], str(blocked / "logs"), "--", "true"]
+    p = subprocess.run(bad_dir, capture_output=True, text=True, timeout=30)
+    assert p.returncode == 2, p.stderr
+    assert p.stderr == f"logwatch run: --log-dir {blocked / 'logs'}: cannot create it (Not a directory)\n"

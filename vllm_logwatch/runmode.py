@@ -51,6 +51,7 @@ def run_run(settings: Any, command: Sequence[str], *, announce: Callable[[str], 
 
     if not command:
         raise UsageError("give the command to run after --, e.g. logwatch run -- vllm serve MODEL")
+    _check_log_dir(settings.log_dir)
     sock = bind_socket(settings.listen, settings.port)
     history = History()
     try:
@@ -100,3 +101,15 @@ def run_run(settings: Any, command: Sequence[str], *, announce: Callable[[str], 
         server.should_exit = True
         thread.join(10)
         sock.close()
+
+
+def _check_log_dir(path: str) -> None:
+    """The launch files' folder, made if missing; one that cannot be made or written to is a usage
+    error before vLLM starts (later, a failing log file never stops vLLM: its bytes still reach stdout)."""
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"--log-dir {path}: cannot create it ({exc.strerror or exc})") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise UsageError(f"--log-dir {path}: not writable")
+

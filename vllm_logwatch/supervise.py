@@ -196,7 +196,10 @@ class Supervisor:
 
     def _run_once(self) -> tuple[int, bool, float]:
         """One child from start to end: (exit code, reached "started", seconds it ran)."""
-        os.makedirs(self.log_dir, exist_ok=True)
+        try:
+            os.makedirs(self.log_dir, exist_ok=True)
+        except OSError as exc:  # the folder went away: the file sink counts the failed writes
+            log.warning("cannot create %s (%s): this launch's log file will fail", self.log_dir, exc.strerror)
         self.log_path = self._new_log_path()
         if self._file is not None:
             self._add_done(self._file)

@@ -513,3 +513,10 @@ def test_closed_stdin_is_one_line_and_exit_2(command: str) -> None:
                           preexec_fn=lambda: os.close(0))
     assert proc.returncode == 2
     assert proc.stderr == f"logwatch {command}: -: standard input is closed\n"
+
+
+@pytest.mark.parametrize("year", ["99999", "0", "abc"])
+def test_year_out_of_range_is_a_usage_error(year: str) -> None:
+    proc = logwatch("--year", year, str(REAL_CPU_LOG))
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.strip().endswith(f"argument --year: '{year}' is not a year such as 2026")

@@ -63,6 +63,9 @@ def test_command_line_beats_environment_beats_defaults() -> None:
     (["--label", "bad label=x"], {}, "--label: 'bad label=x' is not k=v with a Prometheus label name"),
     (["--tz", "Mars/Olympus"], {}, "--tz 'Mars/Olympus': unknown time zone 'Mars/Olympus'"),
     (["--label", "engine=x"], {}, "--label 'engine': not a valid label name, or one the exporter uses"),
+    (["--state-file", "/", "--port", "0"], {}, "--state-file /: is a folder: give the path of a file"),
+    (["--state-file", "/no-such-folder-7f3a/state.json", "--port", "0"], {},
+     "--state-file /no-such-folder-7f3a/state.json: its folder /no-such-folder-7f3a does not exist"),
 ])
 def test_invalid_values_are_one_line_usage_errors(
     argv: list[str], env: dict[str, str], message: str, tmp_path: Path,

@@ -101,8 +101,19 @@ def _add_parse(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.set_defaults(func=_cmd_parse)
 
 
+def _year(text: str) -> int:
+    """`--year`: a year a timestamp can have (datetime's range, one spare for New Year)."""
+    try:
+        year = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a year such as 2026") from None
+    if not 1 <= year <= 9998:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a year such as 2026")
+    return year
+
+
 def _add_year_tz(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--year", type=int, help="year of the log's first line (default: from the file name, "
+    p.add_argument("--year", type=_year, help="year of the log's first line (default: from the file name, "
                    "e.g. serve_20261129_120000.log, else the file's mtime, else this year)")
     p.add_argument("--tz", metavar="ZONE", help="zone the server logged in, e.g. UTC (default: this machine)")
 

@@ -47,6 +47,7 @@ def run_watch(settings: Any, *, announce: Callable[[str], None] | None = None) -
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     waiting = _nothing_to_read(follower.mode, follower.target, settings.pattern)
+    _check_state_file(settings.state_file)
     sock = bind_socket(settings.listen, settings.port)  # a port in use fails before anything starts
     pipeline = Pipeline(follower, metrics, zone=resolve_zone(settings.tz))
     registry = CollectorRegistry()
@@ -90,4 +91,16 @@ def _nothing_to_read(mode: str, target: str, pattern: str) -> str | None:
             return f"no {pattern} file in {target} yet: waiting for one"
         return None
     return None if glob.glob(target) else f"nothing matches {target} yet: waiting for a file"
+
+
+def _check_state_file(path: str | None) -> None:
+    """A state file that can never be written is a usage error at start, not an error counted forever."""
+    if path is None:
+        return
+    if os.path.isdir(path):
+        raise UsageError(f"--state-file {path}: is a folder: give the path of a file (written atomically, "
+                         "next to itself)")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise UsageError(f"--state-file {path}: its folder {folder} does not exist")
 

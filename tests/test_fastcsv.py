@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import gzip
 import io
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -112,3 +113,44 @@ def test_spec_and_transfer_lines_are_never_parsed_for_csv(
                              fastcsv.ScanStats())
     assert rows == 3000 and calls == []
     assert out.getvalue().decode().replace("+00:00", "") == slow_csv([str(log)]).replace("+00:00", "")
+
+
+def test_long_lines_are_left_out_as_the_streaming_scanner_leaves_them(tmp_path: Path) -> None:
+    """Lines over 1 MiB (a dumped prompt, binary junk) are never stats lines, even holding the needle;
+    ranges are cut inside them, and the rows after them keep their line numbers."""
+    stats = (DATA / "002.log").read_bytes()
+    log = tmp_path / "long_20261129_120000.log"
+    log.write_bytes(stats + b"x" * (3 << 20) + b" Avg prompt throughput: 1.0 tokens/s\n" + stats
+                    + b"Avg prompt throughput: " + b"y" * ((1 << 20) + 10) + b"\n" + stats + b"z" * (2 << 20))
+    expected = slow_csv([str(log)])
+    assert expected.count("\n") == 1 + 3 * stats.count(b"Avg prompt throughput")
+    for range_size, probe in ((64 << 10, 65536), (1 << 20, 512), (8 << 20, 65536)):
+        assert fast_csv([str(log)], parallel_min=1, range_size=range_size, probe=probe) == expected
+
+
+_PEAK = """
+import sys
+import vllm_logwatch.fastcsv as f
+import vllm_logwatch.rangescan as r
+f.PARALLEL_MIN_BYTES = 1
+r._RANGE = 1 << 20
+f.run_csv(sys.argv[1:], tz="UTC")
+"""
+
+
+def test_a_huge_line_costs_no_memory_of_its_size(tmp_path: Path) -> None:
+    """The range cutter and the workers never hold a line whole: a 48 MB line is no 48 MB buffer."""
+    stats = (DATA / "002.log").read_bytes()
+    small, big = tmp_path / "small_20261129_120000.log", tmp_path / "big_20261129_120000.log"
+    small.write_bytes(stats * 2)
+    big.write_bytes(stats + b"x" * (48 << 20) + b"\n" + stats)
+
+    def peak_kib(path: Path) -> int:
+        """Peak RSS of the command and its workers (Linux's wait4: the largest of the tree)."""
+        proc = subprocess.Popen([sys.executable, "-c", _PEAK, str(path)], stdout=subprocess.DEVNULL)
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here: tell Popen
+        assert proc.returncode == 0
+        return usage.ru_maxrss
+
+    assert peak_kib(big) - peak_kib(small) < 16 << 10

@@ -39,6 +39,8 @@ PARALLEL_MIN_BYTES = 64 << 20
 _RANGE = 4 << 20
 _WORKER_BLOCK = 1 << 20  # find + count twice over a block that stays in the CPU cache
 _MAX_FOLLOWER = 64 << 10
+_MAX_LINE = 1 << 20
+"""Longer lines are never stats lines: the streaming scanner skips them, and so do the workers."""
 _DENSE_PROBE = 64 << 10  # a range whose first 64 KiB are mostly stats lines is rendered whole
 _ROW_NEEDLES = STATS_NEEDLES + VARIANT_NEEDLES + STATS_FOLLOWER_NEEDLES
 STAMP = 14
@@ -76,27 +78,28 @@ def _num(text: bytes) -> bytes:
     return text if len(text) < 16 else repr(float(text)).encode()
 
 
-def render(data: bytes | bytearray, size: int, numbers: array[int] | None) -> Chunk:
-    """The chunk of the whole lines in `data[:size]`; `numbers`: their line numbers, or None for
-    consecutive lines numbered from 1."""
+def render(data: bytes | bytearray, size: int, numbers: array[int] | None, *, start: int = 0,
+           first_number: int = 1) -> Chunk:
+    """The chunk of the whole lines in `data[start:size]`; `numbers`: their line numbers, or None for
+    consecutive lines numbered from `first_number`. Lines over `_MAX_LINE` bytes are left out."""
     stamps: list[bytes] = []
     tails: list[bytes] = []
     canon = array("Q")
     others: list[bytes] = []
     other_numbers = array("Q")
     positions = array("Q")
-    k = pos = 0
+    k, pos = 0, start
 
     def gap(stop: int) -> None:
         nonlocal k
         for raw in bytes(data[pos:stop]).split(b"\n")[:-1]:
-            if any(needle in raw for needle in _ROW_NEEDLES):
+            if len(raw) <= _MAX_LINE and any(needle in raw for needle in _ROW_NEEDLES):
                 others.append(raw)
-                other_numbers.append(numbers[k] if numbers is not None else k + 1)
+                other_numbers.append(numbers[k] if numbers is not None else k + first_number)
                 positions.append(len(tails))
             k += 1
 
-    for m in _CANON.finditer(data, 0, size):
+    for m in _CANON.finditer(data, start, size):
         if m.start() > pos:
             gap(m.start())
         stamp, engine, prompt, gen, running, waiting, device, kv, prefix, mm = m.groups()
@@ -106,7 +109,7 @@ def render(data: bytes | bytearray, size: int, numbers: array[int] | None) -> Ch
             int(engine), _num(prompt), _num(gen), running, waiting, kv_cells,
             _num(prefix) if prefix else b"", _num(mm) if mm else b"",
         ))
-        canon.append(numbers[k] if numbers is not None else k + 1)
+        canon.append(numbers[k] if numbers is not None else k + first_number)
         k += 1
         pos = m.end()
     if pos < size:
@@ -120,8 +123,13 @@ _buffer = bytearray()
 faults and allocator work comparable to scanning it."""
 
 
-def _scan_range(path: str, start: int, end: int, needles: tuple[bytes, ...]) -> Chunk:
-    """Worker: the chunk of `path[start:end]`, line numbers relative to the range."""
+def _scan_range(path: str, start: int, end: int, needles: tuple[bytes, ...], inside_long_line: bool,
+                at_eof: bool) -> Chunk:
+    """Worker: the chunk of `path[start:end]`, line numbers relative to the range.
+
+    `inside_long_line`: the range was cut inside a line over `_MAX_LINE` bytes (never a stats line):
+    its first bytes, up to a newline, are the rest of that line. A range that does not end the file
+    may end inside such a line too: those last bytes belong to it as well."""
     global _buffer
     want = end - start
     if len(_buffer) < want + 1:
@@ -130,69 +138,86 @@ def _scan_range(path: str, start: int, end: int, needles: tuple[bytes, ...]) -> 
     with open(path, "rb", buffering=0) as fh:
         fh.seek(start)
         size = fh.readinto(memoryview(data)[:want]) or 0
-    if size and data[size - 1] != 0x0A:
-        data[size] = 0x0A
+    if at_eof and size and data[size - 1] != 0x0A:
+        data[size] = 0x0A  # the last line, without its newline
         size += 1
-    probe = min(size, _DENSE_PROBE)
-    if simd_count(data, needles[0], 0, probe) * 2 > simd_count(data, b"\n", 0, probe):
-        return render(data, size, None)  # a stats-dense range: every line, read in bulk
+    lines = simd_count(data, b"\n", 0, size)
+    first = simd_find(data, b"\n", 0, size) + 1 if inside_long_line else 0
+    complete = data.rfind(b"\n", 0, size) + 1  # whole lines end here (a long line's start may follow)
+    if inside_long_line and first == 0:
+        first = complete = 0  # all of the range is inside the long line
+    probe = min(complete, first + _DENSE_PROBE)
+    if simd_count(data, needles[0], first, probe) * 2 > simd_count(data, b"\n", first, probe):
+        # A stats-dense range: every line, read in bulk.
+        skipped = simd_count(data, b"\n", 0, first)
+        return render(data, complete, None, start=first, first_number=skipped + 1)._replace(lines=lines)
     numbers = array("Q")
     parts: list[bytes] = []
     number, counted = 1, 0
-    window = 0
-    while window < size:
+    window = first
+    while window < complete:
         # Windows of about 1 MiB, cut at a line end, so `find` and `count` read cached memory.
-        stop = simd_find(data, b"\n", min(window + _WORKER_BLOCK, size - 1), size) + 1 or size
-        for line_start in _hit_starts(data, window, stop, size, needles):
+        stop = simd_find(data, b"\n", min(window + _WORKER_BLOCK, complete - 1), complete) + 1 or complete
+        for line_start in _hit_starts(data, window, stop, complete, needles):
             number += simd_count(data, b"\n", counted, line_start)
             counted = line_start
             numbers.append(number)
-            parts.append(bytes(data[line_start:data.find(b"\n", line_start, size)]))
-        number += simd_count(data, b"\n", counted, stop)
-        counted = stop
+            parts.append(bytes(data[line_start:data.find(b"\n", line_start, complete)]))
         window = stop
     parts.append(b"")
     blob = b"\n".join(parts)
-    return render(blob, len(blob), numbers)._replace(lines=number - 1)
+    return render(blob, len(blob), numbers)._replace(lines=lines)
 
 
 def _hit_starts(data: bytearray, lo: int, hi: int, size: int, needles: tuple[bytes, ...]) -> list[int]:
     """Starts of the lines in `data[lo:hi]` holding a needle, plus follower lines right after them
-    (`size`: where the range's data ends in the buffer; every line there ends in a newline)."""
+    (`size`: where whole lines end in the buffer). Lines over `_MAX_LINE` bytes are never stats lines
+    (nor followers): left out, as the streaming scanner leaves them out."""
     starts: set[int] = set()
     for needle in needles:
         pos = simd_find(data, needle, lo, hi)
         while pos >= 0:
-            starts.add(data.rfind(b"\n", 0, pos) + 1)
+            line_start = data.rfind(b"\n", 0, pos) + 1
             nxt = data.find(b"\n", pos, size) + 1
-            nstop = data.find(b"\n", nxt, size) if nxt else -1
-            if nstop > 0 and any(data.find(f, nxt, nstop) >= 0 for f in STATS_FOLLOWER_NEEDLES):
-                starts.add(nxt)
+            if nxt - 1 - line_start <= _MAX_LINE:
+                starts.add(line_start)
+                nstop = data.find(b"\n", nxt, size)
+                if 0 <= nstop - nxt <= _MAX_LINE and any(
+                        data.find(f, nxt, nstop) >= 0 for f in STATS_FOLLOWER_NEEDLES):
+                    starts.add(nxt)
             pos = simd_find(data, needle, nxt, hi) if nxt else -1
     return sorted(starts)
 
 
-def _ranges(path: str, size: int) -> list[tuple[int, int]]:
-    """Cut the file at line ends into ranges of about `_RANGE` bytes, never just before a follower
-    line (V0 prefix-cache, spec decode): it must travel with the stats line before it."""
-    bounds = [0]
+def _ranges(path: str, size: int) -> list[tuple[int, int, bool]]:
+    """Cut the file into ranges of about `_RANGE` bytes: `(start, end, starts inside a long line)`.
+
+    A cut falls after a newline, never just before a follower line (V0's prefix-cache line travels
+    with the stats line before it); inside a line over `_MAX_LINE` bytes it falls where it is, and
+    nothing bigger than one block is ever read here."""
+    bounds: list[tuple[int, bool]] = [(0, False)]
     with open(path, "rb") as fh:
         pos = _RANGE
         while pos < size:
             fh.seek(pos)
-            fh.readline()
-            cut = fh.tell()
-            line = fh.readline(_MAX_FOLLOWER)
-            while line and any(f in line for f in STATS_FOLLOWER_NEEDLES):
-                cut = fh.tell()
+            block = fh.read(_MAX_LINE + 1)
+            newline = block.find(b"\n")
+            if newline < 0:
+                cut, inside = pos, True  # inside a long line: any place will do
+            else:
+                cut, inside = pos + newline + 1, False
+                fh.seek(cut)
                 line = fh.readline(_MAX_FOLLOWER)
+                while line.endswith(b"\n") and any(f in line for f in STATS_FOLLOWER_NEEDLES):
+                    cut = fh.tell()
+                    line = fh.readline(_MAX_FOLLOWER)
             if cut >= size:
                 break
-            if cut > bounds[-1]:
-                bounds.append(cut)
+            if cut > bounds[-1][0]:
+                bounds.append((cut, inside))
             pos = cut + _RANGE
-    bounds.append(size)
-    return [(bounds[i], bounds[i + 1]) for i in range(len(bounds) - 1)]
+    return [(begin, bounds[i + 1][0] if i + 1 < len(bounds) else size, inside)
+            for i, (begin, inside) in enumerate(bounds)]
 
 
 def scan_file_chunks(
@@ -216,10 +241,14 @@ def scan_file_chunks(
     workers = workers or min(len(ranges), os.cpu_count() or 1, 8)
     base = 0
     with ProcessPoolExecutor(workers, mp_context=get_context("fork")) as pool:
+
+        def submit(rng: tuple[int, int, bool]) -> Future[Chunk]:
+            return pool.submit(_scan_range, path, rng[0], rng[1], needles, rng[2], rng[1] == size)
+
         pending: list[Future[Chunk]] = []
         todo = iter(ranges)
         for rng in todo:
-            pending.append(pool.submit(_scan_range, path, rng[0], rng[1], needles))
+            pending.append(submit(rng))
             if len(pending) > workers:
                 break
         while pending:
@@ -228,7 +257,7 @@ def scan_file_chunks(
                 progress(_RANGE)
             nxt = next(todo, None)
             if nxt is not None:
-                pending.append(pool.submit(_scan_range, path, nxt[0], nxt[1], needles))
+                pending.append(submit(nxt))
             yield chunk, base
             base += chunk.lines
     stats.bytes += size

@@ -141,7 +141,6 @@ def _scan_range(path: str, start: int, end: int, needles: tuple[bytes, ...], ins
     if at_eof and size and data[size - 1] != 0x0A:
         data[size] = 0x0A  # the last line, without its newline
         size += 1
-    lines = simd_count(data, b"\n", 0, size)
     first = simd_find(data, b"\n", 0, size) + 1 if inside_long_line else 0
     complete = data.rfind(b"\n", 0, size) + 1  # whole lines end here (a long line's start may follow)
     if inside_long_line and first == 0:
@@ -150,10 +149,11 @@ def _scan_range(path: str, start: int, end: int, needles: tuple[bytes, ...], ins
     if simd_count(data, needles[0], first, probe) * 2 > simd_count(data, b"\n", first, probe):
         # A stats-dense range: every line, read in bulk.
         skipped = simd_count(data, b"\n", 0, first)
-        return render(data, complete, None, start=first, first_number=skipped + 1)._replace(lines=lines)
+        chunk = render(data, complete, None, start=first, first_number=skipped + 1)
+        return chunk._replace(lines=simd_count(data, b"\n", 0, size))
     numbers = array("Q")
     parts: list[bytes] = []
-    number, counted = 1, 0
+    number, counted = 1, 0  # newlines are counted once, window by window, while the window is in cache
     window = first
     while window < complete:
         # Windows of about 1 MiB, cut at a line end, so `find` and `count` read cached memory.
@@ -163,9 +163,11 @@ def _scan_range(path: str, start: int, end: int, needles: tuple[bytes, ...], ins
             counted = line_start
             numbers.append(number)
             parts.append(bytes(data[line_start:data.find(b"\n", line_start, complete)]))
-        window = stop
+        number += simd_count(data, b"\n", counted, stop)
+        counted = window = stop
     parts.append(b"")
     blob = b"\n".join(parts)
+    lines = number - 1 + simd_count(data, b"\n", counted, size)
     return render(blob, len(blob), numbers)._replace(lines=lines)
 
 
@@ -200,8 +202,11 @@ def _ranges(path: str, size: int) -> list[tuple[int, int, bool]]:
         pos = _RANGE
         while pos < size:
             fh.seek(pos)
-            block = fh.read(_MAX_LINE + 1)
+            block = fh.read(_MAX_FOLLOWER)  # a line end is near, unless inside a long line
             newline = block.find(b"\n")
+            if newline < 0 and len(block) == _MAX_FOLLOWER:
+                found = fh.read(_MAX_LINE + 1 - _MAX_FOLLOWER).find(b"\n")
+                newline = _MAX_FOLLOWER + found if found >= 0 else -1
             if newline < 0:
                 cut, inside = pos, True  # inside a long line: any place will do
             else:

@@ -154,3 +154,12 @@ def test_a_huge_line_costs_no_memory_of_its_size(tmp_path: Path) -> None:
         return usage.ru_maxrss
 
     assert peak_kib(big) - peak_kib(small) < 16 << 10
+
+
+def test_counts_beyond_float_precision_read_as_the_general_path_reads_them(tmp_path: Path) -> None:
+    log = tmp_path / "big_20261129_100000.log"
+    log.write_text(HDR.format(s=10) + "[loggers.py:335] Engine 000: Avg prompt throughput: 1.0 tokens/s, "
+                   "Avg generation throughput: 2.0 tokens/s, Running: 99999999999999999999 reqs, Waiting: 0 "
+                   "reqs, GPU KV cache usage: 4.0%\n")
+    assert fast_csv([str(log)], parallel_min=1) == slow_csv([str(log)])
+    assert fast_csv([str(log)]) == slow_csv([str(log)])

@@ -49,7 +49,7 @@ STAMP = 14
 _CANON = re.compile(
     rb"(?m)^(?:\(\w+ pid=\d+\) )?(?:INFO|DEBUG) (\d\d-\d\d \d\d:\d\d:\d\d) \[[\w./]+:\d+\] "
     rb"Engine (\d{3,}): Avg prompt throughput: (\d+\.\d) tokens/s, Avg generation throughput: (\d+\.\d) "
-    rb"tokens/s, Running: (\d+) reqs, Waiting: (\d+) reqs, ([A-Z]+) KV cache usage: (\d+\.\d)%"
+    rb"tokens/s, Running: (\d{1,15}) reqs, Waiting: (\d{1,15}) reqs, ([A-Z]+) KV cache usage: (\d+\.\d)%"
     rb"(?:, Prefix cache hit rate: (\d+\.\d)%)?(?:, MM cache hit rate: (\d+\.\d)%)?\r?\n"
 )
 

@@ -27,7 +27,6 @@ from prometheus_client.parser import text_string_to_metric_families
 
 T = TypeVar("T")
 
-PROMETHEUS_BIN = "/usr/bin/prometheus"
 
 
 def free_port() -> int:
@@ -246,14 +245,25 @@ class PrometheusServer:
         return self.log_path.read_text(encoding="utf-8", errors="replace")
 
 
-def prometheus_binary() -> str:
-    binary = shutil.which("prometheus") or (PROMETHEUS_BIN if os.path.exists(PROMETHEUS_BIN) else None)
+def required_tool(name: str, package: str, require_env: str) -> str:
+    """The path of program `name` (on PATH, else in /usr/bin); without it the test is skipped, or
+    fails when `require_env` is set (CI sets it: there the Debian `package` must be installed)."""
+    binary = shutil.which(name) or (f"/usr/bin/{name}" if os.path.exists(f"/usr/bin/{name}") else None)
     if binary is None:
-        reason = "the prometheus binary is missing (apt-get install prometheus)"
-        if os.environ.get("LOGWATCH_REQUIRE_PROMETHEUS"):
-            pytest.fail(f"{reason}, and LOGWATCH_REQUIRE_PROMETHEUS is set")
-        pytest.skip(reason)
+        missing(f"{name} is missing (apt-get install {package})", require_env)
+    assert binary is not None
     return binary
+
+
+def missing(reason: str, require_env: str) -> None:
+    """Skip for `reason`, or fail when `require_env` says the thing must be there."""
+    if os.environ.get(require_env):
+        pytest.fail(f"{reason}, and {require_env} is set")
+    pytest.skip(reason)
+
+
+def prometheus_binary() -> str:
+    return required_tool("prometheus", "prometheus", "LOGWATCH_REQUIRE_PROMETHEUS")
 
 
 @contextlib.contextmanager

@@ -7,15 +7,14 @@ Without promtool the promtool tests skip, unless LOGWATCH_REQUIRE_PROMETHEUS is 
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from support import required_tool
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -25,15 +24,7 @@ ALERTS_TEST = GRAFANA / "alerts_test.yml"
 
 
 def promtool() -> str:
-    binary = shutil.which("promtool")
-    if binary is None and os.path.exists("/usr/bin/promtool"):
-        binary = "/usr/bin/promtool"
-    if binary is None:
-        reason = "promtool is missing (apt-get install prometheus)"
-        if os.environ.get("LOGWATCH_REQUIRE_PROMETHEUS"):
-            pytest.fail(f"{reason}, and LOGWATCH_REQUIRE_PROMETHEUS is set")
-        pytest.skip(reason)
-    return binary
+    return required_tool("promtool", "prometheus", "LOGWATCH_REQUIRE_PROMETHEUS")
 
 
 def run_promtool(*args: str) -> str:

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import re
-import shutil
 import subprocess
 import sys
 import urllib.error
@@ -26,7 +24,7 @@ from typing import Any
 
 import pytest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
-from support import serve_prometheus
+from support import required_tool, serve_prometheus
 
 from vllm_logwatch.cli import main
 from vllm_logwatch.names import METRICS, name
@@ -122,12 +120,8 @@ def test_no_stats_lines_and_kind_flag(tmp_path: Path) -> None:
 
 
 def _tools() -> tuple[str, str]:
-    promtool, prometheus = shutil.which("promtool"), shutil.which("prometheus")
-    if promtool is None or prometheus is None:
-        if os.environ.get("LOGWATCH_REQUIRE_PROMETHEUS"):
-            pytest.fail("LOGWATCH_REQUIRE_PROMETHEUS is set but promtool/prometheus are not on PATH")
-        pytest.skip("promtool and prometheus not installed (Debian: apt-get install prometheus)")
-    return promtool, prometheus
+    return (required_tool("promtool", "prometheus", "LOGWATCH_REQUIRE_PROMETHEUS"),
+            required_tool("prometheus", "prometheus", "LOGWATCH_REQUIRE_PROMETHEUS"))
 
 
 @contextmanager

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import missing
 
 from vllm_logwatch.page import format_number
 
@@ -42,9 +43,7 @@ FIRST = 60  # stats lines in the log when the page first loads: two minutes of h
 
 
 def _missing(reason: str) -> None:
-    if os.environ.get("LOGWATCH_REQUIRE_BROWSER"):
-        pytest.fail(f"{reason}, and LOGWATCH_REQUIRE_BROWSER is set")
-    pytest.skip(reason)
+    missing(reason, "LOGWATCH_REQUIRE_BROWSER")
 
 
 @pytest.fixture(scope="module")

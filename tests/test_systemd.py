@@ -32,7 +32,7 @@ from typing import Any
 
 import httpx
 import pytest
-from support import free_port
+from support import free_port, required_tool
 
 from vllm_logwatch.cli import build_parser
 from vllm_logwatch.config import RunSettings, WatchSettings, load_settings
@@ -53,13 +53,7 @@ REAL_LINE = ("(APIServer pid=1) INFO 11-29 19:23:55 [loggers.py:335] Engine 000:
 
 
 def systemd_analyze() -> str:
-    binary = shutil.which("systemd-analyze")
-    if binary is None:
-        reason = "systemd-analyze is missing (apt-get install systemd)"
-        if os.environ.get("LOGWATCH_REQUIRE_SYSTEMD"):
-            pytest.fail(f"{reason}, and LOGWATCH_REQUIRE_SYSTEMD is set")
-        pytest.skip(reason)
-    return binary
+    return required_tool("systemd-analyze", "systemd", "LOGWATCH_REQUIRE_SYSTEMD")
 
 
 def parse_unit(path: Path) -> dict[str, list[str]]:

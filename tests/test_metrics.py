@@ -16,7 +16,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from vllm_logwatch.errors import UsageError
 from vllm_logwatch.events import EngineStats, Event
-from vllm_logwatch.metrics import ExporterMetrics, normalise_path
+from vllm_logwatch.metrics import ExporterMetrics
 from vllm_logwatch.names import METRICS
 from vllm_logwatch.parse import parse_line
 from vllm_logwatch.scan import iter_events
@@ -347,21 +347,6 @@ def test_stats_missing_when_requests_flow_without_stats() -> None:
     assert value(reg, "stats_missing", {"reason": "requests_without_stats"}) == 0
 
 
-@pytest.mark.parametrize(("raw", "want"), [
-    ("/v1/chat/completions", "/v1/chat/completions"),
-    ("/v1/models?x=1", "/v1/models"),
-    ("/v1/files/12345/content", "/v1/files/{id}/content"),
-    ("/v1/responses/3f2b8c1e-9d4a-4b7e-8f00-123456789abc", "/v1/responses/{id}"),
-    ("/v1/responses/resp_8f1c2a9b3d4e5f60", "/v1/responses/{id}"),
-    ("/a/" + "x" * 41, "/a/{id}"),
-    ("/v1/%2e%2e/secret", "/v1/{id}/secret"),
-    ("/ignore previous instructions", "/{id}"),
-    ("*", "other"),
-])
-def test_path_normalisation(raw: str, want: str) -> None:
-    assert normalise_path(raw) == want
-
-
 def test_http_requests_bounded_paths_and_methods() -> None:
     metrics, reg = setup(max_paths=2)
     for method, path, status in (("POST", "/v1/completions", 200), ("GET", "/health", 200),
@@ -372,7 +357,7 @@ def test_http_requests_bounded_paths_and_methods() -> None:
 
     assert http("POST", "/v1/completions", "200") == 1
     assert http("GET", "/health", "200") == 1
-    assert http("GET", "other", "404") == 1
+    assert http("GET", "{other}", "404") == 1
     assert http("other", "/v1/completions", "405") == 1
     assert value(reg, "label_overflow_total", {"label": "path"}) == 1
 

@@ -46,48 +46,19 @@ from .events import (
 from .families import Families, new_family
 from .infolines import PROBLEM_TAGS
 from .names import METRICS
+from .routes import OTHER, VLLM_ROUTES, path_label
 
-__all__ = ["LEVELS", "ExporterMetrics", "normalise_path"]
+__all__ = ["LEVELS", "ExporterMetrics"]
 
 LEVELS = ("WARNING", "ERROR", "CRITICAL")
 """Levels counted in `log_messages` (always exported, from 0, so `increase()` sees the first one)."""
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"})
 _LABEL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_SEGMENT = re.compile(r"[A-Za-z0-9._-]{0,40}")
-_HEX_ID = re.compile(r"(?=.*\d)[0-9a-fA-F-]{8,}")
-_MAX_PATH = 200
 _FOLLOWER = ("log_lines", "log_bytes", "log_rotations", "log_truncations", "read_errors", "lines_cut")
 _CHILD_COUNTERS = (
     "child_restarts", "log_file_bytes_written", "log_file_write_errors", "log_file_bytes_dropped",
     "parse_bytes_dropped",)
 _RECORD_KEYS = {"time", "file", "line", "stamp", "level", "process", "kind"}
-
-
-def normalise_path(path: str) -> str:
-    """A bounded label value for an HTTP path: no query, id-like segments replaced by `{id}`.
-
-    A segment is id-like when it is digits, hex/uuid-like (with a digit), long and token-like
-    (16+ characters with 4+ digits), longer than 40 characters, or has characters outside
-    `[A-Za-z0-9._-]` (percent-encoding, quotes: possibly user text).
-
-    >>> normalise_path("/v1/responses/resp_8f1c2a9b3d4e5f60?stream=1")
-    '/v1/responses/{id}'
-    >>> normalise_path("/v1/chat/completions")
-    '/v1/chat/completions'
-    """
-    path = path.split("?", 1)[0].split("#", 1)[0]
-    if not path.startswith("/"):
-        return "other"
-    out = []
-    for seg in path.split("/"):
-        idlike = (
-            _SEGMENT.fullmatch(seg) is None
-            or seg.isdigit()
-            or _HEX_ID.fullmatch(seg) is not None
-            or (len(seg) >= 16 and sum(c.isdigit() for c in seg) >= 4)
-        )
-        out.append("{id}" if idlike else seg)
-    return "/".join(out)
 
 
 def _engine_label(engine: int | None, aggregated: int | None = None) -> str:
@@ -102,7 +73,7 @@ class ExporterMetrics(Collector):
 
     def __init__(
         self, *, stats_interval: float | None = None, const_labels: Mapping[str, str] | None = None,
-        max_engines: int = 64, max_paths: int = 64, clock: Callable[[], float] = time.time,
+        max_engines: int = 64, max_paths: int = len(VLLM_ROUTES) + 1, clock: Callable[[], float] = time.time,
         stall_intervals: float = 3.0, on_stats: Callable[[str, EngineStats, float], None] | None = None,
         exact_times: bool = False, interval_prior: float | None = None,
     ) -> None:
@@ -276,12 +247,13 @@ class ExporterMetrics(Collector):
 
     def _count_access(self, method: str, raw_path: str, status: int, count: int) -> None:
         method = method if method in _METHODS else "other"
-        # A 404 path is whatever a client typed (possibly a prompt): never a label value.
-        path = "{unmatched}" if status == 404 else normalise_path(raw_path)
+        # A path is whatever the client sent (possibly a prompt): only vLLM's own routes are label
+        # values, whatever the status; every other path is `{other}`.
+        path = path_label(raw_path)
         if path not in self._paths:
-            if len(self._paths) >= self._max_paths or len(path) > _MAX_PATH:
+            if len(self._paths) >= self._max_paths:
                 self._overflow["path"] += 1
-                path = "other"
+                path = OTHER
             else:
                 self._paths.add(path)
         key = (method, path, str(status))

@@ -11,6 +11,9 @@ Routes (nothing else; FastAPI's /docs and /openapi.json are off):
 * `GET /` - the status page (`page.py`): server-rendered, then kept live by `static/page.js`.
 * `GET /static/<name>` - the page's CSS and scripts (a fixed list; no directory is served).
 
+Each answers HEAD as it answers GET, without the body. A path with a trailing slash is 404, never a
+redirect (Starlette's would name whatever host the client put in `Host:`).
+
 No response ever carries log text (logs hold users' prompts): the metrics have bounded labels, the
 status has numbers, paths and start-up facts, and errors answer with a fixed body.
 
@@ -62,6 +65,7 @@ _PAGE_HEADERS = {
     "Cache-Control": "no-store",
 }
 _BAD_SINCE = {"error": "since must be a number of seconds since the epoch"}
+_READ = ["GET", "HEAD"]  # HEAD wherever GET: the same status and headers, no body (uvicorn drops it)
 
 
 def create_app(
@@ -81,26 +85,28 @@ def create_app(
     from . import page
 
     history = history if history is not None else History()
-    app = FastAPI(title="vllm-logwatch", docs_url=None, redoc_url=None, openapi_url=None)
+    # No redirect for a trailing slash: Starlette's names the Host header the client sent.
+    app = FastAPI(title="vllm-logwatch", docs_url=None, redoc_url=None, openapi_url=None,
+                  redirect_slashes=False)
 
     # Plain `def` endpoints run in uvicorn's thread pool: a scrape takes the metrics lock and must
     # not block the event loop.
-    @app.get("/metrics")
+    @app.api_route("/metrics", methods=_READ)
     def metrics(request: Request) -> Response:
         encoder, content_type = choose_encoder(request.headers.get("accept", ""))
         return Response(content=encoder(registry), media_type=content_type)
 
-    @app.get("/healthz")
+    @app.api_route("/healthz", methods=_READ)
     def healthz() -> JSONResponse:
         if health is None or health():
             return JSONResponse({"status": "ok"})
         return JSONResponse({"status": "failed"}, status_code=503)
 
-    @app.get("/api/v1/status")
+    @app.api_route("/api/v1/status", methods=_READ)
     def api_status() -> JSONResponse:
         return JSONResponse(status())
 
-    @app.get("/api/v1/history")
+    @app.api_route("/api/v1/history", methods=_READ)
     def api_history(request: Request) -> JSONResponse:
         # Read by hand, not as a typed parameter: FastAPI's 422 would echo the query back.
         raw = request.query_params.get("since")
@@ -114,11 +120,11 @@ def create_app(
                 return JSONResponse(_BAD_SINCE, status_code=400)
         return JSONResponse(history.snapshot(since))
 
-    @app.get("/")
+    @app.api_route("/", methods=_READ)
     def status_page() -> HTMLResponse:
         return HTMLResponse(page.render(status()), headers=_PAGE_HEADERS)
 
-    @app.get("/static/{name}")
+    @app.api_route("/static/{name}", methods=_READ)
     def static(name: str, request: Request) -> Response:
         found = page.static_files().get(name)
         if found is None:

@@ -1,7 +1,9 @@
-"""`python -m vllm_logwatch._deathsig -- COMMAND ...`: exec COMMAND so that it gets SIGTERM if the
-`logwatch run` that started it dies, even by SIGKILL (Linux PR_SET_PDEATHSIG survives exec).
+"""`python -m vllm_logwatch._deathsig PPID ERRFD -- COMMAND ...`: exec COMMAND so that it gets SIGTERM
+if the `logwatch run` that started it dies, even by SIGKILL (Linux PR_SET_PDEATHSIG survives exec).
 
-A separate process step instead of `preexec_fn`, which is unsafe in a process with threads.
+A separate process step instead of `preexec_fn`, which is unsafe in a process with threads. ERRFD is
+the write end of a pipe to the supervisor, closed by a successful exec: when COMMAND cannot start, the
+reason goes there (and from there to logwatch's stderr), not into vLLM's output and its log file.
 """
 
 from __future__ import annotations
@@ -18,10 +20,11 @@ _PR_SET_PDEATHSIG = 1
 
 def main(argv: list[str]) -> int:
     """Set the death signal, check the parent is still there, then become the command."""
-    if len(argv) < 3 or argv[1] != "--":
-        print("usage: python -m vllm_logwatch._deathsig EXPECTED_PPID -- COMMAND ...", file=sys.stderr)
+    if len(argv) < 4 or argv[2] != "--":
+        print("usage: python -m vllm_logwatch._deathsig EXPECTED_PPID ERRFD -- COMMAND ...", file=sys.stderr)
         return 2
-    expected_parent, command = int(argv[0]), argv[2:]
+    expected_parent, errfd, command = int(argv[0]), int(argv[1]), argv[3:]
+    os.set_inheritable(errfd, False)  # closed by the exec: the supervisor's read ends with nothing
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
@@ -32,7 +35,11 @@ def main(argv: list[str]) -> int:
     try:
         os.execvp(command[0], command)
     except OSError as exc:
-        print(f"logwatch run: cannot start {command[0]}: {exc.strerror}", file=sys.stderr)
+        reason = f"cannot start {command[0]}: {(exc.strerror or str(exc)).lower()}"
+        try:
+            os.write(errfd, reason.encode("utf-8", "replace")[:4096])
+        except OSError:
+            print(f"logwatch run: {reason}", file=sys.stderr)
         return 127
     return 0  # not reached
 

@@ -21,7 +21,18 @@ if TYPE_CHECKING:
 
 __all__ = ["build_parser", "main"]
 
-_EPILOG = "Docs and metric names: README.md. Exit codes: 0 ok, 1 no stats lines, 2 usage or I/O error."
+_EPILOG = "Docs and metric names: README.md. Exit codes and signals: each command's --help."
+_OFFLINE_EPILOG = ("Exit codes: 0 ok, 1 no records of the asked kind in the inputs, 2 usage or I/O error "
+                   "(one line on stderr). A reader of stdout that goes away (| head) ends it quietly.")
+_SERVE_EPILOG = ("Signals: SIGTERM and SIGHUP stop it cleanly (state file written), exit 0; SIGINT (Ctrl+C) "
+                 "the same, exit 130. A reader of stdout that goes away never stops it. Exit code 2: a "
+                 "usage error at start (one line on stderr). Docs and metric names: README.md.")
+_RUN_EPILOG = ("Signals: SIGTERM, SIGINT and SIGHUP (an ssh session closing) send SIGTERM to vLLM's process "
+               "group, SIGKILL after --stop-timeout; its output is drained to the end. If the reader of our "
+               "stdout goes away (| head, a closed terminal), the echo stops (said on stderr, counted in "
+               "vllm_logwatch_stdout_bytes_dropped_total); vLLM, the log file and the metrics go on. If "
+               "logwatch itself dies (kill -9), vLLM gets SIGTERM. Exit code: vLLM's (128+N when signal N "
+               "ended it), 127 when COMMAND cannot start, 2 a usage error before vLLM starts.")
 
 
 _HELP: dict[str, str] = {
@@ -76,7 +87,7 @@ def _add_parse(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
             "cpu_kv_cache_usage_pct, prefix_cache_hit_rate_pct, prefix_cache_hit_rate_cpu_pct, "
             "mm_cache_hit_rate_pct, extra (JSON of other fields)."
         ),
-        epilog=_EPILOG,
+        epilog=_OFFLINE_EPILOG,
     )
     p.add_argument("files", nargs="+", metavar="FILE", help="log files, globs, or - for stdin")
     fmt = p.add_mutually_exclusive_group()
@@ -138,7 +149,7 @@ def _add_summary(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
             "them, speculative decoding (drafted, accepted, acceptance) and KV transfers (by result, "
             "GiB, transfer times). The output says what each column means."
         ),
-        epilog=_EPILOG,
+        epilog=_OFFLINE_EPILOG,
     )
     p.add_argument("files", nargs="+", metavar="FILE", help="log files, globs, or - for stdin")
     p.add_argument("--by", choices=("launch", "engine", "none"), default="launch",
@@ -168,7 +179,7 @@ def _add_plot(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             "line per engine, and below them generation tok/s against running requests. Needs "
             "matplotlib: pip install 'vllm-logwatch[plot]'."
         ),
-        epilog=_EPILOG,
+        epilog=_OFFLINE_EPILOG,
     )
     p.add_argument("files", nargs="+", metavar="FILE", help="log files, globs, or - for stdin")
     p.add_argument("-o", "--output", required=True, metavar="IMAGE",
@@ -218,7 +229,7 @@ def _add_watch(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
             "/healthz. Every option can also be set with the environment variable shown; the command "
             "line wins over the environment, the environment over the default."
         ),
-        epilog=_EPILOG,
+        epilog=_SERVE_EPILOG,
     )
     p.add_argument("target", nargs="?", metavar="TARGET", help=option_help(m, "target"))
     _add_listen_options(p, m)
@@ -241,7 +252,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
     def announce(url: str) -> None:
         base = url.removesuffix("/metrics")
-        print(f"logwatch demo: status page at {base}/ , metrics at {url} (Ctrl+C stops)", flush=True)
+        _say(f"logwatch demo: status page at {base}/ , metrics at {url} (Ctrl+C stops)")
 
     return run_demo(settings, announce=announce)
 
@@ -257,7 +268,7 @@ def _add_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             "new launch file per pass, forever, and serve it exactly like 'logwatch watch' does. The "
             "folder is removed on exit."
         ),
-        epilog=_EPILOG,
+        epilog=_SERVE_EPILOG,
     )
     p.add_argument("--speed", metavar="X", help=option_help(DemoSettings, "speed"))
     _add_listen_options(p, DemoSettings)
@@ -277,7 +288,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     def announce(url: str) -> None:
         logging.getLogger("vllm_logwatch.run").info("metrics at %s", url)
 
-    return run_run(settings, command, announce=announce)
+    return run_run(settings, command, announce=announce, echo=not args.stdout_closed)
 
 
 def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -290,11 +301,10 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         description=(
             "Run COMMAND (e.g. vllm serve MODEL ...) in its own session with stdout and stderr merged, "
             "write every byte to LOG_DIR/<name>_<YYYYmmdd_HHMMSS>.log and to our stdout, and serve the "
-            "same metrics as 'watch' from the output, in process. SIGTERM or SIGINT: SIGTERM to vLLM's "
-            "process group, SIGKILL after --stop-timeout. Exit code: vLLM's (128+N when signal N ended "
-            "it; 127 when COMMAND cannot start). If logwatch dies, vLLM gets SIGTERM."
+            "same metrics as 'watch' from the output, in process. A full or slow log disk never blocks "
+            "vLLM: what cannot be written is dropped, counted and said on stderr."
         ),
-        epilog=_EPILOG,
+        epilog=_RUN_EPILOG,
     )
     p.add_argument("--listen", metavar="ADDR", help=option_help(m, "listen"))
     p.add_argument("--port", metavar="N", help=option_help(m, "port"))
@@ -339,14 +349,19 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `logwatch` console script; returns the exit code."""
-    # A closed pipe (`logwatch parse x.log | head`) ends us quietly, like any Unix filter.
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     words = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(words[0] if words and words[0] in _COMMANDS else None)
     args = parser.parse_args(words)
+    if args.command in _OFFLINE:
+        # A closed pipe (`logwatch parse x.log | head`) ends an offline command quietly, like any Unix
+        # filter. Never in watch, run or demo: there a vanished reader of stdout must not end us (nor,
+        # through its death signal, vLLM); Python's SIG_IGN turns it into EPIPE, which the echo counts.
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     if args.command in _TO_STDOUT and sys.stdout is None:  # started with standard output closed (>&-)
         print(f"logwatch {args.command}: standard output is closed: nowhere to write", file=sys.stderr)
         return EXIT_USAGE
+    if args.command not in _OFFLINE:
+        args.stdout_closed = _hold_std_fds()
     try:
         code: int = args.func(args)
         if args.command in _TO_STDOUT:
@@ -371,6 +386,33 @@ def main(argv: Sequence[str] | None = None) -> int:
 _OFFLINE = frozenset({"parse", "summary", "plot"})
 """Commands whose inputs' errors all become InputError: an OSError out of them is from the output."""
 _TO_STDOUT = frozenset({"parse", "summary"})
+
+
+def _say(text: str) -> None:
+    """A line on stdout for a long-running command; a reader that went away (EPIPE) only loses it."""
+    try:
+        print(text, flush=True)
+    except OSError as exc:
+        logging.getLogger("vllm_logwatch").warning("stdout: %s: it gets nothing more; serving goes on",
+                                                   (exc.strerror or str(exc)).lower())
+        _drop_stdout()
+
+
+def _hold_std_fds() -> bool:
+    """Open /dev/null on any of fds 0-2 that we were started without (`>&-`), so that no socket, pipe
+    or log file of ours is ever given fd 1 and sent vLLM's echo; True if stdout was one of them."""
+    closed: list[int] = []
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            closed.append(fd)
+    for fd in closed:
+        devnull = os.open(os.devnull, os.O_RDWR)
+        if devnull != fd:
+            os.dup2(devnull, fd)
+            os.close(devnull)
+    return 1 in closed
 
 
 def _drop_stdout() -> None:

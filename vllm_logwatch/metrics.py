@@ -57,7 +57,7 @@ _LABEL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _FOLLOWER = ("log_lines", "log_bytes", "log_rotations", "log_truncations", "read_errors", "lines_cut")
 _CHILD_COUNTERS = (
     "child_restarts", "log_file_bytes_written", "log_file_write_errors", "log_file_bytes_dropped",
-    "parse_bytes_dropped",)
+    "parse_bytes_dropped", "stdout_bytes_dropped")
 _RECORD_KEYS = {"time", "file", "line", "stamp", "level", "process", "kind"}
 
 
@@ -146,13 +146,14 @@ class ExporterMetrics(Collector):
     def set_child(
         self, *, up: bool, pid: int | None, start_time: float | None, restarts: int,
         last_exit_code: int | None, bytes_written: int, write_errors: int, bytes_dropped: int,
-        parse_bytes_dropped: int = 0,
+        parse_bytes_dropped: int = 0, stdout_bytes_dropped: int = 0,
     ) -> None:
         """The supervised vLLM process (run mode); its metrics appear from the first call on."""
         with self._lock:
             self._child = {"child_up": 1.0 if up else 0.0, "child_pid": pid,
                            "child_start_time_seconds": start_time, "child_last_exit_code": last_exit_code}
-            totals = (restarts, bytes_written, write_errors, bytes_dropped, parse_bytes_dropped)
+            totals = (restarts, bytes_written, write_errors, bytes_dropped, parse_bytes_dropped,
+                      stdout_bytes_dropped)
             for key, value in zip(_CHILD_COUNTERS, totals,
                                   strict=True):
                 self._child_totals[key].observe_total(value)

@@ -106,6 +106,7 @@ METRICS: tuple[MetricSpec, ...] = (
     _m("log_file_write_errors", "counter", (), "Failed writes to the log file (full disk, I/O error)."),
     _m("log_file_bytes_dropped", "counter", (), "Bytes of child output not written to the log file."),
     _m("parse_bytes_dropped", "counter", (), "Bytes of child output not parsed because the parser fell behind (file and stdout still got them)."),
+    _m("stdout_bytes_dropped", "counter", (), "Bytes of child output not echoed to stdout (its reader went away or fell behind; the log file still got them)."),
 )
 
 _BY_SHORT = {m.name[len(PREFIX):]: m for m in METRICS}

@@ -35,8 +35,12 @@ def vllm_stats_interval(environ: Mapping[str, str]) -> float:
     return value if math.isfinite(value) and value > 0 else 10.0
 
 
-def run_run(settings: Any, command: Sequence[str], *, announce: Callable[[str], None] | None = None) -> int:
-    """Start `command`, tee its output to `settings.log_dir`, serve metrics; vLLM's exit code.
+def run_run(
+    settings: Any, command: Sequence[str], *, announce: Callable[[str], None] | None = None,
+    echo: bool = True,
+) -> int:
+    """Start `command`, tee its output to `settings.log_dir` (and to our stdout unless `echo` is
+    False), serve metrics; vLLM's exit code.
 
     `settings` is a `config.RunSettings`."""
     import uvicorn
@@ -67,8 +71,10 @@ def run_run(settings: Any, command: Sequence[str], *, announce: Callable[[str], 
     supervisor = Supervisor(
         command, log_dir=settings.log_dir, name=launch_name(settings.name, command), metrics=metrics,
         feeder=feeder, stop_timeout=settings.stop_timeout, restart=settings.restart,
-        startup_grace=settings.startup_grace,
+        startup_grace=settings.startup_grace, echo_fd=1 if echo else None,
     )
+    if not echo:
+        log.info("standard output is closed: vLLM's output goes to the log file only")
 
     def status() -> dict[str, Any]:
         files = supervisor.file_stats()

@@ -55,7 +55,7 @@ __all__ = ["EXIT_SIGINT", "bind_socket", "create_app", "serve", "url_of"]
 log = logging.getLogger(__name__)
 
 EXIT_SIGINT = 130
-_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 # The page loads only its own files: no inline script, no other origin (hosts may be offline anyway).
 _PAGE_HEADERS = {
     "Content-Security-Policy": (
@@ -175,7 +175,7 @@ def url_of(host: str, port: int, path: str = "/metrics") -> str:
 
 @contextlib.contextmanager
 def _stop_signals(on_signal: Callable[[int], None]) -> Iterator[None]:
-    """While inside: SIGINT and SIGTERM call `on_signal`; the previous handlers come back after.
+    """While inside: SIGINT, SIGTERM and SIGHUP call `on_signal`; the previous handlers come back after.
 
     uvicorn installs its own handlers while it runs and, once stopped, re-raises the signal it got;
     the re-raised signal lands here and is recorded, instead of killing the process before the
@@ -203,7 +203,7 @@ def serve(
     *,
     sock: socket.socket | None = None,
 ) -> int | None:
-    """Serve `app` until SIGTERM or SIGINT (main thread); returns that signal's number, or None.
+    """Serve `app` until SIGTERM, SIGINT or SIGHUP (main thread); returns that signal's number, or None.
 
     `on_stop` runs once the server is down, whatever happened (stop the pipeline there). Pass `sock`
     from `bind_socket` to learn of a port in use before starting anything else."""

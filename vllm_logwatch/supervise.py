@@ -39,6 +39,25 @@ Restart = Literal["no", "on-failure", "always"]
 _STARTED = (b"Starting vLLM", b"Application startup complete", b'"GET /health HTTP')
 _READ = 1 << 20
 _DRAIN_SECONDS = 5.0
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+def _read_all(fd: int) -> bytes:
+    """Everything until EOF from a pipe, which is closed after."""
+    chunks: list[bytes] = []
+    try:
+        while chunk := os.read(fd, 4096):
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    return b"".join(chunks)
+
+
+def _signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
 
 
 def exit_code_of(returncode: int) -> int:
@@ -133,9 +152,9 @@ class Supervisor:
         self.request_stop()
 
     def run(self) -> int:
-        """Launch, supervise, restart; returns the exit code. Installs SIGTERM/SIGINT handlers for
-        its duration and restores the originals."""
-        previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+        """Launch, supervise, restart; returns the exit code. SIGTERM, SIGINT and SIGHUP (an ssh
+        session closing) all stop vLLM's group gracefully, for the duration; the originals come back."""
+        previous = {s: signal.signal(s, self._on_signal) for s in _STOP_SIGNALS}
         try:
             return self._loop()
         finally:
@@ -205,13 +224,21 @@ class Supervisor:
             self._add_done(self._file)
         self._file = FileSink(self.log_path)
         self.feeder.relaunch(self.log_path)
-        shim = [sys.executable, "-m", "vllm_logwatch._deathsig", str(os.getpid()), "--", *self.command]
+        err_r, err_w = os.pipe()
+        shim = [sys.executable, "-m", "vllm_logwatch._deathsig", str(os.getpid()), str(err_w), "--",
+                *self.command]
         started_at = self.clock()
-        proc = subprocess.Popen(
-            shim, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            start_new_session=True, bufsize=0,
-        )
+        try:
+            proc = subprocess.Popen(
+                shim, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                start_new_session=True, bufsize=0, pass_fds=(err_w,),
+            )
+        finally:
+            os.close(err_w)
         assert proc.stdout is not None
+        cannot_start = _read_all(err_r)  # empty once the exec succeeded (it closes the pipe)
+        if cannot_start:
+            log.error("%s", cannot_start.decode("utf-8", "replace"))
         with contextlib.suppress(OSError):  # Linux: a 1 MiB pipe (default 64 KiB) absorbs bursts
             fcntl.fcntl(proc.stdout.fileno(), getattr(fcntl, "F_SETPIPE_SZ", 1031), 1 << 20)
         self.pid, self.start_time = proc.pid, time.time()
@@ -222,6 +249,9 @@ class Supervisor:
         code = exit_code_of(proc.wait())
         self._file.close()
         self._report(up=False)
+        if not cannot_start:
+            ended = f" (ended by {_signal_name(code - 128)})" if code > 128 and code - 128 < 65 else ""
+            log.info("vLLM (pid %d) exited with code %d%s", proc.pid, code, ended)
         return code, started, self.clock() - started_at
 
     def _pump(self, proc: subprocess.Popen[bytes], fd: int) -> bool:
@@ -233,7 +263,7 @@ class Supervisor:
         eof = False
         term_at: float | None = None
         exited_at: float | None = None
-        leftovers_termed = False
+        leftovers_termed = killed = False
         last_report = self.clock()
         assert self._file is not None
         while not eof:
@@ -255,12 +285,14 @@ class Supervisor:
                     tail = window[-64:]
             now = self.clock()
             if self._stop and term_at is None and proc.poll() is None:
-                log.info("stopping vLLM: SIGTERM to its group, SIGKILL after %.0f s", self.stop_timeout)
+                log.info("stopping vLLM: SIGTERM to its group, SIGKILL after %g s", self.stop_timeout)
                 self._signal_group(proc.pid, signal.SIGTERM)
                 term_at = now
-            if term_at is not None and now - term_at >= self.stop_timeout and proc.poll() is None:
-                log.warning("vLLM still running %.0f s after SIGTERM: SIGKILL", self.stop_timeout)
+            if (term_at is not None and not killed and now - term_at >= self.stop_timeout
+                    and proc.poll() is None):
+                log.warning("vLLM still running %g s after SIGTERM: SIGKILL to its group", self.stop_timeout)
                 self._signal_group(proc.pid, signal.SIGKILL)
+                killed = True
             if proc.poll() is not None:
                 exited_at = exited_at if exited_at is not None else now
                 # Its children may still hold the pipe: let them finish, then end them.
@@ -305,4 +337,5 @@ class Supervisor:
             last_exit_code=self.last_exit_code, bytes_written=files.bytes_written,
             write_errors=files.write_errors, bytes_dropped=files.bytes_dropped,
             parse_bytes_dropped=self.feeder.stats.bytes_dropped,
+            stdout_bytes_dropped=self.echo.stats.bytes_dropped if self.echo is not None else 0,
         )

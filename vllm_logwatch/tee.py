@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import logging
 import os
 import queue
 import threading
@@ -17,6 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 __all__ = ["FileSink", "QueuedWorker", "SinkStats", "StreamSink"]
+
+log = logging.getLogger("vllm_logwatch.run")
 
 _QUEUE_BYTES = 64 << 20
 _RETRY_SECONDS = 1.0
@@ -99,6 +102,7 @@ class FileSink(QueuedWorker):
         self._fd: int | None = None
         self._retry_at = 0.0
         self._clock = clock
+        self._failing = False
         super().__init__("logwatch-file", max_bytes)
         self.put(b"")  # create the file at launch, as `tee -a` does, even if the child prints nothing
 
@@ -117,6 +121,17 @@ class FileSink(QueuedWorker):
         self.stats.write_errors += 1
         self.stats.last_error = f"{os.strerror(exc.errno or errno.EIO).lower()}: {self.path}"
         self._retry_at = self._clock() + _RETRY_SECONDS
+        if not self._failing:  # said once per episode, not once a second
+            self._failing = True
+            log.warning("cannot write the log file (%s); vLLM goes on, its output still reaches stdout; "
+                        "dropped bytes are counted in vllm_logwatch_log_file_bytes_dropped_total; retrying "
+                        "every %.0f s", self.stats.last_error, _RETRY_SECONDS)
+
+    def _recovered(self) -> None:
+        if self._failing:
+            self._failing = False
+            log.info("writing the log file again (%d bytes dropped so far): %s", self.stats.bytes_dropped,
+                     self.path)
 
     def _write(self, data: bytes) -> None:
         fd = self._open()
@@ -135,6 +150,8 @@ class FileSink(QueuedWorker):
                 return
             self.stats.bytes_written += n
             view = view[n:]
+        if data:
+            self._recovered()
 
     def _close_fd(self) -> None:
         if self._fd is not None:
@@ -147,7 +164,11 @@ class FileSink(QueuedWorker):
 
 
 class StreamSink(QueuedWorker):
-    """Echoes the child's output to a file descriptor (our stdout), so journald keeps it too."""
+    """Echoes the child's output to a file descriptor (our stdout), so journald keeps it too.
+
+    When the reader goes away (EPIPE: `logwatch run ... | head`; EIO: the terminal hung up; EBADF), the
+    echo stops for good, said once on stderr; what it would have written is counted in `stats`. The
+    log file, the parser and vLLM go on."""
 
     def __init__(self, fd: int, max_bytes: int = _QUEUE_BYTES) -> None:
         self.fd = fd
@@ -166,7 +187,11 @@ class StreamSink(QueuedWorker):
                 self.stats.write_errors += 1
                 self.stats.bytes_dropped += len(view)
                 self.stats.last_error = f"stdout: {os.strerror(exc.errno or errno.EIO).lower()}"
-                self._broken = exc.errno in (errno.EPIPE, errno.EBADF)
+                self._broken = exc.errno in (errno.EPIPE, errno.EBADF, errno.EIO, errno.ENXIO)
+                if self._broken:
+                    log.warning("%s: no more echo of vLLM's output; the log file and the metrics go on "
+                                "(bytes not echoed: vllm_logwatch_stdout_bytes_dropped_total)",
+                                self.stats.last_error)
                 return
             self.stats.bytes_written += n
             view = view[n:]

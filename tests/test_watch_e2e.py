@@ -145,8 +145,9 @@ def test_an_empty_folder_is_said_once_then_its_first_file_is_read(
         assert watch.wait_sample("vllm_logwatch_requests_running", model, 2) == 2
 
 
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGHUP], ids=lambda s: signal.Signals(s).name)
 def test_sigterm_exits_0_and_a_restart_counts_no_line_twice(
-    tmp_path: Path, logwatch_watch: Callable[..., Any], poll_until: Callable[..., Any]
+    tmp_path: Path, logwatch_watch: Callable[..., Any], poll_until: Callable[..., Any], stop: int
 ) -> None:
     log = tmp_path / "serve_20261129_192328.log"
     state = tmp_path / "state" / "logwatch.json"
@@ -155,9 +156,9 @@ def test_sigterm_exits_0_and_a_restart_counts_no_line_twice(
     args = ("--from-start", "--state-file", str(state))
     with logwatch_watch(log, *args) as watch:
         watch.wait_sample("vllm_logwatch_stats_lines_total", E0, 5)
-        assert watch.stop(signal.SIGTERM) == 0
+        assert watch.stop(stop) == 0
     assert state.exists(), watch.stderr()
-    assert "stopped on SIGTERM" in watch.stderr()
+    assert f"stopped on {signal.Signals(stop).name}" in watch.stderr()
 
     append(log, "".join(STATS[5:8]))
     with logwatch_watch(log, *args) as watch:
@@ -307,3 +308,44 @@ def test_demo_serves_live_metrics_and_cleans_up(
         code = proc.wait(15)
     assert code == 0, err.read_text()
     assert list(scratch.iterdir()) == [], "the temporary folder is removed"
+
+
+def test_demo_outlives_a_reader_of_stdout_that_went_away(
+    tmp_path: Path, free_port: int, poll_until: Callable[..., Any]
+) -> None:
+    """`logwatch demo | head -c 0`: the announcement gets EPIPE; demo says so once and goes on serving."""
+    import httpx
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LOGWATCH_")}
+    env.update(TMPDIR=str(tmp_path), PYTHONUNBUFFERED="1")
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # nobody will ever read: the first write fails with EPIPE
+    err = tmp_path / "demo.err"
+    with open(err, "wb") as stderr:
+        proc = subprocess.Popen([sys.executable, "-m", "vllm_logwatch", "demo", "--speed", "100", "--port",
+                                 str(free_port)], stdout=write_end, stderr=stderr, env=env)
+    os.close(write_end)
+    try:
+        poll_until(lambda: "stdout: broken pipe" in err.read_text(), 20, "the EPIPE said on stderr")
+        assert proc.poll() is None, err.read_text()
+
+        def serving() -> bool:
+            try:
+                return httpx.get(f"http://127.0.0.1:{free_port}/healthz").status_code == 200
+            except httpx.TransportError:
+                return False
+
+        poll_until(serving, 10, "demo still serving")
+    finally:
+        proc.send_signal(signal.SIGHUP)
+        code = proc.wait(15)
+    assert code == 0, err.read_text()
+    text = err.read_text()
+    assert text.count("stdout: broken pipe") == 1 and "Traceback" not in text, text
+
+
+def test_demo_speed_too_small_to_wait_is_a_usage_error() -> None:
+    done = subprocess.run([sys.executable, "-m", "vllm_logwatch", "demo", "--speed", "1e-300", "--port", "0"],
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode == 2
+    assert done.stderr == "logwatch demo: --speed '1e-300': speed must be a number from 0.01 to 10000\n"

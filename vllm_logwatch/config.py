@@ -156,14 +156,15 @@ class DemoSettings(_Listening):
     listen: str = Field(
         default="127.0.0.1", min_length=1, description="address to listen on (0.0.0.0: every IPv4 address)")
     speed: float = Field(
-        default=10.0, description="replay speed: 10 plays the log's 3 minutes in 18 seconds, then starts a "
-        "new launch file")
+        default=10.0, description="replay speed, 0.01 to 10000: 10 plays the log's 3 minutes in 18 seconds, "
+        "then starts a new launch file")
 
     @field_validator("speed")
     @classmethod
     def _speed(cls, value: float) -> float:
-        if not (math.isfinite(value) and 0 < value <= 10_000):
-            raise ValueError("speed must be a number above 0 and at most 10000")
+        # Below 0.01 a gap between two lines would be a wait of days (and past ~1e-292 too long to wait).
+        if not (math.isfinite(value) and 0.01 <= value <= 10_000):
+            raise ValueError("speed must be a number from 0.01 to 10000")
         return value
 
 

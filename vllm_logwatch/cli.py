@@ -195,8 +195,12 @@ def _log_to_stderr() -> None:
     """One line per event on stderr; only the long-running commands log (the library never configures it)."""
     import logging
 
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s logwatch %(levelname)s %(message)s", datefmt="%Y-%m-%dT%H:%M:%S")
+    from .shown import ShownFormatter
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(ShownFormatter("%(asctime)s logwatch %(levelname)s %(message)s",
+                                        datefmt="%Y-%m-%dT%H:%M:%S"))
+    logging.basicConfig(level=logging.INFO, handlers=[handler])
 
 
 def _add_listen_options(p: argparse.ArgumentParser, model: type[BaseModel]) -> None:

@@ -157,7 +157,7 @@ def write_csv(sources: list[Source], out: BinaryIO, clock_factory: Callable[[Sou
         try:
             size = 0 if source.is_stdin else _plain_file_size(source.path)
             if size >= PARALLEL_MIN_BYTES:
-                bar = _progress_bar(source.path, size)
+                bar = _progress_bar(source.name, size)
                 for chunk, base in scan_file_chunks(source.path, STATS_NEEDLES, scan,
                                                     progress=bar.update if bar else None):
                     writer.write_chunk(chunk, base)
@@ -186,13 +186,13 @@ def _plain_file_size(path: str) -> int:
         return 0
 
 
-def _progress_bar(path: str, size: int) -> Any:
-    """A tqdm bar on stderr when it is a terminal (big files only reach here)."""
+def _progress_bar(name: str, size: int) -> Any:
+    """A tqdm bar on stderr when it is a terminal (big files only reach here); `name`: as shown."""
     if not sys.stderr.isatty():
         return None
     from tqdm import tqdm
 
-    return tqdm(total=size, desc=os.path.basename(path), unit="B", unit_scale=True, leave=False,
+    return tqdm(total=size, desc=os.path.basename(name), unit="B", unit_scale=True, leave=False,
                 file=sys.stderr)
 
 

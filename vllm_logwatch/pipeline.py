@@ -44,6 +44,7 @@ from .events import Event, Unparsed
 from .metrics import ExporterMetrics
 from .parse import KNOWN_EXTRA_KEYS, parse_line
 from .scan import Assembler
+from .shown import shown_path
 from .tail import Follower, LogLine
 from .timeparse import YearClock, local_zone
 
@@ -286,11 +287,14 @@ class _SyncedCollector(Collector):
 
 
 def _json_safe(value: Any) -> Any:
-    """Strict JSON: NaN and infinities become null, tuples lists, at any depth."""
+    """Strict JSON: NaN and infinities become null, tuples lists, file names valid UTF-8 (`shown_path`),
+    at any depth."""
+    if isinstance(value, str):
+        return shown_path(value)
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, Mapping):
-        return {str(k): _json_safe(v) for k, v in value.items()}
+        return {shown_path(str(k)): _json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_json_safe(v) for v in value]
     return value

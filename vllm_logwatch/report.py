@@ -111,7 +111,7 @@ def _open_progress(stream: BinaryIO, source: Source) -> BinaryIO:
     from tqdm import tqdm
 
     wrapped: BinaryIO = tqdm.wrapattr(  # type: ignore[assignment]
-        stream, "read", total=size, desc=os.path.basename(source.path), unit="B", unit_scale=True,
+        stream, "read", total=size, desc=os.path.basename(source.name), unit="B", unit_scale=True,
         leave=False, file=sys.stderr,
     )
     return wrapped

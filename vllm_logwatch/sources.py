@@ -15,6 +15,7 @@ from datetime import tzinfo
 from typing import BinaryIO
 
 from .errors import InputError
+from .shown import shown_path
 from .timeparse import resolve_zone
 
 __all__ = ["Source", "expand_inputs", "open_source", "read_errors", "resolve_inputs"]
@@ -36,7 +37,8 @@ class Source:
 
     @property
     def name(self) -> str:
-        return "<stdin>" if self.is_stdin else self.path
+        """The name shown and written into records: valid UTF-8 whatever bytes the file name has."""
+        return "<stdin>" if self.is_stdin else shown_path(self.path)
 
 
 def expand_inputs(patterns: list[str]) -> list[Source]:
@@ -55,7 +57,7 @@ def expand_inputs(patterns: list[str]) -> list[Source]:
             if not matches and os.path.lexists(pattern):
                 matches = [pattern]  # a real name with glob characters: `serve[1].log`
             if not matches:
-                raise InputError(f"no file matches {pattern}")
+                raise InputError(f"no file matches {shown_path(pattern)}")
             sources.extend(Source(m) for m in matches)
         else:
             sources.append(Source(pattern))

@@ -155,7 +155,7 @@ def write_csv(sources: list[Source], out: BinaryIO, clock_factory: Callable[[Sou
     for source in sources:
         writer = CsvFastWriter(sink, source.name, partial(clock_factory, source))
         try:
-            size = 0 if source.is_stdin else _plain_file_size(source.path)
+            size = 0 if source.is_stream else _plain_file_size(source.path)
             if size >= PARALLEL_MIN_BYTES:
                 bar = _progress_bar(source.name, size)
                 for chunk, base in scan_file_chunks(source.path, STATS_NEEDLES, scan,

@@ -218,7 +218,7 @@ def _no_stats_hint(sources: list[Source], result: ParseResult) -> str:
     if not disabled:
         needles = (b"disabling stats logging", b"disable_log_stats", b'HTTP/1.1" ')
         for source in sources:
-            if source.is_stdin:
+            if source.is_stream:  # read once already: a second open would wait for a new writer
                 continue
             try:
                 with open_source(source) as stream:

@@ -1,18 +1,25 @@
-"""Offline inputs: files, globs, `-` for stdin, `.gz` read transparently; I/O errors as `InputError`."""
+"""Offline inputs: files, globs, `-` for stdin, `.gz` read transparently; I/O errors as `InputError`.
+
+A regular file is opened and its first bytes looked at in place; anything else (standard input, a
+pipe, a FIFO, `/dev/stdin`, a process substitution `<(...)`) is a stream, read once from its start:
+its first bytes are read to look at them and then handed on with the rest (`_Replay`), gzip included.
+"""
 
 from __future__ import annotations
 
 import errno
 import glob
 import gzip
+import io
 import os
+import stat
 import sys
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import tzinfo
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from .errors import InputError
 from .shown import shown_path
@@ -39,6 +46,17 @@ class Source:
     def name(self) -> str:
         """The name shown and written into records: valid UTF-8 whatever bytes the file name has."""
         return "<stdin>" if self.is_stdin else shown_path(self.path)
+
+    @property
+    def is_stream(self) -> bool:
+        """Standard input, or a path that is not a regular file (a pipe, a FIFO, a device): it can be
+        read only once, from its start, and has no size."""
+        if self.is_stdin:
+            return True
+        try:
+            return not stat.S_ISREG(os.stat(self.path).st_mode)
+        except (OSError, ValueError):
+            return False  # opening it says why
 
 
 def expand_inputs(patterns: list[str]) -> list[Source]:
@@ -83,30 +101,81 @@ def input_error(exc: BaseException, source: Source) -> InputError:
     return InputError(_describe(exc, source.name))
 
 
-@contextmanager
-def open_source(source: Source) -> Iterator[BinaryIO]:
-    """A binary stream of the source's (decompressed) bytes. Raises `InputError`."""
+class _Replay(io.RawIOBase):
+    """A stream whose first bytes were read to look at them: those bytes, then the rest of it."""
+
+    def __init__(self, head: bytes, rest: BinaryIO) -> None:
+        super().__init__()
+        self._head, self._rest = head, rest
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        if self._head:
+            n = min(len(buffer), len(self._head))
+            buffer[:n] = self._head[:n]
+            self._head = self._head[n:]
+            return n
+        return self._rest.readinto(buffer)  # type: ignore[attr-defined, no-any-return]
+
+
+def _open_stream(source: Source) -> tuple[BinaryIO, bytes, BinaryIO | None]:
+    """Standard input or a non-regular path, its first two bytes (fewer at its end) and what to close."""
     if source.is_stdin:
         if sys.stdin is None:  # started with standard input closed (<&-)
             raise InputError("-: standard input is closed")
-        yield sys.stdin.buffer
-        return
+        raw, owned = sys.stdin.buffer, None
+    else:
+        raw = owned = open(source.path, "rb", buffering=0)  # noqa: SIM115 - closed by the caller
     try:
-        if os.path.isdir(source.path):
-            raise IsADirectoryError(errno.EISDIR, "is a directory", source.path)
-        raw = open(source.path, "rb")  # noqa: SIM115 - closed below
-    except OSError as exc:
+        head = b""
+        while len(head) < len(_GZIP_MAGIC):  # a pipe may deliver them one at a time
+            more = raw.read(len(_GZIP_MAGIC) - len(head))
+            if not more:
+                break
+            head += more
+    except BaseException:
+        if owned is not None:
+            owned.close()
+        raise
+    stream: BinaryIO = io.BufferedReader(_Replay(head, raw), 1 << 20)
+    return stream, head, owned
+
+
+def _open_file(source: Source) -> tuple[BinaryIO, bytes, BinaryIO | None]:
+    """A regular file, its first two bytes (looked at in place) and what to close."""
+    if os.path.isdir(source.path):
+        raise IsADirectoryError(errno.EISDIR, "is a directory", source.path)
+    raw = open(source.path, "rb")  # noqa: SIM115 - closed by the caller
+    try:
+        head = raw.read(len(_GZIP_MAGIC))
+        raw.seek(0)
+    except BaseException:
+        raw.close()
+        raise
+    return raw, head, raw
+
+
+@contextmanager
+def open_source(source: Source) -> Iterator[BinaryIO]:
+    """A binary stream of the source's (decompressed) bytes. Raises `InputError`.
+
+    Errors of the body of the `with` pass through untouched: only opening and looking at the first
+    bytes are reported here (reading goes on in the caller, which reports its own errors)."""
+    try:
+        raw, head, owned = _open_stream(source) if source.is_stream else _open_file(source)
+    except read_errors as exc:
         raise input_error(exc, source) from None
     try:
-        head = raw.read(2)
-        raw.seek(0)
         if head == _GZIP_MAGIC:
             with gzip.GzipFile(fileobj=raw) as gz:
                 yield gz  # type: ignore[misc]
         else:
             yield raw
     finally:
-        raw.close()
+        if owned is not None:
+            owned.close()
 
 
 def resolve_inputs(inputs: list[str], tz: str | None) -> tuple[list[Source], tzinfo]:

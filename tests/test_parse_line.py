@@ -1,10 +1,10 @@
 """`parse_line` on one line of every shape vLLM (and whatever sits in front of it) writes, and the
 `Assembler` that joins lines into records.
 
-The table below has one row per variant of ../shared/vllm-log-formats.md sections 1-6 and covers the 18
-parser rules of its section 9. Real lines come from tests/data/*.log (picked by a substring, so the table
-says which line it means); the others are the document's own example lines, or built from its format
-strings where it gives no example.
+The table below has one row per line variant we know vLLM to write (prefixes, stats lines of V0 and V1,
+spec decode, start-up facts, failures), each rule of the parser covered. Real lines come from
+tests/data/*.log (picked by a substring, so the table says which line it means); the others are built
+from the format strings in vLLM's source where no real log has the line.
 """
 # ruff: noqa: E501  (vLLM log lines are long; each table row keeps its line whole and greppable)
 

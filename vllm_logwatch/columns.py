@@ -1,4 +1,4 @@
-"""The columns of a stats record: CSV header, JSON-lines keys, `EngineStats` fields (DESIGN.md).
+"""The columns of a stats record: CSV header, JSON-lines keys, `EngineStats` fields.
 
 A module of its own so the fast CSV path can write the header without loading the pydantic models.
 """

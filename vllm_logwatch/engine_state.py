@@ -4,7 +4,7 @@ lines, and the token counters integrated from its throughputs.
 It lives apart from `metrics.py` because the integration rules are the subtle part of the exporter
 and they are pure given the records' times, so they read (and are tested) without Prometheus.
 
-Why the rules are what they are (../shared/vllm-log-formats.md section 8): a throughput is the
+Why the rules are what they are (from vLLM's `v1/metrics/loggers.py`): a throughput is the
 average over one window that ends at the line, windows are back-to-back, and vLLM hides a window
 only when it and the one before both had zero throughput. So `tokens = throughput x window`, where
 the window is the engine's typical interval; a long gap is hidden zero windows, never a long window.

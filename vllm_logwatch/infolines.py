@@ -1,7 +1,8 @@
 """Start-up facts (`ServerInfo`) and known failure tags, read from a vLLM message.
 
-A table of (pattern, builder) pairs; the first pattern that matches wins. Patterns follow
-../shared/vllm-log-formats.md section 5 (start-up lines) and section 6 (failures).
+A table of (pattern, builder) pairs; the first pattern that matches wins. Patterns follow the start-up
+lines (version, model, KV cache size, maximum concurrency, compile and graph-capture times) and the
+failure messages as vLLM's own source prints them, across versions.
 """
 
 from __future__ import annotations

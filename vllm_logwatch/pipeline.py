@@ -1,4 +1,4 @@
-"""One worker thread: follow the log, parse each line, feed the metrics (DESIGN.md, "The pipeline").
+"""One worker thread: follow the log, parse each line, feed the metrics (docs/design.md, "The path of a line").
 
     Follower --LogLine--> parse_line --Event--> Assembler (per file) --Event--> ExporterMetrics
 

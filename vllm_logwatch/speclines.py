@@ -1,5 +1,5 @@
 """Speculative-decoding lines: V0 `Speculative metrics:`, V1 `SpecDecoding metrics:` (all variants) and
-`DiffusionDecoding metrics:`, read by field name (vllm-log-formats.md section 3)."""
+`DiffusionDecoding metrics:`, read by field name."""
 
 from __future__ import annotations
 

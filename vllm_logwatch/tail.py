@@ -1,6 +1,6 @@
 """Follow a log file, the newest file of a folder, or of a glob, the way ``tail -F`` should.
 
-Why it is built like this (DESIGN.md, "Following files"; google/mtail's ``filestream.go`` is the model):
+Why it is built like this (docs/design.md, "Following files"; google/mtail's ``filestream.go`` is the model):
 
 * ``stat`` is the truth, notifications are only a hint. At end of file: another ``(st_dev, st_ino)`` at
   the path means rotation (drain the old descriptor, then read the new file from 0); a size below our

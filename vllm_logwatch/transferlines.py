@@ -1,7 +1,7 @@
 """`KV Transfer metrics: k=v, ...` and `EC Transfer metrics: ...` lines, read by key.
 
-vLLM prints the connector's reduced stats for the interval as `key=value` pairs joined by `, ` (see
-vllm-log-formats.md section 4.1): NIXL and Mooncake use keys with spaces and parentheses
+vLLM prints the connector's reduced stats for the interval as `key=value` pairs joined by `, ` (as the
+connectors' own stats classes print them): NIXL and Mooncake use keys with spaces and parentheses
 (`Avg xfer time (ms)=3.214`), NIXL 0.11.0 used `num_successful_transfers=N`, the offloading
 connector prints metric-like keys, and a MultiConnector prints one Python dict per connector
 (`NixlConnector={'Num successful transfers': 3, ...}`). Known keys get a field; the rest are kept in

@@ -1,6 +1,6 @@
 """Wakers: how a follower waits between two polls.
 
-The follower trusts ``stat``, never notifications (DESIGN.md, "Following files"): a notification only
+The follower trusts ``stat``, never notifications (docs/design.md, "Following files"): a notification only
 ends the wait early, and the poll interval is always on as a backstop. Waiting is injected, as in
 google/mtail's ``internal/waker``, so that:
 

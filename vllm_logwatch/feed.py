@@ -14,7 +14,7 @@ from datetime import datetime, tzinfo
 
 from .events import EngineStats, ServerInfo
 from .metrics import ExporterMetrics
-from .parse import parse_line
+from .parse import parse_line, worth_parsing
 from .scan import Assembler
 from .tee import QueuedWorker
 from .timeparse import YearClock
@@ -22,11 +22,6 @@ from .timeparse import YearClock
 __all__ = ["LineFeeder"]
 
 _ACCESS = re.compile(rb'"([A-Z]{3,10}) (\S+) HTTP/[\d.]+" (\d{3})')
-_INTERESTING = re.compile(
-    rb"Avg prompt t|metrics: |cache hit rate: GPU|WARNING|ERROR|CRITICAL|version|KV cache size|"
-    rb"concurrency|args: |LLM engine|Starting vLLM|startup complete|Uvicorn running|api_server_count|"
-    rb"took|blocks: |max model len|\xe2\x96"
-)
 _MAX_LINE = 1 << 20
 _GAP = "\0gap"  # a queue marker: output was dropped here
 
@@ -120,7 +115,7 @@ class LineFeeder(QueuedWorker):
             if len(raw) > _MAX_LINE:
                 self.lines_cut += 1
                 raw = raw[:_MAX_LINE]
-            if _INTERESTING.search(raw) is None:
+            if not worth_parsing(raw):
                 continue
             event = parse_line(raw.decode("utf-8", "replace"))
             if event is not None:

@@ -13,7 +13,7 @@ from typing import Any
 
 from .events import ServerInfo
 
-__all__ = ["PROBLEM_TAGS", "parse_info", "problem_of"]
+__all__ = ["INFO_HOOKS", "PROBLEM_TAGS", "parse_info", "problem_of"]
 
 
 def _int(text: str) -> int:
@@ -133,17 +133,18 @@ _TABLE: tuple[tuple[re.Pattern[str], _Builder], ...] = (
     (re.compile(r"^Defaulting api_server_count to data_parallel_size \((\d+)\)"),
      lambda m: {"api_server_count": int(m.group(1))}),
 )
-# Cheap first filter: a message that shares no word with any pattern above is not a start-up fact.
-_HOOKS = (
+INFO_HOOKS: tuple[str, ...] = (
     "version", "args:", "LLM engine", "KV cache", "concurrency", "blocks:", "took", "Graph capturing",
     "torch.compile", "max model len", "server", "Uvicorn", "startup complete", "api_server_count", "\u2580",
     "\u2584", "\u2588",
 )
+"""Cheap first filter: a message that holds none of these is not a start-up fact (`parse.worth_parsing`
+builds the live prefilter from them)."""
 
 
 def parse_info(msg: str, common: dict[str, Any]) -> ServerInfo | None:
     """A start-up fact from a message, or None."""
-    if not any(h in msg for h in _HOOKS):
+    if not any(h in msg for h in INFO_HOOKS):
         return None
     for pattern, build in _TABLE:
         m = pattern.search(msg)

@@ -23,11 +23,11 @@ from .events import (
     Unparsed,
 )
 from .fields import MAX_EXTRA, Unreadable, as_kind, read_number, slug, split_fields
-from .infolines import parse_info, problem_of
+from .infolines import INFO_HOOKS, parse_info, problem_of
 from .speclines import SPEC_START, parse_spec
 from .transferlines import TRANSFER_START, parse_transfer
 
-__all__ = ["KNOWN_EXTRA", "KNOWN_EXTRA_KEYS", "parse_line", "strip_ansi"]
+__all__ = ["KNOWN_EXTRA", "KNOWN_EXTRA_KEYS", "parse_line", "strip_ansi", "worth_parsing"]
 
 # Colour codes, with or without the ESC byte (some collectors drop it: `[1;36m(APIServer ...)[0;0m`).
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]|\[[0-9][0-9;]*m")
@@ -85,6 +85,26 @@ KNOWN_EXTRA: dict[str, str] = {
 """Stats fields vLLM documents that have no CSV column: kept in `extra` under these keys."""
 _KV_FETCH_KEYS = ("kv_fetch_waiting", "kv_fetch_in_progress", "kv_fetch_completed_waiting")
 KNOWN_EXTRA_KEYS = frozenset(KNOWN_EXTRA.values()) | frozenset(_KV_FETCH_KEYS)
+
+# Every line `parse_line` gives an event for holds one of these (tests check it on every sample line of
+# every kind): stats (V1, V0, the idle Running/Waiting form, V0's prefix-cache line), spec-decode and
+# transfer lines (` metrics: `), start-up facts (their own hooks), warnings and errors, access lines.
+_WORTH_PARSING = re.compile(b"|".join(re.escape(needle.encode()) for needle in (
+    "Avg prompt t", "Running: ", "cache hit rate: GPU", " metrics: ", *INFO_HOOKS,
+    "WARNING", "ERROR", "CRITICAL", "HTTP/",
+)))
+
+
+def worth_parsing(raw: bytes) -> bool:
+    """False only for a line that `parse_line` would give None: the live path's cheap first filter.
+
+    >>> worth_parsing(b"(APIServer pid=1) INFO 11-29 19:26:05 [loggers.py:335] Engine 000: Avg prompt t")
+    True
+    >>> worth_parsing(b"(EngineCore pid=2) INFO 11-29 19:26:05 [core.py:90] Loading weights")
+    False
+    """
+    return _WORTH_PARSING.search(raw) is not None
+
 
 def strip_ansi(text: str) -> str:
     """Remove terminal colour codes, with or without their ESC byte.

@@ -4,8 +4,11 @@ rollover; --tz."""
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import os
+import subprocess
+import sys
 from datetime import datetime, timezone
 from pathlib import Path
 from zoneinfo import ZoneInfo
@@ -218,3 +221,79 @@ def test_bad_zone_on_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixt
     assert main(["parse", "--tz", "Not/AZone", str(log)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Not/AZone" in err and "Traceback" not in err
+
+
+# --- daylight saving time -----------------------------------------------------------------------
+
+BERLIN = ZoneInfo("Europe/Berlin")
+# 2026-11-01 01:00-02:00 comes twice in New York (EDT -04:00, then EST -05:00); 2026-10-25 02:00-03:00
+# twice in Berlin (CEST +02:00, then CET +01:00).
+FALL_BACK = {
+    "America/New_York": ("11-01", "00", "01", "02", ["-04:00", "-05:00"]),
+    "Europe/Berlin": ("10-25", "01", "02", "03", ["+02:00", "+01:00"]),
+}
+
+
+def fall_back_stamps(zone: str) -> tuple[list[str], list[str]]:
+    """Stamps every 10 min through the repeated hour, the wall clock going back once; their offsets."""
+    day, before, twice, after = FALL_BACK[zone][:4]
+    summer, winter = FALL_BACK[zone][4]
+    stamps = [f"{day} {before}:50:00"] + [f"{day} {twice}:{m}0:00" for m in range(6)]
+    offsets = [summer] * 7
+    stamps += [f"{day} {twice}:{m}0:00" for m in range(6)] + [f"{day} {after}:00:00"]
+    offsets += [winter] * 7
+    return stamps, offsets
+
+
+@pytest.mark.parametrize("zone", sorted(FALL_BACK))
+def test_the_repeated_hour_of_a_fall_back_gets_its_second_offset(zone: str) -> None:
+    stamps, offsets = fall_back_stamps(zone)
+    clock = YearClock(2026, ZoneInfo(zone))
+    got = [clock.to_datetime(s) for s in stamps]
+    assert [d.isoformat()[19:] if d else None for d in got] == offsets
+    instants = [d.timestamp() for d in got if d]
+    assert all(b - a == 600 for a, b in itertools.pairwise(instants)), instants
+
+
+def test_lines_slightly_out_of_order_in_the_first_pass_stay_in_it() -> None:
+    """Processes interleave their lines by a few seconds: that is not the clock going back an hour."""
+    clock = YearClock(2026, NY)
+    got = [clock.to_datetime(s) for s in ("11-01 01:30:05", "11-01 01:30:01", "11-01 01:59:59")]
+    assert [d.isoformat()[19:] if d else None for d in got] == ["-04:00"] * 3
+
+
+def test_a_log_silent_through_the_first_pass_starts_in_it() -> None:
+    """Nothing tells the two passes apart then: the first one, as datetime's fold=0 does."""
+    clock = YearClock(2026, NY)
+    got = [clock.to_datetime(s) for s in ("11-01 00:20:00", "11-01 01:20:00", "11-01 02:20:00")]
+    assert [d.isoformat()[19:] if d else None for d in got] == ["-04:00", "-04:00", "-05:00"]
+
+
+def test_a_late_line_after_the_repeated_hour_is_in_its_second_pass() -> None:
+    clock = YearClock(2026, NY)
+    got = [clock.to_datetime(s) for s in ("11-01 01:59:00", "11-01 01:10:00", "11-01 02:00:01",
+                                          "11-01 01:59:58")]
+    assert [d.isoformat()[19:] if d else None for d in got] == ["-04:00", "-05:00", "-05:00", "-05:00"]
+
+
+@pytest.mark.parametrize("zone", sorted(FALL_BACK))
+def test_csv_jsonl_and_openmetrics_times_move_forward_through_a_fall_back(
+        zone: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    stamps, offsets = fall_back_stamps(zone)
+    log = tmp_path / "serve_20261020_000000.log"
+    log.write_text("".join(stats_line(s, i) for i, s in enumerate(stamps)))
+    assert main(["parse", "--jsonl", "--tz", zone, str(log)]) == 0
+    jsonl_times = [json.loads(line)["time"] for line in capsys.readouterr().out.splitlines()]
+    assert [t[19:] for t in jsonl_times] == offsets
+    csv_out = tmp_path / "out.csv"
+    with open(csv_out, "w") as out:  # the fast CSV path (it keeps each hour's offset)
+        command = [sys.executable, "-m", "vllm_logwatch", "parse", "--csv", "--tz", zone, str(log)]
+        code = subprocess.run(command, stdout=out, stderr=subprocess.PIPE, text=True, timeout=60).returncode
+    assert code == 0
+    assert [row.split(",")[0] for row in csv_out.read_text().splitlines()[1:]] == jsonl_times
+    assert main(["parse", "--openmetrics", "--tz", zone, str(log)]) == 0
+    running = [line.split() for line in capsys.readouterr().out.splitlines()
+               if line.startswith("vllm_logwatch_requests_running{")]
+    assert [int(float(fields[1])) for fields in running] == list(range(len(stamps)))
+    seconds = [float(fields[2]) for fields in running]
+    assert all(b - a == 600 for a, b in itertools.pairwise(seconds)), seconds

@@ -82,8 +82,9 @@ class CsvFastWriter:
         return self._assembler
 
     def _time(self, stamp: bytes) -> bytes:
-        """ISO 8601 of a stamp; the date part is computed once per hour of log (the zone's offset
-        can only change at an hour), and always through the clock so New Year moves the year on."""
+        """ISO 8601 of a stamp; the date part is computed once per hour of log, and always through
+        the clock so New Year moves the year on. An hour with a daylight-saving step in it (the
+        repeated hour of a fall-back) is never reused: each of its stamps goes through the clock."""
         clock = self.clock_for(stamp.decode())
         hit = self._iso.get(stamp[:8])
         if hit is None or hit[0] != clock.year:
@@ -92,6 +93,8 @@ class CsvFastWriter:
                 return b""
             iso = value.isoformat().encode()  # YYYY-MM-DDTHH:MM:SS+zz:zz
             hit = (clock.year, iso[:13], iso[19:])
+            if not clock.steady_hour(value):
+                return iso
             self._iso[stamp[:8]] = hit
         return hit[1] + stamp[8:] + hit[2]
 

@@ -4,13 +4,17 @@ The year comes from the file name a launch script gives its log (`serve_20261129
 `serve_20261129T192328Z.log`, `vllm-2026-11-29.log`), else from the file's mtime (the time of its
 last line), else from `--year` or today. A December -> January step inside one file moves the
 year on (a late December line right after it stays in the old year).
+
+The stamps are local wall time without a zone, so at a daylight-saving fall-back one hour is printed
+twice: when the wall clock goes back into it (by about the size of the shift), its second pass gets
+datetime's `fold=1` and the later offset, and time keeps moving forward.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from datetime import datetime, tzinfo
+from datetime import datetime, timedelta, tzinfo
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 __all__ = ["YearClock", "local_zone", "resolve_zone", "year_hint_from_name"]
@@ -68,6 +72,7 @@ class YearClock:
         self.year = start_year
         self.zone = zone
         self._last_month = 0
+        self._last: datetime | None = None  # the last time given, for the repeated hour of a fall-back
         self._cache: tuple[str, datetime | None] = ("", None)
 
     @classmethod
@@ -118,16 +123,41 @@ class YearClock:
                 # December -> January (or a longer silence across New Year: November -> January);
                 # a step back by one month is a late line, not a new year
                 year = self.year = self.year + 1
-            value: datetime | None = datetime(
+            value: datetime | None = self._unfold(datetime(
                 year, month, int(stamp[3:5]), int(stamp[6:8]), int(stamp[9:11]),
                 int(stamp[12:14]), tzinfo=self.zone,
-            )
+            ))
             if not late:
                 self._last_month = month
         except ValueError:
             value = None  # 02-29 in a non-leap year, or a damaged stamp: keep the record, no time
+        if value is not None:
+            self._last = value
         self._cache = (stamp, value)
         return value
+
+    def _unfold(self, first: datetime) -> datetime:
+        """`first` (fold=0), or its second pass (fold=1) when it falls in the repeated hour of a
+        fall-back and the first pass would put it back in time by more than half the shift: the
+        wall clock went back into that hour (a few seconds back are lines of processes that
+        interleave, not a fall-back)."""
+        second = first.replace(fold=1)
+        earlier, later = first.utcoffset(), second.utcoffset()
+        if earlier is None or later is None or earlier <= later or self._last is None:
+            return first  # no repeated hour here (or nothing before it)
+        shift: timedelta = earlier - later
+        # In seconds since the epoch: datetimes of one zone subtract as wall times, fold ignored.
+        if self._last.timestamp() - first.timestamp() > shift.total_seconds() / 2:
+            return second
+        return first
+
+    def steady_hour(self, value: datetime) -> bool:
+        """Whether every time in the hour of `value` has one offset (no daylight-saving step in it), so
+        a caller may reuse the offset of one stamp for the others of that hour."""
+        start = value.replace(minute=0, second=0, microsecond=0, fold=0)
+        end = start.replace(minute=59, second=59)
+        offsets = {t.utcoffset() for t in (start, start.replace(fold=1), end, end.replace(fold=1))}
+        return len(offsets) == 1
 
 
 def _month_day(stamp: str) -> tuple[int, int]:

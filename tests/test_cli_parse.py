@@ -180,10 +180,16 @@ def test_kind_all_in_file_order(capsys: pytest.CaptureFixture[str]) -> None:
 
 @pytest.mark.parametrize("kind", ["spec", "transfer", "info", "access", "log", "all"])
 def test_other_kinds_default_to_json_lines_and_refuse_csv(
-    capsys: pytest.CaptureFixture[str], kind: str
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, kind: str
 ) -> None:
-    code, out, err = run(capsys, "--kind", kind, "--year", "2025", str(DATA / "021.log"))
+    mixed = tmp_path / "mixed.log"  # a record of every kind
+    transfer = ("(APIServer pid=1) INFO 11-29 10:00:10 [metrics.py:108] KV Transfer metrics: "
+                "Num successful transfers=4, Num failed transfers=0\n")
+    mixed.write_bytes((DATA / "021.log").read_bytes() + (DATA / "019.log").read_bytes() + transfer.encode()
+                      + REAL_CPU_LOG.read_bytes())
+    code, out, err = run(capsys, "--kind", kind, "--year", "2025", str(mixed))
     assert code == 0, err
+    assert jsonl(out)
     assert all(kind in ("all", r["kind"]) or (kind == "log" and r["kind"] == "unparsed") for r in jsonl(out))
     code, out, err = run(capsys, "--csv", "--kind", kind, str(DATA / "021.log"))
     assert code == 2 and out == ""
@@ -331,8 +337,24 @@ def test_empty_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
         code, out, err = run(capsys, *args, str(empty))
         assert code == 1 and out == ""
         assert_one_line_error(err, "no stats lines in 1 file")
-    code, out, err = run(capsys, "--jsonl", "--kind", "access", str(empty))
-    assert (code, out, err) == (0, "", "")  # nothing asked for stats
+
+
+@pytest.mark.parametrize(("kind", "what"), [
+    ("spec", "speculative-decoding"), ("transfer", "KV or EC transfer"), ("info", "start-up"),
+    ("access", "HTTP access"), ("log", "warning or error"),
+])
+def test_no_record_of_the_asked_kind_is_exit_1_for_every_kind(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, kind: str, what: str
+) -> None:
+    """As for stats: exit 1 with a one-line hint when the inputs hold none of the records asked for."""
+    empty = tmp_path / "empty.log"
+    empty.write_bytes(b"")
+    code, out, err = run(capsys, "--jsonl", "--kind", kind, str(empty))
+    assert code == 1 and out == ""
+    assert_one_line_error(err, f"no {kind} records in 1 file", what)
+    code, out, err = run(capsys, "--kind", kind, str(DATA / "002.log"), str(empty))  # stats only
+    assert code == 1 and out == ""
+    assert_one_line_error(err, f"no {kind} records in 2 files")
 
 
 def test_no_stats_hint_mentions_disable_log_stats(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

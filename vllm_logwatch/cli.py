@@ -106,7 +106,7 @@ def _add_parse(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         default="stats",
         help="records to write: stats (default), spec (speculative decoding), transfer (KV/EC "
         "connector transfers), info (start-up facts), access (HTTP requests), log (warnings and errors, "
-        "no text), all",
+        "no text), all; exit 1 when the inputs hold none (for all: no stats line)",
     )
     _add_year_tz(p)
     p.set_defaults(func=_cmd_parse)

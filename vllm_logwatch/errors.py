@@ -31,6 +31,6 @@ class OutputError(LogwatchError):
 
 
 class NoStatsError(LogwatchError):
-    """The inputs were read but held no stats line."""
+    """The inputs were read but held no stats line (or, with `parse --kind`, no record of that kind)."""
 
     exit_code = EXIT_NO_STATS

@@ -185,6 +185,7 @@ def run_parse(
             raise NoStatsError(_no_stats_hint(sources, result))
         return result
     csv_out = csv.writer(out, lineterminator="\n") if fmt == "csv" else None
+    written = 0
     for source in sources:
         result.files += 1
         for event in iter_source_events(source, kind, zone, year, result.scan):
@@ -193,6 +194,7 @@ def run_parse(
                 result.stats_disabled = True
             if not _wanted(event, kind):
                 continue
+            written += 1
             if csv_out is not None and isinstance(event, EngineStats):
                 if result.counts["stats"] == 1:  # header with the first row: no half output on errors
                     csv_out.writerow(STATS_COLUMNS)
@@ -201,7 +203,21 @@ def run_parse(
                 out.write(json.dumps(event_to_dict(event), separators=(", ", ": ")) + "\n")
     if result.counts["stats"] == 0 and kind in ("stats", "all"):
         raise NoStatsError(_no_stats_hint(sources, result))
+    if written == 0:
+        n = len(sources)
+        raise NoStatsError(f"no {kind} records in {n} file{'s' if n != 1 else ''} "
+                           f"({_KIND_LINES.get(kind, kind)})")
     return result
+
+
+_KIND_LINES = {
+    "spec": "no speculative-decoding metrics lines",
+    "transfer": "no KV or EC transfer metrics lines: vLLM runs without a KV connector",
+    "info": "no start-up lines: the logs may begin after vLLM started",
+    "access": "no HTTP access lines: vLLM may run with --disable-uvicorn-access-log",
+    "log": "no warning or error lines",
+}
+"""Why a kind other than stats found nothing, for its exit-1 message."""
 
 
 def no_stats_hint(sources: list[Source], stats_disabled: bool = False) -> str:

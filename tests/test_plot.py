@@ -7,6 +7,7 @@ docs/plot-example.png is this figure for the real vLLM 0.32 log; to redraw it:
 from __future__ import annotations
 
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -24,6 +25,7 @@ from vllm_logwatch.events import EngineStats
 from vllm_logwatch.launches import iter_launch_records
 from vllm_logwatch.plot import PANEL_TITLES, build_figure
 
+ROOT = Path(__file__).parent.parent
 DATA = Path(__file__).parent / "data"
 REAL_CPU_LOG = next((DATA / "real-vllm-cpu").glob("serve_*.log"))
 
@@ -150,3 +152,37 @@ def test_missing_matplotlib_is_a_clear_message(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert proc.stderr == "logwatch plot: plot needs matplotlib: pip install 'vllm-logwatch[plot]'\n"
     assert not (tmp_path / "x.png").exists()
+
+
+def test_output_dash_writes_png_to_standard_output(tmp_path: Path) -> None:
+    command = [sys.executable, "-m", "vllm_logwatch", "plot", str(REAL_CPU_LOG), "-o", "-", "--tz", "UTC"]
+    proc = subprocess.run(command, capture_output=True, timeout=120, cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == b""
+    assert proc.stdout.startswith(b"\x89PNG\r\n\x1a\n") and len(proc.stdout) > 20_000
+    assert list(tmp_path.iterdir()) == []  # no file named '-'
+
+
+def test_output_dash_to_a_terminal_is_a_usage_error(tmp_path: Path) -> None:
+    """An image is no text for a terminal: refused in one line, before the logs are read."""
+    import pty
+
+    leader, follower = pty.openpty()
+    try:
+        command = [sys.executable, "-m", "vllm_logwatch", "plot", str(REAL_CPU_LOG), "-o", "-"]
+        proc = subprocess.run(command, stdout=follower, stderr=subprocess.PIPE, timeout=120, cwd=tmp_path,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+    finally:
+        os.close(follower)
+        os.close(leader)
+    assert proc.returncode == 2
+    assert proc.stderr.decode() == ("logwatch plot: -o -: standard output is a terminal: redirect it "
+                                    "(-o - > run.png) or give a file name\n")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_help_says_what_dash_does(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["plot", "--help"])
+    assert "- writes PNG to standard output" in " ".join(capsys.readouterr().out.split())

@@ -183,7 +183,8 @@ def _add_plot(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument("files", nargs="+", metavar="FILE", help="log files, globs, or - for stdin")
     p.add_argument("-o", "--output", required=True, metavar="IMAGE",
-                   help="image file to write: .png (or .svg, .pdf)")
+                   help="image file to write: .png (or .svg, .pdf); - writes PNG to standard output "
+                   "(refused when it is a terminal)")
     p.add_argument("--since", metavar="T",
                    help="start time, e.g. 2026-11-29 or '2026-11-29 19:24' (zone: --tz)")
     p.add_argument("--until", metavar="T", help="end time, same forms as --since")

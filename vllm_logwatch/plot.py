@@ -15,6 +15,7 @@ import io
 import math
 import os
 import statistics
+import sys
 from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -253,9 +254,17 @@ def run_plot(
     tz: str | None = None,
 ) -> int:
     """Draw the run of `inputs` (between `since` and `until`) into `output`; return the lines drawn.
+    `output` `-` is standard output (PNG), refused when it is a terminal.
 
     Example: `run_plot(["logs/serve_*.log"], "run.png")` is `logwatch plot 'logs/serve_*.log' -o run.png`.
     """
+    to_stdout = output == "-"
+    if to_stdout:
+        if sys.stdout is None:  # started with standard output closed (>&-)
+            raise OutputError("-o -: standard output is closed: nowhere to write")
+        if sys.stdout.isatty():
+            raise UsageError("-o -: standard output is a terminal: redirect it (-o - > run.png) or give a "
+                             "file name")
     _require_matplotlib()
     import matplotlib
 
@@ -284,9 +293,18 @@ def run_plot(
     # disk (the command would succeed with a cut image).
     image = io.BytesIO()
     try:
-        fig.savefig(image, dpi=100, format=os.path.splitext(output)[1][1:].lower() or None)
+        kind = "png" if to_stdout else os.path.splitext(output)[1][1:].lower() or None
+        fig.savefig(image, dpi=100, format=kind)
     except ValueError as exc:  # an unknown image format
         raise UsageError(f"{output}: {exc}") from None
+    if to_stdout:
+        try:
+            sys.stdout.flush()
+            sys.stdout.buffer.write(image.getbuffer())
+            sys.stdout.buffer.flush()
+        except OSError as exc:
+            raise OutputError(f"cannot write the output: {exc.strerror or exc}") from None
+        return drawn
     try:
         with open(output, "wb") as fh:
             fh.write(image.getbuffer())

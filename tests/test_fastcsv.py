@@ -163,3 +163,20 @@ def test_counts_beyond_float_precision_read_as_the_general_path_reads_them(tmp_p
                    "reqs, GPU KV cache usage: 4.0%\n")
     assert fast_csv([str(log)], parallel_min=1) == slow_csv([str(log)])
     assert fast_csv([str(log)]) == slow_csv([str(log)])
+
+
+def test_stats_lines_padded_with_nul_bytes_are_rows_on_both_paths(tmp_path: Path) -> None:
+    """A line ending in NUL bytes (a file preallocated, or written again after a crash) is read as the
+    same line without them: a row on the fast path and the general one, the same row."""
+    line = (b"(APIServer pid=1) INFO 11-29 10:00:SS [loggers.py:335] Engine 000: Avg prompt throughput: "
+            b"10.0 tokens/s, Avg generation throughput: 20.0 tokens/s, Running: 3 reqs, Waiting: 1 reqs, "
+            b"GPU KV cache usage: 4.0%, Prefix cache hit rate: 0.0%")
+    log = tmp_path / "serve_20261129_100000.log"
+    pads = [b"", b"\x00", b"\x00" * 64, b"\x00\r", b" \x00", b"\x00 \x00\t"]
+    log.write_bytes(b"".join(line.replace(b"SS", b"%02d" % i) + pad + b"\n" for i, pad in enumerate(pads))
+                    + line.replace(b"SS", b"59") + b"\x00")  # the last line, no newline
+    slow = slow_csv([str(log)])
+    assert len(slow.splitlines()) == 1 + len(pads) + 1
+    assert {row.split(",", 3)[3] for row in slow.splitlines()[1:]} == {"0,10.0,20.0,3,1,,4.0,,0.0,,,"}
+    assert fast_csv([str(log)]) == slow
+    assert fast_csv([str(log)], parallel_min=1, range_size=4096) == slow

@@ -916,3 +916,16 @@ def test_canonical_reader_equals_field_reader(engine: int, nums: list[float], ru
         slow = parse_line(line)
     assert fast == slow
     assert fast is not None and slow is not None and fast.model_fields_set == slow.model_fields_set
+
+
+@pytest.mark.parametrize("pad", ["\x00", "\x00" * 300, "\x00\r\n", " \x00", "\x00 \x00\t\n"])
+def test_trailing_nul_bytes_are_padding(pad: str) -> None:
+    """NUL bytes after a line (a preallocated or crash-extended file) are stripped like trailing
+    whitespace: the line is read, not dropped."""
+    line = ("(APIServer pid=1) INFO 11-29 10:00:10 [loggers.py:335] Engine 000: Avg prompt throughput: 10.0 "
+            "tokens/s, Avg generation throughput: 20.0 tokens/s, Running: 3 reqs, Waiting: 1 reqs, GPU KV "
+            "cache usage: 4.0%, Prefix cache hit rate: 0.0%")
+    event = parse_line(line + pad)
+    assert isinstance(event, EngineStats)
+    assert event == parse_line(line)
+    assert (event.running, event.prefix_cache_hit_rate_pct) == (3, 0.0)

@@ -134,8 +134,13 @@ def parse_line(text: str) -> Event | None:
         return Unparsed(what="stats")
 
 
+_PADDING = " \t\r\n\v\f\x00"
+"""Trailing bytes that are no part of a line: whitespace, and the NUL bytes a preallocated file (or
+one written again after a crash) has after its last line."""
+
+
 def _parse(text: str) -> Event | None:
-    line = strip_ansi(text).rstrip("\r\n")
+    line = strip_ansi(text).rstrip(_PADDING)
     stripped = line.strip()
     if stripped.endswith("}"):
         brace = stripped.find("{")

@@ -9,6 +9,7 @@ Subprocess output goes to files (never to pipes nobody reads, which would block 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import os
 import shutil
@@ -78,13 +79,14 @@ Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 class WatchProcess:
     """A running `logwatch watch` subprocess and a small HTTP client for it."""
 
-    def __init__(self, proc: subprocess.Popen[bytes], port: int, stderr_path: Path) -> None:
+    def __init__(self, proc: subprocess.Popen[bytes], port: int, stderr_path: Path, *, scheme: str = "http",
+                 client_options: Mapping[str, Any] | None = None) -> None:
         self.proc = proc
         self.port = port
         self.address = f"127.0.0.1:{port}"
-        self.url = f"http://{self.address}"
+        self.url = f"{scheme}://{self.address}"
         self.stderr_path = stderr_path
-        self.client = httpx.Client(base_url=self.url, timeout=5.0)
+        self.client = httpx.Client(base_url=self.url, timeout=5.0, **(client_options or {}))
 
     def get(self, path: str, **kwargs: Any) -> httpx.Response:
         return self.client.get(path, **kwargs)
@@ -171,7 +173,10 @@ def drop_dac_capabilities() -> None:
 @contextlib.contextmanager
 def run_watch(target: str | Path, *args: str, env: Mapping[str, str] | None = None,
               port: int | None = None, drop_root_read: bool = False, startup_timeout: float = 20.0,
-              stop_timeout: float = 10.0, log_dir: Path | None = None) -> Iterator[WatchProcess]:
+              stop_timeout: float = 10.0, log_dir: Path | None = None, scheme: str = "http",
+              client_options: Mapping[str, Any] | None = None) -> Iterator[WatchProcess]:
+    """`logwatch watch TARGET *args` on `port`; ready once /healthz answers 200. For a server behind
+    --web-config, `scheme="https"` and `client_options` (httpx: `verify`, `auth`) reach it."""
     port = port or free_port()
     child_env = {k: v for k, v in os.environ.items() if not k.startswith("LOGWATCH_")}
     child_env.update(env or {})
@@ -185,7 +190,7 @@ def run_watch(target: str | Path, *args: str, env: Mapping[str, str] | None = No
             cmd, stdin=subprocess.DEVNULL, stdout=err, stderr=err, env=child_env,
             preexec_fn=drop_dac_capabilities if drop_root_read else None,
         )
-    watch = WatchProcess(proc, port, stderr_path)
+    watch = WatchProcess(proc, port, stderr_path, scheme=scheme, client_options=client_options)
     try:
         def ready() -> bool:
             if proc.poll() is not None:
@@ -253,6 +258,108 @@ def required_tool(name: str, package: str, require_env: str) -> str:
         missing(f"{name} is missing (apt-get install {package})", require_env)
     assert binary is not None
     return binary
+
+
+@dataclasses.dataclass(frozen=True)
+class TLSFiles:
+    """PEM files made for a test: a CA, a server certificate it signed (for 127.0.0.1 and localhost),
+    and a client certificate it signed."""
+
+    ca: Path
+    server_cert: Path
+    server_key: Path
+    client_cert: Path
+    client_key: Path
+
+
+def make_tls_files(folder: Path) -> TLSFiles:
+    """A throw-away CA with a server and a client certificate in `folder`, made with the `cryptography`
+    package when it is installed, else with the `openssl` command."""
+    folder.mkdir(parents=True, exist_ok=True)
+    names = ("ca.pem", "server.pem", "server.key", "client.pem", "client.key")
+    files = TLSFiles(*(folder / name for name in names))
+    try:
+        import cryptography  # noqa: F401
+    except ImportError:
+        _openssl_tls_files(folder, files)
+    else:
+        _cryptography_tls_files(files)
+    return files
+
+
+def _cryptography_tls_files(files: TLSFiles) -> None:
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    now = datetime.datetime.now(datetime.timezone.utc)
+
+    def write_key(key: ec.EllipticCurvePrivateKey, path: Path) -> None:
+        path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+
+    def build(name: str, key: ec.EllipticCurvePrivateKey, issuer: x509.Name,
+              signer: ec.EllipticCurvePrivateKey) -> x509.CertificateBuilder:
+        subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+        return (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer)
+                .public_key(key.public_key()).serial_number(x509.random_serial_number())
+                .not_valid_before(now - datetime.timedelta(minutes=5))
+                .not_valid_after(now + datetime.timedelta(days=2)))
+
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "logwatch test CA")])
+    ca = (build("logwatch test CA", ca_key, ca_name, ca_key)
+          .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+          .add_extension(x509.KeyUsage(
+              digital_signature=False, content_commitment=False, key_encipherment=False,
+              data_encipherment=False, key_agreement=False, key_cert_sign=True, crl_sign=True,
+              encipher_only=False, decipher_only=False),
+              critical=True)
+          .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
+          .sign(ca_key, hashes.SHA256()))
+    files.ca.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    for cert_path, key_path, name, usage in (
+            (files.server_cert, files.server_key, "127.0.0.1", ExtendedKeyUsageOID.SERVER_AUTH),
+            (files.client_cert, files.client_key, "scraper", ExtendedKeyUsageOID.CLIENT_AUTH)):
+        key = ec.generate_private_key(ec.SECP256R1())
+        builder = (build(name, key, ca_name, ca_key)
+                   .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+                   .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+                   .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
+                                  critical=False))
+        if usage == ExtendedKeyUsageOID.SERVER_AUTH:
+            names = [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]
+            builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
+        cert_path.write_bytes(builder.sign(ca_key, hashes.SHA256()).public_bytes(serialization.Encoding.PEM))
+        write_key(key, key_path)
+    write_key(ca_key, files.ca.with_suffix(".key"))
+
+
+def _openssl_tls_files(folder: Path, files: TLSFiles) -> None:
+    openssl = required_tool("openssl", "openssl", "LOGWATCH_REQUIRE_OPENSSL")
+    ca_key = files.ca.with_suffix(".key")
+
+    def run(*args: str | Path) -> None:
+        subprocess.run([openssl, *map(str, args)], check=True, capture_output=True, timeout=60)
+
+    curve = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
+    run("req", "-x509", *curve, "-keyout", ca_key, "-out", files.ca, "-days", "2",
+        "-subj", "/CN=logwatch test CA", "-addext", "basicConstraints=critical,CA:TRUE,pathlen:0",
+        "-addext", "keyUsage=critical,keyCertSign,cRLSign")
+    for cert, key, name, ext in (
+            (files.server_cert, files.server_key, "127.0.0.1", "subjectAltName=IP:127.0.0.1,DNS:localhost\n"
+             "extendedKeyUsage=serverAuth\nbasicConstraints=CA:FALSE\n"),
+            (files.client_cert, files.client_key, "scraper",
+             "extendedKeyUsage=clientAuth\nbasicConstraints=CA:FALSE\n")):
+        csr, extfile = folder / f"{name}.csr", folder / f"{name}.ext"
+        extfile.write_text(ext, encoding="ascii")
+        run("req", *curve, "-keyout", key, "-out", csr, "-subj", f"/CN={name}")
+        run("x509", "-req", "-in", csr, "-CA", files.ca, "-CAkey", ca_key, "-CAcreateserial", "-out", cert,
+            "-days", "2", "-extfile", extfile)
 
 
 def missing(reason: str, require_env: str) -> None:

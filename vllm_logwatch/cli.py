@@ -210,6 +210,7 @@ def _add_listen_options(p: argparse.ArgumentParser, model: type[BaseModel]) -> N
     p.add_argument("--listen", metavar="ADDR", help=option_help(model, "listen"))
     p.add_argument("--port", metavar="N", help=option_help(model, "port"))
     p.add_argument("--poll-interval", metavar="S", help=option_help(model, "poll_interval"))
+    p.add_argument("--web-config", metavar="FILE", help=option_help(model, "web_config"))
 
 
 def _cmd_watch(args: argparse.Namespace) -> int:
@@ -313,6 +314,7 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument("--listen", metavar="ADDR", help=option_help(m, "listen"))
     p.add_argument("--port", metavar="N", help=option_help(m, "port"))
+    p.add_argument("--web-config", metavar="FILE", help=option_help(m, "web_config"))
     p.add_argument("--log-dir", metavar="DIR", help=option_help(m, "log_dir"))
     p.add_argument("--name", metavar="NAME", help=option_help(m, "name"))
     p.add_argument("--restart", choices=("no", "on-failure", "always"), default=None,

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from .errors import UsageError
 from .timeparse import resolve_zone
+from .webconfig import WebConfig, load_web_config
 
 __all__ = [
     "DEFAULT_PORT",
@@ -86,6 +87,10 @@ class _Listening(BaseModel):
         default=1.0,
         description="seconds between two stat() checks of the files; file notifications wake the "
         "follower sooner, this is the backstop")
+    web_config: WebConfig | None = Field(
+        default=None, description="TLS and basic auth, from a web configuration file in the format of "
+        "Prometheus' exporters (tls_server_config, basic_auth_users, http_server_config.headers); "
+        "checked at start")
 
     @field_validator("poll_interval")
     @classmethod
@@ -93,6 +98,16 @@ class _Listening(BaseModel):
         _finite_positive(value, "poll interval")
         if value > 3600:
             raise ValueError("poll interval must be at most 3600 seconds")
+        return value
+
+    @field_validator("web_config", mode="before")
+    @classmethod
+    def _web_config(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            try:
+                return load_web_config(value)
+            except UsageError as exc:
+                raise ValueError(str(exc)) from None
         return value
 
 

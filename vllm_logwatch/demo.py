@@ -172,7 +172,7 @@ def run_demo(settings: DemoSettings, *, announce: Callable[[str], None] | None =
     try:
         watch = WatchSettings(
             target=str(folder), listen=settings.listen, port=settings.port, from_start=True,
-            pattern="demo_*.log", poll_interval=settings.poll_interval,
+            pattern="demo_*.log", poll_interval=settings.poll_interval, web_config=settings.web_config,
         )
         log.info("replaying %s at %gx into %s", DEMO_LOG, settings.speed, folder)
 

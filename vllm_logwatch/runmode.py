@@ -49,7 +49,7 @@ def run_run(
     from .feed import LineFeeder
     from .history import History
     from .metrics import ExporterMetrics
-    from .server import bind_socket, create_app, url_of
+    from .server import bind_socket, create_app, url_of, uvicorn_config
     from .supervise import Supervisor, command_facts, launch_name
     from .timeparse import resolve_zone
 
@@ -91,16 +91,15 @@ def run_run(
                       "log_last_error": files.last_error},
         }
 
-    app = create_app(registry, status, history=history)
-    config = uvicorn.Config(app, log_config=None, log_level="warning", access_log=False, lifespan="off",
-                            server_header=False, timeout_graceful_shutdown=5)
-    server = uvicorn.Server(config)
+    web = settings.web_config
+    app = create_app(registry, status, history=history, web=web)
+    server = uvicorn.Server(uvicorn_config(app, web))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="logwatch-http",
                               daemon=True)
     thread.start()
     port = sock.getsockname()[1]
     if announce is not None:
-        announce(url_of(settings.listen, port))
+        announce(url_of(settings.listen, port, scheme=web.scheme if web is not None else "http"))
     try:
         return supervisor.run()
     finally:

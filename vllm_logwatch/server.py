@@ -40,7 +40,7 @@ import socket
 import threading
 from collections.abc import Callable, Iterator
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
@@ -50,7 +50,13 @@ from prometheus_client.registry import CollectorRegistry
 from .errors import InputError, UsageError
 from .history import History
 
-__all__ = ["EXIT_SIGINT", "bind_socket", "create_app", "serve", "url_of"]
+if TYPE_CHECKING:
+    import uvicorn
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+    from .webconfig import WebConfig
+
+__all__ = ["EXIT_SIGINT", "bind_socket", "create_app", "serve", "url_of", "uvicorn_config"]
 
 log = logging.getLogger(__name__)
 
@@ -73,10 +79,13 @@ def create_app(
     status: Callable[[], dict[str, Any]],
     health: Callable[[], bool] | None = None,
     history: History | None = None,
+    *,
+    web: WebConfig | None = None,
 ) -> FastAPI:
     """The exporter's HTTP app: `/metrics` from `registry`, `/api/v1/status` and the page at `/` from
     `status()`, `/healthz` from `health()` (always healthy when None), `/api/v1/history` from
-    `history` (empty when None).
+    `history` (empty when None). With `web`, its basic auth guards every path and its headers are
+    on every response (TLS is the server's: `uvicorn_config`).
 
     >>> app = create_app(CollectorRegistry(), lambda: {"engines": {}})
     >>> sorted(route.path for route in app.routes)
@@ -134,7 +143,54 @@ def create_app(
             return Response(status_code=304, headers=headers)
         return Response(found.body, media_type=found.media_type, headers=headers)
 
+    if web is not None and (web.basic_auth_users or web.headers):
+        app.add_middleware(_WebGuard, web=web)
     return app
+
+
+_UNAUTHORIZED = b"Unauthorized\n"
+_DENIED = [(b"content-type", b"text/plain; charset=utf-8"), (b"www-authenticate", b"Basic"),
+           (b"x-content-type-options", b"nosniff"), (b"content-length", str(len(_UNAUTHORIZED)).encode())]
+
+
+class _WebGuard:
+    """ASGI middleware: the web configuration's headers on every response (replacing ours of the same
+    name), and basic auth before any route, 404s included. A wrong or missing password is a 401 with
+    `WWW-Authenticate: Basic` and a fixed body; bcrypt runs off the event loop, one check at a time."""
+
+    def __init__(self, app: ASGIApp, web: WebConfig) -> None:
+        import anyio
+
+        from .webconfig import BasicAuth
+
+        self.app = app
+        self.headers = [(name.lower().encode("ascii"), value.encode("ascii"))
+                        for name, value in web.headers.items()]
+        self.names = {name for name, _ in self.headers}
+        self.auth = BasicAuth(web.basic_auth_users) if web.basic_auth_users else None
+        self.limiter = anyio.CapacityLimiter(1)  # a waiting check holds no thread of the pool
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start" and self.headers:
+                kept = [(k, v) for k, v in message.get("headers", []) if k.lower() not in self.names]
+                message = {**message, "headers": kept + self.headers}
+            await send(message)
+
+        if self.auth is not None:
+            import anyio.to_thread
+
+            given = next((value for name, value in scope["headers"] if name == b"authorization"), None)
+            if not self.auth.cached(given) and not await anyio.to_thread.run_sync(
+                    self.auth.check, given, limiter=self.limiter):
+                await send_with_headers({"type": "http.response.start", "status": 401, "headers": _DENIED})
+                await send_with_headers({"type": "http.response.body", "body": _UNAUTHORIZED})
+                return
+        await self.app(scope, receive, send_with_headers)
 
 
 def bind_socket(host: str, port: int) -> socket.socket:
@@ -167,10 +223,33 @@ def bind_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def url_of(host: str, port: int, path: str = "/metrics") -> str:
-    """`http://host:port/path`, with brackets around an IPv6 address."""
+def url_of(host: str, port: int, path: str = "/metrics", *, scheme: str = "http") -> str:
+    """`http://host:port/path` (or `https://`), with brackets around an IPv6 address."""
     shown = f"[{host}]" if ":" in host else host
-    return f"http://{shown}:{port}{path}"
+    return f"{scheme}://{shown}:{port}{path}"
+
+
+def uvicorn_config(app: Any, web: WebConfig | None = None) -> uvicorn.Config:
+    """The uvicorn settings of every logwatch server (watch, demo, run): no access log, no lifespan,
+    no `Server` header, 5 s to finish requests at shutdown; uvicorn's own TLS when `web` has
+    `tls_server_config`, with its lowest TLS version set on the context uvicorn makes."""
+    import uvicorn
+
+    tls = web.tls if web is not None else None
+    minimum = tls.minimum_version if tls is not None else None
+
+    class Config(uvicorn.Config):
+        def load(self) -> None:
+            super().load()
+            if self.ssl is not None and minimum is not None:
+                self.ssl.minimum_version = minimum
+
+    options: dict[str, Any] = {}
+    if tls is not None:
+        options = {"ssl_certfile": tls.cert_file, "ssl_keyfile": tls.key_file,
+                   "ssl_ca_certs": tls.client_ca_file or None, "ssl_cert_reqs": tls.cert_reqs}
+    return Config(app, log_config=None, log_level="warning", access_log=False, lifespan="off",
+                  server_header=False, timeout_graceful_shutdown=5, **options)
 
 
 @contextlib.contextmanager
@@ -202,20 +281,17 @@ def serve(
     on_stop: Callable[[], None] | None = None,
     *,
     sock: socket.socket | None = None,
+    web: WebConfig | None = None,
 ) -> int | None:
     """Serve `app` until SIGTERM, SIGINT or SIGHUP (main thread); returns that signal's number, or None.
 
     `on_stop` runs once the server is down, whatever happened (stop the pipeline there). Pass `sock`
-    from `bind_socket` to learn of a port in use before starting anything else."""
+    from `bind_socket` to learn of a port in use before starting anything else; `web` for TLS."""
     import uvicorn  # here: `logwatch parse` never pays for it
 
     if sock is None:
         sock = bind_socket(host, port)
-    config = uvicorn.Config(
-        app, log_config=None, log_level="warning", access_log=False, lifespan="off",
-        server_header=False, timeout_graceful_shutdown=5,
-    )
-    server = uvicorn.Server(config)
+    server = uvicorn.Server(uvicorn_config(app, web))
     received: list[int] = []
 
     def on_signal(signum: int) -> None:

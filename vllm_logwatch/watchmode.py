@@ -18,6 +18,7 @@ from typing import Any
 from .errors import EXIT_OK, UsageError
 from .history import History
 from .server import EXIT_SIGINT, bind_socket, create_app, serve, url_of
+from .webconfig import WebConfig
 
 __all__ = ["run_watch"]
 
@@ -52,24 +53,35 @@ def run_watch(settings: Any, *, announce: Callable[[str], None] | None = None) -
     pipeline = Pipeline(follower, metrics, zone=resolve_zone(settings.tz))
     registry = CollectorRegistry()
     pipeline.register(registry)
-    app = create_app(registry, pipeline.status, pipeline.healthy, history)
+    web = settings.web_config
+    app = create_app(registry, pipeline.status, pipeline.healthy, history, web=web)
     port = sock.getsockname()[1]
     shown_host = settings.listen
     if settings.listen in ("0.0.0.0", "::"):
         shown_host = socket.gethostname()
-    url = url_of(shown_host, port)
+    url = url_of(shown_host, port, scheme=web.scheme if web is not None else "http")
     what = {"dir": f"folder (newest {settings.pattern})", "glob": "glob", "file": "file"}[follower.mode]
     start = "its start" if settings.from_start else "its end"
     log.info("serving %s (listening on %s:%d); following %s %s from %s%s", url, settings.listen, port,
              what, follower.target, start, f", state in {settings.state_file}" if settings.state_file else "")
     if waiting:
         log.info("%s", waiting)
+    _say_web_config(web)
     if announce is not None:
         announce(url)
     pipeline.start()
-    signum = serve(app, settings.listen, port, on_stop=pipeline.stop, sock=sock)
+    signum = serve(app, settings.listen, port, on_stop=pipeline.stop, sock=sock, web=web)
     log.info("stopped%s", f" on {signal.Signals(signum).name}" if signum else "")
     return EXIT_SIGINT if signum == signal.SIGINT else EXIT_OK
+
+
+def _say_web_config(web: WebConfig | None) -> None:
+    """One line at start on what --web-config turned on (and a warning for passwords sent in clear)."""
+    if web is None:
+        return
+    log.info("web config: %s", web.describe())
+    if web.basic_auth_users and web.tls is None:
+        log.warning("basic auth without TLS: passwords cross the network in clear text")
 
 
 def _nothing_to_read(mode: str, target: str, pattern: str) -> str | None:

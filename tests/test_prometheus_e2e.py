@@ -63,3 +63,57 @@ def test_prometheus_scrapes_the_values_of_appended_lines(
         assert prom.value(f"vllm_logwatch_stats_lines_total{SERIES}") == len(values)
         assert prom.value('vllm_logwatch_server_info{version="0.32.0", model_name="tiny-llama"}') == 1
         assert prom.targets_up()
+
+
+def test_prometheus_scrapes_watch_over_https_with_basic_auth(
+    tmp_path: Path, logwatch_watch: Callable[..., Any],
+) -> None:
+    """grafana/prometheus-https.yml, pointed at a `logwatch watch --web-config` with a certificate of a
+    throw-away CA: `up` is 1 and the values arrive; without credentials, with a wrong password, or in
+    plain HTTP nobody gets the metrics."""
+    import ssl
+
+    import bcrypt
+    import httpx
+    import yaml
+    from support import make_tls_files, serve_prometheus
+
+    tls = make_tls_files(tmp_path / "tls")
+    password = "scrape-password-for-the-test"
+    hashed = bcrypt.hashpw(password.encode(), bcrypt.gensalt(4)).decode()
+    web = tmp_path / "web.yml"
+    web.write_text(f"tls_server_config:\n  cert_file: {tls.server_cert}\n  key_file: {tls.server_key}\n"
+                   f"basic_auth_users:\n  prometheus: '{hashed}'\n", encoding="utf-8")
+    (tmp_path / "password").write_text(password, encoding="utf-8")
+    config = yaml.safe_load((Path(__file__).parents[1] / "grafana" / "prometheus-https.yml").read_text())
+    config["global"].update(scrape_interval="1s", scrape_timeout="1s")
+    job = config["scrape_configs"][0]
+    job["tls_config"]["ca_file"] = str(tls.ca)
+    job["basic_auth"]["password_file"] = str(tmp_path / "password")
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    launch = logs / f"serve_{datetime.now(timezone.utc):%Y%m%d_%H%M%S}.log"
+    verify = ssl.create_default_context(cafile=tls.ca)
+    client = {"verify": verify, "auth": ("prometheus", password)}
+    with logwatch_watch(logs, "--web-config", str(web), scheme="https", client_options=client) as watch:
+        job["static_configs"] = [{"targets": [watch.address]}]
+        folder = tmp_path / "prometheus"
+        folder.mkdir()
+        (folder / "prometheus.yml").write_text(yaml.safe_dump(config), encoding="utf-8")
+        with serve_prometheus(folder / "prometheus.yml", folder) as prom:
+            lines, values = _stats_until(3)
+            launch.write_text("".join(lines), encoding="utf-8")
+            series = '{job="vllm-logwatch", engine="0", model_name="tiny-llama"}'
+            prom.wait_value(f"vllm_logwatch_requests_running{series}", values[-1][1])
+            prom.wait_value('up{job="vllm-logwatch"}', 1)
+        for auth in (None, ("prometheus", "wrong")):
+            response = httpx.get(f"https://{watch.address}/metrics", verify=verify, auth=auth, timeout=5)
+            assert (response.status_code, response.text) == (401, "Unauthorized\n")
+        try:
+            plain = httpx.get(f"http://{watch.address}/metrics", auth=client["auth"], timeout=5).text
+        except httpx.TransportError:
+            plain = ""
+        assert "vllm_logwatch" not in plain
+        said = watch.stderr()
+        assert "TLS (from TLS12, client certificates: NoClientCert), basic auth for 1 user(s)" in said
+        assert "serving https://" in said

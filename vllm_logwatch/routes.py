@@ -8,8 +8,9 @@ template; every other path is `{other}`, whatever the status. The query string n
 
 The list is vLLM's API server routes, grouped by where and since when vLLM serves them, as its
 FastAPI routers register them (all in `vllm/entrypoints/openai/api_server.py` in older releases, in
-the routers under `vllm/entrypoints/` in newer ones) and as vLLM prints them at start-up (`Route: /v1/models, Methods: GET`, see the vLLM 0.32 log in
-`tests/data/real-vllm-cpu/`). A route vLLM adds later is `{other}` until it is added here.
+the routers under `vllm/entrypoints/` in newer ones) and as vLLM prints them at start-up
+(`Route: /v1/models, Methods: GET`; see the vLLM 0.32 log in `tests/data/real-vllm-cpu/`). A route
+vLLM adds later is `{other}` until it is added here.
 
 >>> path_label("/v1/chat/completions?stream=true")
 '/v1/chat/completions'

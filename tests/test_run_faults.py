@@ -69,12 +69,16 @@ def _group_gone(pgid: int) -> bool:
 def test_sighup_stops_vllm_gracefully_and_leaves_no_process(tmp_path: Path) -> None:
     with logwatch_run(tmp_path, "--stay", "--spawn-child") as (proc, port):
         child = int(poll(lambda: samples(port).get("vllm_logwatch_child_pid"), what="child pid"))  # type: ignore[arg-type]
+        logs = tmp_path / "logs"
+        # vLLM has its SIGTERM handler once it prints its first line (the fake, too)
+        poll(lambda: any(b"Starting vLLM" in f.read_bytes() for f in logs.glob("vllm_*.log")),
+             what="vLLM's first line")
         proc.send_signal(signal.SIGHUP)
         _, err = proc.communicate(timeout=30)
         assert proc.returncode == 143, err  # vLLM's code: it got SIGTERM and exited 128+15
         assert not alive(child)
         poll(lambda: _group_gone(child), deadline=10, what="vLLM's process group to be empty")
-        log = next((tmp_path / "logs").glob("vllm_*.log")).read_bytes()
+        log = next(logs.glob("vllm_*.log")).read_bytes()
         assert log.endswith(SHUTDOWN)  # its shutdown line reached the log
         assert b"exited with code 143 (ended by SIGTERM)" in err
 

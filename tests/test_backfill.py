@@ -28,7 +28,7 @@ from support import required_tool, serve_prometheus
 
 from vllm_logwatch.cli import main
 from vllm_logwatch.names import METRICS, name
-from vllm_logwatch.openmetrics import run_openmetrics
+from vllm_logwatch.parse_cmd import run_openmetrics
 
 DATA = Path(__file__).parent / "data"
 REAL_CPU_LOG = next((DATA / "real-vllm-cpu").glob("serve_*.log"))

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from vllm_logwatch.errors import NoStatsError
-from vllm_logwatch.report import run_parse
+from vllm_logwatch.parse_cmd import run_parse
+from vllm_logwatch.sources import Source
 
 DATA = Path(__file__).parent / "data"
 LOGS = sorted(DATA.glob("*.log")) + sorted((DATA / "real-vllm-cpu").glob("*.log"))
@@ -24,12 +25,13 @@ FAST = """
 import sys
 import vllm_logwatch.fastcsv as f
 import vllm_logwatch.rangescan as r
+from vllm_logwatch.parse_cmd import run_csv
 f.PARALLEL_MIN_BYTES = int(sys.argv[1])
 r._RANGE = int(sys.argv[2])
 r._DENSE_PROBE = int(sys.argv[3])
 from vllm_logwatch.errors import NoStatsError
 try:
-    f.run_csv(sys.argv[4:], tz="UTC")
+    run_csv(sys.argv[4:], tz="UTC")
 except NoStatsError:
     sys.exit(1)
 """
@@ -107,7 +109,7 @@ def test_spec_and_transfer_lines_are_never_parsed_for_csv(
     monkeypatch.setattr(fastcsv, "PARALLEL_MIN_BYTES", 1)
     monkeypatch.setattr(rangescan, "_RANGE", 4096)
     out = io.BytesIO()
-    rows = fastcsv.write_csv([fastcsv.resolve_inputs([str(log)], "UTC")[0][0]], out,
+    rows = fastcsv.write_csv([Source(str(log))], out,
                              lambda source, stamp: fastcsv.YearClock.for_source(source.path, None, None,
                                                                                  first_stamp=stamp),
                              fastcsv.ScanStats())
@@ -132,9 +134,10 @@ _PEAK = """
 import sys
 import vllm_logwatch.fastcsv as f
 import vllm_logwatch.rangescan as r
+from vllm_logwatch.parse_cmd import run_csv
 f.PARALLEL_MIN_BYTES = 1
 r._RANGE = 1 << 20
-f.run_csv(sys.argv[1:], tz="UTC")
+run_csv(sys.argv[1:], tz="UTC")
 """
 
 

@@ -66,8 +66,8 @@ def test_parse_shows_the_name_replaced(tmp_path: Path, args: list[str]) -> None:
 
 def test_parse_csv_of_a_big_file_takes_the_parallel_path_and_shows_the_name(tmp_path: Path) -> None:
     name = odd_log(tmp_path)
-    code = ("import sys, vllm_logwatch.fastcsv as f; f.PARALLEL_MIN_BYTES = 1; "
-            "f.run_csv([sys.argv[1]], tz='UTC')")
+    code = ("import sys, vllm_logwatch.fastcsv as f, vllm_logwatch.parse_cmd as p; f.PARALLEL_MIN_BYTES = 1; "
+            "p.run_csv([sys.argv[1]], tz='UTC')")
     proc = subprocess.run([sys.executable, "-c", code, os.path.basename(name)], capture_output=True,
                           timeout=60, cwd=tmp_path, env={**STRICT, "PYTHONPATH": str(ROOT)})
     assert proc.returncode == 0, proc.stderr

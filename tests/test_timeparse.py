@@ -16,7 +16,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from vllm_logwatch.cli import main
-from vllm_logwatch.report import run_parse
+from vllm_logwatch.parse_cmd import run_parse
 from vllm_logwatch.timeparse import YearClock, resolve_zone, year_hint_from_name
 
 UTC = ZoneInfo("UTC")

@@ -48,7 +48,7 @@ _HELP: dict[str, str] = {
 
 def _cmd_parse(args: argparse.Namespace) -> int:
     if args.openmetrics:
-        from .openmetrics import run_openmetrics
+        from .parse_cmd import run_openmetrics
 
         if args.kind != "stats":
             from .errors import UsageError
@@ -61,11 +61,11 @@ def _cmd_parse(args: argparse.Namespace) -> int:
 
         raise UsageError("--label adds labels to --openmetrics series; CSV and JSON lines have none")
     if not args.jsonl and args.kind == "stats":
-        from .fastcsv import run_csv  # no pydantic, no parser unless a line needs it
+        from .parse_cmd import run_csv  # no pydantic, no parser unless a line needs it
 
         run_csv(args.files, year=args.year, tz=args.tz)
         return EXIT_OK
-    from .report import run_parse
+    from .parse_cmd import run_parse
 
     if args.csv and args.kind != "stats":
         from .errors import UsageError
@@ -130,7 +130,7 @@ def _add_year_tz(p: argparse.ArgumentParser) -> None:
 
 
 def _cmd_summary(args: argparse.Namespace) -> int:
-    from .summary import run_summary
+    from .summary_cmd import run_summary
 
     fmt = "markdown" if args.markdown else "json" if args.json else "text"
     run_summary(args.files, by=args.by, fmt=fmt, year=args.year, tz=args.tz)
@@ -163,7 +163,7 @@ def _add_summary(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
 
 
 def _cmd_plot(args: argparse.Namespace) -> int:
-    from .plot import run_plot
+    from .plot_cmd import run_plot
 
     run_plot(args.files, args.output, since=args.since, until=args.until, year=args.year, tz=args.tz)
     return EXIT_OK

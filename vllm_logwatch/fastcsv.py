@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 from .bulkscan import STATS_NEEDLES, ScanStats
 from .columns import STATS_COLUMNS
 from .rangescan import PARALLEL_MIN_BYTES, STAMP, Chunk, scan_file_chunks, stream_chunks
-from .sources import Source, input_error, open_source, read_errors, resolve_inputs
+from .sources import Source, input_error, open_source, read_errors
 from .timeparse import YearClock
 
 if TYPE_CHECKING:
@@ -197,24 +197,3 @@ def _progress_bar(name: str, size: int) -> Any:
 
     return tqdm(total=size, desc=os.path.basename(name), unit="B", unit_scale=True, leave=False,
                 file=sys.stderr)
-
-
-def run_csv(inputs: list[str], *, year: int | None = None, tz: str | None = None) -> int:
-    """`logwatch parse --csv FILE...` to stdout; raises `NoStatsError` (with its hint) if none."""
-    from .errors import NoStatsError
-
-    sources, zone = resolve_inputs(inputs, tz)
-    scan = ScanStats()
-
-    def clock(source: Source, stamp: str) -> YearClock:
-        path = None if source.is_stdin else source.path
-        return YearClock.for_source(path, zone, year, first_stamp=stamp)
-
-    sys.stdout.flush()
-    rows = write_csv(sources, sys.stdout.buffer, clock, scan)
-    sys.stdout.buffer.flush()
-    if rows == 0:
-        from .report import no_stats_hint
-
-        raise NoStatsError(no_stats_hint(sources))
-    return rows

@@ -14,22 +14,17 @@ series (in memory, then temporary files) and written family by family; memory st
 from __future__ import annotations
 
 import math
-import sys
 import tempfile
 from typing import IO
 
 from prometheus_client.metrics_core import Metric
 
-from .errors import NoStatsError, UsageError
+from .errors import UsageError
 from .events import EngineStats, Event, ServerInfo, SpecDecodeStats, TransferStats
-from .launches import LAUNCH_NEEDLES
 from .metrics import ExporterMetrics
 from .names import METRICS, name
-from .report import iter_source_events, no_stats_hint
-from .scan import ScanStats
-from .sources import resolve_inputs
 
-__all__ = ["BACKFILL_FAMILIES", "OpenMetricsWriter", "parse_labels", "run_openmetrics"]
+__all__ = ["BACKFILL_FAMILIES", "OpenMetricsWriter", "parse_labels"]
 
 BACKFILL_FAMILIES: tuple[str, ...] = tuple(
     m.name for m in METRICS if "engine" in m.labels and m.name != name("engine_stalled")
@@ -214,41 +209,3 @@ class OpenMetricsWriter:
             for spool in series.values():
                 spool.close()
         self._series.clear()
-
-
-def run_openmetrics(
-    inputs: list[str],
-    *,
-    year: int | None = None,
-    tz: str | None = None,
-    labels: list[str] | None = None,
-    out: IO[str] | None = None,
-) -> OpenMetricsWriter:
-    """Write the OpenMetrics backfill of `inputs` to `out` (stdout). Raises `NoStatsError`.
-
-    Example: `run_openmetrics(["logs/serve_*.log"], tz="UTC")` is
-    `logwatch parse 'logs/serve_*.log' --openmetrics --tz UTC`; then
-    `promtool tsdb create-blocks-from openmetrics vllm.om data/`. `labels`: `KEY=VALUE` strings
-    added to every series.
-    """
-    out = out if out is not None else sys.stdout
-    sources, zone = resolve_inputs(inputs, tz)
-    writer = OpenMetricsWriter(parse_labels(labels or []))
-    scan = ScanStats()
-    disabled = False
-    try:
-        for source in sources:
-            writer.new_launch(source.name)
-            for event in iter_source_events(source, "spec", zone, year, scan, LAUNCH_NEEDLES):
-                if isinstance(event, ServerInfo) and event.stats_logging_disabled:
-                    disabled = True
-                writer.feed(event)
-        if writer.stats_lines == 0:
-            raise NoStatsError(no_stats_hint(sources, disabled))
-        writer.write(out)
-    finally:
-        writer.close()
-    if writer.dropped:
-        print(f"logwatch parse: {writer.dropped} samples left out: not after the previous sample of "
-              "their series (give the files oldest first)", file=sys.stderr)
-    return writer

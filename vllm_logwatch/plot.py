@@ -11,27 +11,24 @@ when a plot is drawn; the figure is built on the Agg canvas, without pyplot and 
 
 from __future__ import annotations
 
-import io
 import math
 import os
 import statistics
-import sys
 from array import array
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone, tzinfo
 from typing import TYPE_CHECKING, Any
 
-from .errors import InputError, NoStatsError, OutputError, UsageError
+from .errors import UsageError
 from .events import EngineStats, SpecDecodeStats, TransferStats
-from .launches import Launch, iter_launch_records
-from .timeparse import resolve_zone
+from .launches import Launch
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-__all__ = ["PANEL_TITLES", "build_figure", "parse_when", "run_plot"]
+__all__ = ["PANEL_TITLES", "build_figure", "parse_when", "require_matplotlib"]
 
 PANEL_TITLES = (
     "Throughput",
@@ -83,7 +80,7 @@ def _engine_name(e: EngineStats) -> str:
     return "V0 engine" if e.is_v0 else "engine (no index)"
 
 
-def _require_matplotlib() -> None:
+def require_matplotlib() -> None:
     try:
         import matplotlib  # noqa: F401
     except ImportError:
@@ -97,7 +94,7 @@ def build_figure(records: Iterable[tuple[Launch, EngineStats | SpecDecodeStats |
     each line holds one point per stats line of its engine (NaN where the line lacks the value, and
     one NaN row between launches).
     """
-    _require_matplotlib()
+    require_matplotlib()
     import matplotlib.dates
 
     mdates: Any = matplotlib.dates  # untyped module: calls on Any keep mypy --strict quiet
@@ -242,72 +239,3 @@ def parse_when(text: str, zone: tzinfo) -> datetime:
     except ValueError:
         raise UsageError(f"bad time {text!r}: use e.g. 2026-11-29 or '2026-11-29 19:24:00'") from None
     return value if value.tzinfo is not None else value.replace(tzinfo=zone)
-
-
-def run_plot(
-    inputs: list[str],
-    output: str,
-    *,
-    since: str | None = None,
-    until: str | None = None,
-    year: int | None = None,
-    tz: str | None = None,
-) -> int:
-    """Draw the run of `inputs` (between `since` and `until`) into `output`; return the lines drawn.
-    `output` `-` is standard output (PNG), refused when it is a terminal.
-
-    Example: `run_plot(["logs/serve_*.log"], "run.png")` is `logwatch plot 'logs/serve_*.log' -o run.png`.
-    """
-    to_stdout = output == "-"
-    if to_stdout:
-        if sys.stdout is None:  # started with standard output closed (>&-)
-            raise OutputError("-o -: standard output is closed: nowhere to write")
-        if sys.stdout.isatty():
-            raise UsageError("-o -: standard output is a terminal: redirect it (-o - > run.png) or give a "
-                             "file name")
-    _require_matplotlib()
-    import matplotlib
-
-    matplotlib.use("Agg")
-    try:
-        zone = resolve_zone(tz)
-    except ValueError as exc:
-        raise InputError(str(exc)) from None
-    start = parse_when(since, zone) if since else None
-    end = parse_when(until, zone) if until else None
-    drawn = 0
-
-    def selected() -> Iterator[tuple[Launch, EngineStats]]:
-        nonlocal drawn
-        for launch, e in iter_launch_records(inputs, year=year, tz=tz):
-            if isinstance(e, EngineStats) and e.time is not None \
-                    and (start is None or e.time >= start) and (end is None or e.time <= end):
-                drawn += 1
-                yield launch, e
-
-    fig = build_figure(selected())  # streamed: the figure keeps compact arrays, not the records
-    if not drawn:
-        raise NoStatsError(
-            f"no stats lines with a time between {since or 'the start'} and {until or 'the end'}")
-    # Rendered in memory, then written by us: matplotlib's own file writes lose errors such as a full
-    # disk (the command would succeed with a cut image).
-    image = io.BytesIO()
-    try:
-        kind = "png" if to_stdout else os.path.splitext(output)[1][1:].lower() or None
-        fig.savefig(image, dpi=100, format=kind)
-    except ValueError as exc:  # an unknown image format
-        raise UsageError(f"{output}: {exc}") from None
-    if to_stdout:
-        try:
-            sys.stdout.flush()
-            sys.stdout.buffer.write(image.getbuffer())
-            sys.stdout.buffer.flush()
-        except OSError as exc:
-            raise OutputError(f"cannot write the output: {exc.strerror or exc}") from None
-        return drawn
-    try:
-        with open(output, "wb") as fh:
-            fh.write(image.getbuffer())
-    except OSError as exc:
-        raise OutputError(f"{output}: cannot write ({exc.strerror or exc})") from None
-    return drawn

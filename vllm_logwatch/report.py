@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 import os
@@ -12,9 +11,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import tzinfo
 from functools import partial
-from typing import IO, Any, BinaryIO, Literal
+from typing import Any, BinaryIO, Literal
 
-from .errors import InputError, NoStatsError
+from .errors import InputError
 from .events import STATS_COLUMNS, EngineStats, Event, ServerInfo
 from .parse import parse_line
 from .scan import (
@@ -27,11 +26,12 @@ from .scan import (
     read_lines,
     scan_stream,
 )
-from .sources import Source, input_error, open_source, read_errors, resolve_inputs
+from .sources import Source, input_error, open_source, read_errors
 from .timeparse import YearClock
 
 __all__ = [
-    "KINDS", "ParseResult", "event_to_dict", "iter_source_events", "no_stats_hint", "run_parse", "stats_row",
+    "KINDS", "ParseResult", "event_to_dict", "iter_source_events", "no_stats_hint", "stats_csv_row",
+    "stats_row",
 ]
 
 Kind = Literal["stats", "spec", "transfer", "info", "access", "log", "all"]
@@ -150,74 +150,6 @@ def iter_source_events(
 
 def _clock_for_source(path: str | None, zone: tzinfo, year: int | None, first_stamp: str) -> YearClock:
     return YearClock.for_source(path, zone, year, first_stamp=first_stamp)
-
-
-def _wanted(event: Event, kind: str) -> bool:
-    return kind == "all" or event.kind == kind or (kind == "log" and event.kind == "unparsed")
-
-
-def run_parse(
-    inputs: list[str],
-    *,
-    fmt: Literal["csv", "jsonl"] = "csv",
-    kind: str = "stats",
-    year: int | None = None,
-    tz: str | None = None,
-    out: IO[str] | None = None,
-) -> ParseResult:
-    """Write the records of `inputs` to `out` as CSV or JSON lines; raise `NoStatsError` if none.
-
-    Example: `run_parse(["logs/serve_*.log"], fmt="csv")` is `logwatch parse 'logs/serve_*.log' --csv`.
-    """
-    out = out if out is not None else sys.stdout
-    sources, zone = resolve_inputs(inputs, tz)
-    result = ParseResult()
-    binary = getattr(out, "buffer", None)
-    if fmt == "csv" and kind == "stats" and binary is not None:
-        from .fastcsv import write_csv
-
-        out.flush()
-        result.files = len(sources)
-        result.counts["stats"] = write_csv(
-            sources, binary, lambda source, stamp: _clock_for_source(
-                None if source.is_stdin else source.path, zone, year, stamp), result.scan)
-        if result.counts["stats"] == 0:
-            raise NoStatsError(_no_stats_hint(sources, result))
-        return result
-    csv_out = csv.writer(out, lineterminator="\n") if fmt == "csv" else None
-    written = 0
-    for source in sources:
-        result.files += 1
-        for event in iter_source_events(source, kind, zone, year, result.scan):
-            result.counts[event.kind] += 1
-            if isinstance(event, ServerInfo) and event.stats_logging_disabled:
-                result.stats_disabled = True
-            if not _wanted(event, kind):
-                continue
-            written += 1
-            if csv_out is not None and isinstance(event, EngineStats):
-                if result.counts["stats"] == 1:  # header with the first row: no half output on errors
-                    csv_out.writerow(STATS_COLUMNS)
-                csv_out.writerow(stats_csv_row(event))
-            elif csv_out is None:
-                out.write(json.dumps(event_to_dict(event), separators=(", ", ": ")) + "\n")
-    if result.counts["stats"] == 0 and kind in ("stats", "all"):
-        raise NoStatsError(_no_stats_hint(sources, result))
-    if written == 0:
-        n = len(sources)
-        raise NoStatsError(f"no {kind} records in {n} file{'s' if n != 1 else ''} "
-                           f"({_KIND_LINES.get(kind, kind)})")
-    return result
-
-
-_KIND_LINES = {
-    "spec": "no speculative-decoding metrics lines",
-    "transfer": "no KV or EC transfer metrics lines: vLLM runs without a KV connector",
-    "info": "no start-up lines: the logs may begin after vLLM started",
-    "access": "no HTTP access lines: vLLM may run with --disable-uvicorn-access-log",
-    "log": "no warning or error lines",
-}
-"""Why a kind other than stats found nothing, for its exit-1 message."""
 
 
 def no_stats_hint(sources: list[Source], stats_disabled: bool = False) -> str:

@@ -1,7 +1,7 @@
 """`logwatch summary`: what the stats lines say about a run, per launch and by concurrency.
 
 Pure: `summarize(records)` turns `(launch, stats)` records into a `Summary`; `summary_tables.py`
-renders it as text, Markdown or JSON; `run_summary` reads files and prints.
+renders it as text, Markdown or JSON; `summary_cmd.run_summary` reads files and prints.
 
 An *interval* is one stats line, or, when several engines print at the same second, their lines
 summed (aggregate throughput and requests; mean KV usage). Intervals with nothing running are idle:
@@ -12,22 +12,20 @@ from __future__ import annotations
 
 import math
 import statistics
-import sys
 from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import IO, Literal
+from typing import Literal
 
 from .engine_state import EngineState
-from .errors import UsageError
 from .events import EngineStats, SpecDecodeStats, TransferStats
-from .launches import Launch, iter_launch_records
+from .launches import Launch
 from .summary_connectors import SpecSummary, SpecTotals, TransferSummary, TransferTotals
 
 __all__ = [
     "STEADY_MAX_PROMPT_SHARE", "ConcurrencyRow", "GroupSummary", "SpecSummary", "Summary", "TransferSummary",
-    "bucket_of", "quantile", "run_summary", "summarize",
+    "bucket_of", "quantile", "summarize",
 ]
 Record = EngineStats | SpecDecodeStats | TransferStats
 
@@ -331,29 +329,3 @@ def summarize(records: Iterable[tuple[Launch, Record]], by: By = "launch") -> Su
     summaries = [_finish(g) for g in groups.values()]
     summaries.sort(key=lambda s: s.start.timestamp() if s.start else math.inf)
     return Summary(by=by, groups=summaries)
-
-
-def run_summary(
-    inputs: list[str],
-    *,
-    by: By = "launch",
-    fmt: str = "text",
-    year: int | None = None,
-    tz: str | None = None,
-    out: IO[str] | None = None,
-) -> Summary:
-    """Read `inputs`, print their summary (`fmt`: text, markdown or json) to `out` (stdout), return it.
-
-    Raises `NoStatsError` when the inputs hold no stats line.
-
-    Example: `run_summary(["logs/serve_*.log"], fmt="markdown")` is
-    `logwatch summary 'logs/serve_*.log' --markdown`.
-    """
-    from .summary_tables import render
-
-    if by not in ("launch", "engine", "none") or fmt not in ("text", "markdown", "json"):
-        raise UsageError(
-            f"summary by {by!r} as {fmt!r}: by is launch, engine or none; fmt text, markdown or json")
-    summary = summarize(iter_launch_records(inputs, year=year, tz=tz, spec=True), by)
-    (out if out is not None else sys.stdout).write(render(summary, fmt))
-    return summary

@@ -1,0 +1,158 @@
+"""`logwatch parse`: log files to CSV, JSON lines or OpenMetrics, on stdout.
+
+The CSV of stats records takes the fast lane (`fastcsv`: no pydantic model, no parser unless a line
+needs it); other kinds and JSON lines go through the general parser (`report`); OpenMetrics through
+the exporter's own state (`openmetrics`).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import IO, TYPE_CHECKING, Literal
+
+from .bulkscan import ScanStats
+from .errors import NoStatsError
+from .fastcsv import write_csv
+from .sources import Source, resolve_inputs
+from .timeparse import YearClock
+
+if TYPE_CHECKING:  # the CSV lane loads no pydantic model: the general path's modules come on demand
+    from .events import Event
+    from .openmetrics import OpenMetricsWriter
+    from .report import ParseResult
+
+__all__ = ["run_csv", "run_openmetrics", "run_parse"]
+
+
+def run_csv(inputs: list[str], *, year: int | None = None, tz: str | None = None) -> int:
+    """`logwatch parse --csv FILE...` to stdout; raises `NoStatsError` (with its hint) if none."""
+    sources, zone = resolve_inputs(inputs, tz)
+    scan = ScanStats()
+
+    def clock(source: Source, stamp: str) -> YearClock:
+        path = None if source.is_stdin else source.path
+        return YearClock.for_source(path, zone, year, first_stamp=stamp)
+
+    sys.stdout.flush()
+    rows = write_csv(sources, sys.stdout.buffer, clock, scan)
+    sys.stdout.buffer.flush()
+    if rows == 0:
+        from .report import no_stats_hint
+
+        raise NoStatsError(no_stats_hint(sources))
+    return rows
+
+
+def _wanted(event: Event, kind: str) -> bool:
+    return kind == "all" or event.kind == kind or (kind == "log" and event.kind == "unparsed")
+
+
+def run_parse(
+    inputs: list[str],
+    *,
+    fmt: Literal["csv", "jsonl"] = "csv",
+    kind: str = "stats",
+    year: int | None = None,
+    tz: str | None = None,
+    out: IO[str] | None = None,
+) -> ParseResult:
+    """Write the records of `inputs` to `out` as CSV or JSON lines; raise `NoStatsError` if none.
+
+    Example: `run_parse(["logs/serve_*.log"], fmt="csv")` is `logwatch parse 'logs/serve_*.log' --csv`.
+    """
+    import csv
+    import json
+
+    from .events import STATS_COLUMNS, EngineStats, ServerInfo
+    from .report import ParseResult, event_to_dict, iter_source_events, no_stats_hint, stats_csv_row
+
+    out = out if out is not None else sys.stdout
+    sources, zone = resolve_inputs(inputs, tz)
+    result = ParseResult()
+    binary = getattr(out, "buffer", None)
+    if fmt == "csv" and kind == "stats" and binary is not None:
+        out.flush()
+        result.files = len(sources)
+        result.counts["stats"] = write_csv(
+            sources, binary, lambda source, stamp: YearClock.for_source(
+                None if source.is_stdin else source.path, zone, year, first_stamp=stamp), result.scan)
+        if result.counts["stats"] == 0:
+            raise NoStatsError(no_stats_hint(sources, result.stats_disabled))
+        return result
+    csv_out = csv.writer(out, lineterminator="\n") if fmt == "csv" else None
+    written = 0
+    for source in sources:
+        result.files += 1
+        for event in iter_source_events(source, kind, zone, year, result.scan):
+            result.counts[event.kind] += 1
+            if isinstance(event, ServerInfo) and event.stats_logging_disabled:
+                result.stats_disabled = True
+            if not _wanted(event, kind):
+                continue
+            written += 1
+            if csv_out is not None and isinstance(event, EngineStats):
+                if result.counts["stats"] == 1:  # header with the first row: no half output on errors
+                    csv_out.writerow(STATS_COLUMNS)
+                csv_out.writerow(stats_csv_row(event))
+            elif csv_out is None:
+                out.write(json.dumps(event_to_dict(event), separators=(", ", ": ")) + "\n")
+    if result.counts["stats"] == 0 and kind in ("stats", "all"):
+        raise NoStatsError(no_stats_hint(sources, result.stats_disabled))
+    if written == 0:
+        n = len(sources)
+        raise NoStatsError(f"no {kind} records in {n} file{'s' if n != 1 else ''} "
+                           f"({_KIND_LINES.get(kind, kind)})")
+    return result
+
+
+_KIND_LINES = {
+    "spec": "no speculative-decoding metrics lines",
+    "transfer": "no KV or EC transfer metrics lines: vLLM runs without a KV connector",
+    "info": "no start-up lines: the logs may begin after vLLM started",
+    "access": "no HTTP access lines: vLLM may run with --disable-uvicorn-access-log",
+    "log": "no warning or error lines",
+}
+"""Why a kind other than stats found nothing, for its exit-1 message."""
+
+
+def run_openmetrics(
+    inputs: list[str],
+    *,
+    year: int | None = None,
+    tz: str | None = None,
+    labels: list[str] | None = None,
+    out: IO[str] | None = None,
+) -> OpenMetricsWriter:
+    """Write the OpenMetrics backfill of `inputs` to `out` (stdout). Raises `NoStatsError`.
+
+    Example: `run_openmetrics(["logs/serve_*.log"], tz="UTC")` is
+    `logwatch parse 'logs/serve_*.log' --openmetrics --tz UTC`; then
+    `promtool tsdb create-blocks-from openmetrics vllm.om data/`. `labels`: `KEY=VALUE` strings
+    added to every series.
+    """
+    from .events import ServerInfo
+    from .launches import LAUNCH_NEEDLES
+    from .openmetrics import OpenMetricsWriter, parse_labels
+    from .report import iter_source_events, no_stats_hint
+
+    out = out if out is not None else sys.stdout
+    sources, zone = resolve_inputs(inputs, tz)
+    writer = OpenMetricsWriter(parse_labels(labels or []))
+    scan = ScanStats()
+    disabled = False
+    try:
+        for source in sources:
+            writer.new_launch(source.name)
+            for event in iter_source_events(source, "spec", zone, year, scan, LAUNCH_NEEDLES):
+                if isinstance(event, ServerInfo) and event.stats_logging_disabled:
+                    disabled = True
+                writer.feed(event)
+        if writer.stats_lines == 0:
+            raise NoStatsError(no_stats_hint(sources, disabled))
+        writer.write(out)
+    finally:
+        writer.close()
+    if writer.dropped:
+        print(f"logwatch parse: {writer.dropped} samples left out: not after the previous sample of "
+              "their series (give the files oldest first)", file=sys.stderr)
+    return writer

@@ -1,0 +1,37 @@
+"""`logwatch summary`: read the logs, summarise them (`summary`), print the tables (`summary_tables`)."""
+
+from __future__ import annotations
+
+import sys
+from typing import IO
+
+from .errors import UsageError
+from .launches import iter_launch_records
+from .summary import By, Summary, summarize
+from .summary_tables import render
+
+__all__ = ["run_summary"]
+
+
+def run_summary(
+    inputs: list[str],
+    *,
+    by: By = "launch",
+    fmt: str = "text",
+    year: int | None = None,
+    tz: str | None = None,
+    out: IO[str] | None = None,
+) -> Summary:
+    """Read `inputs`, print their summary (`fmt`: text, markdown or json) to `out` (stdout), return it.
+
+    Raises `NoStatsError` when the inputs hold no stats line.
+
+    Example: `run_summary(["logs/serve_*.log"], fmt="markdown")` is
+    `logwatch summary 'logs/serve_*.log' --markdown`.
+    """
+    if by not in ("launch", "engine", "none") or fmt not in ("text", "markdown", "json"):
+        raise UsageError(
+            f"summary by {by!r} as {fmt!r}: by is launch, engine or none; fmt text, markdown or json")
+    summary = summarize(iter_launch_records(inputs, year=year, tz=tz, spec=True), by)
+    (out if out is not None else sys.stdout).write(render(summary, fmt))
+    return summary

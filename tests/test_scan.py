@@ -11,8 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from vllm_logwatch.bulkscan import simd_count, simd_find
-from vllm_logwatch.scan import (
+from vllm_logwatch.bulkscan import (
     FOLLOWER_NEEDLES,
     SPEC_NEEDLES,
     STATS_NEEDLES,
@@ -20,6 +19,8 @@ from vllm_logwatch.scan import (
     ScanStats,
     read_lines,
     scan_stream,
+    simd_count,
+    simd_find,
 )
 
 DATA = Path(__file__).parent / "data"

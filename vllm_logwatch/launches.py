@@ -11,10 +11,10 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from .bulkscan import ScanStats
 from .errors import NoStatsError
 from .events import EngineStats, ServerInfo, SpecDecodeStats, TransferStats
 from .report import iter_source_events, no_stats_hint
-from .scan import ScanStats
 from .sources import resolve_inputs
 
 __all__ = ["LAUNCH_NEEDLES", "Launch", "iter_launch_records"]

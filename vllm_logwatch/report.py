@@ -13,19 +13,19 @@ from datetime import tzinfo
 from functools import partial
 from typing import Any, BinaryIO, Literal
 
-from .errors import InputError
-from .events import STATS_COLUMNS, EngineStats, Event, ServerInfo
-from .parse import parse_line
-from .scan import (
+from .bulkscan import (
     SPEC_NEEDLES,
     STATS_FOLLOWER_NEEDLES,
     STATS_NEEDLES,
     TRANSFER_NEEDLES,
-    Assembler,
     ScanStats,
     read_lines,
     scan_stream,
 )
+from .errors import InputError
+from .events import STATS_COLUMNS, EngineStats, Event, ServerInfo
+from .parse import parse_line
+from .scan import Assembler
 from .sources import Source, input_error, open_source, read_errors
 from .timeparse import YearClock
 

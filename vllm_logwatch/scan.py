@@ -4,44 +4,17 @@
 the stats record before it, SpecDecoding and KV/EC Transfer lines given the engine of the stats line
 before them,
 multi-line records (tracebacks) counted once, and year-less stamps given their year.
-
-The bulk scanner (`scan_stream` and friends) lives in `bulkscan` and is re-exported here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 
-from .bulkscan import (
-    FOLLOWER_NEEDLES,
-    SPEC_NEEDLES,
-    STATS_FOLLOWER_NEEDLES,
-    STATS_NEEDLES,
-    TRANSFER_NEEDLES,
-    VARIANT_NEEDLES,
-    ScanStats,
-    read_lines,
-    scan_stream,
-    scan_stream_bytes,
-)
 from .events import EngineStats, Event, LogMessage, PrefixCacheRates, SpecDecodeStats, TransferStats
 from .parse import parse_line
 from .timeparse import YearClock
 
-__all__ = [
-    "FOLLOWER_NEEDLES",
-    "SPEC_NEEDLES",
-    "STATS_FOLLOWER_NEEDLES",
-    "STATS_NEEDLES",
-    "TRANSFER_NEEDLES",
-    "VARIANT_NEEDLES",
-    "Assembler",
-    "ScanStats",
-    "iter_events",
-    "read_lines",
-    "scan_stream",
-    "scan_stream_bytes",
-]
+__all__ = ["Assembler", "iter_events"]
 
 
 class Assembler:

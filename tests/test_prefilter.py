@@ -63,6 +63,7 @@ def test_run_mode_learns_the_start_up_facts_watch_mode_learns(log: Path) -> None
     data = log.read_bytes()
     metrics = ExporterMetrics()
     feeder = LineFeeder(metrics, resolve_zone("UTC"))
+    feeder.start()
     feeder.relaunch("serve.log")
     feeder.put(data)
     feeder.close(timeout=30)

@@ -113,7 +113,7 @@ def test_sigkill_fallback_is_said_once(tmp_path: Path, caplog: object, monkeypat
     monkeypatch.setattr(Supervisor, "_signal_group", staticmethod(slow_kill))  # type: ignore[attr-defined]
     metrics = ExporterMetrics()
     sup = Supervisor([sys.executable, FAKE, "--stay", "--ignore-sigterm"], log_dir=str(tmp_path), name="x",
-                     metrics=metrics, feeder=LineFeeder(metrics, resolve_zone("UTC")), echo_fd=None,
+                     feeder=LineFeeder(metrics, resolve_zone("UTC")), echo_fd=None,
                      stop_timeout=0.3)
     with caplog.at_level(logging.INFO, logger="vllm_logwatch.run"):  # type: ignore[attr-defined]
         def stop_when_started() -> bool:
@@ -140,6 +140,7 @@ def test_full_log_disk_is_said_once_on_stderr(tmp_path: Path, caplog: object) ->
     import logging
 
     sink = FileSink("/dev/full")
+    sink.start()
     with caplog.at_level(logging.INFO, logger="vllm_logwatch.run"):  # type: ignore[attr-defined]
         for _ in range(5):
             sink.put(b"a line of vLLM's output\n")

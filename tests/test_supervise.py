@@ -16,6 +16,7 @@ from prometheus_client import CollectorRegistry
 
 from vllm_logwatch.feed import LineFeeder
 from vllm_logwatch.metrics import ExporterMetrics
+from vllm_logwatch.runmode import child_reporter
 from vllm_logwatch.supervise import Supervisor, command_facts, launch_name
 from vllm_logwatch.timeparse import resolve_zone
 
@@ -49,8 +50,8 @@ def make(tmp_path: Path, *args: str, **kw: object) -> Made:
     echo = Echo()
     feeder = LineFeeder(metrics, resolve_zone("UTC"))
     sup = Supervisor(
-        [sys.executable, FAKE, *args], log_dir=str(tmp_path / "logs"), name="fake", metrics=metrics,
-        feeder=feeder, echo_fd=echo.w, **kw,  # type: ignore[arg-type]
+        [sys.executable, FAKE, *args], log_dir=str(tmp_path / "logs"), name="fake",
+        on_state=child_reporter(metrics), feeder=feeder, echo_fd=echo.w, **kw,  # type: ignore[arg-type]
     )
     return sup, metrics, registry, echo
 
@@ -173,7 +174,7 @@ def test_command_facts_and_name() -> None:
 @pytest.mark.parametrize("missing", ["definitely-not-a-command-7f3a"])
 def test_missing_command_exit_127(tmp_path: Path, missing: str) -> None:
     metrics = ExporterMetrics()
-    sup = Supervisor([missing], log_dir=str(tmp_path), name="x", metrics=metrics,
+    sup = Supervisor([missing], log_dir=str(tmp_path), name="x",
                      feeder=LineFeeder(metrics, resolve_zone("UTC")), echo_fd=None)
     assert sup.run() == 127
     assert next(tmp_path.glob("x_*.log")).read_bytes() == b""  # the reason goes to our stderr, not vLLM's log

@@ -12,11 +12,15 @@ import math
 import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import UsageError
 
-__all__ = ["run_run", "vllm_stats_interval"]
+if TYPE_CHECKING:
+    from .metrics import ExporterMetrics
+    from .supervise import ChildState
+
+__all__ = ["child_reporter", "run_run", "vllm_stats_interval"]
 
 log = logging.getLogger("vllm_logwatch.run")
 
@@ -69,9 +73,9 @@ def run_run(
     metrics.register(registry)
     feeder = LineFeeder(metrics, resolve_zone(settings.tz), facts=command_facts(command))
     supervisor = Supervisor(
-        command, log_dir=settings.log_dir, name=launch_name(settings.name, command), metrics=metrics,
-        feeder=feeder, stop_timeout=settings.stop_timeout, restart=settings.restart,
-        startup_grace=settings.startup_grace, echo_fd=1 if echo else None,
+        command, log_dir=settings.log_dir, name=launch_name(settings.name, command),
+        feeder=feeder, on_state=child_reporter(metrics), stop_timeout=settings.stop_timeout,
+        restart=settings.restart, startup_grace=settings.startup_grace, echo_fd=1 if echo else None,
     )
     if not echo:
         log.info("standard output is closed: vLLM's output goes to the log file only")
@@ -106,6 +110,20 @@ def run_run(
         server.should_exit = True
         thread.join(10)
         sock.close()
+
+
+def child_reporter(metrics: ExporterMetrics) -> Callable[[ChildState], None]:
+    """The supervisor's `on_state`: what it knows of the child, as the exporter's child metrics."""
+
+    def report(state: ChildState) -> None:
+        metrics.set_child(
+            up=state.up, pid=state.pid, start_time=state.start_time, restarts=state.restarts,
+            last_exit_code=state.last_exit_code, bytes_written=state.log_file.bytes_written,
+            write_errors=state.log_file.write_errors, bytes_dropped=state.log_file.bytes_dropped,
+            parse_bytes_dropped=state.parse_bytes_dropped, stdout_bytes_dropped=state.stdout_bytes_dropped,
+        )
+
+    return report
 
 
 def _check_log_dir(path: str) -> None:

@@ -23,15 +23,14 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from types import FrameType
-from typing import Literal
+from typing import Literal, Protocol
 
-from .feed import LineFeeder
-from .metrics import ExporterMetrics
 from .tee import FileSink, SinkStats, StreamSink
 
-__all__ = ["Supervisor", "command_facts", "exit_code_of", "launch_name"]
+__all__ = ["ChildState", "ChunkConsumer", "Supervisor", "command_facts", "exit_code_of", "launch_name"]
 
 log = logging.getLogger("vllm_logwatch.run")
 
@@ -58,6 +57,32 @@ def _signal_name(signum: int) -> str:
         return signal.Signals(signum).name
     except ValueError:
         return f"signal {signum}"
+
+
+class ChunkConsumer(Protocol):
+    """Whoever else reads the child's bytes (run mode's parser): handed every chunk, never waited for."""
+
+    stats: SinkStats
+
+    def start(self) -> None: ...
+    def put(self, data: bytes) -> None: ...
+    def relaunch(self, source: str | None) -> None: ...
+    def close(self, timeout: float = 5.0) -> None: ...
+
+
+@dataclass(frozen=True)
+class ChildState:
+    """What the supervisor knows of the child and of its own sinks, handed to `on_state` at each
+    change and once a second."""
+
+    up: bool
+    pid: int | None
+    start_time: float | None
+    restarts: int
+    last_exit_code: int | None
+    log_file: SinkStats
+    stdout_bytes_dropped: int
+    parse_bytes_dropped: int
 
 
 def exit_code_of(returncode: int) -> int:
@@ -100,7 +125,9 @@ def launch_name(name: str | None, command: Sequence[str]) -> str:
 class Supervisor:
     """Runs the child until it ends (or until stopped), restarting it per `restart`.
 
-    `run()` returns logwatch's exit code: the child's, or 128+N when signal N ended it.
+    `run()` returns logwatch's exit code: the child's, or 128+N when signal N ended it. It knows
+    nothing of metrics: every chunk goes to the log file, the echo and `feeder`; what it knows of
+    the child goes to `on_state`. `popen` and `clock` are the seams tests replace.
     """
 
     def __init__(
@@ -109,26 +136,28 @@ class Supervisor:
         *,
         log_dir: str,
         name: str,
-        metrics: ExporterMetrics,
-        feeder: LineFeeder,
+        feeder: ChunkConsumer,
+        on_state: Callable[[ChildState], None] | None = None,
         stop_timeout: float = 30.0,
         restart: Restart = "no",
         startup_grace: float = 60.0,
         backoff_max: float = 60.0,
         echo_fd: int | None = 1,
         clock: Callable[[], float] = time.monotonic,
+        popen: Callable[..., subprocess.Popen[bytes]] = subprocess.Popen,
     ) -> None:
         self.command = list(command)
         self.log_dir = log_dir
         self.name = name
-        self.metrics = metrics
         self.feeder = feeder
+        self.on_state = on_state
+        self.popen = popen
         self.stop_timeout = stop_timeout
         self.restart = restart
         self.startup_grace = startup_grace
         self.backoff_max = backoff_max
         self.clock = clock
-        self.echo = StreamSink(echo_fd) if echo_fd is not None else None
+        self.echo = StreamSink(echo_fd) if echo_fd is not None else None  # started by run()
         self.restarts = 0
         self.last_exit_code: int | None = None
         self.pid: int | None = None
@@ -155,6 +184,9 @@ class Supervisor:
         """Launch, supervise, restart; returns the exit code. SIGTERM, SIGINT and SIGHUP (an ssh
         session closing) all stop vLLM's group gracefully, for the duration; the originals come back."""
         previous = {s: signal.signal(s, self._on_signal) for s in _STOP_SIGNALS}
+        if self.echo is not None:
+            self.echo.start()
+        self.feeder.start()
         try:
             return self._loop()
         finally:
@@ -223,13 +255,14 @@ class Supervisor:
         if self._file is not None:
             self._add_done(self._file)
         self._file = FileSink(self.log_path)
+        self._file.start()
         self.feeder.relaunch(self.log_path)
         err_r, err_w = os.pipe()
         shim = [sys.executable, "-m", "vllm_logwatch._deathsig", str(os.getpid()), str(err_w), "--",
                 *self.command]
         started_at = self.clock()
         try:
-            proc = subprocess.Popen(
+            proc = self.popen(
                 shim, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                 start_new_session=True, bufsize=0, pass_fds=(err_w,),
             )
@@ -313,7 +346,7 @@ class Supervisor:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pgid, signum)
 
-    # -- metrics ----------------------------------------------------------------------------------
+    # -- state ------------------------------------------------------------------------------------
 
     def _add_done(self, sink: FileSink) -> None:
         self._done_files.bytes_written += sink.stats.bytes_written
@@ -331,11 +364,11 @@ class Supervisor:
         )
 
     def _report(self, up: bool) -> None:
-        files = self.file_stats()
-        self.metrics.set_child(
+        if self.on_state is None:
+            return
+        self.on_state(ChildState(
             up=up, pid=self.pid, start_time=self.start_time, restarts=self.restarts,
-            last_exit_code=self.last_exit_code, bytes_written=files.bytes_written,
-            write_errors=files.write_errors, bytes_dropped=files.bytes_dropped,
-            parse_bytes_dropped=self.feeder.stats.bytes_dropped,
+            last_exit_code=self.last_exit_code, log_file=self.file_stats(),
             stdout_bytes_dropped=self.echo.stats.bytes_dropped if self.echo is not None else 0,
-        )
+            parse_bytes_dropped=self.feeder.stats.bytes_dropped,
+        ))

@@ -41,7 +41,10 @@ class _Marker:
 
 
 class QueuedWorker:
-    """A worker thread behind a queue bounded in bytes; subclasses say what `_write` does."""
+    """A worker thread behind a queue bounded in bytes; subclasses say what `_write` does.
+
+    `put` may be called before `start` (the chunks wait in the queue); `close` writes what is
+    queued, then ends the thread."""
 
     def __init__(self, name: str, max_bytes: int = _QUEUE_BYTES) -> None:
         self.stats = SinkStats()
@@ -50,6 +53,9 @@ class QueuedWorker:
         self._max = max_bytes
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+
+    def start(self) -> None:
+        """Start the worker thread."""
         self._thread.start()
 
     def put(self, data: bytes) -> None:
@@ -66,8 +72,10 @@ class QueuedWorker:
         self._queue.put(_Marker(value))
 
     def close(self, timeout: float = 5.0) -> None:
-        """Write what is queued (within `timeout`), then stop the thread."""
+        """Write what is queued (within `timeout`), then stop the thread (started if it was not)."""
         self._queue.put(None)
+        if not self._thread.is_alive() and self._thread.ident is None:
+            self._thread.start()
         self._thread.join(timeout)
 
     def _loop(self) -> None:

@@ -34,7 +34,7 @@ import httpx
 import pytest
 from support import free_port, required_tool
 
-from vllm_logwatch.cli import build_parser
+from vllm_logwatch.options import build_parser
 from vllm_logwatch.config import RunSettings, WatchSettings, load_settings
 
 pytestmark = pytest.mark.timeout(60)

@@ -1,0 +1,255 @@
+"""The command line of `logwatch`: one option builder per command, the help texts and epilogs.
+
+`build_parser(only)` builds the others as one-line stubs, so `logwatch parse` starts without loading
+the web server's settings (each live command's options come from its settings model in `config.py`).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from . import __version__
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+__all__ = ["COMMANDS", "HELP", "build_parser"]
+
+
+_EPILOG = "Docs and metric names: README.md. Exit codes and signals: each command's --help."
+
+
+_OFFLINE_EPILOG = ("Exit codes: 0 ok, 1 no records of the asked kind in the inputs, 2 usage or I/O error "
+                   "(one line on stderr). A reader of stdout that goes away (| head) ends it quietly.")
+
+
+_SERVE_EPILOG = ("Signals: SIGTERM and SIGHUP stop it cleanly (state file written), exit 0; SIGINT (Ctrl+C) "
+                 "the same, exit 130. A reader of stdout that goes away never stops it. Exit code 2: a "
+                 "usage error at start (one line on stderr). Docs and metric names: README.md.")
+
+
+_RUN_EPILOG = ("Signals: SIGTERM, SIGINT and SIGHUP (an ssh session closing) send SIGTERM to vLLM's process "
+               "group, SIGKILL after --stop-timeout; its output is drained to the end. If the reader of our "
+               "stdout goes away (| head, a closed terminal), the echo stops (said on stderr, counted in "
+               "vllm_logwatch_stdout_bytes_dropped_total); vLLM, the log file and the metrics go on. If "
+               "logwatch itself dies (kill -9), vLLM gets SIGTERM. Exit code: vLLM's (128+N when signal N "
+               "ended it), 127 when COMMAND cannot start, 2 a usage error before vLLM starts.")
+
+
+HELP: dict[str, str] = {
+    "parse": "turn vLLM log files into CSV or JSON lines",
+    "summary": "tok/s, tokens, KV usage per launch, and throughput by concurrency",
+    "plot": "draw a run: tok/s, requests, KV usage, hit rates over time (needs matplotlib)",
+    "watch": "follow vLLM's log files and serve Prometheus metrics at /metrics",
+    "demo": "replay a bundled real vLLM log and serve its metrics, like watch",
+    "run": "launch and supervise vLLM, tee its log to a launch file, serve its metrics live",
+}
+"""One line per command, for the top-level --help (built without loading every command's options)."""
+
+
+def _add_parse(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "parse",
+        help=HELP["parse"],
+        description=(
+            "Read vLLM log files (plain or .gz, globs, '-' for stdin) and write one record per stats "
+            "line, in file order. CSV columns: time, file, line, engine, prompt_throughput, "
+            "generation_throughput (tokens/s), running, waiting, swapped, gpu_kv_cache_usage_pct, "
+            "cpu_kv_cache_usage_pct, prefix_cache_hit_rate_pct, prefix_cache_hit_rate_cpu_pct, "
+            "mm_cache_hit_rate_pct, extra (JSON of other fields)."
+        ),
+        epilog=_OFFLINE_EPILOG,
+    )
+    p.add_argument("files", nargs="+", metavar="FILE", help="log files, globs, or - for stdin")
+    fmt = p.add_mutually_exclusive_group()
+    fmt.add_argument("--csv", action="store_true",
+                     help="CSV with a header row (the default for --kind stats; other kinds are JSON lines)")
+    fmt.add_argument("--jsonl", action="store_true", help="one JSON object per line, with a 'kind' key")
+    fmt.add_argument("--openmetrics", action="store_true",
+                     help="OpenMetrics text with timestamps (the exporter's gauges and estimated counters, "
+                     "ending in # EOF) for 'promtool tsdb create-blocks-from openmetrics'")
+    p.add_argument("--label", action="append", metavar="KEY=VALUE",
+                   help="with --openmetrics: add this label to every series (repeat), e.g. "
+                   "instance=gpu1:9400 to match the live exporter's scraped series")
+    p.add_argument(
+        "--kind",
+        choices=("stats", "spec", "transfer", "info", "access", "log", "all"),
+        default="stats",
+        help="records to write: stats (default), spec (speculative decoding), transfer (KV/EC "
+        "connector transfers), info (start-up facts), access (HTTP requests), log (warnings and errors, "
+        "no text), all; exit 1 when the inputs hold none (for all: no stats line)",
+    )
+    _add_year_tz(p)
+
+
+def _year(text: str) -> int:
+    """`--year`: a year a timestamp can have (datetime's range, one spare for New Year)."""
+    try:
+        year = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a year such as 2026") from None
+    if not 1 <= year <= 9998:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a year such as 2026")
+    return year
+
+
+def _add_year_tz(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--year", type=_year, help="year of the log's first line (default: from the file name, "
+                   "e.g. serve_20261129_120000.log, else the file's mtime, else this year)")
+    p.add_argument("--tz", metavar="ZONE", help="zone the server logged in, e.g. UTC (default: this machine)")
+
+
+def _add_summary(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "summary",
+        help=HELP["summary"],
+        description=(
+            "Summarise vLLM logs: per launch (a file, or a restart inside one) the time span, stats "
+            "lines, estimated prompt and generation tokens, peak and median generation tok/s, mean KV "
+            "usage, share of intervals with requests waiting, cache hit rates at the end; then tok/s "
+            "by running requests (all busy intervals, and steady decode only); for logs that have "
+            "them, speculative decoding (drafted, accepted, acceptance) and KV transfers (by result, "
+            "GiB, transfer times). The output says what each column means."
+        ),
+        epilog=_OFFLINE_EPILOG,
+    )
+    p.add_argument("files", nargs="+", metavar="FILE", help="log files, globs, or - for stdin")
+    p.add_argument("--by", choices=("launch", "engine", "none"), default="launch",
+                   help="one row and table per launch (default; engines summed), per launch and "
+                   "engine, or one for all inputs")
+    fmt = p.add_mutually_exclusive_group()
+    fmt.add_argument("--markdown", action="store_true", help="Markdown tables (default: aligned text)")
+    fmt.add_argument("--json", action="store_true", help="one JSON document")
+    _add_year_tz(p)
+
+
+def _add_plot(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "plot",
+        help=HELP["plot"],
+        description=(
+            "Draw one image: stacked panels over time (prompt and generation tok/s; running and "
+            "waiting requests; KV cache usage; prefix and MM cache hit rates), launches marked, one "
+            "line per engine, and below them generation tok/s against running requests. Needs "
+            "matplotlib: pip install 'vllm-logwatch[plot]'."
+        ),
+        epilog=_OFFLINE_EPILOG,
+    )
+    p.add_argument("files", nargs="+", metavar="FILE", help="log files, globs, or - for stdin")
+    p.add_argument("-o", "--output", required=True, metavar="IMAGE",
+                   help="image file to write: .png (or .svg, .pdf); - writes PNG to standard output "
+                   "(refused when it is a terminal)")
+    p.add_argument("--since", metavar="T",
+                   help="start time, e.g. 2026-11-29 or '2026-11-29 19:24' (zone: --tz)")
+    p.add_argument("--until", metavar="T", help="end time, same forms as --since")
+    _add_year_tz(p)
+
+
+def _add_listen_options(p: argparse.ArgumentParser, model: type[BaseModel]) -> None:
+    from .config import option_help
+
+    p.add_argument("--listen", metavar="ADDR", help=option_help(model, "listen"))
+    p.add_argument("--port", metavar="N", help=option_help(model, "port"))
+    p.add_argument("--poll-interval", metavar="S", help=option_help(model, "poll_interval"))
+    p.add_argument("--web-config", metavar="FILE", help=option_help(model, "web_config"))
+
+
+def _add_watch(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from .config import WatchSettings, option_help
+
+    m = WatchSettings
+    p = sub.add_parser(
+        "watch",
+        help=HELP["watch"],
+        description=(
+            "Follow a vLLM log file, or the newest launch file in a folder (switching when a newer one "
+            "appears), and serve Prometheus metrics at /metrics, a JSON status at /api/v1/status and "
+            "/healthz. Every option can also be set with the environment variable shown; the command "
+            "line wins over the environment, the environment over the default."
+        ),
+        epilog=_SERVE_EPILOG,
+    )
+    p.add_argument("target", nargs="?", metavar="TARGET", help=option_help(m, "target"))
+    _add_listen_options(p, m)
+    p.add_argument("--from-start", action=argparse.BooleanOptionalAction, default=None,
+                   help=option_help(m, "from_start"))
+    p.add_argument("--state-file", metavar="PATH", help=option_help(m, "state_file"))
+    p.add_argument("--pattern", metavar="GLOB", help=option_help(m, "pattern"))
+    p.add_argument("--stats-interval", metavar="S", help=option_help(m, "stats_interval"))
+    p.add_argument("--label", dest="labels", metavar="K=V", action="append", help=option_help(m, "labels"))
+    p.add_argument("--tz", metavar="ZONE", help=option_help(m, "tz"))
+
+
+def _add_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from .config import DemoSettings, option_help
+
+    p = sub.add_parser(
+        "demo",
+        help=HELP["demo"],
+        description=(
+            "Replay a real vLLM 0.32 log (bundled) into a temporary folder at SPEED times real time, one "
+            "new launch file per pass, forever, and serve it exactly like 'logwatch watch' does. The "
+            "folder is removed on exit."
+        ),
+        epilog=_SERVE_EPILOG,
+    )
+    p.add_argument("--speed", metavar="X", help=option_help(DemoSettings, "speed"))
+    _add_listen_options(p, DemoSettings)
+
+
+def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from .config import RunSettings, option_help
+
+    m = RunSettings
+    p = sub.add_parser(
+        "run",
+        help=HELP["run"],
+        description=(
+            "Run COMMAND (e.g. vllm serve MODEL ...) in its own session with stdout and stderr merged, "
+            "write every byte to LOG_DIR/<name>_<YYYYmmdd_HHMMSS>.log and to our stdout, and serve the "
+            "same metrics as 'watch' from the output, in process. A full or slow log disk never blocks "
+            "vLLM: what cannot be written is dropped, counted and said on stderr."
+        ),
+        epilog=_RUN_EPILOG,
+    )
+    p.add_argument("--listen", metavar="ADDR", help=option_help(m, "listen"))
+    p.add_argument("--port", metavar="N", help=option_help(m, "port"))
+    p.add_argument("--web-config", metavar="FILE", help=option_help(m, "web_config"))
+    p.add_argument("--log-dir", metavar="DIR", help=option_help(m, "log_dir"))
+    p.add_argument("--name", metavar="NAME", help=option_help(m, "name"))
+    p.add_argument("--restart", choices=("no", "on-failure", "always"), default=None,
+                   help=option_help(m, "restart"))
+    p.add_argument("--stop-timeout", metavar="S", help=option_help(m, "stop_timeout"))
+    p.add_argument("--startup-grace", metavar="S", help=option_help(m, "startup_grace"))
+    p.add_argument("--stats-interval", metavar="S", help=option_help(m, "stats_interval"))
+    p.add_argument("--label", dest="labels", metavar="K=V", action="append", help=option_help(m, "labels"))
+    p.add_argument("--tz", metavar="ZONE", help=option_help(m, "tz"))
+    p.add_argument("child_command", nargs=argparse.REMAINDER, metavar="-- COMMAND ARGS",
+                   help="the server to run, after --")
+
+
+COMMANDS: dict[str, Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]] = {
+    "parse": _add_parse, "summary": _add_summary, "plot": _add_plot,
+    "watch": _add_watch, "demo": _add_demo, "run": _add_run,
+}
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The command line, for `main` and for the committed `--help` texts. With `only`, the other
+    commands get a one-line stub: their options (and the settings models behind them) are not loaded,
+    so `logwatch parse` starts without the web server's settings."""
+    parser = argparse.ArgumentParser(
+        prog="logwatch",
+        description="Turn vLLM server logs into data: Prometheus metrics, CSV, summaries.",
+        epilog=_EPILOG,
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, add in COMMANDS.items():
+        if only is None or only == name:
+            add(sub)
+        else:
+            sub.add_parser(name, help=HELP[name])
+    return parser

@@ -595,6 +595,10 @@ vllm_logwatch_read_errors_total{host="h"} 0.0
 # HELP vllm_logwatch_lines_cut_total Lines longer than the cap, cut.
 # TYPE vllm_logwatch_lines_cut_total counter
 vllm_logwatch_lines_cut_total{host="h"} 0.0
+# HELP vllm_logwatch_state_errors_total Errors reading or writing the state file (--state-file): \
+unreadable at start, or a save that failed.
+# TYPE vllm_logwatch_state_errors_total counter
+vllm_logwatch_state_errors_total{host="h"} 0.0
 # HELP vllm_logwatch_label_overflow_total Events whose label value was folded into 'other' (bounded labels).
 # TYPE vllm_logwatch_label_overflow_total counter
 vllm_logwatch_label_overflow_total{host="h",label="engine"} 0.0

@@ -7,9 +7,11 @@ need no sleep and no thread. The worker-thread tests wait for a value with a dea
 from __future__ import annotations
 
 import errno
+import itertools
 import json
 import logging
 import os
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -215,3 +217,117 @@ def test_a_read_error_shows_at_scrape_time_without_any_line(
     monkeypatch.setattr(os, "read", real_read)
     assert rig.pipeline.step() == 1
     assert rig.value("requests_running", E0) == 16
+
+
+# -- the state file: a line a scrape shows is on disk --------------------------------------------
+
+
+def saved_offset(state: Path) -> int | None:
+    try:
+        offset: int = json.loads(state.read_text())["offset"]
+    except FileNotFoundError:
+        return None
+    return offset
+
+
+def test_a_scrape_never_shows_a_line_whose_position_is_not_on_disk(
+    tmp_path: Path, rigs: Callable[..., Rig], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log, state = tmp_path / "serve_20261129_192328.log", tmp_path / "state.json"
+    append(log, *STATS[:3])
+    rig = rigs(log, from_start=True, state_file=str(state))
+    seen: list[tuple[float, int | None]] = []  # (stats lines in the scrape, offset on disk meanwhile)
+    collect = rig.metrics.collect
+
+    def collect_and_look() -> Any:
+        families = list(collect())
+        lines = next(s.value for f in families for s in f.samples if s.name.endswith("stats_lines_total"))
+        seen.append((lines, saved_offset(state)))
+        return families
+
+    monkeypatch.setattr(rig.metrics, "collect", collect_and_look)
+    assert rig.pipeline.step() == 3
+    assert rig.value("stats_lines_total", E0) == 3
+    assert seen[-1] == (3, log.stat().st_size), "3 lines in the scrape, and their end on disk"
+    writes = len(seen)
+    assert rig.value("stats_lines_total", E0) == 3
+    assert saved_offset(state) == log.stat().st_size and len(seen) == writes + 1
+    assert rig.pipeline.step() == 0
+
+
+def test_the_state_follows_the_applied_lines_within_a_tenth_of_a_second(
+    tmp_path: Path, rigs: Callable[..., Rig], monkeypatch: pytest.MonkeyPatch, poll_until: Callable[..., Any]
+) -> None:
+    """Lines keep coming (each waited for through status(), which may write too): the writes are at
+    least 0.1 s apart, and the last one, made without any scrape, ends at the last line."""
+    from vllm_logwatch import tail
+
+    log, state = tmp_path / "serve_20261129_192328.log", tmp_path / "state.json"
+    log.touch()
+    written: list[float] = []
+    write_state = tail.write_state
+
+    def timed_write(path: str, saved: Any) -> None:
+        written.append(time.monotonic())  # when it starts: writes take a few ms, and that varies
+        write_state(path, saved)
+
+    monkeypatch.setattr(tail, "write_state", timed_write)
+    rig = rigs(log, from_start=True, state_file=str(state), waker=None, poll_interval=30.0)
+    rig.pipeline.start()
+    poll_until(lambda: saved_offset(state) == 0, 5, "the first save (the open file, nothing read)")
+    if rig.follower.status()["waker_degraded_reason"]:
+        pytest.skip("no file notifications here: the 30 s poll would be the only wake")
+    deadline = time.monotonic() + 0.6
+    n = 0
+    while time.monotonic() < deadline:
+        append(log, STATS[n % len(STATS)])
+        n += 1
+        poll_until(lambda n=n: rig.pipeline.status()["pipeline"]["lines_applied"] == n, 5, f"line {n}")
+    poll_until(lambda: saved_offset(state) == log.stat().st_size, 2, "the state at the end of the last line")
+    gaps = [b - a for a, b in itertools.pairwise(written)]
+    assert len(written) >= 3 and min(gaps) >= 0.099, gaps
+
+
+def test_a_state_save_that_fails_is_counted_in_state_errors_and_says_so(
+    tmp_path: Path, rigs: Callable[..., Rig], caplog: pytest.LogCaptureFixture
+) -> None:
+    log, state = tmp_path / "serve_20261129_192328.log", tmp_path / "state.json"
+    append(log, STATS[0])
+    rig = rigs(log, from_start=True, state_file=str(state))
+    caplog.set_level(logging.INFO, logger="vllm_logwatch")
+    assert rig.pipeline.step() == 1
+    assert rig.value("state_errors_total") == 0
+    state.unlink()
+    state.mkdir()  # the state path replaced by a folder after start
+    append(log, STATS[1])
+    assert rig.pipeline.step() == 1
+    assert rig.value("requests_running", E0) == 2, "a scrape is answered even when the state cannot be saved"
+    assert rig.value("state_errors_total") == 1
+    assert rig.value("read_errors_total") == 0
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warnings == [f"cannot save state: a folder, not a file: {state} "
+                        "(retrying; counted in vllm_logwatch_state_errors_total)"]
+    assert rig.pipeline.status()["follower"]["stats"]["last_state_error"] == (
+        f"cannot save state: a folder, not a file: {state}")
+
+
+def test_the_start_up_line_names_the_offset_reading_starts_at(
+    tmp_path: Path, rigs: Callable[..., Rig], caplog: pytest.LogCaptureFixture
+) -> None:
+    log = tmp_path / "serve_20261129_192328.log"
+    append(log, *STATS[:3])
+    caplog.set_level(logging.INFO, logger="vllm_logwatch")
+    rig = rigs(log, from_start=True)
+    assert rig.pipeline.step() == 3
+    infos = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
+    assert infos == [f"reading {log} from offset 0"]
+
+
+def test_a_backlog_is_applied_a_megabyte_at_a_time(tmp_path: Path, rigs: Callable[..., Rig]) -> None:
+    """A poll's lines are applied holding the gate scrapes wait for: a 4 MB backlog must not make a
+    scrape wait for all of it (about 0.3 s of parsing), only for one megabyte's lines."""
+    log = tmp_path / "serve_20261129_192328.log"
+    append(log, *(STATS[0] for _ in range((4 << 20) // len(STATS[0]))))
+    rig = rigs(log, from_start=True)
+    per_poll = (1 << 20) // len(STATS[0].encode())
+    assert per_poll <= rig.pipeline.step() <= per_poll + 1

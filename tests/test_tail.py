@@ -258,6 +258,26 @@ def test_copytruncate_reads_again_from_the_start(tmp_path: Path, follow: MakeFol
     assert (follower.stats.truncations, follower.stats.rotations) == (1, 0)
 
 
+def test_copytruncate_then_a_refill_past_the_old_offset_is_read_from_the_start(
+    tmp_path: Path, follow: MakeFollower
+) -> None:
+    # Truncated and written again, up to beyond our offset, between two polls: the size alone says
+    # nothing happened; the first bytes (the fingerprint) say it is another content.
+    log = tmp_path / "serve.log"
+    log.write_text("old 1\nold 2\n")
+    follower = follow(log, from_start=True)
+    assert texts(follower.poll()) == ["old 1", "old 2"]
+    with open(log, "r+b") as f:
+        f.truncate(0)
+    append(log, "new 1\nnew 2\nnew 3\n")
+    assert follower.poll() == [LogLine(str(log), offset, n, f"new {n}", False)
+                               for n, offset in ((1, 0), (2, 6), (3, 12))]
+    assert (follower.stats.truncations, follower.stats.rotations) == (1, 0)
+    append(log, "new 4\n")
+    assert texts(follower.poll()) == ["new 4"], "the same content is not read again"
+    assert follower.stats.truncations == 1
+
+
 def test_delete_and_recreate_reads_the_new_file_from_its_start(tmp_path: Path, follow: MakeFollower) -> None:
     log = tmp_path / "serve.log"
     log.write_text("1\n")
@@ -541,7 +561,8 @@ def test_corrupt_state_file_is_counted_and_ignored(tmp_path: Path, follow: MakeF
     follower = follow(log, from_start=True, state_file=str(state))
     assert texts(follower.poll()) == ["1"]
     assert follower.stats.state_errors == 1
-    assert follower.stats.last_error == f"state file unreadable, ignored: {state}"
+    assert follower.stats.last_state_error == f"state file unreadable, ignored: {state}"
+    assert follower.stats.last_error is None, "a read error is another thing"
 
 
 def test_state_write_error_is_counted_not_raised(tmp_path: Path, follow: MakeFollower) -> None:
@@ -552,8 +573,61 @@ def test_state_write_error_is_counted_not_raised(tmp_path: Path, follow: MakeFol
     assert texts(follower.poll()) == ["1"]
     assert follower.save_state() is False
     assert follower.stats.state_errors == 1
-    assert follower.stats.last_error is not None
-    assert follower.stats.last_error.startswith("cannot save state: no such file or directory: ")
+    assert follower.stats.last_state_error is not None
+    assert follower.stats.last_state_error.startswith("cannot save state: no such file or directory: ")
+
+
+_READ_STATES = """
+import os, resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))  # an unbounded read fails here, not the machine
+from vllm_logwatch.tailstate import StateError, read_state
+for path in sys.argv[1:]:
+    try:
+        print(read_state(path))
+    except StateError as exc:
+        print(exc)
+"""
+
+
+def test_reading_a_state_file_is_bounded_and_never_blocks(tmp_path: Path) -> None:
+    fifo, big, link = tmp_path / "fifo.json", tmp_path / "big.json", tmp_path / "null.json"
+    os.mkfifo(fifo)
+    big.write_text('{"path": "' + "x" * (1 << 20) + '"}')
+    link.symlink_to("/dev/null")
+    paths = ["/dev/zero", "/dev/full", str(fifo), str(big), str(link)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-c", _READ_STATES, *paths], capture_output=True, text=True,
+                          env=env, timeout=20)
+    assert done.stderr == ""
+    assert done.stdout.splitlines() == [
+        "cannot read state: not a regular file: /dev/zero",
+        "cannot read state: not a regular file: /dev/full",
+        f"cannot read state: not a regular file: {fifo}",
+        f"cannot read state: larger than a state file can be (64 KiB): {big}",
+        f"cannot read state: a symbolic link, not the file itself: {link}",
+    ]
+
+
+def test_state_is_never_written_through_a_path_that_is_not_a_regular_file(
+    tmp_path: Path, follow: MakeFollower
+) -> None:
+    log, state = tmp_path / "serve.log", tmp_path / "state.json"
+    log.write_text("1\n")
+    follower = follow(log, from_start=True, state_file=str(state))
+    assert texts(follower.poll()) == ["1"]
+    assert follower.save_state() is True
+    state.unlink()
+    os.mkfifo(state)  # swapped for a pipe (or a device, or a link) after start
+    assert follower.save_state() is False
+    assert state.is_fifo(), "not replaced by a regular file"
+    state.unlink()
+    state.symlink_to("/dev/null")
+    assert follower.save_state() is False
+    assert state.is_symlink()
+    assert follower.stats.state_errors == 2
+    assert follower.stats.last_state_error == (
+        f"cannot save state: a symbolic link, not the file itself: {state}")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["serve.log", "state.json"]  # no temp file left
 
 
 _CHILD = """

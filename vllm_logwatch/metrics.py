@@ -54,7 +54,8 @@ LEVELS = ("WARNING", "ERROR", "CRITICAL")
 """Levels counted in `log_messages` (always exported, from 0, so `increase()` sees the first one)."""
 _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"})
 _LABEL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_FOLLOWER = ("log_lines", "log_bytes", "log_rotations", "log_truncations", "read_errors", "lines_cut")
+_FOLLOWER = ("log_lines", "log_bytes", "log_rotations", "log_truncations", "read_errors", "lines_cut",
+             "state_errors")
 _CHILD_COUNTERS = (
     "child_restarts", "log_file_bytes_written", "log_file_write_errors", "log_file_bytes_dropped",
     "parse_bytes_dropped", "stdout_bytes_dropped")
@@ -135,10 +136,11 @@ class ExporterMetrics(Collector):
             self._opened_by_caller = True
 
     def set_follower_stats(
-        self, *, lines: int, bytes: int, rotations: int, truncations: int, read_errors: int, lines_cut: int
+        self, *, lines: int, bytes: int, rotations: int, truncations: int, read_errors: int, lines_cut: int,
+        state_errors: int = 0,
     ) -> None:
         """The tailer's own totals (absolute values; a restarted tailer's smaller values add on)."""
-        values = (lines, bytes, rotations, truncations, read_errors, lines_cut)
+        values = (lines, bytes, rotations, truncations, read_errors, lines_cut, state_errors)
         with self._lock:
             for key, value in zip(_FOLLOWER, values, strict=True):
                 self._follower[key].observe_total(value)

@@ -95,6 +95,8 @@ METRICS: tuple[MetricSpec, ...] = (
     _m("log_truncations", "counter", (), "Log truncations (copytruncate) followed."),
     _m("read_errors", "counter", (), "Errors reading the log files."),
     _m("lines_cut", "counter", (), "Lines longer than the cap, cut."),
+    _m("state_errors", "counter", (),
+       "Errors reading or writing the state file (--state-file): unreadable at start, or a save that failed."),
     _m("label_overflow", "counter", ("label",), "Events whose label value was folded into 'other' (bounded labels)."),
     # Run mode: the supervised vLLM child.
     _m("child_up", "gauge", (), "1 while the supervised vLLM process runs."),

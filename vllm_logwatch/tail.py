@@ -4,14 +4,19 @@ Why it is built like this (docs/design.md, "Following files"; google/mtail's ``f
 
 * ``stat`` is the truth, notifications are only a hint. At end of file: another ``(st_dev, st_ino)`` at
   the path means rotation (drain the old descriptor, then read the new file from 0); a size below our
-  offset means copytruncate (read again from 0); a missing path means wait for it.
+  offset means copytruncate (read again from 0); a missing path means wait for it. Each poll first
+  compares the file's first bytes with those seen before: changed, the file was truncated and written
+  again (maybe past our offset) since the last poll, so it is read again from 0 too.
 * vLLM launch scripts write one timestamped file per launch, so a folder target follows the newest
   matching file and moves to a newer one, read from its start, once the current one is drained
   (which file is next: ``launchfiles.py``).
 * A half-written last line waits for its newline; a line longer than the cap is cut and counted, so
   memory stays bounded whatever the file holds; bad UTF-8 is replaced, never fatal (``tailread.py``).
 * The state file records the offset just after the last line handed out, so a restart (even after
-  ``kill -9``) neither skips nor repeats a line.
+  ``kill -9``) neither skips nor repeats a line. Standalone, the follower writes it itself (at most once
+  a second, before reading, so it covers only lines the caller has handled). The pipeline takes this
+  over (``autosave = False``): it writes each poll's ``checkpoint()`` once that poll's lines are applied,
+  before a scrape may see them (``pipeline.py``).
 * Waiting is injected (``wake.Waker``): tests step ``poll()`` explicitly; production wakes on watchdog
   events and polls every ``poll_interval`` regardless.
 
@@ -31,6 +36,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from .launchfiles import Candidate, LaunchFiles
@@ -38,13 +44,25 @@ from .tailread import FollowerStats, LogLine, OpenFile, read_at
 from .tailstate import SavedState, StateError, describe, read_state, write_state
 from .wake import Waker, WatchdogWaker
 
-__all__ = ["Follower", "FollowerStats", "LogLine"]
+__all__ = ["Checkpoint", "Follower", "FollowerStats", "LogLine"]
 
 READ_CHUNK_BYTES = 1 << 20  # one read() call
 MAX_POLL_BYTES = 16 << 20  # per poll(): a huge backlog must not starve the caller
 FINGERPRINT_BYTES = 1024  # the state file recognises a file by the hash of its first bytes
 AUTOSAVE_SECONDS = 1.0
 _MAX_HOPS = 8  # file changes handled in one poll(); the rest waits for the next one
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """Where the lines the last ``poll()`` returned end, and the follower's totals then.
+
+    ``state`` is what a state file would say (``saved_at`` is set when it is written; None while no
+    file is open); ``lines`` and ``bytes`` count what was read up to there."""
+
+    state: SavedState | None
+    lines: int
+    bytes: int
 
 
 class Follower:
@@ -72,7 +90,10 @@ class Follower:
         state_file: str | None = None,
         waker: Waker | None = None,
         poll_interval: float = 1.0,
+        autosave: bool = True,
     ) -> None:
+        """``autosave=False``: the caller writes the state file (``write_checkpoint``); ``poll()``,
+        ``run()`` and ``close()`` never do."""
         if max_line_bytes < 1:
             raise ValueError(f"max_line_bytes must be at least 1, got {max_line_bytes}")
         if poll_interval <= 0:
@@ -96,6 +117,10 @@ class Follower:
         self._dirty = False
         self._last_save = float("-inf")
         self._closed = False
+        self.autosave = autosave
+        self.poll_bytes: int | None = None  # bytes one poll() reads at most (None: MAX_POLL_BYTES)
+        self._checkpoint = Checkpoint(None, 0, 0)
+        self._state_lock = threading.Lock()  # one state write at a time, whichever thread writes
 
     @property
     def target(self) -> str:
@@ -110,7 +135,8 @@ class Follower:
     # -- public ------------------------------------------------------------------------------------
 
     def poll(self) -> list[LogLine]:
-        """Read what is new (at most ``MAX_POLL_BYTES``) and return the complete lines, in order.
+        """Read what is new (at most ``poll_bytes``, default ``MAX_POLL_BYTES``) and return the complete
+        lines, in order.
 
         Never blocks on a writer and never raises for I/O: errors are counted and retried next time.
         """
@@ -121,23 +147,62 @@ class Follower:
             # Autosave before reading: it covers the lines the previous poll() returned, which the
             # caller has handled by now (run() calls on_lines before polling again). Saving after
             # reading would record lines the caller has not seen yet, and a crash would skip them.
-            if self._dirty and self.state_file and time.monotonic() - self._last_save >= AUTOSAVE_SECONDS:
+            if (self.autosave and self._dirty and self.state_file
+                    and time.monotonic() - self._last_save >= AUTOSAVE_SECONDS):
                 self._save_locked()
-            self._budget = MAX_POLL_BYTES
+            self._budget = self.poll_bytes or MAX_POLL_BYTES
             self._more = False
             try:
                 self._step(out)
             except OSError as exc:
                 self._error(exc, self._cur.path if self._cur else self.target)
+            try:
+                position = self._position_locked()
+            except OSError as exc:
+                self._error(exc, self._cur.path if self._cur else self.target)
+                position = self._checkpoint.state
+            self._checkpoint = Checkpoint(position, self.stats.lines, self.stats.bytes)
             if self._waker is not None:
                 self._waker.watch(self._files.watch_dirs())
         return out
 
-    def run(self, on_lines: Callable[[list[LogLine]], None], stop: threading.Event | None = None) -> None:
-        """Poll and deliver until ``stop()`` is called or ``stop`` is set; saves state when leaving.
+    def checkpoint(self) -> Checkpoint:
+        """The position just after the lines the last ``poll()`` returned (and the totals then).
 
-        Without an injected waker, a ``WatchdogWaker(poll_interval)`` is made here (and closed by
-        ``close()``). Exceptions from ``on_lines`` are the caller's and propagate.
+        Take it in the polling thread once those lines are handled, before polling again; writing it
+        (``write_checkpoint``) then records exactly the handled lines, whatever the follower reads next.
+        """
+        return self._checkpoint
+
+    def write_checkpoint(self, state: SavedState) -> bool:
+        """Write ``state`` (from ``checkpoint()``) to the state file, atomically; True if written.
+
+        Safe from any thread (one write at a time). Errors are counted in ``stats.state_errors`` and
+        shown in ``stats.last_state_error``, never raised."""
+        path = self.state_file
+        if path is None:
+            return False
+        with self._state_lock:
+            try:
+                write_state(path, dataclasses.replace(state, saved_at=time.time()))
+            except StateError as exc:
+                self._state_error(str(exc))
+                return False
+            except OSError as exc:
+                self._state_error(f"cannot save state: {describe(exc, path)}")
+                return False
+        return True
+
+    def run(
+        self, on_lines: Callable[[list[LogLine]], None], stop: threading.Event | None = None, *,
+        on_poll: Callable[[], None] | None = None,
+    ) -> None:
+        """Poll and deliver until ``stop()`` is called or ``stop`` is set; saves state when leaving
+        (unless ``autosave`` is off).
+
+        ``on_poll()`` is called after every poll (after ``on_lines``, if lines came): the moment to take
+        ``checkpoint()``. Without an injected waker, a ``WatchdogWaker(poll_interval)`` is made here (and
+        closed by ``close()``). Exceptions from ``on_lines`` and ``on_poll`` are the caller's and propagate.
         """
         waker = self._waker
         if waker is None:
@@ -151,12 +216,14 @@ class Follower:
             lines = self.poll()
             if lines:
                 on_lines(lines)
+            if on_poll is not None:
+                on_poll()
             if stopping():
                 break
             if not lines and not self._more:
                 waker.wait(self.poll_interval)
         with self._lock:
-            if self._dirty and not self._closed:
+            if self.autosave and self._dirty and not self._closed:
                 self._save_locked()
 
     def stop(self) -> None:
@@ -170,6 +237,7 @@ class Follower:
 
         Call it once those lines are handled: a restart then resumes exactly after them. The write
         is atomic (temporary file, fsync, rename); errors are counted in ``stats``, never raised.
+        A path that is not a regular file (a pipe, a device, a link) is never written through.
         """
         with self._lock:
             return self._save_locked()
@@ -183,6 +251,7 @@ class Follower:
             "path": cur.path if cur else None,
             "offset": cur.committed if cur else None,
             "read_offset": cur.pos if cur else None,
+            "start_offset": cur.start if cur else None,
             "dev": cur.dev if cur else None,
             "inode": cur.ino if cur else None,
             "line_number": cur.next_number - 1 if cur else None,
@@ -198,7 +267,8 @@ class Follower:
         with self._lock:
             if self._closed:
                 return
-            self._save_locked()
+            if self.autosave:
+                self._save_locked()
             self._closed = True
             if self._cur is not None:
                 os.close(self._cur.fd)
@@ -217,6 +287,8 @@ class Follower:
     def _step(self, out: list[LogLine]) -> None:
         if not self._begun:
             self._begin()
+        if self._cur is not None and self._head_changed(self._cur):
+            self._from_zero(self._cur, out)  # truncated and written again since the last poll
         for _ in range(_MAX_HOPS):
             if self._cur is None:
                 self._cur = self._open_next()
@@ -275,13 +347,7 @@ class Follower:
             # Rotation, or delete and recreate: drain what was written to the old file meanwhile.
             return self._switch(cur, cur.path, out, rotation=True)
         if st is not None and st.st_size < cur.pos:
-            cur.flush_partial(out, self.stats)  # the writer will not finish that line in this file
-            os.lseek(cur.fd, 0, os.SEEK_SET)
-            cur.pos = cur.line_start = 0
-            cur.next_number = 1
-            cur.fingerprint = None
-            self.stats.truncations += 1
-            self._dirty = True
+            self._from_zero(cur, out)
             return True
         if self.mode != "file":
             now = os.fstat(cur.fd)
@@ -290,6 +356,30 @@ class Follower:
             if newer is not None:
                 return self._switch(cur, newer.path, out, rotation=False)
         self._waiting_for_path = st is None
+        return False
+
+    def _from_zero(self, cur: OpenFile, out: list[LogLine]) -> None:
+        """Copytruncate: the file starts over; read it again from 0."""
+        cur.flush_partial(out, self.stats)  # the writer will not finish that line in this file
+        os.lseek(cur.fd, 0, os.SEEK_SET)
+        cur.pos = cur.line_start = cur.start = 0
+        cur.next_number = 1
+        cur.fingerprint = _fingerprint(read_at(cur.fd, FINGERPRINT_BYTES, 0))
+        self.stats.truncations += 1
+        self._dirty = True
+
+    def _head_changed(self, cur: OpenFile) -> bool:
+        """Whether the first bytes differ from those seen before: the file was truncated and written
+        again. While the file is shorter than ``FINGERPRINT_BYTES``, the fingerprint grows with it."""
+        head = read_at(cur.fd, FINGERPRINT_BYTES, 0)
+        if cur.fingerprint is None:
+            cur.fingerprint = _fingerprint(head)
+            return False
+        digest, size = cur.fingerprint
+        if len(head) < size or _fingerprint(head[:size])[0] != digest:
+            return True
+        if len(head) > size:
+            cur.fingerprint = _fingerprint(head)
         return False
 
     def _switch(self, cur: OpenFile, path: str, out: list[LogLine], *, rotation: bool) -> bool:
@@ -323,6 +413,7 @@ class Follower:
             start, number, discarding = self._start_position(fd, path, st)
             if start:
                 os.lseek(fd, start, os.SEEK_SET)
+            fingerprint = _fingerprint(read_at(fd, FINGERPRINT_BYTES, 0))
         except OSError as exc:
             os.close(fd)
             self._error(exc, path)
@@ -331,7 +422,8 @@ class Follower:
         self._files.opened(path, st.st_dev, st.st_ino)
         self.stats.files_opened += 1
         self._dirty = True
-        return OpenFile(fd, path, st.st_dev, st.st_ino, start, start, number, discarding)
+        return OpenFile(fd, path, st.st_dev, st.st_ino, start, start, number, discarding,
+                        fingerprint=fingerprint, start=start)
 
     def _start_position(self, fd: int, path: str, st: os.stat_result) -> tuple[int, int, bool]:
         """(offset, next line number, inside a line) for a freshly opened file."""
@@ -355,23 +447,29 @@ class Follower:
 
     # -- state file ----------------------------------------------------------------------------------
 
+    def _position_locked(self) -> SavedState | None:
+        """What a state file would say now (``saved_at`` left 0), or None with no file open."""
+        cur = self._cur
+        if cur is None:
+            return None
+        if cur.fingerprint is None:
+            cur.fingerprint = _fingerprint(read_at(cur.fd, FINGERPRINT_BYTES, 0))
+        return SavedState(
+            path=cur.path, dev=cur.dev, ino=cur.ino, offset=cur.committed,
+            fingerprint=cur.fingerprint[0], fingerprint_bytes=cur.fingerprint[1],
+            number=cur.next_number - 1, cut_pending=cur.discarding, saved_at=0.0,
+        )
+
     def _save_locked(self) -> bool:
-        cur, path = self._cur, self.state_file
-        if path is None or cur is None:
+        if self.state_file is None or self._cur is None:
             return False
         self._last_save = time.monotonic()
         try:
-            if cur.fingerprint is None or cur.fingerprint[1] < FINGERPRINT_BYTES:
-                head = read_at(cur.fd, FINGERPRINT_BYTES, 0)
-                cur.fingerprint = (hashlib.sha256(head).hexdigest(), len(head))
-            write_state(path, SavedState(
-                path=cur.path, dev=cur.dev, ino=cur.ino, offset=cur.committed,
-                fingerprint=cur.fingerprint[0], fingerprint_bytes=cur.fingerprint[1],
-                number=cur.next_number - 1, cut_pending=cur.discarding, saved_at=time.time(),
-            ))
+            state = self._position_locked()
         except OSError as exc:
-            self.stats.state_errors += 1
-            self.stats.last_error = f"cannot save state: {describe(exc, path)}"
+            self._state_error(f"cannot save state: {describe(exc, self._cur.path)}")
+            return False
+        if state is None or not self.write_checkpoint(state):
             return False
         self._dirty = False
         return True
@@ -381,10 +479,17 @@ class Follower:
         try:
             return read_state(self.state_file)
         except StateError as exc:
-            self.stats.last_error = str(exc)
-            self.stats.state_errors += 1
+            self._state_error(str(exc))
             return None
+
+    def _state_error(self, message: str) -> None:
+        self.stats.state_errors += 1
+        self.stats.last_state_error = message
 
     def _error(self, exc: OSError, path: str) -> None:
         self.stats.read_errors += 1
         self.stats.last_error = describe(exc, path)
+
+
+def _fingerprint(head: bytes) -> tuple[str, int]:
+    return hashlib.sha256(head).hexdigest(), len(head)

@@ -43,7 +43,8 @@ class FollowerStats:
     files_opened: int = 0
     file_switches: int = 0
     state_errors: int = 0
-    last_error: str | None = None
+    last_error: str | None = None  # the last read error (counted in read_errors)
+    last_state_error: str | None = None  # the last state file error (counted in state_errors)
 
 
 @dataclass(slots=True)
@@ -59,7 +60,8 @@ class OpenFile:
     next_number: int
     discarding: bool = False  # inside a line already delivered cut (or begun before we started)
     buf: bytearray = dataclasses.field(default_factory=bytearray)
-    fingerprint: tuple[str, int] | None = None  # cached once FINGERPRINT_BYTES are there
+    fingerprint: tuple[str, int] | None = None  # (sha256, bytes) of the first bytes, up to FINGERPRINT_BYTES
+    start: int = 0  # the offset reading started at
 
     @property
     def committed(self) -> int:

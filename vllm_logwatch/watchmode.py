@@ -6,18 +6,21 @@ its state file written) in its `on_stop`.
 
 from __future__ import annotations
 
+import errno
 import fnmatch
 import glob
 import logging
 import os
 import signal
 import socket
+import stat
 from collections.abc import Callable
 from typing import Any
 
 from .errors import EXIT_OK, UsageError
 from .history import History
 from .server import EXIT_SIGINT, bind_socket, create_app, serve, url_of
+from .tailstate import MAX_STATE_BYTES
 from .webconfig import WebConfig
 
 __all__ = ["run_watch"]
@@ -86,9 +89,15 @@ def _say_web_config(web: WebConfig | None) -> None:
 
 def _nothing_to_read(mode: str, target: str, pattern: str) -> str | None:
     """Why there is no file to read yet (said once at start), or None. A target that exists but is
-    not a regular file (a pipe, a device) is a usage error: following needs a file that grows."""
+    not a regular file (a pipe, a device), or a loop of symbolic links, is a usage error: following
+    needs a file that grows."""
     if mode == "file":
         if not os.path.exists(target):
+            try:
+                os.stat(target)
+            except OSError as exc:
+                if exc.errno == errno.ELOOP:
+                    raise UsageError(f"{target}: a loop of symbolic links: it can never be read") from None
             return f"{target} does not exist yet: waiting for it"
         if not os.path.isfile(target):
             raise UsageError(f"{target} is not a regular file: follow the file vLLM's output is teed to, or "
@@ -106,12 +115,26 @@ def _nothing_to_read(mode: str, target: str, pattern: str) -> str | None:
 
 
 def _check_state_file(path: str | None) -> None:
-    """A state file that can never be written is a usage error at start, not an error counted forever."""
+    """A state file that can never be written is a usage error at start, not an error counted forever;
+    so is one that cannot be ours: not a regular file (a device, a pipe: reading it would never end or
+    never begin; a link: each save replaces it) or bigger than a state file can be."""
     if path is None:
         return
+    try:
+        st = os.lstat(path)  # never open(): a pipe would block
+    except OSError:
+        st = None
+    if st is not None and stat.S_ISLNK(st.st_mode):
+        raise UsageError(f"--state-file {path}: is a symbolic link: give the path of the file itself (it is "
+                         "replaced at each save)")
     if os.path.isdir(path):
         raise UsageError(f"--state-file {path}: is a folder: give the path of a file (written atomically, "
                          "next to itself)")
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        raise UsageError(f"--state-file {path}: is not a regular file (a device, a pipe, a socket)")
+    if st is not None and st.st_size > MAX_STATE_BYTES:
+        raise UsageError(f"--state-file {path}: is {st.st_size} bytes: not a state file (at most "
+                         f"{MAX_STATE_BYTES >> 10} KiB)")
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise UsageError(f"--state-file {path}: its folder {folder} does not exist")

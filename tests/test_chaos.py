@@ -1,0 +1,218 @@
+"""Chaos: a real `logwatch watch --state-file` while a writer appends numbered vLLM stats lines under
+rename rotation (with a late write to the renamed file), copytruncate, delete and recreate, and the
+exporter is stopped by SIGTERM or killed by SIGKILL within 0.3 s of a line becoming visible on
+/metrics, then started again; several seeds. What is measured, exactly:
+
+* Line `n` (1, 2, ...) says `Running: n reqs`, so a scrape shows the last line counted
+  (`vllm_logwatch_requests_running`, L) and how many this process counted (`stats_lines_total`, C; and
+  `log_lines_total`, the same here: every line is a stats line).
+* After each process ends, its state file names a file and an offset; the line ending there is P, the
+  last line that process had on disk. P of the first process's predecessor is 0.
+* Every scrape of process i with C > 0 must show L - C == P(i-1): it counted exactly the lines after
+  those its predecessor had on disk (none lost at the restart, none counted again), in order, without a
+  gap; and L <= P(i): nothing a scrape showed was missing from its state file when it died (so no
+  restart can count a line a scrape showed again). The last process, stopped once every line is
+  visible, has P == the number of lines written. Process i counted the lines P(i-1)+1 .. P(i); these
+  ranges tile 1 .. N: 0 lost, 0 counted twice.
+
+The writer keeps every line visible under the documented rules. A file is renamed or deleted only once
+the follower has opened it (lines may still be unread in it: the follower drains its descriptor when it
+sees the new file; a file created and gone between two polls is never seen by anyone), and gets its
+late lines before the new file appears. The exporter is only stopped or killed once it has reached the
+current file (a restart cannot find a renamed file). Copytruncate happens once every line so far is
+visible: a line written after the tailer's last read and before the truncate is gone from the file,
+which no tailer can see (at logrotate's daily run, the file's tail has long been read). While the
+exporter is down, lines are appended (and read at the restart) but files are not rotated.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from support import WatchProcess, poll_until, run_watch
+
+from vllm_logwatch.pipeline import SAVE_INTERVAL
+
+pytestmark = pytest.mark.timeout(60)
+
+E0 = frozenset({("engine", "0"), ("model_name", "unknown")})
+LINE = ("(APIServer pid=12) INFO {stamp} [loggers.py:259] Engine 000: Avg prompt throughput: 1.0 tokens/s, "
+        "Avg generation throughput: 1.0 tokens/s, Running: {n} reqs, Waiting: 0 reqs, GPU KV cache usage: "
+        "4.8%, Prefix cache hit rate: 0.0%\n")
+RUNNING = re.compile(rb"Running: (\d+) reqs")
+
+
+class Writer:
+    """vLLM's log: numbered stats lines with increasing stamps, and the rotations done to it."""
+
+    def __init__(self, path: Path, rng: random.Random) -> None:
+        self.path, self.rng = path, rng
+        self.n = 0  # lines written
+        self.first = 1  # the number of the current file's first line
+        self.rotated = 0
+        self.f = open(path, "ab", buffering=0)  # noqa: SIM115 - kept open like a logger's handle
+        self.events: dict[str, int] = {"rename": 0, "copytruncate": 0, "delete": 0}
+
+    def line(self) -> bytes:
+        self.n += 1
+        t = 5 * 3600 + self.n  # one second apart, from 05:00:00
+        stamp = f"07-05 {t // 3600 % 24:02d}:{t // 60 % 60:02d}:{t % 60:02d}"
+        return LINE.format(stamp=stamp, n=self.n).encode()
+
+    def append(self, count: int) -> None:
+        self.f.write(b"".join(self.line() for _ in range(count)))
+
+    def _aside(self) -> Path:
+        self.rotated += 1
+        return self.path.with_name(f"{self.path.name}.{self.rotated}")
+
+    def rename(self) -> None:
+        """logrotate's create: rename; vLLM still writes to its open file (the late write); then it
+        reopens the path, a new file."""
+        os.rename(self.path, self._aside())
+        self.append(self.rng.randint(1, 3))
+        self._reopen()
+        self.events["rename"] += 1
+
+    def delete(self) -> None:
+        os.unlink(self.path)
+        self.append(self.rng.randint(0, 2))  # into the deleted file: the follower still holds it open
+        self._reopen()
+        self.events["delete"] += 1
+
+    def copytruncate(self) -> None:
+        shutil.copyfile(self.path, self._aside())
+        os.truncate(self.path, 0)  # the handle is O_APPEND: the next line goes to offset 0
+        self.first = self.n + 1
+        # Often refill at once past the old size: only the changed first bytes tell the follower.
+        self.append(self.rng.choice([1, 5, 40, 120]))
+        self.events["copytruncate"] += 1
+
+    def _reopen(self) -> None:
+        self.f.close()
+        self.f = open(self.path, "ab", buffering=0)  # noqa: SIM115
+        self.first = self.n + 1
+
+
+class Scrapes:
+    """Every scrape of one process: (C, L, log lines)."""
+
+    def __init__(self, watch: WatchProcess) -> None:
+        self.watch = watch
+        self.seen: list[tuple[float, float, float]] = []
+
+    def scrape(self) -> tuple[float, float]:
+        samples = self.watch.samples()
+        count = samples.get(("vllm_logwatch_stats_lines_total", E0), 0.0)
+        last = samples.get(("vllm_logwatch_requests_running", E0), 0.0)
+        self.seen.append((count, last, samples[("vllm_logwatch_log_lines_total", frozenset())]))
+        return count, last
+
+    def wait_visible(self, n: int) -> None:
+        poll_until(lambda: self.scrape()[1] == n, 15, f"line {n} on /metrics")
+
+    def wait_opened(self, path: Path) -> None:
+        ino = path.stat().st_ino
+        poll_until(lambda: self.watch.status()["follower"]["inode"] == ino, 15, f"{path} opened")
+
+
+def on_disk(state: Path, writer: Writer) -> int:
+    """P: the number of the line just before the offset the state file names (in the current file)."""
+    saved = json.loads(state.read_text())
+    assert saved["ino"] == writer.path.stat().st_ino, "stopped only once the current file was reached"
+    offset = saved["offset"]
+    if offset == 0:
+        return writer.first - 1
+    data = writer.path.read_bytes()[:offset]
+    assert data.endswith(b"\n"), "a state names the end of a line"
+    match = RUNNING.search(data[data.rfind(b"\n", 0, len(data) - 1) + 1:])
+    assert match is not None
+    return int(match.group(1))
+
+
+def one_process(log: Path, args: tuple[str, ...], writer: Writer, end: str, writes: list[tuple[int, float]],
+                tmp_path: Path) -> tuple[list[tuple[float, float, float]], int]:
+    """Start `logwatch watch`, write and rotate while it runs, end it as `end` says (kill, term, last);
+    its scrapes and P (the last line its state file has)."""
+    rng = writer.rng
+    with run_watch(log, *args, log_dir=tmp_path) as watch:
+        scrapes = Scrapes(watch)
+        for _ in range(rng.randint(2, 5)):
+            writer.append(rng.randint(1, 30))
+            if rng.random() < 0.5:
+                scrapes.scrape()
+            fault = rng.choice(["none", "rename", "copytruncate", "delete"])
+            if fault == "copytruncate":
+                scrapes.wait_visible(writer.n)  # see the module docstring
+            elif fault != "none":
+                scrapes.wait_opened(writer.path)  # see the module docstring
+            if fault != "none":
+                getattr(writer, fault)()
+        writer.append(rng.randint(1, 5))
+        scrapes.wait_visible(writer.n)  # the current file reached: a stop may come now
+        if end == "last":
+            assert watch.stop(signal.SIGTERM) == 0
+        else:
+            window = time.monotonic() + rng.uniform(0.0, 0.3)
+            while time.monotonic() < window:  # lines keep coming until the signal
+                writer.append(rng.randint(1, 3))
+                scrapes.scrape()
+            status = watch.status()["pipeline"]
+            lived = time.time() - status["started_at"]
+            assert status["state_writes"] <= lived / SAVE_INTERVAL + 1, "state writes at least 0.1 s apart"
+            writes.append((status["state_writes"], lived))
+            if end == "kill":
+                watch.proc.send_signal(signal.SIGKILL)
+                assert watch.proc.wait(10) == -signal.SIGKILL
+            else:
+                assert watch.stop(signal.SIGTERM) == 0
+    return scrapes.seen, on_disk(log.parent / "state" / "logwatch.json", writer)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_no_line_lost_and_none_counted_twice_under_rotation_restarts_and_kill_9(
+    tmp_path: Path, seed: int
+) -> None:
+    rng = random.Random(seed)
+    log, state = tmp_path / "serve.log", tmp_path / "state" / "logwatch.json"
+    state.parent.mkdir()
+    writer = Writer(log, rng)
+    args = ("--from-start", "--state-file", str(state), "--poll-interval", "0.2")
+    ends = ["kill"] + [rng.choice(["kill", "kill", "term"]) for _ in range(2)] + ["last"]
+    before = 0  # P of the previous process
+    counted: list[tuple[int, int]] = []  # per process: the lines it counted, first and last
+    writes: list[tuple[int, float]] = []  # per process killed or stopped early: state writes, seconds up
+    started = time.monotonic()
+    try:
+        for end in ends:
+            seen, after = one_process(log, args, writer, end, writes, tmp_path)
+            for count, last, log_lines in seen:
+                assert log_lines == count, "every line is a stats line"
+                if count:
+                    assert last - count == before, (
+                        f"{end}: a scrape counted {count} lines up to {last}, but the previous process "
+                        f"had {before} on disk")
+                assert last <= after, f"{end}: a scrape showed line {last}, the state file has only {after}"
+            counted.append((before + 1, after))
+            before = after
+            if end != "last":
+                writer.append(rng.randint(0, 5))  # while it is down
+    finally:
+        writer.f.close()
+    elapsed = time.monotonic() - started
+    assert before == writer.n, f"the last process had {before} of {writer.n} lines on disk"
+    assert sum(last - first + 1 for first, last in counted) == writer.n, counted
+    for (_, last), (first, _) in itertools.pairwise(counted):
+        assert first == last + 1
+    up = sum(t for _, t in writes)
+    print(f"seed {seed}: {writer.n} lines, {writer.events}, ends {ends}, counted {counted}, "
+          f"{sum(w for w, _ in writes)} state writes in {up:.1f} s up, {elapsed:.1f} s")

@@ -34,8 +34,8 @@ import httpx
 import pytest
 from support import free_port, required_tool
 
-from vllm_logwatch.options import build_parser
 from vllm_logwatch.config import RunSettings, WatchSettings, load_settings
+from vllm_logwatch.options import build_parser
 
 pytestmark = pytest.mark.timeout(60)
 

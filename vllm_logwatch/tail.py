@@ -13,7 +13,7 @@ Why it is built like this (docs/design.md, "Following files"; google/mtail's ``f
 * A half-written last line waits for its newline; a line longer than the cap is cut and counted, so
   memory stays bounded whatever the file holds; bad UTF-8 is replaced, never fatal (``tailread.py``).
 * The state file records the offset just after the last line handed out, so a restart (even after
-  ``kill -9``) neither skips nor repeats a line. Standalone, the follower writes it itself (at most once
+  ``kill -9``) skips no line and repeats none that was handled before the last save. Standalone, the follower writes it itself (at most once
   a second, before reading, so it covers only lines the caller has handled). The pipeline takes this
   over (``autosave = False``): it writes each poll's ``checkpoint()`` once that poll's lines are applied,
   before a scrape may see them (``pipeline.py``).

@@ -1,5 +1,6 @@
 """The follower's state file: where it was in which file, so a restart (even after `kill -9`)
-neither skips nor counts a line twice. Written atomically (temporary file, fsync, rename).
+skips no line and counts none again that was counted before the last save (under the pipeline: none
+that a scrape showed). Written atomically (temporary file, fsync, rename).
 
 A state file is small (a path and a few numbers): one larger than `MAX_STATE_BYTES` is not ours, and
 never read whole. It is read without following a symbolic link and without blocking (a pipe put in its

@@ -1,0 +1,1 @@
+"""One module per command (`run_*`), wiring sources, the core and sinks; `cli.py` imports them lazily."""

@@ -1,0 +1,1 @@
+"""Following log files, folders and globs the way `tail -F` should; the state file; wakers."""

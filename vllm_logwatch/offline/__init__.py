@@ -1,0 +1,1 @@
+"""The offline commands' machinery: inputs, the bulk scanner, writers, summaries, plots, backfill."""

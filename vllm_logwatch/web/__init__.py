@@ -1,0 +1,1 @@
+"""The HTTP side: the FastAPI app, the status page, TLS and basic auth, uvicorn."""

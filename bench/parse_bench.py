@@ -71,7 +71,7 @@ def access_line(rng: random.Random) -> str:
 def follower_lines(rng: random.Random, month: int, day: int, secs: int, pid: int) -> str:
     """The SpecDecoding and KV Transfer lines vLLM prints after an engine's stats line."""
     hh, mm, ss = secs // 3600 % 24, secs // 60 % 60, secs % 60
-    head = f"(APIServer pid={pid}) INFO {month:02d}-{day:02d} {hh:02d}:{mm:02d}:{ss:02d} [metrics.py:"
+    head = f"(APIServer pid={pid}) INFO {month:02d}-{day:02d} {hh:02d}:{mm:02d}:{ss:02d} [exporting/exporter.py:"
     drafted = rng.randint(100, 400)
     accepted = rng.randint(0, drafted)
     return (

@@ -4,7 +4,8 @@
     python grafana/build_dashboard.py --check   # exit 1 if the committed JSON is not what this builds
 
 Edit this file, not the JSON; tests/test_grafana.py fails when the two disagree. Metric names come
-from `vllm_logwatch.names` (the table of what the exporter serves), so a renamed metric breaks the
+from `vllm_logwatch.exporting.catalogue` (the table of what the exporter serves), so a renamed metric
+breaks the
 build here rather than a panel in production.
 
 Layout: the top block mirrors vLLM's own example dashboard (examples/observability/prometheus_grafana)
@@ -34,7 +35,7 @@ from grafana_foundation_sdk.models import dashboard as dm
 from grafana_foundation_sdk.models import prometheus as pm
 from grafana_foundation_sdk.models import xychart as xym
 
-from vllm_logwatch.names import METRICS, PREFIX
+from vllm_logwatch.exporting.catalogue import METRICS, PREFIX
 
 OUT = Path(__file__).resolve().parent / "dashboards" / "vllm-logwatch.json"
 UID = "vllm-logwatch"
@@ -56,7 +57,7 @@ _SPECS = {m.name[len(PREFIX):]: m for m in METRICS}
 
 
 def m(short: str) -> str:
-    """The exposed name of a metric of names.py: counters get `_total`, info metrics `_info`."""
+    """The exposed name of a metric of exporting/catalogue.py: counters get `_total`, info metrics `_info`."""
     spec = _SPECS[short]
     return spec.name + {"counter": "_total", "info": "_info", "gauge": ""}[spec.type]
 

@@ -27,8 +27,8 @@ from prometheus_client.openmetrics.parser import text_string_to_metric_families
 from support import required_tool, serve_prometheus
 
 from vllm_logwatch.cli import main
-from vllm_logwatch.names import METRICS, name
-from vllm_logwatch.parse_cmd import run_openmetrics
+from vllm_logwatch.commands.parse import run_openmetrics
+from vllm_logwatch.exporting.catalogue import METRICS, name
 
 DATA = Path(__file__).parent / "data"
 REAL_CPU_LOG = next((DATA / "real-vllm-cpu").glob("serve_*.log"))

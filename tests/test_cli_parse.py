@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from vllm_logwatch import cli
-from vllm_logwatch.events import STATS_COLUMNS
+from vllm_logwatch.parsing.events import STATS_COLUMNS
 
 DATA = Path(__file__).parent / "data"
 REAL_CPU_LOG = next((DATA / "real-vllm-cpu").glob("serve_*.log"))
@@ -439,7 +439,7 @@ def test_permission_denied_simulated(
     """Root reads any file: make the open itself fail as it would for another user."""
     import builtins
 
-    from vllm_logwatch import sources
+    from vllm_logwatch.offline import inputs as sources
 
     log = tmp_path / "secret.log"
     shutil.copy(DATA / "003.log", log)

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from vllm_logwatch.commands.parse import run_parse
 from vllm_logwatch.errors import NoStatsError
-from vllm_logwatch.parse_cmd import run_parse
-from vllm_logwatch.sources import Source
+from vllm_logwatch.offline.inputs import Source
 
 DATA = Path(__file__).parent / "data"
 LOGS = sorted(DATA.glob("*.log")) + sorted((DATA / "real-vllm-cpu").glob("*.log"))
@@ -23,9 +23,9 @@ LOGS = sorted(DATA.glob("*.log")) + sorted((DATA / "real-vllm-cpu").glob("*.log"
 # file takes the multi-process route (8 KiB ranges, parallel from 1 byte on).
 FAST = """
 import sys
-import vllm_logwatch.fastcsv as f
-import vllm_logwatch.rangescan as r
-from vllm_logwatch.parse_cmd import run_csv
+import vllm_logwatch.offline.fastcsv as f
+import vllm_logwatch.offline.rangescan as r
+from vllm_logwatch.commands.parse import run_csv
 f.PARALLEL_MIN_BYTES = int(sys.argv[1])
 r._RANGE = int(sys.argv[2])
 r._DENSE_PROBE = int(sys.argv[3])
@@ -94,9 +94,9 @@ def test_spec_and_transfer_lines_are_never_parsed_for_csv(
 ) -> None:
     """They make no CSV row, and a full parse of each (a spec-decode or P/D log has one per stats line)
     made `parse --csv` ten times slower; the rows stay those of the general path."""
-    import vllm_logwatch.fastcsv as fastcsv
-    import vllm_logwatch.parse as parse
-    import vllm_logwatch.rangescan as rangescan
+    import vllm_logwatch.offline.fastcsv as fastcsv
+    import vllm_logwatch.offline.rangescan as rangescan
+    import vllm_logwatch.parsing.line as parse
 
     log = tmp_path / "pd_20261129_100000.log"
     followers = SPEC_LINE + KV_LINE
@@ -132,9 +132,9 @@ def test_long_lines_are_left_out_as_the_streaming_scanner_leaves_them(tmp_path: 
 
 _PEAK = """
 import sys
-import vllm_logwatch.fastcsv as f
-import vllm_logwatch.rangescan as r
-from vllm_logwatch.parse_cmd import run_csv
+import vllm_logwatch.offline.fastcsv as f
+import vllm_logwatch.offline.rangescan as r
+from vllm_logwatch.commands.parse import run_csv
 f.PARALLEL_MIN_BYTES = 1
 r._RANGE = 1 << 20
 run_csv(sys.argv[1:], tz="UTC")

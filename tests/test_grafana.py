@@ -3,7 +3,8 @@
 * Static: the committed JSON is what grafana/build_dashboard.py builds with grafana-foundation-sdk,
   and it round-trips through the SDK's models (Grafana's own schema) without losing a key; unique
   panel ids, no overlapping panels, the `${datasource}` variable everywhere, a unit on every panel,
-  every metric name one the exporter serves (vllm_logwatch/names.py), every selector filtered by the
+  every metric name one the exporter serves (vllm_logwatch/exporting/catalogue.py), every selector
+  filtered by the
   job and instance variables; the provisioning files are well formed.
 * Live: a real `logwatch watch` follows a launch file fed with real vLLM lines (the CPU run, data
   parallel, spec decode, KV connector transfers, MM cache; stamps rewritten to now, written in
@@ -43,7 +44,7 @@ from support import (
     stop_process,
 )
 
-from vllm_logwatch.names import METRICS
+from vllm_logwatch.exporting.catalogue import METRICS
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from vllm_logwatch.events import EngineStats, Event
-from vllm_logwatch.history import FIELDS, History
-from vllm_logwatch.metrics import ExporterMetrics
-from vllm_logwatch.scan import iter_events
-from vllm_logwatch.server import create_app
-from vllm_logwatch.timeparse import YearClock
+from vllm_logwatch.exporting.exporter import ExporterMetrics
+from vllm_logwatch.exporting.history import FIELDS, History
+from vllm_logwatch.parsing.assemble import iter_events
+from vllm_logwatch.parsing.events import EngineStats, Event
+from vllm_logwatch.parsing.stamps import YearClock
+from vllm_logwatch.web.server import create_app
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -13,10 +13,10 @@ import httpx
 import pytest
 from prometheus_client import CollectorRegistry
 
-from vllm_logwatch.metrics import ExporterMetrics
-from vllm_logwatch.parse import parse_line
-from vllm_logwatch.routes import OTHER, VLLM_ROUTES, path_label
-from vllm_logwatch.server import create_app
+from vllm_logwatch.exporting.exporter import ExporterMetrics
+from vllm_logwatch.exporting.routes import OTHER, VLLM_ROUTES, path_label
+from vllm_logwatch.parsing.line import parse_line
+from vllm_logwatch.web.server import create_app
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -139,8 +139,8 @@ def test_a_path_a_client_chose_is_never_a_label(status: str) -> None:
 
 def test_a_path_a_client_chose_is_never_a_label_in_run_mode() -> None:
     """Run mode counts access lines in bulk (`feed.LineFeeder`), not through the parser."""
-    from vllm_logwatch.feed import LineFeeder
-    from vllm_logwatch.timeparse import resolve_zone
+    from vllm_logwatch.live.feed import LineFeeder
+    from vllm_logwatch.parsing.stamps import resolve_zone
 
     metrics, registry = ExporterMetrics(), CollectorRegistry()
     metrics.register(registry)

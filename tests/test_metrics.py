@@ -15,12 +15,12 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from vllm_logwatch.errors import UsageError
-from vllm_logwatch.events import EngineStats, Event
-from vllm_logwatch.metrics import ExporterMetrics
-from vllm_logwatch.names import METRICS
-from vllm_logwatch.parse import parse_line
-from vllm_logwatch.scan import iter_events
-from vllm_logwatch.timeparse import YearClock
+from vllm_logwatch.exporting.catalogue import METRICS
+from vllm_logwatch.exporting.exporter import ExporterMetrics
+from vllm_logwatch.parsing.assemble import iter_events
+from vllm_logwatch.parsing.events import EngineStats, Event
+from vllm_logwatch.parsing.line import parse_line
+from vllm_logwatch.parsing.stamps import YearClock
 
 REAL = Path(__file__).parent / "data" / "real-vllm-cpu"
 T0 = datetime(2026, 11, 29, 19, 26, 5, tzinfo=timezone.utc)
@@ -615,7 +615,7 @@ def test_exposition_text_of_a_small_state() -> None:
 def test_exact_times_measure_a_late_timer() -> None:
     """Run mode times lines when read: a vLLM timer running late under load (2.1 s windows for a 2 s
     interval) is measured by the median gap; whole-second stamps would have said 2 s."""
-    from vllm_logwatch.engine_state import EngineState
+    from vllm_logwatch.exporting.engine_state import EngineState
 
     exact = EngineState(exact_times=True)
     for i in range(11):
@@ -634,7 +634,7 @@ def test_gap_after_an_all_zero_line_is_not_an_interval(exact: bool) -> None:
     """vLLM prints one all-zero line, then hides zero windows: the gap after a zero line may span
     hidden windows. A busy line after it is credited with one interval (learned from the next gap),
     not with the silence (a start-up zero line 12 s before the load made the counter 5x too high)."""
-    from vllm_logwatch.engine_state import EngineState
+    from vllm_logwatch.exporting.engine_state import EngineState
 
     state = EngineState(exact_times=exact)
 
@@ -656,7 +656,7 @@ def test_gap_after_an_all_zero_line_is_not_an_interval(exact: bool) -> None:
 def test_configured_interval_is_the_window_unless_the_gaps_disagree() -> None:
     """Run mode knows VLLM_LOG_STATS_INTERVAL: exact while vLLM keeps time (read-time jitter does
     not count); gaps that disagree by more than 25% mean the configuration is not what we were told."""
-    from vllm_logwatch.engine_state import EngineState
+    from vllm_logwatch.exporting.engine_state import EngineState
 
     def feed(state: EngineState, gaps: list[float]) -> None:
         at = 0.0

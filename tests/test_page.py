@@ -17,18 +17,18 @@ import httpx
 import pytest
 from prometheus_client import CollectorRegistry
 
-from vllm_logwatch.history import History
-from vllm_logwatch.metrics import ExporterMetrics
-from vllm_logwatch.page import COLUMNS, STATS_MISSING, render, static_files
-from vllm_logwatch.scan import iter_events
-from vllm_logwatch.server import create_app
-from vllm_logwatch.timeparse import YearClock
+from vllm_logwatch.exporting.exporter import ExporterMetrics
+from vllm_logwatch.exporting.history import History
+from vllm_logwatch.parsing.assemble import iter_events
+from vllm_logwatch.parsing.stamps import YearClock
+from vllm_logwatch.web.page import COLUMNS, STATS_MISSING, render, static_files
+from vllm_logwatch.web.server import create_app
 
 pytestmark = pytest.mark.timeout(60)
 
 REPO = Path(__file__).resolve().parents[1]
 REAL_LOG = REPO / "tests" / "data" / "real-vllm-cpu" / "serve_20261129T192328Z.log"
-STATIC = REPO / "vllm_logwatch" / "static"
+STATIC = REPO / "vllm_logwatch" / "web" / "static"
 
 
 class Page(HTMLParser):

@@ -22,8 +22,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import vllm_logwatch.parse as parse_module
-from vllm_logwatch.events import (
+import vllm_logwatch.parsing.line as parse_module
+from vllm_logwatch.parsing.assemble import Assembler, iter_events
+from vllm_logwatch.parsing.events import (
     EngineStats,
     Event,
     HttpAccess,
@@ -34,8 +35,7 @@ from vllm_logwatch.events import (
     TransferStats,
     Unparsed,
 )
-from vllm_logwatch.parse import parse_line
-from vllm_logwatch.scan import Assembler, iter_events
+from vllm_logwatch.parsing.line import parse_line
 
 DATA = Path(__file__).parent / "data"
 REAL_CPU_LOG = next((DATA / "real-vllm-cpu").glob("serve_*.log"))
@@ -785,7 +785,7 @@ def test_separate_error_records_each_counted() -> None:
 def test_assembler_gives_time_with_a_clock() -> None:
     from zoneinfo import ZoneInfo
 
-    from vllm_logwatch.timeparse import YearClock
+    from vllm_logwatch.parsing.stamps import YearClock
 
     events = list(iter_events([V1_LINE, 'INFO:     1.2.3.4:5 - "GET / HTTP/1.1" 200 OK'], "f.log",
                               YearClock(2026, ZoneInfo("UTC"))))

@@ -19,12 +19,12 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
-from vllm_logwatch.events import Event
-from vllm_logwatch.metrics import ExporterMetrics
-from vllm_logwatch.parse import parse_line
-from vllm_logwatch.pipeline import Pipeline
-from vllm_logwatch.tail import Follower
-from vllm_logwatch.wake import ManualWaker
+from vllm_logwatch.exporting.exporter import ExporterMetrics
+from vllm_logwatch.following.follower import Follower
+from vllm_logwatch.following.wakers import ManualWaker
+from vllm_logwatch.live.pipeline import Pipeline
+from vllm_logwatch.parsing.events import Event
+from vllm_logwatch.parsing.line import parse_line
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -260,7 +260,7 @@ def test_the_state_follows_the_applied_lines_within_a_tenth_of_a_second(
 ) -> None:
     """Lines keep coming (each waited for through status(), which may write too): the writes are at
     least 0.1 s apart, and the last one, made without any scrape, ends at the last line."""
-    from vllm_logwatch import tail
+    from vllm_logwatch.following import follower as tail
 
     log, state = tmp_path / "serve_20261129_192328.log", tmp_path / "state.json"
     log.touch()

@@ -21,9 +21,9 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from vllm_logwatch.cli import main
-from vllm_logwatch.events import EngineStats
-from vllm_logwatch.launches import iter_launch_records
-from vllm_logwatch.plot import PANEL_TITLES, build_figure
+from vllm_logwatch.offline.launches import iter_launch_records
+from vllm_logwatch.offline.plot import PANEL_TITLES, build_figure
+from vllm_logwatch.parsing.events import EngineStats
 
 ROOT = Path(__file__).parent.parent
 DATA = Path(__file__).parent / "data"

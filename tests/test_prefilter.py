@@ -17,11 +17,11 @@ from test_parse_line import (
     TRANSFER_CASES,
 )
 
-from vllm_logwatch.feed import LineFeeder
-from vllm_logwatch.metrics import ExporterMetrics
-from vllm_logwatch.parse import parse_line, worth_parsing
-from vllm_logwatch.scan import Assembler
-from vllm_logwatch.timeparse import YearClock, resolve_zone
+from vllm_logwatch.exporting.exporter import ExporterMetrics
+from vllm_logwatch.live.feed import LineFeeder
+from vllm_logwatch.parsing.assemble import Assembler
+from vllm_logwatch.parsing.line import parse_line, worth_parsing
+from vllm_logwatch.parsing.stamps import YearClock, resolve_zone
 
 DATA = Path(__file__).parent / "data"
 REAL_LOGS = sorted(DATA.glob("*.log")) + sorted((DATA / "real-vllm-cpu").glob("*.log"))

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from vllm_logwatch.bulkscan import (
+from vllm_logwatch.offline.bulkscan import (
     FOLLOWER_NEEDLES,
     SPEC_NEEDLES,
     STATS_NEEDLES,

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from vllm_logwatch.feed import LineFeeder
-from vllm_logwatch.metrics import ExporterMetrics
-from vllm_logwatch.runmode import child_reporter
-from vllm_logwatch.supervise import Supervisor, command_facts, launch_name
-from vllm_logwatch.timeparse import resolve_zone
+from vllm_logwatch.commands.run import child_reporter
+from vllm_logwatch.exporting.exporter import ExporterMetrics
+from vllm_logwatch.live.feed import LineFeeder
+from vllm_logwatch.parsing.stamps import resolve_zone
+from vllm_logwatch.supervising.supervisor import Supervisor, command_facts, launch_name
 
 FAKE = str(Path(__file__).parent / "fake_vllm.py")
 REAL_LOG = next((Path(__file__).parent / "data" / "real-vllm-cpu").glob("serve_*.log"))

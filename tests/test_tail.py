@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 
-from vllm_logwatch import tail
-from vllm_logwatch.tail import Follower, LogLine
-from vllm_logwatch.wake import ManualWaker
+from vllm_logwatch.following import follower as tail
+from vllm_logwatch.following.follower import Follower, LogLine
+from vllm_logwatch.following.wakers import ManualWaker
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -580,7 +580,7 @@ def test_state_write_error_is_counted_not_raised(tmp_path: Path, follow: MakeFol
 _READ_STATES = """
 import os, resource, sys
 resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))  # an unbounded read fails here, not the machine
-from vllm_logwatch.tailstate import StateError, read_state
+from vllm_logwatch.following.statefile import StateError, read_state
 for path in sys.argv[1:]:
     try:
         print(read_state(path))
@@ -632,8 +632,8 @@ def test_state_is_never_written_through_a_path_that_is_not_a_regular_file(
 
 _CHILD = """
 import sys
-from vllm_logwatch import tail
-from vllm_logwatch.wake import ManualWaker
+from vllm_logwatch.following import follower as tail
+from vllm_logwatch.following.wakers import ManualWaker
 
 tail.MAX_POLL_BYTES = 64 * 1024  # many small batches, so the kill lands in the middle
 tail.READ_CHUNK_BYTES = 16 * 1024

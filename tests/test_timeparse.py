@@ -16,8 +16,8 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from vllm_logwatch.cli import main
-from vllm_logwatch.parse_cmd import run_parse
-from vllm_logwatch.timeparse import YearClock, resolve_zone, year_hint_from_name
+from vllm_logwatch.commands.parse import run_parse
+from vllm_logwatch.parsing.stamps import YearClock, resolve_zone, year_hint_from_name
 
 UTC = ZoneInfo("UTC")
 NY = ZoneInfo("America/New_York")

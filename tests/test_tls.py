@@ -18,9 +18,9 @@ import pytest
 from prometheus_client import CollectorRegistry
 from support import TLSFiles, make_tls_files, poll_until
 
-from vllm_logwatch.metrics import ExporterMetrics
-from vllm_logwatch.server import bind_socket, create_app, uvicorn_config
-from vllm_logwatch.webconfig import WebConfig, load_web_config
+from vllm_logwatch.exporting.exporter import ExporterMetrics
+from vllm_logwatch.web.server import bind_socket, create_app, uvicorn_config
+from vllm_logwatch.web.webconfig import WebConfig, load_web_config
 
 pytestmark = pytest.mark.timeout(60)
 

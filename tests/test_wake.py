@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from vllm_logwatch import wake
-from vllm_logwatch.wake import ManualWaker, PollWaker, Waker, WatchdogWaker
+from vllm_logwatch.following import wakers as wake
+from vllm_logwatch.following.wakers import ManualWaker, PollWaker, Waker, WatchdogWaker
 
 pytestmark = pytest.mark.timeout(30)
 

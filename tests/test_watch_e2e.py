@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from vllm_logwatch.cli import main
+from vllm_logwatch.commands.demo import Replayer, load_demo_log
 from vllm_logwatch.config import DemoSettings, WatchSettings, env_name, load_settings, option_name
-from vllm_logwatch.demo import Replayer, load_demo_log
 from vllm_logwatch.errors import UsageError
 
 pytestmark = pytest.mark.timeout(60)

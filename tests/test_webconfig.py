@@ -1,4 +1,4 @@
-"""`--web-config FILE` (webconfig.py): exporter-toolkit's web configuration format, each bad file a
+"""`--web-config FILE` (web/webconfig.py): exporter-toolkit's web configuration format, each bad file a
 one-line usage error, basic-auth checks, and the option's place in the settings (CLI > env > default)."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from support import TLSFiles, make_tls_files
 
 from vllm_logwatch.config import DemoSettings, RunSettings, WatchSettings, load_settings
 from vllm_logwatch.errors import UsageError
-from vllm_logwatch.webconfig import BasicAuth, load_web_config
+from vllm_logwatch.web.webconfig import BasicAuth, load_web_config
 
 pytestmark = pytest.mark.timeout(60)
 

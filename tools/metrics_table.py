@@ -1,4 +1,5 @@
-"""Print the metric table of the docs from `vllm_logwatch/names.py`, or check / rewrite it in a file.
+"""Print the metric table of the docs from `vllm_logwatch/exporting/catalogue.py`, or check / rewrite it
+in a file.
 
     python tools/metrics_table.py                      # print the Markdown table
     python tools/metrics_table.py --check README.md   # exit 1 if the README table differs
@@ -15,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from vllm_logwatch.names import METRICS, MetricSpec
+from vllm_logwatch.exporting.catalogue import METRICS, MetricSpec
 
 START = "<!-- metrics-table:start -->"
 END = "<!-- metrics-table:end -->"
@@ -61,7 +62,7 @@ def main() -> int:
         path.write_text(wanted, encoding="utf-8")
         return 0
     if wanted != text:
-        print(f"{path}: the metric table differs from vllm_logwatch/names.py; run "
+        print(f"{path}: the metric table differs from vllm_logwatch/exporting/catalogue.py; run "
               f"python tools/metrics_table.py --write {path}", file=sys.stderr)
         return 1
     return 0

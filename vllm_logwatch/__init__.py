@@ -12,17 +12,17 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "Assembler": "scan",
-    "EngineStats": "events",
-    "Event": "events",
-    "HttpAccess": "events",
-    "LogMessage": "events",
-    "ServerInfo": "events",
-    "SpecDecodeStats": "events",
-    "TransferStats": "events",
-    "Unparsed": "events",
-    "iter_events": "scan",
-    "parse_line": "parse",
+    "Assembler": "parsing.assemble",
+    "EngineStats": "parsing.events",
+    "Event": "parsing.events",
+    "HttpAccess": "parsing.events",
+    "LogMessage": "parsing.events",
+    "ServerInfo": "parsing.events",
+    "SpecDecodeStats": "parsing.events",
+    "TransferStats": "parsing.events",
+    "Unparsed": "parsing.events",
+    "iter_events": "parsing.assemble",
+    "parse_line": "parsing.line",
 }
 
 __all__ = [
@@ -41,7 +41,8 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from .events import (
+    from .parsing.assemble import Assembler, iter_events
+    from .parsing.events import (
         EngineStats,
         Event,
         HttpAccess,
@@ -51,8 +52,7 @@ if TYPE_CHECKING:
         TransferStats,
         Unparsed,
     )
-    from .parse import parse_line
-    from .scan import Assembler, iter_events
+    from .parsing.line import parse_line
 
 
 def __getattr__(name: str) -> Any:

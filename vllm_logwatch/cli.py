@@ -20,7 +20,7 @@ __all__ = ["build_parser", "main"]
 
 def _cmd_parse(args: argparse.Namespace) -> int:
     if args.openmetrics:
-        from .parse_cmd import run_openmetrics
+        from .commands.parse import run_openmetrics
 
         if args.kind != "stats":
             from .errors import UsageError
@@ -33,11 +33,11 @@ def _cmd_parse(args: argparse.Namespace) -> int:
 
         raise UsageError("--label adds labels to --openmetrics series; CSV and JSON lines have none")
     if not args.jsonl and args.kind == "stats":
-        from .parse_cmd import run_csv  # no pydantic, no parser unless a line needs it
+        from .commands.parse import run_csv  # no pydantic, no parser unless a line needs it
 
         run_csv(args.files, year=args.year, tz=args.tz)
         return EXIT_OK
-    from .parse_cmd import run_parse
+    from .commands.parse import run_parse
 
     if args.csv and args.kind != "stats":
         from .errors import UsageError
@@ -49,7 +49,7 @@ def _cmd_parse(args: argparse.Namespace) -> int:
 
 
 def _cmd_summary(args: argparse.Namespace) -> int:
-    from .summary_cmd import run_summary
+    from .commands.summary import run_summary
 
     fmt = "markdown" if args.markdown else "json" if args.json else "text"
     run_summary(args.files, by=args.by, fmt=fmt, year=args.year, tz=args.tz)
@@ -57,7 +57,7 @@ def _cmd_summary(args: argparse.Namespace) -> int:
 
 
 def _cmd_plot(args: argparse.Namespace) -> int:
-    from .plot_cmd import run_plot
+    from .commands.plot import run_plot
 
     run_plot(args.files, args.output, since=args.since, until=args.until, year=args.year, tz=args.tz)
     return EXIT_OK
@@ -76,8 +76,8 @@ def _log_to_stderr() -> None:
 
 
 def _cmd_watch(args: argparse.Namespace) -> int:
+    from .commands.watch import run_watch
     from .config import WatchSettings, load_settings
-    from .watchmode import run_watch
 
     settings = load_settings(WatchSettings, vars(args))
     _log_to_stderr()
@@ -85,8 +85,8 @@ def _cmd_watch(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
+    from .commands.demo import run_demo
     from .config import DemoSettings, load_settings
-    from .demo import run_demo
 
     settings = load_settings(DemoSettings, vars(args))
     _log_to_stderr()
@@ -99,8 +99,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    from .commands.run import run_run
     from .config import RunSettings, load_settings
-    from .runmode import run_run
 
     command = list(args.child_command)
     if command[:1] == ["--"]:

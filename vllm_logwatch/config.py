@@ -23,8 +23,8 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .errors import UsageError
-from .timeparse import resolve_zone
-from .webconfig import WebConfig, load_web_config
+from .parsing.stamps import resolve_zone
+from .web.webconfig import WebConfig, load_web_config
 
 __all__ = [
     "DEFAULT_PORT",

@@ -29,7 +29,7 @@ from datetime import datetime, timedelta
 from importlib import resources
 from pathlib import Path
 
-from .config import DemoSettings, WatchSettings
+from ..config import DemoSettings, WatchSettings
 
 __all__ = ["DEMO_LOG", "ReplayLine", "Replayer", "load_demo_log", "run_demo"]
 
@@ -165,7 +165,7 @@ class Replayer:
 
 def run_demo(settings: DemoSettings, *, announce: Callable[[str], None] | None = None) -> int:
     """`logwatch demo`: replay the bundled log into a temporary folder and serve it like `watch`."""
-    from .watchmode import run_watch
+    from .watch import run_watch
 
     folder = Path(tempfile.mkdtemp(prefix="logwatch-demo-"))
     replayer = Replayer(folder, settings.speed)

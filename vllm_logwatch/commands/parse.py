@@ -10,16 +10,16 @@ from __future__ import annotations
 import sys
 from typing import IO, TYPE_CHECKING, Literal
 
-from .bulkscan import ScanStats
-from .errors import NoStatsError
-from .fastcsv import write_csv
-from .sources import Source, resolve_inputs
-from .timeparse import YearClock
+from ..errors import NoStatsError
+from ..offline.bulkscan import ScanStats
+from ..offline.fastcsv import write_csv
+from ..offline.inputs import Source, resolve_inputs
+from ..parsing.stamps import YearClock
 
 if TYPE_CHECKING:  # the CSV lane loads no pydantic model: the general path's modules come on demand
-    from .events import Event
-    from .openmetrics import OpenMetricsWriter
-    from .report import ParseResult
+    from ..offline.openmetrics import OpenMetricsWriter
+    from ..offline.writers import ParseResult
+    from ..parsing.events import Event
 
 __all__ = ["run_csv", "run_openmetrics", "run_parse"]
 
@@ -37,7 +37,7 @@ def run_csv(inputs: list[str], *, year: int | None = None, tz: str | None = None
     rows = write_csv(sources, sys.stdout.buffer, clock, scan)
     sys.stdout.buffer.flush()
     if rows == 0:
-        from .report import no_stats_hint
+        from ..offline.writers import no_stats_hint
 
         raise NoStatsError(no_stats_hint(sources))
     return rows
@@ -63,8 +63,8 @@ def run_parse(
     import csv
     import json
 
-    from .events import STATS_COLUMNS, EngineStats, ServerInfo
-    from .report import ParseResult, event_to_dict, iter_source_events, no_stats_hint, stats_csv_row
+    from ..offline.writers import ParseResult, event_to_dict, iter_source_events, no_stats_hint, stats_csv_row
+    from ..parsing.events import STATS_COLUMNS, EngineStats, ServerInfo
 
     out = out if out is not None else sys.stdout
     sources, zone = resolve_inputs(inputs, tz)
@@ -130,10 +130,10 @@ def run_openmetrics(
     `promtool tsdb create-blocks-from openmetrics vllm.om data/`. `labels`: `KEY=VALUE` strings
     added to every series.
     """
-    from .events import ServerInfo
-    from .launches import LAUNCH_NEEDLES
-    from .openmetrics import OpenMetricsWriter, parse_labels
-    from .report import iter_source_events, no_stats_hint
+    from ..offline.launches import LAUNCH_NEEDLES
+    from ..offline.openmetrics import OpenMetricsWriter, parse_labels
+    from ..offline.writers import iter_source_events, no_stats_hint
+    from ..parsing.events import ServerInfo
 
     out = out if out is not None else sys.stdout
     sources, zone = resolve_inputs(inputs, tz)

@@ -7,11 +7,11 @@ import os
 import sys
 from collections.abc import Iterator
 
-from .errors import InputError, NoStatsError, OutputError, UsageError
-from .events import EngineStats
-from .launches import Launch, iter_launch_records
-from .plot import build_figure, parse_when, require_matplotlib
-from .timeparse import resolve_zone
+from ..errors import InputError, NoStatsError, OutputError, UsageError
+from ..offline.launches import Launch, iter_launch_records
+from ..offline.plot import build_figure, parse_when, require_matplotlib
+from ..parsing.events import EngineStats
+from ..parsing.stamps import resolve_zone
 
 __all__ = ["run_plot"]
 

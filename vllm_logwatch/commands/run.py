@@ -14,11 +14,11 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .errors import UsageError
+from ..errors import UsageError
 
 if TYPE_CHECKING:
-    from .metrics import ExporterMetrics
-    from .supervise import ChildState
+    from ..exporting.exporter import ExporterMetrics
+    from ..supervising.supervisor import ChildState
 
 __all__ = ["child_reporter", "run_run", "vllm_stats_interval"]
 
@@ -50,12 +50,12 @@ def run_run(
     import uvicorn
     from prometheus_client.registry import CollectorRegistry
 
-    from .feed import LineFeeder
-    from .history import History
-    from .metrics import ExporterMetrics
-    from .server import bind_socket, create_app, url_of, uvicorn_config
-    from .supervise import Supervisor, command_facts, launch_name
-    from .timeparse import resolve_zone
+    from ..exporting.exporter import ExporterMetrics
+    from ..exporting.history import History
+    from ..live.feed import LineFeeder
+    from ..parsing.stamps import resolve_zone
+    from ..supervising.supervisor import Supervisor, command_facts, launch_name
+    from ..web.server import bind_socket, create_app, url_of, uvicorn_config
 
     if not command:
         raise UsageError("give the command to run after --, e.g. logwatch run -- vllm serve MODEL")

@@ -5,10 +5,10 @@ from __future__ import annotations
 import sys
 from typing import IO
 
-from .errors import UsageError
-from .launches import iter_launch_records
-from .summary import By, Summary, summarize
-from .summary_tables import render
+from ..errors import UsageError
+from ..offline.launches import iter_launch_records
+from ..offline.summary import By, Summary, summarize
+from ..offline.summary_tables import render
 
 __all__ = ["run_summary"]
 

@@ -17,11 +17,11 @@ import stat
 from collections.abc import Callable
 from typing import Any
 
-from .errors import EXIT_OK, UsageError
-from .history import History
-from .server import EXIT_SIGINT, bind_socket, create_app, serve, url_of
-from .tailstate import MAX_STATE_BYTES
-from .webconfig import WebConfig
+from ..errors import EXIT_OK, UsageError
+from ..exporting.history import History
+from ..following.statefile import MAX_STATE_BYTES
+from ..web.server import EXIT_SIGINT, bind_socket, create_app, serve, url_of
+from ..web.webconfig import WebConfig
 
 __all__ = ["run_watch"]
 
@@ -35,10 +35,10 @@ def run_watch(settings: Any, *, announce: Callable[[str], None] | None = None) -
     is at `/`)."""
     from prometheus_client.registry import CollectorRegistry
 
-    from .metrics import ExporterMetrics
-    from .pipeline import Pipeline
-    from .tail import Follower
-    from .timeparse import resolve_zone
+    from ..exporting.exporter import ExporterMetrics
+    from ..following.follower import Follower
+    from ..live.pipeline import Pipeline
+    from ..parsing.stamps import resolve_zone
 
     history = History()
     try:

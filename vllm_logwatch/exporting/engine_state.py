@@ -1,7 +1,7 @@
 """Per-engine state of the live exporter: the last stats values, the typical spacing of the engine's
 lines, and the token counters integrated from its throughputs.
 
-It lives apart from `metrics.py` because the integration rules are the subtle part of the exporter
+It lives apart from `exporting/exporter.py` because the integration rules are the subtle part of the exporter
 and they are pure given the records' times, so they read (and are tested) without Prometheus.
 
 Why the rules are what they are (from vLLM's `v1/metrics/loggers.py`): a throughput is the
@@ -19,7 +19,7 @@ from datetime import datetime
 from statistics import median
 from typing import Any, Literal
 
-from .events import EngineStats, SpecDecodeStats, TransferStats
+from ..parsing.events import EngineStats, SpecDecodeStats, TransferStats
 from .transfer_state import TransferState
 
 __all__ = [

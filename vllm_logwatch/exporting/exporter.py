@@ -8,7 +8,7 @@ Names, types and labels come from `names.METRICS` only. Label values are bounded
 levels) and never carry log text: logs hold users' prompts. No sample timestamps, no global registry.
 
 >>> from prometheus_client import CollectorRegistry
->>> from vllm_logwatch.parse import parse_line
+>>> from vllm_logwatch.parsing.line import parse_line
 >>> metrics, registry = ExporterMetrics(), CollectorRegistry()
 >>> metrics.register(registry)
 >>> metrics.apply(parse_line("INFO 11-29 19:26:05 [loggers.py:335] Engine 000: Avg prompt throughput: "
@@ -30,9 +30,8 @@ from typing import Any
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from .engine_state import DEFAULT_INTERVAL, EngineState, RunningTotal, json_safe
-from .errors import UsageError
-from .events import (
+from ..errors import UsageError
+from ..parsing.events import (
     EngineStats,
     Event,
     HttpAccess,
@@ -43,9 +42,10 @@ from .events import (
     TransferStats,
     Unparsed,
 )
+from ..parsing.startup import PROBLEM_TAGS
+from .catalogue import METRICS
+from .engine_state import DEFAULT_INTERVAL, EngineState, RunningTotal, json_safe
 from .families import Families, new_family
-from .infolines import PROBLEM_TAGS
-from .names import METRICS
 from .routes import OTHER, VLLM_ROUTES, path_label
 
 __all__ = ["LEVELS", "ExporterMetrics"]

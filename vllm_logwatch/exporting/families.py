@@ -1,4 +1,4 @@
-"""Metric families for one scrape, built from the table in `names.py` (types, help, label names).
+"""Metric families for one scrape, built from the table in `catalogue.py` (types, help, label names).
 
 A family appears only once it has a sample, and families come out in the table's order, so the
 exposition is stable from scrape to scrape.
@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily, Metric
 
-from .names import METRICS, PREFIX, MetricSpec
+from .catalogue import METRICS, PREFIX, MetricSpec
 
 __all__ = ["Families", "new_family"]
 

@@ -14,7 +14,7 @@ last point to fetch everything again.
 
 Only numbers are kept: never line text (logs hold users' prompts).
 
->>> from vllm_logwatch.parse import parse_line
+>>> from vllm_logwatch.parsing.line import parse_line
 >>> history = History()
 >>> history.record("0", parse_line("INFO 11-29 19:26:05 [loggers.py:335] Engine 000: Avg prompt throughput: "
 ...     "9.0 tokens/s, Avg generation throughput: 2.0 tokens/s, Running: 16 reqs, Waiting: 8 reqs, "
@@ -31,7 +31,7 @@ import threading
 from collections import deque
 from typing import Any
 
-from .events import EngineStats
+from ..parsing.events import EngineStats
 
 __all__ = ["DEFAULT_MAX_POINTS", "DEFAULT_WINDOW_SECONDS", "FIELDS", "History"]
 

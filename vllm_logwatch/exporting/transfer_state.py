@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from .events import TransferStats
+from ..parsing.events import TransferStats
 
 __all__ = ["MIB", "TransferState"]
 

@@ -9,14 +9,15 @@ Why it is built like this (docs/design.md, "Following files"; google/mtail's ``f
   again (maybe past our offset) since the last poll, so it is read again from 0 too.
 * vLLM launch scripts write one timestamped file per launch, so a folder target follows the newest
   matching file and moves to a newer one, read from its start, once the current one is drained
-  (which file is next: ``launchfiles.py``).
+  (which file is next: ``following/targets.py``).
 * A half-written last line waits for its newline; a line longer than the cap is cut and counted, so
-  memory stays bounded whatever the file holds; bad UTF-8 is replaced, never fatal (``tailread.py``).
+  memory stays bounded whatever the file holds; bad UTF-8 is replaced, never fatal (``openfile.py``).
 * The state file records the offset just after the last line handed out, so a restart (even after
-  ``kill -9``) skips no line and repeats none that was handled before the last save. Standalone, the follower writes it itself (at most once
+  ``kill -9``) skips no line and repeats none that was handled before the last save. Standalone, the
+  follower writes it itself (at most once
   a second, before reading, so it covers only lines the caller has handled). The pipeline takes this
   over (``autosave = False``): it writes each poll's ``checkpoint()`` once that poll's lines are applied,
-  before a scrape may see them (``pipeline.py``).
+  before a scrape may see them (``live/pipeline.py``).
 * Waiting is injected (``wake.Waker``): tests step ``poll()`` explicitly; production wakes on watchdog
   events and polls every ``poll_interval`` regardless.
 
@@ -39,10 +40,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .launchfiles import Candidate, LaunchFiles
-from .tailread import FollowerStats, LogLine, OpenFile, read_at
-from .tailstate import SavedState, StateError, describe, read_state, write_state
-from .wake import Waker, WatchdogWaker
+from .openfile import FollowerStats, LogLine, OpenFile, read_at
+from .statefile import SavedState, StateError, describe, read_state, write_state
+from .targets import Candidate, LaunchFiles
+from .wakers import Waker, WatchdogWaker
 
 __all__ = ["Checkpoint", "Follower", "FollowerStats", "LogLine"]
 

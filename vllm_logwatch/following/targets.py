@@ -1,7 +1,7 @@
 """Which file a follower reads: the target file, or the newest launch file of a folder or a glob.
 
 vLLM launch scripts write one timestamped file per launch, so a folder (or glob) target means "the
-current launch": its newest matching file. The rules, kept here so `tail.py` only reads bytes:
+current launch": its newest matching file. The rules, kept here so `following/follower.py` only reads bytes:
 
 * The first file is the one a state file names (when it is still there), else the newest by mtime,
   then by name (launch files carry a timestamp in their name).

@@ -12,12 +12,12 @@ import time
 from collections import Counter, deque
 from datetime import datetime, tzinfo
 
-from .events import EngineStats, ServerInfo
-from .metrics import ExporterMetrics
-from .parse import parse_line, worth_parsing
-from .scan import Assembler
-from .tee import QueuedWorker
-from .timeparse import YearClock
+from ..exporting.exporter import ExporterMetrics
+from ..parsing.assemble import Assembler
+from ..parsing.events import EngineStats, ServerInfo
+from ..parsing.line import parse_line, worth_parsing
+from ..parsing.stamps import YearClock
+from ..supervising.sinks import QueuedWorker
 
 __all__ = ["LineFeeder"]
 

@@ -54,14 +54,14 @@ from typing import Any
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from .events import Event, Unparsed
-from .metrics import ExporterMetrics
-from .parse import KNOWN_EXTRA_KEYS, parse_line
-from .scan import Assembler
-from .shown import shown_path
-from .tail import Checkpoint, Follower, LogLine
-from .tailstate import SavedState
-from .timeparse import YearClock, local_zone
+from ..exporting.exporter import ExporterMetrics
+from ..following.follower import Checkpoint, Follower, LogLine
+from ..following.statefile import SavedState
+from ..parsing.assemble import Assembler
+from ..parsing.events import Event, Unparsed
+from ..parsing.line import KNOWN_EXTRA_KEYS, parse_line
+from ..parsing.stamps import YearClock, local_zone
+from ..shown import shown_path
 
 __all__ = ["Pipeline"]
 

@@ -1,4 +1,4 @@
-"""The parent's half of `logwatch parse --csv`: chunks from the workers (`rangescan.py`) to CSV rows.
+"""The parent's half of `logwatch parse --csv`: chunks from the workers (`offline/rangescan.py`) to CSV rows.
 
 The workers render the common stats lines, all but two cells; here each rendered row gets its time
 (through the file's clock, so New Year moves the year on) and its line number, and every other line
@@ -17,15 +17,15 @@ from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any, BinaryIO
 
+from ..parsing.columns import STATS_COLUMNS
+from ..parsing.stamps import YearClock
 from .bulkscan import STATS_NEEDLES, ScanStats
-from .columns import STATS_COLUMNS
+from .inputs import Source, input_error, open_source, read_errors
 from .rangescan import PARALLEL_MIN_BYTES, STAMP, Chunk, scan_file_chunks, stream_chunks
-from .sources import Source, input_error, open_source, read_errors
-from .timeparse import YearClock
 
 if TYPE_CHECKING:
-    from .events import Event
-    from .scan import Assembler
+    from ..parsing.assemble import Assembler
+    from ..parsing.events import Event
 
 __all__ = ["PARALLEL_MIN_BYTES", "CsvFastWriter", "RowSink", "write_csv"]
 
@@ -43,7 +43,7 @@ class RowSink:
             if data:
                 self.out.write(data)
         except OSError as exc:  # raised here, it would pass for an error of the input being read
-            from .errors import OutputError
+            from ..errors import OutputError
 
             raise OutputError(f"cannot write the output: {exc.strerror or exc}") from None
 
@@ -76,7 +76,7 @@ class CsvFastWriter:
     @property
     def assembler(self) -> Assembler:
         if self._assembler is None:
-            from .scan import Assembler
+            from ..parsing.assemble import Assembler
 
             self._assembler = Assembler(self.file, self.clock_for)
         return self._assembler
@@ -131,15 +131,15 @@ class CsvFastWriter:
 
     def _slow(self, raw: bytes, number: int, rows: list[bytes]) -> None:
         """A line the workers did not render: the general parser, and the Assembler."""
-        from .parse import parse_line
+        from ..parsing.line import parse_line
 
         event = parse_line(raw.decode("utf-8", "replace"))
         if event is not None:
             self._emit_events(self.assembler.feed(event, number), rows)
 
     def _emit_events(self, events: list[Event], rows: list[bytes]) -> None:
-        from .events import EngineStats
-        from .report import stats_csv_row
+        from ..parsing.events import EngineStats
+        from .writers import stats_csv_row
 
         for event in events:
             if isinstance(event, EngineStats):

@@ -11,11 +11,11 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from ..errors import NoStatsError
+from ..parsing.events import EngineStats, ServerInfo, SpecDecodeStats, TransferStats
 from .bulkscan import ScanStats
-from .errors import NoStatsError
-from .events import EngineStats, ServerInfo, SpecDecodeStats, TransferStats
-from .report import iter_source_events, no_stats_hint
-from .sources import resolve_inputs
+from .inputs import resolve_inputs
+from .writers import iter_source_events, no_stats_hint
 
 __all__ = ["LAUNCH_NEEDLES", "Launch", "iter_launch_records"]
 

@@ -19,10 +19,10 @@ from typing import IO
 
 from prometheus_client.metrics_core import Metric
 
-from .errors import UsageError
-from .events import EngineStats, Event, ServerInfo, SpecDecodeStats, TransferStats
-from .metrics import ExporterMetrics
-from .names import METRICS, name
+from ..errors import UsageError
+from ..exporting.catalogue import METRICS, name
+from ..exporting.exporter import ExporterMetrics
+from ..parsing.events import EngineStats, Event, ServerInfo, SpecDecodeStats, TransferStats
 
 __all__ = ["BACKFILL_FAMILIES", "OpenMetricsWriter", "parse_labels"]
 
@@ -73,8 +73,8 @@ def parse_labels(pairs: list[str]) -> dict[str, str]:
 class OpenMetricsWriter:
     """Feed events in file order (`new_launch` at each new file); `write` the text once at the end.
 
-    >>> from vllm_logwatch.scan import iter_events
-    >>> from vllm_logwatch.timeparse import YearClock
+    >>> from vllm_logwatch.parsing.assemble import iter_events
+    >>> from vllm_logwatch.parsing.stamps import YearClock
     >>> from zoneinfo import ZoneInfo
     >>> w = OpenMetricsWriter()
     >>> line = ("INFO 11-29 19:26:05 [loggers.py:335] Engine 000: Avg prompt throughput: 9.0 tokens/s, "

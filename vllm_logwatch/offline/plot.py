@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone, tzinfo
 from typing import TYPE_CHECKING, Any
 
-from .errors import UsageError
-from .events import EngineStats, SpecDecodeStats, TransferStats
+from ..errors import UsageError
+from ..parsing.events import EngineStats, SpecDecodeStats, TransferStats
 from .launches import Launch
 
 if TYPE_CHECKING:

@@ -1,6 +1,6 @@
 """`logwatch summary`: what the stats lines say about a run, per launch and by concurrency.
 
-Pure: `summarize(records)` turns `(launch, stats)` records into a `Summary`; `summary_tables.py`
+Pure: `summarize(records)` turns `(launch, stats)` records into a `Summary`; `offline/summary_tables.py`
 renders it as text, Markdown or JSON; `summary_cmd.run_summary` reads files and prints.
 
 An *interval* is one stats line, or, when several engines print at the same second, their lines
@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
-from .engine_state import EngineState
-from .events import EngineStats, SpecDecodeStats, TransferStats
+from ..exporting.engine_state import EngineState
+from ..parsing.events import EngineStats, SpecDecodeStats, TransferStats
 from .launches import Launch
 from .summary_connectors import SpecSummary, SpecTotals, TransferSummary, TransferTotals
 
@@ -301,7 +301,7 @@ def _finish(g: _Group) -> GroupSummary:
 def summarize(records: Iterable[tuple[Launch, Record]], by: By = "launch") -> Summary:
     """The summary of `records` (in file order), grouped by launch, by launch and engine, or not at all.
 
-    >>> from vllm_logwatch.parse import parse_line
+    >>> from vllm_logwatch.parsing.line import parse_line
     >>> e = parse_line("INFO 01-22 18:25:09 metrics.py:449] Avg prompt throughput: 0.0 tokens/s, "
     ...                "Avg generation throughput: 61.0 tokens/s, Running: 2 reqs, Swapped: 0 reqs, "
     ...                "Pending: 0 reqs, GPU KV cache usage: 7.4%, CPU KV cache usage: 0.0%.")

@@ -13,6 +13,11 @@ from datetime import tzinfo
 from functools import partial
 from typing import Any, BinaryIO, Literal
 
+from ..errors import InputError
+from ..parsing.assemble import Assembler
+from ..parsing.events import STATS_COLUMNS, EngineStats, Event, ServerInfo
+from ..parsing.line import parse_line
+from ..parsing.stamps import YearClock
 from .bulkscan import (
     SPEC_NEEDLES,
     STATS_FOLLOWER_NEEDLES,
@@ -22,12 +27,7 @@ from .bulkscan import (
     read_lines,
     scan_stream,
 )
-from .errors import InputError
-from .events import STATS_COLUMNS, EngineStats, Event, ServerInfo
-from .parse import parse_line
-from .scan import Assembler
-from .sources import Source, input_error, open_source, read_errors
-from .timeparse import YearClock
+from .inputs import Source, input_error, open_source, read_errors
 
 __all__ = [
     "KINDS", "ParseResult", "event_to_dict", "iter_source_events", "no_stats_hint", "stats_csv_row",

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 
 from .events import EngineStats, Event, LogMessage, PrefixCacheRates, SpecDecodeStats, TransferStats
-from .parse import parse_line
-from .timeparse import YearClock
+from .line import parse_line
+from .stamps import YearClock
 
 __all__ = ["Assembler", "iter_events"]
 

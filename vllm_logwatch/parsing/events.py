@@ -1,6 +1,6 @@
 """One frozen pydantic model per kind of vLLM log line.
 
-The parser (`parse.py`) turns a line into one of these; everything downstream (metrics, CSV, JSONL,
+The parser (`parsing/line.py`) turns a line into one of these; everything downstream (metrics, CSV, JSONL,
 summaries) reads them. Values keep the units vLLM prints: percent stays percent (`*_pct`), throughput
 is tokens/s. No model ever carries free log text: logs hold users' prompts.
 """

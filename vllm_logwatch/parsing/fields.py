@@ -1,8 +1,8 @@
 """Reading the `Name: value[unit], Name: value, ...` body of vLLM's periodic lines (stats, spec decode).
 
 Fields are found by name, values are numbers with an optional unit; a list value (per-position rates)
-stays with its field, and 0.7.1's comma-less join of two fields is split. Shared by `parse.py` and
-`speclines.py`.
+stays with its field, and 0.7.1's comma-less join of two fields is split. Shared by `parsing/line.py` and
+`parsing/spec.py`.
 """
 
 from __future__ import annotations

@@ -23,9 +23,9 @@ from .events import (
     Unparsed,
 )
 from .fields import MAX_EXTRA, Unreadable, as_kind, read_number, slug, split_fields
-from .infolines import INFO_HOOKS, parse_info, problem_of
-from .speclines import SPEC_START, parse_spec
-from .transferlines import TRANSFER_START, parse_transfer
+from .spec import SPEC_START, parse_spec
+from .startup import INFO_HOOKS, parse_info, problem_of
+from .transfer import TRANSFER_START, parse_transfer
 
 __all__ = ["KNOWN_EXTRA", "KNOWN_EXTRA_KEYS", "parse_line", "strip_ansi", "worth_parsing"]
 

@@ -1,5 +1,6 @@
-"""`python -m vllm_logwatch._deathsig PPID ERRFD -- COMMAND ...`: exec COMMAND so that it gets SIGTERM
-if the `logwatch run` that started it dies, even by SIGKILL (Linux PR_SET_PDEATHSIG survives exec).
+"""`python -m vllm_logwatch.supervising._deathsig PPID ERRFD -- COMMAND ...`: exec COMMAND so that it
+gets SIGTERM if the `logwatch run` that started it dies, even by SIGKILL (Linux PR_SET_PDEATHSIG
+survives exec).
 
 A separate process step instead of `preexec_fn`, which is unsafe in a process with threads. ERRFD is
 the write end of a pipe to the supervisor, closed by a successful exec: when COMMAND cannot start, the
@@ -21,7 +22,8 @@ _PR_SET_PDEATHSIG = 1
 def main(argv: list[str]) -> int:
     """Set the death signal, check the parent is still there, then become the command."""
     if len(argv) < 4 or argv[2] != "--":
-        print("usage: python -m vllm_logwatch._deathsig EXPECTED_PPID ERRFD -- COMMAND ...", file=sys.stderr)
+        print("usage: python -m vllm_logwatch.supervising._deathsig EXPECTED_PPID ERRFD -- COMMAND ...",
+              file=sys.stderr)
         return 2
     expected_parent, errfd, command = int(argv[0]), int(argv[1]), argv[3:]
     os.set_inheritable(errfd, False)  # closed by the exec: the supervisor's read ends with nothing

@@ -28,7 +28,7 @@ from datetime import datetime
 from types import FrameType
 from typing import Literal, Protocol
 
-from .tee import FileSink, SinkStats, StreamSink
+from .sinks import FileSink, SinkStats, StreamSink
 
 __all__ = ["ChildState", "ChunkConsumer", "Supervisor", "command_facts", "exit_code_of", "launch_name"]
 
@@ -258,8 +258,8 @@ class Supervisor:
         self._file.start()
         self.feeder.relaunch(self.log_path)
         err_r, err_w = os.pipe()
-        shim = [sys.executable, "-m", "vllm_logwatch._deathsig", str(os.getpid()), str(err_w), "--",
-                *self.command]
+        shim = [sys.executable, "-m", "vllm_logwatch.supervising._deathsig", str(os.getpid()), str(err_w),
+                "--", *self.command]
         started_at = self.clock()
         try:
             proc = self.popen(

@@ -93,7 +93,7 @@ _STATIC_TYPES = {
 
 @dataclass(frozen=True)
 class StaticFile:
-    """One file of `vllm_logwatch/static/`, read once."""
+    """One file of `vllm_logwatch/web/static/`, read once."""
 
     body: bytes
     media_type: str
@@ -103,7 +103,7 @@ class StaticFile:
 @cache
 def static_files() -> dict[str, StaticFile]:
     """The page's static files by name (a fixed list: nothing else under `/static/` is served)."""
-    folder = resources.files("vllm_logwatch").joinpath("static")
+    folder = resources.files("vllm_logwatch.web").joinpath("static")
     out = {}
     for name, media_type in _STATIC_TYPES.items():
         body = folder.joinpath(name).read_bytes()

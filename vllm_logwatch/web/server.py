@@ -8,7 +8,7 @@ Routes (nothing else; FastAPI's /docs and /openapi.json are off):
 * `GET /api/v1/status` - JSON: files followed, offsets, per-engine latest values and their age.
 * `GET /api/v1/history?since=<unix seconds>` - JSON: the last hour of each engine's stats lines,
   column-wise, after `since` (all when absent) (`history.History`).
-* `GET /` - the status page (`page.py`): server-rendered, then kept live by `static/page.js`.
+* `GET /` - the status page (`web/page.py`): server-rendered, then kept live by `static/page.js`.
 * `GET /static/<name>` - the page's CSS and scripts (a fixed list; no directory is served).
 
 Each answers HEAD as it answers GET, without the body. A path with a trailing slash is 404, never a
@@ -17,7 +17,7 @@ redirect (Starlette's would name whatever host the client put in `Host:`).
 No response ever carries log text (logs hold users' prompts): the metrics have bounded labels, the
 status has numbers, paths and start-up facts, and errors answer with a fixed body.
 
-Life cycle (uvicorn's `server.py` is the model): bind the socket first, so a port in use is a one-line
+Life cycle (uvicorn's `web/server.py` is the model): bind the socket first, so a port in use is a one-line
 error before anything starts; start the pipeline; `uvicorn.Server.run` in the main thread until SIGTERM
 or SIGINT; then, in a `finally`, stop the pipeline, which writes the state file. Our signal handlers
 only set a flag and ask uvicorn to exit; the originals are restored afterwards.
@@ -47,8 +47,8 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import CollectorRegistry
 
-from .errors import InputError, UsageError
-from .history import History
+from ..errors import InputError, UsageError
+from ..exporting.history import History
 
 if TYPE_CHECKING:
     import uvicorn

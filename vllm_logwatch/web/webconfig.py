@@ -43,7 +43,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
-from .errors import UsageError
+from ..errors import UsageError
 
 __all__ = ["BasicAuth", "HTTPServerConfig", "TLSServerConfig", "WebConfig", "load_web_config"]
 

@@ -40,7 +40,7 @@ from pathlib import Path
 import pytest
 from support import WatchProcess, poll_until, run_watch
 
-from vllm_logwatch.live.pipeline import SAVE_INTERVAL
+from vllm_logwatch.live.statekeeper import SAVE_INTERVAL
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -15,18 +15,8 @@ Why it is built like this:
   every batch, at scrape time (`register`), and once a poll interval from a small second thread, so a
   read error or a file switch is logged and counted while no line flows.
 * The state file, exactly once: a line a scrape shows is never counted again after a restart, even
-  after `kill -9`. Each poll's lines are applied to the metrics under the gate, and the position after
-  them (`Follower.checkpoint()`) becomes pending in the same breath. A scrape (or `status()`) takes the
-  gate, so no line is applied meanwhile, and if the pending position is not on disk yet it writes it
-  (fsync'd) before it collects: whatever it shows is on disk. A third thread writes the pending
-  position without the gate (the worker never waits for a disk), at most `SAVE_INTERVAL` after the
-  previous write, so the file is never more than about 0.1 s behind the applied lines. Writes, whoever
-  makes them, are at least `SAVE_INTERVAL` apart (a scrape that finds the file behind waits for its
-  turn, holding the gate), so at most ten a second. A `kill -9` between an apply and its write loses
-  nothing: no scrape saw those lines, and the restart reads them again. If the state file cannot be
-  written, scrapes are answered anyway (the guarantee cannot hold then) and the failure is counted in
-  `vllm_logwatch_state_errors_total`; it is retried each second. A poll reads at most `POLL_BYTES`, so
-  a scrape never waits long for a backlog being applied.
+  after `kill -9` (`statekeeper.py`). A poll reads at most `POLL_BYTES`, so a scrape never waits long
+  for a backlog being applied.
 
 Example::
 
@@ -47,7 +37,7 @@ import math
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import tzinfo
 from typing import Any
 
@@ -55,21 +45,19 @@ from prometheus_client.core import Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from ..exporting.exporter import ExporterMetrics
-from ..following.follower import Checkpoint, Follower, LogLine
-from ..following.statefile import SavedState
+from ..following.follower import Follower, LogLine
 from ..parsing.assemble import Assembler
 from ..parsing.events import Event, Unparsed
 from ..parsing.line import KNOWN_EXTRA_KEYS, parse_line
 from ..parsing.stamps import YearClock, local_zone
 from ..shown import shown_path
+from .statekeeper import StateKeeper
 
 __all__ = ["Pipeline"]
 
 log = logging.getLogger(__name__)
 
 _MAX_LOGGED = 32  # distinct follower errors logged; later ones are only counted
-SAVE_INTERVAL = 0.1  # at most ten state writes a second; the file is never longer than this behind
-SAVE_RETRY = 1.0  # after a failed write
 POLL_BYTES = 1 << 20  # one poll's lines are applied holding the gate: a scrape waits ~0.1 s at most
 _FILE_EVENTS = {
     "file_switches": "following %s (a new launch file)",
@@ -113,17 +101,7 @@ class Pipeline:
         self._stopped = False
         self._logged_counts = dict.fromkeys(("files_opened", "file_switches", "rotations", "truncations"), 0)
         self._logged_errors: set[str] = set()
-        # The state file: the gate is held to apply a poll's lines and to collect a scrape, so a scrape
-        # never sees an applied line whose position is not on disk (see the module docstring).
-        self._gate = threading.Lock()
-        self._pending: Checkpoint = follower.checkpoint()  # after the lines applied so far
-        self._write_lock = threading.Lock()  # one write at a time, each of the newest pending position
-        self._saved: SavedState | None = None  # the position last written
-        self._last_write = float("-inf")  # monotonic time of the last write attempt
-        self._failing = False  # the last write failed: retried after SAVE_RETRY; scrapes do not wait
-        self._save_due = threading.Event()
-        self._saver: threading.Thread | None = None
-        self.state_writes = 0
+        self.keeper = StateKeeper(follower)  # the state file in step with what scrapes show
         follower.poll_bytes = min(follower.poll_bytes or POLL_BYTES, POLL_BYTES)
         if follower.state_file is not None:
             follower.autosave = False  # written here, in step with what the metrics show
@@ -139,9 +117,7 @@ class Pipeline:
         self._thread.start()
         self._housekeeper = threading.Thread(target=self._housekeep, name="logwatch-sync", daemon=True)
         self._housekeeper.start()
-        if self.follower.state_file is not None:
-            self._saver = threading.Thread(target=self._keep_saved, name="logwatch-state", daemon=True)
-            self._saver.start()
+        self.keeper.start()
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop the threads, write the state file (the position after the last lines applied), close
@@ -150,17 +126,14 @@ class Pipeline:
             return
         self._stopped = True
         self._stop.set()
-        self._save_due.set()
         self.follower.stop()
-        for thread in (self._housekeeper, self._saver):
-            if thread is not None:
-                thread.join(timeout)
+        if self._housekeeper is not None:
+            self._housekeeper.join(timeout)
         if self._thread is not None:
             self._thread.join(timeout)
             if self._thread.is_alive():
                 log.error("the follower thread did not stop within %.0f s; saving state anyway", timeout)
-        with self._gate, self._write_lock:
-            self._write_pending()
+        self.keeper.stop(timeout)
         self.follower.close()
         self.sync()
 
@@ -203,7 +176,7 @@ class Pipeline:
     # -- lines ------------------------------------------------------------------------------------
 
     def _handle(self, lines: list[LogLine]) -> None:
-        with self._gate:
+        with self.keeper.gate:
             for line in lines:
                 if line.source != self._source:
                     self._switch_source(line.source)
@@ -211,77 +184,13 @@ class Pipeline:
             self._lines_applied += len(lines)
             self._batches += 1
             self._last_batch = time.time()
-            self._pending = self.follower.checkpoint()  # the same poll's: after exactly these lines
-        self._save_due.set()
+            self.keeper.pend(self.follower.checkpoint())  # the same poll's: after exactly these lines
         self.sync()
 
     def _polled(self) -> None:
         """After any poll (its lines applied): a position that moved without a line (a file opened,
         rotated, truncated; a cut line's tail skipped) is pending too."""
-        checkpoint = self.follower.checkpoint()
-        if checkpoint.state != self._pending.state:
-            with self._gate:
-                self._pending = checkpoint
-            self._save_due.set()
-
-    # -- the state file -------------------------------------------------------------------------
-
-    @contextlib.contextmanager
-    def published(self) -> Iterator[None]:
-        """Hold the gate with every applied line's position on disk: what is read inside may be shown.
-
-        Writes the pending position first if it is not on disk yet, after waiting for its turn (at most
-        `SAVE_INTERVAL`); does not wait, nor write, while writes fail and their retry is not due."""
-        with self._gate:
-            with self._write_lock:
-                wait = self._wait_before_write()
-                if wait != math.inf and not self._failing:
-                    time.sleep(wait)  # holding the gate: nothing new is applied meanwhile
-                    wait = 0.0
-                if wait <= 0:
-                    self._write_pending()
-            yield
-
-    def _unsaved(self) -> bool:
-        state = self._pending.state
-        return self.follower.state_file is not None and state is not None and state != self._saved
-
-    def _wait_before_write(self) -> float:
-        """Seconds before the pending position may be written (0: now; inf: nothing to write)."""
-        if not self._unsaved():
-            return math.inf
-        pause = SAVE_RETRY if self._failing else SAVE_INTERVAL
-        return max(0.0, self._last_write + pause - time.monotonic())
-
-    def _write_pending(self) -> None:
-        """Write the newest pending position if it is not on disk yet (`_write_lock` is held)."""
-        state = self._pending.state
-        if not self._unsaved() or state is None:
-            return
-        self._last_write = time.monotonic()
-        self.state_writes += 1
-        self._failing = not self.follower.write_checkpoint(state)
-        if not self._failing:
-            self._saved = state
-
-    def _keep_saved(self) -> None:
-        """The state writer: the pending position reaches the disk within `SAVE_INTERVAL` of the
-        previous write, with or without scrapes; the worker goes on applying meanwhile."""
-        while not self._stop.is_set():
-            self._save_due.wait()
-            if self._stop.is_set():
-                return
-            with self._write_lock:
-                self._save_due.clear()  # before reading the pending position: a newer one sets it again
-                wait = self._wait_before_write()
-                if wait <= 0:
-                    self._write_pending()
-            if wait == math.inf:
-                continue
-            if wait > 0:
-                self._save_due.set()
-                if self._stop.wait(wait):
-                    return
+        self.keeper.moved(self.follower.checkpoint())
 
     def _switch_source(self, source: str) -> None:
         """A new file: a new vLLM launch, with its own clock (the year is in its name)."""
@@ -330,7 +239,7 @@ class Pipeline:
         order, so a counter never looks like it went down (which would read as a restart)."""
         with self._sync_lock:
             stats = self.follower.stats
-            applied = self._pending  # lines and bytes as far as applied: never ahead of the state file
+            applied = self.keeper.pending  # lines and bytes as far as applied: never ahead of the state file
             self.metrics.set_follower_stats(
                 lines=applied.lines, bytes=applied.bytes, rotations=stats.rotations,
                 truncations=stats.truncations, read_errors=stats.read_errors, lines_cut=stats.lines_cut,
@@ -360,7 +269,7 @@ class Pipeline:
         """A JSON-able snapshot for `/api/v1/status`: what is followed and where, the per-engine values
         (in the log's units), start-up facts and counters. No line text: unknown stats fields, whose
         names come from the log, are shown as a count only."""
-        with self.published():
+        with self.keeper.published():
             return self._status()
 
     def _status(self) -> dict[str, Any]:
@@ -383,7 +292,7 @@ class Pipeline:
                 "last_batch_age_seconds": (
                     None if self._last_batch is None else round(now - self._last_batch, 3)),
                 "internal_errors": self._internal_errors,
-                "state_writes": self.state_writes,
+                "state_writes": self.keeper.writes,
                 "source": self._source,
                 "sources_seen": self._sources_seen,
             },
@@ -400,7 +309,7 @@ class _SyncedCollector(Collector):
         self._pipeline = pipeline
 
     def collect(self) -> Iterable[Metric]:
-        with self._pipeline.published():
+        with self._pipeline.keeper.published():
             self._pipeline.sync()
             return list(self._pipeline.metrics.collect())
 

@@ -13,7 +13,8 @@ Wall time is the median of `--runs`; peak RSS (wait4) and CPU seconds (user + sy
 mtail's several threads) are those of the median run. Prints a Markdown table.
 
     python bench/ingest_bench.py                                 # 30 MB, 3 runs: a quick check
-    python bench/ingest_bench.py --size-mb 300 --runs 3 --workdir /tmp/lwingest   # the RESULTS.md figure
+    python bench/ingest_bench.py --size-mb 300 --runs 3          # the RESULTS.md figure (~4 min)
+    python bench/ingest_bench.py --size-mb 300 --workdir DIR     # keep the generated log in DIR, reuse it
 """
 
 from __future__ import annotations

@@ -260,18 +260,18 @@ def test_the_state_follows_the_applied_lines_within_a_tenth_of_a_second(
 ) -> None:
     """Lines keep coming (each waited for through status(), which may write too): the writes are at
     least 0.1 s apart, and the last one, made without any scrape, ends at the last line."""
-    from vllm_logwatch.following import follower as tail
+    from vllm_logwatch.following import statefile
 
     log, state = tmp_path / "serve_20261129_192328.log", tmp_path / "state.json"
     log.touch()
     written: list[float] = []
-    write_state = tail.write_state
+    write_state = statefile.write_state
 
     def timed_write(path: str, saved: Any) -> None:
         written.append(time.monotonic())  # when it starts: writes take a few ms, and that varies
         write_state(path, saved)
 
-    monkeypatch.setattr(tail, "write_state", timed_write)
+    monkeypatch.setattr(statefile, "write_state", timed_write)
     rig = rigs(log, from_start=True, state_file=str(state), waker=None, poll_interval=30.0)
     rig.pipeline.start()
     poll_until(lambda: saved_offset(state) == 0, 5, "the first save (the open file, nothing read)")

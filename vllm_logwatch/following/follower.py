@@ -1,47 +1,34 @@
 """Follow a log file, the newest file of a folder, or of a glob, the way ``tail -F`` should.
 
-Why it is built like this (docs/design.md, "Following files"; google/mtail's ``filestream.go`` is the model):
-
-* ``stat`` is the truth, notifications are only a hint. At end of file: another ``(st_dev, st_ino)`` at
-  the path means rotation (drain the old descriptor, then read the new file from 0); a size below our
-  offset means copytruncate (read again from 0); a missing path means wait for it. Each poll first
-  compares the file's first bytes with those seen before: changed, the file was truncated and written
-  again (maybe past our offset) since the last poll, so it is read again from 0 too.
-* vLLM launch scripts write one timestamped file per launch, so a folder target follows the newest
-  matching file and moves to a newer one, read from its start, once the current one is drained
-  (which file is next: ``following/targets.py``).
-* A half-written last line waits for its newline; a line longer than the cap is cut and counted, so
-  memory stays bounded whatever the file holds; bad UTF-8 is replaced, never fatal (``openfile.py``).
-* The state file records the offset just after the last line handed out, so a restart (even after
-  ``kill -9``) skips no line and repeats none that was handled before the last save. Standalone, the
-  follower writes it itself (at most once
-  a second, before reading, so it covers only lines the caller has handled). The pipeline takes this
-  over (``autosave = False``): it writes each poll's ``checkpoint()`` once that poll's lines are applied,
-  before a scrape may see them (``live/pipeline.py``).
-* Waiting is injected (``wake.Waker``): tests step ``poll()`` explicitly; production wakes on watchdog
-  events and polls every ``poll_interval`` regardless.
-
-Example::
-
-    follower = Follower("/mnt/sdb/vllm/logs", state_file="/var/lib/logwatch/state.json")
-    stop = threading.Event()
-    follower.run(lambda lines: print(len(lines)), stop)   # until follower.stop() or stop.set()
-    follower.close()
+How, and why (docs/design.md, "Following files"; google/mtail's ``filestream.go`` is the model):
+``stat`` is the truth and notifications only a hint (``wakers.py``); at end of file another
+``(st_dev, st_ino)`` at the path is a rotation, a size below our offset or a changed head a
+copytruncate (read again from 0), a missing path is waited for. A folder target follows the newest
+launch file (``targets.py``). Lines are framed in ``openfile.py`` (partial last line held, long lines
+cut, bad UTF-8 replaced); the state file (``statefile.py``) records the offset after the last line
+handed out. Standalone, the follower writes it itself, at most once a second and before reading, so
+it covers only lines the caller has handled; the pipeline takes this over (``autosave = False``) and
+writes each poll's ``checkpoint()`` before a scrape may show its lines (``live/statekeeper.py``).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
-from .openfile import FollowerStats, LogLine, OpenFile, read_at
-from .statefile import SavedState, StateError, describe, read_state, write_state
+from .openfile import FINGERPRINT_BYTES, FollowerStats, LogLine, OpenFile, fingerprint_of, open_log, read_at
+from .statefile import (
+    Checkpoint,
+    SavedState,
+    StateFile,
+    describe,
+    position_of,
+    resume_at,
+)
 from .targets import Candidate, LaunchFiles
 from .wakers import Waker, WatchdogWaker
 
@@ -49,21 +36,8 @@ __all__ = ["Checkpoint", "Follower", "FollowerStats", "LogLine"]
 
 READ_CHUNK_BYTES = 1 << 20  # one read() call
 MAX_POLL_BYTES = 16 << 20  # per poll(): a huge backlog must not starve the caller
-FINGERPRINT_BYTES = 1024  # the state file recognises a file by the hash of its first bytes
 AUTOSAVE_SECONDS = 1.0
 _MAX_HOPS = 8  # file changes handled in one poll(); the rest waits for the next one
-
-
-@dataclass(frozen=True, slots=True)
-class Checkpoint:
-    """Where the lines the last ``poll()`` returned end, and the follower's totals then.
-
-    ``state`` is what a state file would say (``saved_at`` is set when it is written; None while no
-    file is open); ``lines`` and ``bytes`` count what was read up to there."""
-
-    state: SavedState | None
-    lines: int
-    bytes: int
 
 
 class Follower:
@@ -121,7 +95,7 @@ class Follower:
         self.autosave = autosave
         self.poll_bytes: int | None = None  # bytes one poll() reads at most (None: MAX_POLL_BYTES)
         self._checkpoint = Checkpoint(None, 0, 0)
-        self._state_lock = threading.Lock()  # one state write at a time, whichever thread writes
+        self._state = StateFile(self.state_file, self.stats) if self.state_file else None
 
     @property
     def target(self) -> str:
@@ -132,8 +106,6 @@ class Follower:
     def mode(self) -> str:
         """``"file"``, ``"dir"`` (the newest matching file of a folder) or ``"glob"``."""
         return self._files.mode
-
-    # -- public ------------------------------------------------------------------------------------
 
     def poll(self) -> list[LogLine]:
         """Read what is new (at most ``poll_bytes``, default ``MAX_POLL_BYTES``) and return the complete
@@ -168,43 +140,23 @@ class Follower:
         return out
 
     def checkpoint(self) -> Checkpoint:
-        """The position just after the lines the last ``poll()`` returned (and the totals then).
-
-        Take it in the polling thread once those lines are handled, before polling again; writing it
-        (``write_checkpoint``) then records exactly the handled lines, whatever the follower reads next.
-        """
+        """The position just after the lines the last ``poll()`` returned (and the totals then): take it
+        once those lines are handled, before polling again, and writing it records exactly them."""
         return self._checkpoint
 
     def write_checkpoint(self, state: SavedState) -> bool:
-        """Write ``state`` (from ``checkpoint()``) to the state file, atomically; True if written.
-
-        Safe from any thread (one write at a time). Errors are counted in ``stats.state_errors`` and
-        shown in ``stats.last_state_error``, never raised."""
-        path = self.state_file
-        if path is None:
-            return False
-        with self._state_lock:
-            try:
-                write_state(path, dataclasses.replace(state, saved_at=time.time()))
-            except StateError as exc:
-                self._state_error(str(exc))
-                return False
-            except OSError as exc:
-                self._state_error(f"cannot save state: {describe(exc, path)}")
-                return False
-        return True
+        """Write ``state`` (from ``checkpoint()``) to the state file, atomically, from any thread; True
+        if written. Errors are counted in ``stats.state_errors``, never raised."""
+        return self._state is not None and self._state.write(state)
 
     def run(
         self, on_lines: Callable[[list[LogLine]], None], stop: threading.Event | None = None, *,
         on_poll: Callable[[], None] | None = None,
     ) -> None:
-        """Poll and deliver until ``stop()`` is called or ``stop`` is set; saves state when leaving
-        (unless ``autosave`` is off).
-
-        ``on_poll()`` is called after every poll (after ``on_lines``, if lines came): the moment to take
+        """Poll and deliver until ``stop()`` or ``stop`` is set; saves state when leaving (if
+        ``autosave``). ``on_poll()`` follows every poll (after ``on_lines``): the moment to take
         ``checkpoint()``. Without an injected waker, a ``WatchdogWaker(poll_interval)`` is made here (and
-        closed by ``close()``). Exceptions from ``on_lines`` and ``on_poll`` are the caller's and propagate.
-        """
+        closed by ``close()``). Exceptions from ``on_lines`` and ``on_poll`` propagate."""
         waker = self._waker
         if waker is None:
             waker = self._waker = WatchdogWaker(self.poll_interval)
@@ -234,12 +186,9 @@ class Follower:
             self._waker.wake()
 
     def save_state(self) -> bool:
-        """Record the offset just after the last line ``poll()`` returned; True if written.
-
-        Call it once those lines are handled: a restart then resumes exactly after them. The write
-        is atomic (temporary file, fsync, rename); errors are counted in ``stats``, never raised.
-        A path that is not a regular file (a pipe, a device, a link) is never written through.
-        """
+        """Record the offset just after the last line ``poll()`` returned (call it once those lines are
+        handled); True if written. Atomic; never through a path that is not a regular file; errors are
+        counted in ``stats``, never raised."""
         with self._lock:
             return self._save_locked()
 
@@ -305,7 +254,7 @@ class Follower:
         """Pick the first file once (the state file's, if it is still there)."""
         self._begun = True
         if self.state_file:
-            self._saved = self._load_state()
+            self._saved = self._state.load() if self._state is not None else None
         saved = self._saved
         self._files.choose_first((saved.path, saved.ino) if saved is not None else None)
 
@@ -365,7 +314,7 @@ class Follower:
         os.lseek(cur.fd, 0, os.SEEK_SET)
         cur.pos = cur.line_start = cur.start = 0
         cur.next_number = 1
-        cur.fingerprint = _fingerprint(read_at(cur.fd, FINGERPRINT_BYTES, 0))
+        cur.fingerprint = fingerprint_of(read_at(cur.fd, FINGERPRINT_BYTES, 0))
         self.stats.truncations += 1
         self._dirty = True
 
@@ -374,13 +323,13 @@ class Follower:
         again. While the file is shorter than ``FINGERPRINT_BYTES``, the fingerprint grows with it."""
         head = read_at(cur.fd, FINGERPRINT_BYTES, 0)
         if cur.fingerprint is None:
-            cur.fingerprint = _fingerprint(head)
+            cur.fingerprint = fingerprint_of(head)
             return False
         digest, size = cur.fingerprint
-        if len(head) < size or _fingerprint(head[:size])[0] != digest:
+        if len(head) < size or fingerprint_of(head[:size])[0] != digest:
             return True
         if len(head) > size:
-            cur.fingerprint = _fingerprint(head)
+            cur.fingerprint = fingerprint_of(head)
         return False
 
     def _switch(self, cur: OpenFile, path: str, out: list[LogLine], *, rotation: bool) -> bool:
@@ -403,63 +352,31 @@ class Follower:
 
     def _open(self, path: str) -> OpenFile | None:
         try:
-            fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-        except FileNotFoundError:
-            return None
+            opened = open_log(path, lambda fd, st: self._start_position(fd, path, st))
         except OSError as exc:
             self._error(exc, path)
             return None
-        try:
-            st = os.fstat(fd)
-            start, number, discarding = self._start_position(fd, path, st)
-            if start:
-                os.lseek(fd, start, os.SEEK_SET)
-            fingerprint = _fingerprint(read_at(fd, FINGERPRINT_BYTES, 0))
-        except OSError as exc:
-            os.close(fd)
-            self._error(exc, path)
+        if opened is None:
             return None
+        cur, st = opened
         self._waiting_for_path = False
         self._files.opened(path, st.st_dev, st.st_ino)
         self.stats.files_opened += 1
         self._dirty = True
-        return OpenFile(fd, path, st.st_dev, st.st_ino, start, start, number, discarding,
-                        fingerprint=fingerprint, start=start)
+        return cur
 
     def _start_position(self, fd: int, path: str, st: os.stat_result) -> tuple[int, int, bool]:
         """(offset, next line number, inside a line) for a freshly opened file."""
         initial = self._files.initial
         if initial is None or not self._files.is_initial(path, st.st_dev, st.st_ino):
             return 0, 1, False  # appeared after we started: all of it is new
-        saved = self._saved
-        if saved is not None:
-            if (saved.path, saved.ino) == (path, st.st_ino) and st.st_size >= saved.offset:
-                head = read_at(fd, saved.fingerprint_bytes, 0)
-                same = len(head) == saved.fingerprint_bytes
-                if same and hashlib.sha256(head).hexdigest() == saved.fingerprint:
-                    return saved.offset, saved.number + 1, saved.cut_pending
-            if st.st_mtime > saved.saved_at:
-                return 0, 1, False  # replaced since the state was saved: a file we never read
-        if self.from_start:
-            return 0, 1, False
-        end = min(initial.size, st.st_size)
-        # Starting at the end in the middle of a line: skip its tail rather than hand out half a line.
-        return end, 1, end > 0 and read_at(fd, 1, end - 1) != b"\n"
+        return resume_at(self._saved, fd, path, st, from_start=self.from_start, initial_size=initial.size)
 
     # -- state file ----------------------------------------------------------------------------------
 
     def _position_locked(self) -> SavedState | None:
         """What a state file would say now (``saved_at`` left 0), or None with no file open."""
-        cur = self._cur
-        if cur is None:
-            return None
-        if cur.fingerprint is None:
-            cur.fingerprint = _fingerprint(read_at(cur.fd, FINGERPRINT_BYTES, 0))
-        return SavedState(
-            path=cur.path, dev=cur.dev, ino=cur.ino, offset=cur.committed,
-            fingerprint=cur.fingerprint[0], fingerprint_bytes=cur.fingerprint[1],
-            number=cur.next_number - 1, cut_pending=cur.discarding, saved_at=0.0,
-        )
+        return None if self._cur is None else position_of(self._cur)
 
     def _save_locked(self) -> bool:
         if self.state_file is None or self._cur is None:
@@ -468,29 +385,15 @@ class Follower:
         try:
             state = self._position_locked()
         except OSError as exc:
-            self._state_error(f"cannot save state: {describe(exc, self._cur.path)}")
+            self.stats.state_errors += 1
+            self.stats.last_state_error = f"cannot save state: {describe(exc, self._cur.path)}"
             return False
         if state is None or not self.write_checkpoint(state):
             return False
         self._dirty = False
         return True
 
-    def _load_state(self) -> SavedState | None:
-        assert self.state_file is not None
-        try:
-            return read_state(self.state_file)
-        except StateError as exc:
-            self._state_error(str(exc))
-            return None
-
-    def _state_error(self, message: str) -> None:
-        self.stats.state_errors += 1
-        self.stats.last_state_error = message
-
     def _error(self, exc: OSError, path: str) -> None:
         self.stats.read_errors += 1
         self.stats.last_error = describe(exc, path)
 
-
-def _fingerprint(head: bytes) -> tuple[str, int]:
-    return hashlib.sha256(head).hexdigest(), len(head)

@@ -8,10 +8,17 @@ UTF-8 is replaced, never fatal. No log text is kept beyond the line being assemb
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["FollowerStats", "LogLine", "OpenFile", "read_at", "trim_partial_utf8"]
+__all__ = [
+    "FINGERPRINT_BYTES", "FollowerStats", "LogLine", "OpenFile", "fingerprint_of", "open_log", "read_at",
+    "trim_partial_utf8",
+]
+
+FINGERPRINT_BYTES = 1024  # the state file recognises a file by the hash of its first bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +127,32 @@ class OpenFile:
         out.append(LogLine(self.path, self.line_start, self.next_number, raw.decode("utf-8", "replace"), cut))
         self.next_number += 1
         stats.lines += 1
+
+
+def open_log(path: str, place: Callable[[int, os.stat_result], tuple[int, int, bool]]
+             ) -> tuple[OpenFile, os.stat_result] | None:
+    """`path` opened read-only at `place(fd, stat)` = (offset, next line number, inside a line), with
+    its first bytes' fingerprint; None if it does not exist. Raises OSError (the descriptor closed)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        return None
+    try:
+        st = os.fstat(fd)
+        start, number, discarding = place(fd, st)
+        if start:
+            os.lseek(fd, start, os.SEEK_SET)
+        fingerprint = fingerprint_of(read_at(fd, FINGERPRINT_BYTES, 0))
+    except OSError:
+        os.close(fd)
+        raise
+    return OpenFile(fd, path, st.st_dev, st.st_ino, start, start, number, discarding,
+                    fingerprint=fingerprint, start=start), st
+
+
+def fingerprint_of(head: bytes) -> tuple[str, int]:
+    """(hash, length) of a file's first bytes."""
+    return hashlib.sha256(head).hexdigest(), len(head)
 
 
 def read_at(fd: int, size: int, offset: int) -> bytes:

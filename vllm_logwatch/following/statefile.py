@@ -11,16 +11,22 @@ rename would replace a device node, a pipe or a link with a plain file.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
+import hashlib
 import json
 import os
 import stat
 import tempfile
+import threading
+import time
 from dataclasses import asdict, dataclass
 
+from .openfile import FINGERPRINT_BYTES, FollowerStats, OpenFile, fingerprint_of, read_at
+
 __all__ = [
-    "MAX_STATE_BYTES", "SavedState", "StateError", "check_state_path", "describe", "one_line", "read_state",
-    "write_state",
+    "MAX_STATE_BYTES", "Checkpoint", "SavedState", "StateError", "StateFile", "check_state_path", "describe",
+    "one_line", "position_of", "read_state", "resume_at", "write_state",
 ]
 
 _STATE_VERSION = 1
@@ -43,6 +49,82 @@ class SavedState:
     cut_pending: bool
     saved_at: float
     dev: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """Where the lines the last ``poll()`` returned end, and the follower's totals then.
+
+    ``state`` is what a state file would say (``saved_at`` is set when it is written; None while no
+    file is open); ``lines`` and ``bytes`` count what was read up to there."""
+
+    state: SavedState | None
+    lines: int
+    bytes: int
+
+
+class StateFile:
+    """One follower's state file: read once at start, written atomically from any thread (one write at
+    a time). Errors are counted in `stats` (`state_errors`, `last_state_error`), never raised."""
+
+    def __init__(self, path: str, stats: FollowerStats) -> None:
+        self.path = path
+        self.stats = stats
+        self._lock = threading.Lock()
+
+    def load(self) -> SavedState | None:
+        try:
+            return read_state(self.path)
+        except StateError as exc:
+            self._failed(str(exc))
+            return None
+
+    def write(self, state: SavedState) -> bool:
+        with self._lock:
+            try:
+                write_state(self.path, dataclasses.replace(state, saved_at=time.time()))
+            except StateError as exc:
+                self._failed(str(exc))
+                return False
+            except OSError as exc:
+                self._failed(f"cannot save state: {describe(exc, self.path)}")
+                return False
+        return True
+
+    def _failed(self, message: str) -> None:
+        self.stats.state_errors += 1
+        self.stats.last_state_error = message
+
+
+def position_of(cur: OpenFile) -> SavedState:
+    """What a state file would say for the open file now (``saved_at`` left 0)."""
+    if cur.fingerprint is None:
+        cur.fingerprint = fingerprint_of(read_at(cur.fd, FINGERPRINT_BYTES, 0))
+    return SavedState(
+        path=cur.path, dev=cur.dev, ino=cur.ino, offset=cur.committed,
+        fingerprint=cur.fingerprint[0], fingerprint_bytes=cur.fingerprint[1],
+        number=cur.next_number - 1, cut_pending=cur.discarding, saved_at=0.0,
+    )
+
+
+def resume_at(saved: SavedState | None, fd: int, path: str, st: os.stat_result, *, from_start: bool,
+              initial_size: int) -> tuple[int, int, bool]:
+    """(offset, next line number, inside a line) in the first file: where the state file says, if it
+    names this very file (path, inode, the hash of its first bytes); else its start (`from_start`, or
+    a file replaced since the state was saved); else its end as it was at start."""
+    if saved is not None:
+        if (saved.path, saved.ino) == (path, st.st_ino) and st.st_size >= saved.offset:
+            head = read_at(fd, saved.fingerprint_bytes, 0)
+            same = len(head) == saved.fingerprint_bytes
+            if same and hashlib.sha256(head).hexdigest() == saved.fingerprint:
+                return saved.offset, saved.number + 1, saved.cut_pending
+        if st.st_mtime > saved.saved_at:
+            return 0, 1, False  # replaced since the state was saved: a file we never read
+    if from_start:
+        return 0, 1, False
+    end = min(initial_size, st.st_size)
+    # Starting at the end in the middle of a line: skip its tail rather than hand out half a line.
+    return end, 1, end > 0 and read_at(fd, 1, end - 1) != b"\n"
 
 
 class StateError(Exception):

@@ -87,15 +87,25 @@ def test_a_missing_target_names_its_variable(monkeypatch: pytest.MonkeyPatch) ->
         load_settings(WatchSettings, {}, {})
 
 
+def options_table(docs: str, command: str) -> dict[str, str]:
+    """docs/watch.md's options table of `command`: the option's spelling -> its variable (two cells)."""
+    section = docs.split(f"### `logwatch {command} ", 1)[1].split("\n#", 1)[0]
+    rows = [line.split(" | ") for line in section.splitlines() if line.startswith("| `")]
+    return {cells[0].removeprefix("| "): cells[1] for cells in rows}
+
+
 def test_help_and_docs_show_every_option_with_its_variable(capsys: pytest.CaptureFixture[str]) -> None:
-    docs = (REPO / "README.md").read_text(encoding="utf-8")
+    docs = (REPO / "docs" / "watch.md").read_text(encoding="utf-8")  # its options tables
     for command, model in (("watch", WatchSettings), ("demo", DemoSettings)):
         with pytest.raises(SystemExit):
             main([command, "--help"])
         text = " ".join(capsys.readouterr().out.split())
+        table = options_table(docs, command)
+        assert len(table) == len(model.model_fields), (command, sorted(table))  # no row for a gone option
         for field in model.model_fields:
             assert f"[env {env_name(field)}; default " in text, (command, field)
-            assert f"`{env_name(field)}`" in docs and f"`{option_name(field)}" in docs, (command, field)
+            row = [env for option, env in table.items() if option.startswith(f"`{option_name(field)}")]
+            assert row and f"`{env_name(field)}`" in row[0], (command, field, row)
 
 
 def test_a_pipe_or_device_target_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,9 +1,10 @@
 """Print the metric table of the docs from `vllm_logwatch/exporting/catalogue.py`, or check / rewrite it
-in a file.
+in a file (docs/metrics.md unless another is named).
 
-    python tools/metrics_table.py                      # print the Markdown table
-    python tools/metrics_table.py --check README.md   # exit 1 if the README table differs
-    python tools/metrics_table.py --write README.md   # replace the README table
+    python tools/metrics_table.py                     # print the Markdown table
+    python tools/metrics_table.py --check             # exit 1 if the table in docs/metrics.md differs
+    python tools/metrics_table.py --write             # replace the table in docs/metrics.md
+    python tools/metrics_table.py --check FILE        # the same for another file
 
 The table sits between `<!-- metrics-table:start -->` and `<!-- metrics-table:end -->`.
 """
@@ -18,6 +19,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from vllm_logwatch.exporting.catalogue import METRICS, MetricSpec
 
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs" / "metrics.md"
 START = "<!-- metrics-table:start -->"
 END = "<!-- metrics-table:end -->"
 
@@ -49,8 +52,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     group = parser.add_mutually_exclusive_group()
-    group.add_argument("--check", metavar="FILE", type=Path)
-    group.add_argument("--write", metavar="FILE", type=Path)
+    group.add_argument("--check", metavar="FILE", type=Path, nargs="?", const=DOCS,
+                       help="exit 1 if the table in FILE (default docs/metrics.md) differs")
+    group.add_argument("--write", metavar="FILE", type=Path, nargs="?", const=DOCS,
+                       help="replace the table in FILE (default docs/metrics.md)")
     args = parser.parse_args()
     if args.check is None and args.write is None:
         sys.stdout.write(table())

@@ -1,0 +1,134 @@
+"""The README and the manual under docs/ hold together: every relative link points at a file that
+exists and every `#anchor` at a heading of its page; the README stays short and its test command is
+the one CI runs; no page names a path outside the repository."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+MANUAL = ["watch", "run", "offline", "metrics", "status-api", "deploy", "performance", "development"]
+TEST_COMMAND = "pip install -e '.[test]' && make test"
+
+LINK = re.compile(r"!?\[(?:[^\]\\]|\\.)*\]\(([^()\s]+)(?:\s+\"[^\"]*\")?\)")
+FENCE = re.compile(r"^\s*(```|~~~)")
+CODE_SPAN = re.compile(r"(`+).+?\1")
+
+
+def prose_lines(text: str) -> list[str]:
+    """The lines outside fenced code blocks, with inline code spans blanked out."""
+    lines, fenced = [], False
+    for line in text.splitlines():
+        if FENCE.match(line):
+            fenced = not fenced
+            continue
+        lines.append("" if fenced else CODE_SPAN.sub("", line))
+    return lines
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens.
+
+    >>> slug("`/api/v1/history`")
+    'apiv1history'
+    >>> slug("Run mode: systemd launches vLLM through logwatch")
+    'run-mode-systemd-launches-vllm-through-logwatch'
+    """
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower().replace("`", ""))
+    return text.replace(" ", "-")
+
+
+def anchors(path: Path) -> set[str]:
+    """Every heading's anchor in a Markdown file (repeated headings get -1, -2, ... as on GitHub)."""
+    seen: dict[str, int] = {}
+    out = set()
+    fenced = False
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if FENCE.match(line):
+            fenced = not fenced
+            continue
+        match = re.match(r"^#{1,6}\s+(.*?)\s*#*\s*$", line)
+        if fenced or not match:
+            continue
+        base = slug(match.group(1))
+        count = seen.get(base, 0)
+        seen[base] = count + 1
+        out.add(base if count == 0 else f"{base}-{count}")
+    return out
+
+
+def links(path: Path) -> list[str]:
+    return [m.group(1) for line in prose_lines(path.read_text(encoding="utf-8")) for m in LINK.finditer(line)]
+
+
+def test_the_manual_is_there() -> None:
+    names = {p.stem for p in PAGES}
+    assert set(MANUAL) | {"design"} <= names, sorted(names)
+
+
+def broken_links(page: Path, root: Path = REPO) -> list[str]:
+    """The relative links of a page to a missing file (or one outside `root`) or to no heading."""
+    broken, root = [], root.resolve()
+    for target in links(page):
+        if re.match(r"^[a-z][a-z0-9+.-]*:", target):  # https:, mailto: ...
+            continue
+        file_part, _, anchor = target.partition("#")
+        dest = (page.parent / file_part).resolve() if file_part else page
+        if not dest.exists() or root not in (dest, *dest.parents):
+            broken.append(f"{target}: no file {dest}")
+        elif anchor and dest.suffix == ".md" and anchor not in anchors(dest):
+            broken.append(f"{target}: no heading #{anchor} in {dest.name}")
+    return broken
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(REPO)))
+def test_relative_links_resolve(page: Path) -> None:
+    broken = broken_links(page)
+    assert not broken, "\n".join(broken)
+
+
+def test_the_link_checker_sees_a_broken_link(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text("# A `b`: c\n\n[x](other.md#nowhere) `[y](not-a-link.md)` [w](#a-b-c) [v](page.md#gone)\n"
+                    "```\n# not a heading\n[z](in-code.md)\n```\n![img](pic.png) [u](https://example.com/x)\n")
+    (tmp_path / "other.md").write_text("## Somewhere\n")
+    assert links(page) == ["other.md#nowhere", "#a-b-c", "page.md#gone", "pic.png", "https://example.com/x"]
+    assert anchors(page) == {"a-b-c"}
+    assert [b.split(":")[0] for b in broken_links(page, tmp_path)] == ["other.md#nowhere", "page.md#gone",
+                                                                         "pic.png"]
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if p.parent.name == "docs" and p.stem != "design"],
+                         ids=lambda p: p.name)
+def test_every_manual_page_says_what_it_is_and_links_back(page: Path) -> None:
+    lines = page.read_text(encoding="utf-8").splitlines()
+    assert lines[0].startswith("# "), lines[0]
+    assert lines[1] == "" and lines[2] and not lines[3], "a one-line description under the title"
+    assert "(../README.md)" in lines[2], lines[2]
+
+
+def test_the_readme_is_short_and_links_every_page() -> None:
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 200
+    for name in [*MANUAL, "design"]:
+        assert f"(docs/{name}.md)" in text, name
+
+
+def test_the_readme_test_command_is_what_ci_runs() -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    ci = (REPO / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    assert TEST_COMMAND in readme
+    assert ci[-1] == TEST_COMMAND, ci[-1]
+    make = (REPO / "Makefile").read_text(encoding="utf-8")
+    assert re.search(r"^test:.*\n\tpython -m pytest$", make, re.M), "make test runs the whole suite"
+
+
+def test_no_page_names_a_path_outside_the_repository() -> None:
+    for page in PAGES:
+        text = page.read_text(encoding="utf-8")
+        for bad in ("../shared", "/work/", str(REPO)):
+            assert bad not in text, (page.name, bad)

@@ -1,4 +1,4 @@
-"""The status page at `/`: server-rendered HTML for the first paint, and the static files it loads.
+"""The status page at `/`: server-rendered HTML for the first paint (its files: `assets.py`).
 
 The page is complete without JavaScript: a table of the engines' current numbers, the run-mode
 child, the start-up facts and the exporter's counters, rendered here from the same snapshot as
@@ -19,19 +19,18 @@ True
 
 from __future__ import annotations
 
-import hashlib
 import html
 import json
 import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import cache
-from importlib import resources
 from string import Template
 from typing import Any
 
-__all__ = ["COLUMNS", "STATE_LABELS", "STATS_MISSING", "Column", "StaticFile", "render", "static_files"]
+from .assets import static_files
+
+__all__ = ["COLUMNS", "STATE_LABELS", "STATS_MISSING", "Column", "render"]
 
 REFRESH_NO_SCRIPT_SECONDS = 10
 
@@ -81,35 +80,6 @@ STATS_MISSING = {
                "seconds, 10 by default, while it serves requests).",
 }
 """What the page says when no engine has a stats line yet, by `stats_missing` reason."""
-
-_STATIC_TYPES = {
-    "page.css": "text/css; charset=utf-8",
-    "page.js": "text/javascript; charset=utf-8",
-    "uPlot.iife.min.js": "text/javascript; charset=utf-8",
-    "uPlot.min.css": "text/css; charset=utf-8",
-    "uPlot.LICENSE": "text/plain; charset=utf-8",
-}
-
-
-@dataclass(frozen=True)
-class StaticFile:
-    """One file of `vllm_logwatch/web/static/`, read once."""
-
-    body: bytes
-    media_type: str
-    etag: str
-
-
-@cache
-def static_files() -> dict[str, StaticFile]:
-    """The page's static files by name (a fixed list: nothing else under `/static/` is served)."""
-    folder = resources.files("vllm_logwatch.web").joinpath("static")
-    out = {}
-    for name, media_type in _STATIC_TYPES.items():
-        body = folder.joinpath(name).read_bytes()
-        out[name] = StaticFile(body, media_type, '"' + hashlib.sha256(body).hexdigest()[:16] + '"')
-    return out
-
 
 def _asset(name: str) -> str:
     """A static URL that changes with the file, so a browser never mixes an old script with a new page."""

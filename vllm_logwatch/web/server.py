@@ -49,6 +49,7 @@ from prometheus_client.registry import CollectorRegistry
 
 from ..errors import InputError, UsageError
 from ..exporting.history import History
+from .assets import static_files
 
 if TYPE_CHECKING:
     import uvicorn
@@ -135,7 +136,7 @@ def create_app(
 
     @app.api_route("/static/{name}", methods=_READ)
     def static(name: str, request: Request) -> Response:
-        found = page.static_files().get(name)
+        found = static_files().get(name)
         if found is None:
             return JSONResponse({"detail": "Not Found"}, status_code=404)
         headers = {"ETag": found.etag, "Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff"}

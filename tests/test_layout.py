@@ -1,0 +1,135 @@
+"""The house keeps its shape: no import cycle (function-level imports included), a stage package
+imports only the stages below it, no module past 400 lines, and `logwatch parse` loads neither the
+web server nor watchdog."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1] / "vllm_logwatch"
+MAX_LINES = 400
+
+# Which stages each stage may import (besides itself and the top-level errors, shown and config).
+ALLOWED: dict[str, set[str]] = {
+    "parsing": set(),
+    "following": {"parsing"},
+    "exporting": {"parsing"},
+    "supervising": set(),
+    "live": {"parsing", "following", "exporting", "supervising"},
+    "offline": {"parsing", "exporting"},
+    "web": {"exporting"},
+    "commands": {"parsing", "following", "exporting", "supervising", "live", "offline", "web"},
+}
+TOP_SHARED = {"errors", "shown", "config"}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(p): p for p in sorted(ROOT.rglob("*.py"))}
+
+
+def imports_of(name: str) -> set[str]:
+    """Every module of the package that `name` imports, at any depth of its code."""
+    path = MODULES[name]
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                stem = ".".join([*base, node.module] if node.module else base)
+            else:
+                stem = node.module or ""
+            # `from . import page` names the module page, not the package it sits in
+            targets = [f"{stem}.{a.name}" if f"{stem}.{a.name}" in MODULES else stem for a in node.names]
+        for target in targets:
+            while target and target not in MODULES:
+                target = target.rpartition(".")[0]
+            if target and target != name and target != "vllm_logwatch":
+                found.add(target)
+    return found
+
+
+GRAPH = {name: imports_of(name) for name in MODULES}
+
+
+def test_no_import_cycle() -> None:
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def visit(v: str) -> None:  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(GRAPH[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for v in sorted(GRAPH):
+        if v not in index:
+            visit(v)
+    assert cycles == []
+
+
+def stage_of(name: str) -> str | None:
+    parts = name.split(".")
+    return parts[1] if len(parts) > 2 else None
+
+
+@pytest.mark.parametrize("name", sorted(n for n in MODULES if stage_of(n)))
+def test_a_stage_imports_only_the_stages_below_it(name: str) -> None:
+    stage = stage_of(name)
+    assert stage in ALLOWED, f"{name}: a stage package the layout does not know"
+    wrong = []
+    for target in GRAPH[name]:
+        other = stage_of(target)
+        if other is None:
+            if target.split(".")[-1] not in TOP_SHARED:
+                wrong.append(target)
+        elif other != stage and other not in ALLOWED[stage]:
+            wrong.append(target)
+    assert wrong == [], f"{name} ({stage}) may import {sorted(ALLOWED[stage])} and {sorted(TOP_SHARED)}"
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_no_module_is_past_400_lines(name: str) -> None:
+    assert len(MODULES[name].read_text().splitlines()) <= MAX_LINES
+
+
+def test_parse_loads_neither_the_web_server_nor_watchdog(tmp_path: Path) -> None:
+    log = Path(__file__).parent / "data" / "002.log"
+    code = ("import sys\nfrom vllm_logwatch.cli import main\n"
+            f"for kind in ('--csv', '--jsonl'):\n    main(['parse', {str(log)!r}, kind])\n"
+            "loaded = sorted({m.split('.')[0] for m in sys.modules} & {'fastapi', 'uvicorn', 'watchdog', "
+            "'starlette'})\nprint(loaded, file=sys.stderr)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == "[]"

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 __all__ = ["COMMANDS", "HELP", "build_parser"]
 
 
-_EPILOG = "Docs and metric names: README.md. Exit codes and signals: each command's --help."
+_EPILOG = "Docs: README.md, docs/. Metric names: docs/metrics.md. Exit codes, signals: each command's --help."
 
 
 _OFFLINE_EPILOG = ("Exit codes: 0 ok, 1 no records of the asked kind in the inputs, 2 usage or I/O error "
@@ -27,7 +27,8 @@ _OFFLINE_EPILOG = ("Exit codes: 0 ok, 1 no records of the asked kind in the inpu
 
 _SERVE_EPILOG = ("Signals: SIGTERM and SIGHUP stop it cleanly (state file written), exit 0; SIGINT (Ctrl+C) "
                  "the same, exit 130. A reader of stdout that goes away never stops it. Exit code 2: a "
-                 "usage error at start (one line on stderr). Docs and metric names: README.md.")
+                 "usage error at start (one line on stderr). Docs: docs/watch.md; metric names: "
+                 "docs/metrics.md.")
 
 
 _RUN_EPILOG = ("Signals: SIGTERM, SIGINT and SIGHUP (an ssh session closing) send SIGTERM to vLLM's process "
@@ -35,7 +36,8 @@ _RUN_EPILOG = ("Signals: SIGTERM, SIGINT and SIGHUP (an ssh session closing) sen
                "stdout goes away (| head, a closed terminal), the echo stops (said on stderr, counted in "
                "vllm_logwatch_stdout_bytes_dropped_total); vLLM, the log file and the metrics go on. If "
                "logwatch itself dies (kill -9), vLLM gets SIGTERM. Exit code: vLLM's (128+N when signal N "
-               "ended it), 127 when COMMAND cannot start, 2 a usage error before vLLM starts.")
+               "ended it), 127 when COMMAND cannot start, 2 a usage error before vLLM starts. Docs: "
+               "docs/run.md.")
 
 
 HELP: dict[str, str] = {
@@ -72,7 +74,7 @@ def _add_parse(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                      "ending in # EOF) for 'promtool tsdb create-blocks-from openmetrics'")
     p.add_argument("--label", action="append", metavar="KEY=VALUE",
                    help="with --openmetrics: add this label to every series (repeat), e.g. "
-                   "instance=gpu1:9400 to match the live exporter's scraped series")
+                   "instance=gpu1:9477 to match the live exporter's scraped series")
     p.add_argument(
         "--kind",
         choices=("stats", "spec", "transfer", "info", "access", "log", "all"),

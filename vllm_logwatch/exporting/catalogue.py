@@ -1,5 +1,5 @@
 """Every metric name the exporter serves, with its type and meaning: one table for the live
-collector, the OpenMetrics backfill writer, the dashboard tests and the README.
+collector, the OpenMetrics backfill writer, the dashboard tests and docs/metrics.md.
 
 Prefix `vllm_logwatch_`; per-engine series carry `engine` and `model_name` (vLLM's own label names).
 Percentages from the log become 0-1 ratios; times are seconds.

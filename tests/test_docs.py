@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
@@ -132,3 +133,12 @@ def test_no_page_names_a_path_outside_the_repository() -> None:
         text = page.read_text(encoding="utf-8")
         for bad in ("../shared", "/work/", str(REPO)):
             assert bad not in text, (page.name, bad)
+
+
+def test_the_alert_table_lists_every_rule_with_its_severity() -> None:
+    """docs/deploy.md's alert table and grafana/alerts.yml name the same alerts, with the same severity."""
+    groups = yaml.safe_load((REPO / "grafana" / "alerts.yml").read_text(encoding="utf-8"))["groups"]
+    wanted = {r["alert"]: r["labels"]["severity"] for g in groups for r in g["rules"] if "alert" in r}
+    deploy = (REPO / "docs" / "deploy.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| `(VLLM\w+)` \| .* \| (\w+) \|$", deploy, re.M)
+    assert dict(rows) == wanted and len(rows) == len(wanted), (rows, wanted)

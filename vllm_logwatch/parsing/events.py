@@ -25,6 +25,7 @@ __all__ = [
     "SpecDecodeStats",
     "TransferStats",
     "Unparsed",
+    "UnparsedKind",
 ]
 
 
@@ -198,11 +199,15 @@ class LogMessage(_Record):
     """`engine_dead`, `out_of_memory`, `worker_died`, ... for known failure lines."""
 
 
+UnparsedKind = Literal["stats", "spec", "prefix", "transfer", "info", "access", "log"]
+"""The kinds of line an `Unparsed` can be: what was being read when it failed."""
+
+
 class Unparsed(_Record):
     """A line that starts like a stats or spec line but could not be read: counted, never raised."""
 
     kind: Literal["unparsed"] = "unparsed"
-    what: Literal["stats", "spec", "prefix", "transfer"]
+    what: UnparsedKind
 
 
 Event = (

@@ -10,8 +10,10 @@ unknown field lands in `extra` and is counted, so a new vLLM release never break
 from __future__ import annotations
 
 import json
+import logging
 import math
 import re
+import traceback
 from typing import Any
 
 from .events import (
@@ -21,6 +23,7 @@ from .events import (
     LogMessage,
     PrefixCacheRates,
     Unparsed,
+    UnparsedKind,
 )
 from .fields import MAX_EXTRA, Unreadable, as_kind, read_number, slug, split_fields
 from .spec import SPEC_START, parse_spec
@@ -120,7 +123,9 @@ def strip_ansi(text: str) -> str:
 def parse_line(text: str) -> Event | None:
     """Parse one line of vLLM output; None when the line carries nothing we count.
 
-    Never raises: a line that starts like a stats line but cannot be read gives `Unparsed`.
+    Never raises: a line that starts like a stats line but cannot be read gives `Unparsed`; so does
+    a bug of ours on any line, counted under the kind of line it was (`what`), and logged once
+    (our traceback, never the line).
 
     >>> e = parse_line("(APIServer pid=1) INFO 11-29 19:26:05 [loggers.py:335] Engine 000: "
     ...                "Avg prompt throughput: 915.2 tokens/s, Avg generation throughput: 2198.7 tokens/s, "
@@ -130,8 +135,36 @@ def parse_line(text: str) -> Event | None:
     """
     try:
         return _parse(text)
-    except Exception:
-        return Unparsed(what="stats")
+    except Exception as exc:
+        what = _kind_of(text)
+        if not _internal_errors:
+            _log.error("internal error reading a %s line: %s (line withheld: it may hold a prompt); it is "
+                       "counted as a parse error, later ones only counted\n%s", what, type(exc).__name__,
+                       "".join(traceback.format_tb(exc.__traceback__)).rstrip())
+        _internal_errors.append(what)
+        del _internal_errors[:-1]  # only whether one happened is kept
+        return Unparsed(what=what)
+
+
+_log = logging.getLogger(__name__)
+_internal_errors: list[str] = []
+
+
+def _kind_of(text: str) -> UnparsedKind:
+    """The kind of line being read, by its marks (for a line whose reading failed)."""
+    if "Prefix cache hit rate: GPU" in text:
+        return "prefix"
+    if _STATS_ANYWHERE.search(text) or "Running: " in text:
+        return "stats"
+    if " Transfer metrics: " in text:
+        return "transfer"
+    if " metrics: " in text:
+        return "spec"
+    if "HTTP/" in text:
+        return "access"
+    if any(hook in text for hook in INFO_HOOKS):
+        return "info"
+    return "log"
 
 
 _PADDING = " \t\r\n\v\f\x00"

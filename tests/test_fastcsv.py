@@ -23,15 +23,13 @@ LOGS = sorted(DATA.glob("*.log")) + sorted((DATA / "real-vllm-cpu").glob("*.log"
 # file takes the multi-process route (8 KiB ranges, parallel from 1 byte on).
 FAST = """
 import sys
-import vllm_logwatch.offline.fastcsv as f
-import vllm_logwatch.offline.rangescan as r
 from vllm_logwatch.commands.parse import run_csv
-f.PARALLEL_MIN_BYTES = int(sys.argv[1])
-r._RANGE = int(sys.argv[2])
-r._DENSE_PROBE = int(sys.argv[3])
+from vllm_logwatch.offline.fastcsv import Tuning
 from vllm_logwatch.errors import NoStatsError
+tuning = Tuning(parallel_min_bytes=int(sys.argv[1]), range_bytes=int(sys.argv[2]),
+                dense_probe=int(sys.argv[3]))
 try:
-    run_csv(sys.argv[4:], tz="UTC")
+    run_csv(sys.argv[4:], tz="UTC", tuning=tuning)
 except NoStatsError:
     sys.exit(1)
 """
@@ -95,7 +93,6 @@ def test_spec_and_transfer_lines_are_never_parsed_for_csv(
     """They make no CSV row, and a full parse of each (a spec-decode or P/D log has one per stats line)
     made `parse --csv` ten times slower; the rows stay those of the general path."""
     import vllm_logwatch.offline.fastcsv as fastcsv
-    import vllm_logwatch.offline.rangescan as rangescan
     import vllm_logwatch.parsing.line as parse
 
     log = tmp_path / "pd_20261129_100000.log"
@@ -106,13 +103,11 @@ def test_spec_and_transfer_lines_are_never_parsed_for_csv(
     calls: list[str] = []
     real_parse = parse.parse_line
     monkeypatch.setattr(parse, "parse_line", lambda text: calls.append(text) or real_parse(text))
-    monkeypatch.setattr(fastcsv, "PARALLEL_MIN_BYTES", 1)
-    monkeypatch.setattr(rangescan, "_RANGE", 4096)
     out = io.BytesIO()
     rows = fastcsv.write_csv([Source(str(log))], out,
                              lambda source, stamp: fastcsv.YearClock.for_source(source.path, None, None,
                                                                                  first_stamp=stamp),
-                             fastcsv.ScanStats())
+                             fastcsv.ScanStats(), fastcsv.Tuning(parallel_min_bytes=1, range_bytes=4096))
     assert rows == 3000 and calls == []
     assert out.getvalue().decode().replace("+00:00", "") == slow_csv([str(log)]).replace("+00:00", "")
 
@@ -132,12 +127,9 @@ def test_long_lines_are_left_out_as_the_streaming_scanner_leaves_them(tmp_path: 
 
 _PEAK = """
 import sys
-import vllm_logwatch.offline.fastcsv as f
-import vllm_logwatch.offline.rangescan as r
 from vllm_logwatch.commands.parse import run_csv
-f.PARALLEL_MIN_BYTES = 1
-r._RANGE = 1 << 20
-run_csv(sys.argv[1:], tz="UTC")
+from vllm_logwatch.offline.fastcsv import Tuning
+run_csv(sys.argv[1:], tz="UTC", tuning=Tuning(parallel_min_bytes=1, range_bytes=1 << 20))
 """
 
 

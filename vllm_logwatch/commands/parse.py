@@ -12,7 +12,7 @@ from typing import IO, TYPE_CHECKING, Literal
 
 from ..errors import NoStatsError
 from ..offline.bulkscan import ScanStats
-from ..offline.fastcsv import write_csv
+from ..offline.fastcsv import DEFAULT_TUNING, Tuning, write_csv
 from ..offline.inputs import Source, resolve_inputs
 from ..parsing.stamps import YearClock
 
@@ -24,7 +24,8 @@ if TYPE_CHECKING:  # the CSV lane loads no pydantic model: the general path's mo
 __all__ = ["run_csv", "run_openmetrics", "run_parse"]
 
 
-def run_csv(inputs: list[str], *, year: int | None = None, tz: str | None = None) -> int:
+def run_csv(inputs: list[str], *, year: int | None = None, tz: str | None = None,
+            tuning: Tuning = DEFAULT_TUNING) -> int:
     """`logwatch parse --csv FILE...` to stdout; raises `NoStatsError` (with its hint) if none."""
     sources, zone = resolve_inputs(inputs, tz)
     scan = ScanStats()
@@ -34,7 +35,7 @@ def run_csv(inputs: list[str], *, year: int | None = None, tz: str | None = None
         return YearClock.for_source(path, zone, year, first_stamp=stamp)
 
     sys.stdout.flush()
-    rows = write_csv(sources, sys.stdout.buffer, clock, scan)
+    rows = write_csv(sources, sys.stdout.buffer, clock, scan, tuning)
     sys.stdout.buffer.flush()
     if rows == 0:
         from ..offline.writers import no_stats_hint

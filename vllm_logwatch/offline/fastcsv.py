@@ -21,13 +21,13 @@ from ..parsing.columns import STATS_COLUMNS
 from ..parsing.stamps import YearClock
 from .bulkscan import STATS_NEEDLES, ScanStats
 from .inputs import Source, input_error, open_source, read_errors
-from .rangescan import PARALLEL_MIN_BYTES, STAMP, Chunk, scan_file_chunks, stream_chunks
+from .rangescan import DEFAULT_TUNING, STAMP, Chunk, Tuning, scan_file_chunks, stream_chunks
 
 if TYPE_CHECKING:
     from ..parsing.assemble import Assembler
     from ..parsing.events import Event
 
-__all__ = ["PARALLEL_MIN_BYTES", "CsvFastWriter", "RowSink", "write_csv"]
+__all__ = ["DEFAULT_TUNING", "CsvFastWriter", "RowSink", "Tuning", "write_csv"]
 
 class RowSink:
     """The binary CSV output: the header goes out with the first row (no half output on errors)."""
@@ -152,17 +152,17 @@ class CsvFastWriter:
 
 
 def write_csv(sources: list[Source], out: BinaryIO, clock_factory: Callable[[Source, str], YearClock],
-              scan: ScanStats) -> int:
+              scan: ScanStats, tuning: Tuning = DEFAULT_TUNING) -> int:
     """`logwatch parse --csv`: the stats rows of `sources` to `out`; returns how many were written."""
     sink = RowSink(out, (",".join(STATS_COLUMNS) + "\n").encode())
     for source in sources:
         writer = CsvFastWriter(sink, source.name, partial(clock_factory, source))
         try:
             size = 0 if source.is_stream else _plain_file_size(source.path)
-            if size >= PARALLEL_MIN_BYTES:
+            if size >= tuning.parallel_min_bytes:
                 bar = _progress_bar(source.name, size)
                 for chunk, base in scan_file_chunks(source.path, STATS_NEEDLES, scan,
-                                                    progress=bar.update if bar else None):
+                                                    progress=bar.update if bar else None, tuning=tuning):
                     writer.write_chunk(chunk, base)
                 if bar is not None:
                     bar.close()

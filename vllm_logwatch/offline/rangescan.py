@@ -20,6 +20,7 @@ import re
 from array import array
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass
 from multiprocessing import get_context
 from typing import BinaryIO, NamedTuple
 
@@ -33,18 +34,30 @@ from .bulkscan import (
     simd_find,
 )
 
-__all__ = ["PARALLEL_MIN_BYTES", "Chunk", "render", "scan_file_chunks", "stream_chunks"]
+__all__ = ["DEFAULT_TUNING", "Chunk", "Tuning", "render", "scan_file_chunks", "stream_chunks"]
 
-PARALLEL_MIN_BYTES = 64 << 20
-_RANGE = 4 << 20
 _WORKER_BLOCK = 1 << 20  # find + count twice over a block that stays in the CPU cache
 _MAX_FOLLOWER = 64 << 10
 _MAX_LINE = 1 << 20
 """Longer lines are never stats lines: the streaming scanner skips them, and so do the workers."""
-_DENSE_PROBE = 64 << 10  # a range whose first 64 KiB are mostly stats lines is rendered whole
 _ROW_NEEDLES = STATS_NEEDLES + VARIANT_NEEDLES + STATS_FOLLOWER_NEEDLES
 STAMP = 14
 """Bytes of a `MM-DD HH:MM:SS` stamp."""
+
+@dataclass(frozen=True)
+class Tuning:
+    """The fast lane's sizes (tests make them small, so a small file takes the multi-process route)."""
+
+    parallel_min_bytes: int = 64 << 20
+    """Files from this size on are cut into ranges for the worker processes; smaller ones stream."""
+    range_bytes: int = 4 << 20
+    """About this much of the file per worker task."""
+    dense_probe: int = 64 << 10
+    """A range whose first this-many bytes are mostly stats lines is rendered whole."""
+
+
+DEFAULT_TUNING = Tuning()
+
 
 _CANON = re.compile(
     rb"(?m)^(?:\(\w+ pid=\d+\) )?(?:INFO|DEBUG) (\d\d-\d\d \d\d:\d\d:\d\d) \[[\w./]+:\d+\] "
@@ -124,7 +137,7 @@ faults and allocator work comparable to scanning it."""
 
 
 def _scan_range(path: str, start: int, end: int, needles: tuple[bytes, ...], inside_long_line: bool,
-                at_eof: bool) -> Chunk:
+                at_eof: bool, dense_probe: int) -> Chunk:
     """Worker: the chunk of `path[start:end]`, line numbers relative to the range.
 
     `inside_long_line`: the range was cut inside a line over `_MAX_LINE` bytes (never a stats line):
@@ -145,7 +158,7 @@ def _scan_range(path: str, start: int, end: int, needles: tuple[bytes, ...], ins
     complete = data.rfind(b"\n", 0, size) + 1  # whole lines end here (a long line's start may follow)
     if inside_long_line and first == 0:
         first = complete = 0  # all of the range is inside the long line
-    probe = min(complete, first + _DENSE_PROBE)
+    probe = min(complete, first + dense_probe)
     if simd_count(data, needles[0], first, probe) * 2 > simd_count(data, b"\n", first, probe):
         # A stats-dense range: every line, read in bulk.
         skipped = simd_count(data, b"\n", 0, first)
@@ -191,15 +204,15 @@ def _hit_starts(data: bytearray, lo: int, hi: int, size: int, needles: tuple[byt
     return sorted(starts)
 
 
-def _ranges(path: str, size: int) -> list[tuple[int, int, bool]]:
-    """Cut the file into ranges of about `_RANGE` bytes: `(start, end, starts inside a long line)`.
+def _ranges(path: str, size: int, range_bytes: int) -> list[tuple[int, int, bool]]:
+    """Cut the file into ranges of about `range_bytes`: `(start, end, starts inside a long line)`.
 
     A cut falls after a newline, never just before a follower line (V0's prefix-cache line travels
     with the stats line before it); inside a line over `_MAX_LINE` bytes it falls where it is, and
     nothing bigger than one block is ever read here."""
     bounds: list[tuple[int, bool]] = [(0, False)]
     with open(path, "rb") as fh:
-        pos = _RANGE
+        pos = range_bytes
         while pos < size:
             fh.seek(pos)
             block = fh.read(_MAX_FOLLOWER)  # a line end is near, unless inside a long line
@@ -220,7 +233,7 @@ def _ranges(path: str, size: int) -> list[tuple[int, int, bool]]:
                 break
             if cut > bounds[-1][0]:
                 bounds.append((cut, inside))
-            pos = cut + _RANGE
+            pos = cut + range_bytes
     return [(begin, bounds[i + 1][0] if i + 1 < len(bounds) else size, inside)
             for i, (begin, inside) in enumerate(bounds)]
 
@@ -231,6 +244,7 @@ def scan_file_chunks(
     stats: ScanStats,
     workers: int | None = None,
     progress: Callable[[int], object] | None = None,
+    tuning: Tuning = DEFAULT_TUNING,
 ) -> Iterator[tuple[Chunk, int]]:
     """The chunks of a big regular file, range by range in file order, each with its base (the lines
     before it).
@@ -242,13 +256,14 @@ def scan_file_chunks(
     with open(path, "rb") as fh:
         head = fh.read(8 << 20)
     needles = needles + tuple(n for n in VARIANT_NEEDLES if n in head and n not in needles)
-    ranges = _ranges(path, size)
+    ranges = _ranges(path, size, tuning.range_bytes)
     workers = workers or min(len(ranges), os.cpu_count() or 1, 8)
     base = 0
     with ProcessPoolExecutor(workers, mp_context=get_context("fork")) as pool:
 
         def submit(rng: tuple[int, int, bool]) -> Future[Chunk]:
-            return pool.submit(_scan_range, path, rng[0], rng[1], needles, rng[2], rng[1] == size)
+            return pool.submit(_scan_range, path, rng[0], rng[1], needles, rng[2], rng[1] == size,
+                               tuning.dense_probe)
 
         pending: list[Future[Chunk]] = []
         todo = iter(ranges)
@@ -259,7 +274,7 @@ def scan_file_chunks(
         while pending:
             chunk = pending.pop(0).result()
             if progress is not None:
-                progress(_RANGE)
+                progress(tuning.range_bytes)
             nxt = next(todo, None)
             if nxt is not None:
                 pending.append(submit(nxt))

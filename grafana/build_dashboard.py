@@ -392,12 +392,13 @@ def health(lay: Layout) -> None:
         [q(sum_by("instance", rate("log_bytes", HOST)), "{{instance}}")]), 6, 8)
     lay.add(ts(
         "Log file events",
-        "New vLLM launches, rotations and truncations followed, read errors, over-long lines cut, "
-        "label values folded into 'other'.", COUNT,
+        "New vLLM launches, rotations and truncations followed, read errors, state-file errors (a restart "
+        "may then count lines again), over-long lines cut, label values folded into 'other'.", COUNT,
         [q(sum_by("instance", increase("launches")), "launches {{instance}}"),
          q(sum_by("instance", increase("log_rotations")), "rotations {{instance}}"),
          q(sum_by("instance", increase("log_truncations")), "truncations {{instance}}"),
          q(sum_by("instance", increase("read_errors")), "read errors {{instance}}"),
+         q(sum_by("instance", increase("state_errors")), "state errors {{instance}}"),
          q(sum_by("instance", increase("lines_cut")), "lines cut {{instance}}"),
          q(sum_by("instance, label", increase("label_overflow")), "{{label}} overflow {{instance}}")],
         bars=True, interval="1m", calcs=("sum", "max")), 12, 8)

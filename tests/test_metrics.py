@@ -574,7 +574,7 @@ vllm_logwatch_log_lines_total{host="h"} 0.0
 # HELP vllm_logwatch_log_bytes_total Log bytes read.
 # TYPE vllm_logwatch_log_bytes_total counter
 vllm_logwatch_log_bytes_total{host="h"} 0.0
-# HELP vllm_logwatch_parse_errors_total Lines that looked like stats/spec lines but could not be read.
+# HELP vllm_logwatch_parse_errors_total Lines that could not be read, by kind of line (our own failures too).
 # TYPE vllm_logwatch_parse_errors_total counter
 vllm_logwatch_parse_errors_total{host="h",what="stats"} 0.0
 vllm_logwatch_parse_errors_total{host="h",what="spec"} 0.0

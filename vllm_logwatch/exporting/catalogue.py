@@ -89,7 +89,7 @@ METRICS: tuple[MetricSpec, ...] = (
     # The exporter itself.
     _m("log_lines", "counter", (), "Log lines read."),
     _m("log_bytes", "counter", (), "Log bytes read."),
-    _m("parse_errors", "counter", ("what",), "Lines that looked like stats/spec/transfer lines but could not be read, and lines of any kind our parser failed on (what: the kind of line)."),
+    _m("parse_errors", "counter", ("what",), "Lines that could not be read, by kind of line (our own failures too)."),
     _m("unknown_fields", "counter", (), "Stats fields the parser did not know (kept, not lost)."),
     _m("log_rotations", "counter", (), "Log rotations (rename + create) followed."),
     _m("log_truncations", "counter", (), "Log truncations (copytruncate) followed."),

@@ -17,9 +17,10 @@ from collections import deque
 from collections.abc import Mapping
 from datetime import datetime
 from statistics import median
-from typing import Any, Literal
+from typing import Any
 
 from ..parsing.events import EngineStats, SpecDecodeStats, TransferStats
+from .snapshot import EngineSnapshot, EngineStateName, TransferSnapshot
 from .transfer_state import TransferState
 
 __all__ = [
@@ -46,7 +47,7 @@ _MIN_GAPS = 3
 GAP_HISTORY = 9
 """Gaps kept for the median: stamps have 1-second resolution, the median smooths the jitter."""
 
-State = Literal["ok", "idle", "stalled"]
+State = EngineStateName
 
 
 def _finite(value: float | None) -> float | None:
@@ -263,7 +264,7 @@ class EngineState:
                 return "idle"
         return "ok"
 
-    def snapshot(self, now: float, intervals: float) -> dict[str, Any] | None:
+    def snapshot(self, now: float, intervals: float) -> EngineSnapshot | None:
         """The engine for the status page, values in the log's units; None before its first line."""
         last = self.last
         if last is None or self.last_arrival is None:
@@ -271,16 +272,20 @@ class EngineState:
         values = last.model_dump(exclude={"file", "line", "stamp", "level", "process", "kind"},
                                  exclude_none=True, mode="json")
         values["kv_cache_usage_pct"] = last.kv_cache_usage_pct
-        return json_safe({
-            "last": values,
-            "age_seconds": round(now - self.last_arrival, 3),
-            "state": self.state(now, intervals),
-            "interval_seconds": self.typical_interval(),
-            "prompt_tokens": self.prompt_tokens.value,
-            "generation_tokens": self.generation_tokens.value,
-            "stats_lines": self.stats_lines,
-            "transfers": self.transfer.snapshot() or None,
-        })
+        transfers = self.transfer.snapshot()
+        return EngineSnapshot(
+            last=json_safe(values),
+            age_seconds=round(now - self.last_arrival, 3),
+            state=self.state(now, intervals),
+            interval_seconds=_finite(self.typical_interval()),
+            prompt_tokens=self.prompt_tokens.value,
+            generation_tokens=self.generation_tokens.value,
+            stats_lines=self.stats_lines,
+            transfers={cache: TransferSnapshot(
+                transfers=t["transfers"], expired_requests=t["expired_requests"],
+                last=None if t["last"] is None else json_safe(t["last"]))
+                for cache, t in transfers.items()} or None,
+        )
 
     def gauges(self) -> dict[str, float]:
         """Short metric name -> value, for the values the last lines carried (base units)."""

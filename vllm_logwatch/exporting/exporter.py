@@ -47,6 +47,7 @@ from .catalogue import METRICS
 from .engine_state import DEFAULT_INTERVAL, EngineState, RunningTotal, json_safe
 from .families import Families, new_family
 from .routes import OTHER, VLLM_ROUTES, path_label
+from .snapshot import ChildMetrics, Counters, ExporterStatus, StatsMissing
 
 __all__ = ["LEVELS", "ExporterMetrics"]
 
@@ -127,6 +128,23 @@ class ExporterMetrics(Collector):
         """Take one event (from `parse_line` through the `Assembler`: file, line and time set)."""
         with self._lock:
             self._apply(event)
+
+    def apply_many(
+        self, events: Iterable[Event], access: Mapping[tuple[str, str, int], int] | None = None
+    ) -> list[tuple[Event, Exception]]:
+        """Take a block's events, in order, then its access lines counted by (method, path, status), all
+        under one lock. An event whose apply raises (a bug) is returned with its exception; the others
+        are applied all the same."""
+        failed: list[tuple[Event, Exception]] = []
+        with self._lock:
+            for event in events:
+                try:
+                    self._apply(event)
+                except Exception as exc:
+                    failed.append((event, exc))
+            for (method, path, status), count in (access or {}).items():
+                self._count_access(method, path, status, count)
+        return failed
 
     def new_launch(self, source: str | None = None) -> None:
         """A new vLLM launch (e.g. a new launch file): per-engine gauges, intervals and start-up facts
@@ -267,7 +285,7 @@ class ExporterMetrics(Collector):
 
     # -- reading (server thread) ----------------------------------------------------------------
 
-    def _stats_missing(self, now: float) -> str | None:
+    def _stats_missing(self, now: float) -> StatsMissing | None:
         if self._stats_seen:
             return None
         if self._facts.get("stats_logging_disabled"):
@@ -334,30 +352,43 @@ class ExporterMetrics(Collector):
                 out.add(key, (), child_total.value)
         return out.families()
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> ExporterStatus:
         """A JSON-able snapshot for `/api/v1/status`: values in the log's own units (percent stays
         percent), per-engine age and state, start-up facts, and the exporter's own counters."""
         with self._lock:
             now = self._clock()
             engines = {label: snap for label, state in self._engines.items()
                        if (snap := state.snapshot(now, self._stall_intervals)) is not None}
-            counters: dict[str, Any] = {key: total.value for key, total in self._follower.items()}
-            counters.update(
+            read = {key: total.value for key, total in self._follower.items()}
+            counters = Counters(
+                log_lines=read["log_lines"], log_bytes=read["log_bytes"], log_rotations=read["log_rotations"],
+                log_truncations=read["log_truncations"], read_errors=read["read_errors"],
+                lines_cut=read["lines_cut"], state_errors=read["state_errors"],
                 parse_errors=dict(self._parse_errors), unknown_fields=self._unknown_fields,
                 label_overflow=dict(self._overflow), log_messages=dict(self._levels),
                 problems=dict(self._problems), http_requests=sum(self._http.values()),
             )
-            child = None
+            child: ChildMetrics | None = None
             if self._child is not None:
-                child = {**self._child, **{k: t.value for k, t in self._child_totals.items()}}
-            return {
-                "engines": engines,
-                "model_name": self._series_model,
-                "server": json_safe(self._facts),
-                "stats_missing": self._stats_missing(now),
-                "launches": self._launches,
-                "launch_source": self._launch_source,
-                "stats_interval_seconds": self._interval,
-                "counters": counters,
-                "child": child,
-            }
+                child = ChildMetrics(
+                    child_up=self._child["child_up"], child_pid=self._child["child_pid"],
+                    child_start_time_seconds=self._child["child_start_time_seconds"],
+                    child_last_exit_code=self._child["child_last_exit_code"],
+                    child_restarts=self._child_totals["child_restarts"].value,
+                    log_file_bytes_written=self._child_totals["log_file_bytes_written"].value,
+                    log_file_write_errors=self._child_totals["log_file_write_errors"].value,
+                    log_file_bytes_dropped=self._child_totals["log_file_bytes_dropped"].value,
+                    parse_bytes_dropped=self._child_totals["parse_bytes_dropped"].value,
+                    stdout_bytes_dropped=self._child_totals["stdout_bytes_dropped"].value,
+                )
+            return ExporterStatus(
+                engines=engines,
+                model_name=self._series_model,
+                server=json_safe(self._facts),
+                stats_missing=self._stats_missing(now),
+                launches=self._launches,
+                launch_source=self._launch_source,
+                stats_interval_seconds=self._interval,
+                counters=counters,
+                child=child,
+            )

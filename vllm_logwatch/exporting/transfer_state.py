@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from ..parsing.events import TransferStats
+from .snapshot import TransferSnapshot
 
 __all__ = ["MIB", "TransferState"]
 
@@ -86,16 +87,16 @@ class TransferState:
             if last.throughput_mb_per_s is not None:
                 yield "transfer_throughput_bytes_per_second", (cache,), last.throughput_mb_per_s * MIB
 
-    def snapshot(self) -> dict[str, dict[str, object]]:
+    def snapshot(self) -> dict[str, TransferSnapshot]:
         """For the status endpoint: per cache, the totals and the last line's values (log units)."""
-        out: dict[str, dict[str, object]] = {}
+        out: dict[str, TransferSnapshot] = {}
         for cache, totals in sorted(self._caches.items()):
             last = totals.last
-            out[cache] = {
-                "transfers": {r: totals.transfers[r] for r in sorted(totals.seen)},
-                "expired_requests": totals.expired_requests if totals.reports_expiry else None,
-                "last": None if last is None else last.model_dump(
+            out[cache] = TransferSnapshot(
+                transfers={r: totals.transfers[r] for r in sorted(totals.seen)},
+                expired_requests=totals.expired_requests if totals.reports_expiry else None,
+                last=None if last is None else last.model_dump(
                     mode="json", exclude_none=True,
                     exclude={"file", "line", "stamp", "level", "process", "kind", "cache", "engine", "time"}),
-            }
+            )
         return out

@@ -20,7 +20,8 @@ Subprocess output goes to files (never to pipes nobody reads, which would block 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Sequence
+import signal
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,15 @@ import httpx
 import pytest
 import support
 from support import PrometheusServer, WatchProcess
+
+
+@pytest.fixture(autouse=True)
+def _keep_sigpipe() -> Iterator[None]:
+    """`main` of an offline command restores the default SIGPIPE action (right for a CLI: `| head`);
+    give the test process its own back, or a later test writing to a closed socket dies of it."""
+    saved = signal.getsignal(signal.SIGPIPE)
+    yield
+    signal.signal(signal.SIGPIPE, saved)
 
 
 @pytest.fixture

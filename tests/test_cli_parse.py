@@ -11,10 +11,8 @@ import json
 import os
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,14 +23,6 @@ from vllm_logwatch.parsing.events import STATS_COLUMNS
 DATA = Path(__file__).parent / "data"
 REAL_CPU_LOG = next((DATA / "real-vllm-cpu").glob("serve_*.log"))
 ROOT = Path(__file__).parent.parent
-
-
-@pytest.fixture(autouse=True)
-def _keep_sigpipe() -> Iterator[None]:
-    """`main` restores the default SIGPIPE action (right for a CLI); give the test process its own back."""
-    saved = signal.getsignal(signal.SIGPIPE)
-    yield
-    signal.signal(signal.SIGPIPE, saved)
 
 
 def logwatch(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[str]:

@@ -3,17 +3,17 @@
 Scanning for the few stats lines among millions of access lines is the whole cost of reading a big
 log, so this reads big blocks and looks for the needles with StringZilla's SIMD `find`, and hands over
 only the lines that hold them (and the line right after each, for V0's prefix-cache line and the
-speculative-decoding lines). Nothing heavy is imported (StringZilla is one C extension, ~1 ms):
-`logwatch parse --csv` starts fast.
+speculative-decoding lines). Nothing heavy is imported (StringZilla is one C extension, ~1 ms; typed
+in `parsing/simd.py`, which the live path's block reader uses too): `logwatch parse --csv` starts fast.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
-import stringzilla
+from ..parsing.simd import simd_count, simd_find
 
 __all__ = [
     "FOLLOWER_NEEDLES",
@@ -29,13 +29,6 @@ __all__ = [
     "simd_count",
     "simd_find",
 ]
-
-simd_find: Callable[[bytes | bytearray, bytes, int, int], int] = stringzilla.find
-"""`text.find(sub, start, end)`, the same answer from StringZilla's SIMD search: about 3x faster than
-`bytes.find` on logs, whose letters defeat CPython's skip table."""
-simd_count: Callable[[bytes | bytearray, bytes, int, int], int] = stringzilla.count
-"""`text.count(sub, start, end)`, the same answer from StringZilla: about 1.4x faster than `bytes.count`
-for newlines (CPython counts one byte at a time)."""
 
 SPEC_NEEDLES: tuple[bytes, ...] = (b" metrics: ",)
 """`SpecDecoding metrics: `, `Speculative metrics: `, `DiffusionDecoding metrics: `."""

@@ -30,7 +30,10 @@ from .spec import SPEC_START, parse_spec
 from .startup import INFO_HOOKS, parse_info, problem_of
 from .transfer import TRANSFER_START, parse_transfer
 
-__all__ = ["KNOWN_EXTRA", "KNOWN_EXTRA_KEYS", "parse_line", "strip_ansi", "worth_parsing"]
+__all__ = [
+    "ACCESS_LINE", "ACCESS_NEEDLE", "KNOWN_EXTRA", "KNOWN_EXTRA_KEYS", "NEEDLES", "parse_line", "strip_ansi",
+    "worth_parsing",
+]
 
 # Colour codes, with or without the ESC byte (some collectors drop it: `[1;36m(APIServer ...)[0;0m`).
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]|\[[0-9][0-9;]*m")
@@ -91,11 +94,26 @@ KNOWN_EXTRA_KEYS = frozenset(KNOWN_EXTRA.values()) | frozenset(_KV_FETCH_KEYS)
 
 # Every line `parse_line` gives an event for holds one of these (tests check it on every sample line of
 # every kind): stats (V1, V0, the idle Running/Waiting form, V0's prefix-cache line), spec-decode and
-# transfer lines (` metrics: `), start-up facts (their own hooks), warnings and errors, access lines.
-_WORTH_PARSING = re.compile(b"|".join(re.escape(needle.encode()) for needle in (
-    "Avg prompt t", "Running: ", "cache hit rate: GPU", " metrics: ", *INFO_HOOKS,
-    "WARNING", "ERROR", "CRITICAL", "HTTP/",
-)))
+# transfer lines (` metrics: `), start-up facts (their own hooks), warnings and errors; access lines
+# hold `ACCESS_NEEDLE`.
+NEEDLES: tuple[bytes, ...] = tuple(needle.encode() for needle in (
+    "Avg prompt t", "Running: ", "cache hit rate: GPU", " metrics: ", *INFO_HOOKS, "WARNING", "ERROR",
+    "CRITICAL",
+))
+ACCESS_NEEDLE = b"HTTP/"
+ACCESS_LINE = re.compile(
+    rb"^(?:INFO|WARNING|ERROR):[ \t]+[0-9A-Fa-f.:\[\]]+ - "
+    rb'"([A-Z]{3,10} [!-Z\\-~]+ HTTP/[0-9.]+" [0-9]{3})[ A-Za-z\'-]*\r?$',
+    re.MULTILINE,
+)
+"""The common uvicorn access line, whole, as bytes (one line per match in a block, `re.MULTILINE`); its
+one group is `METHOD PATH HTTP/V" STATUS`, four words (one group: `findall` makes one object a line).
+`parse_line` reads every line it matches as `HttpAccess(method, path up to "?", status)` and nothing
+else (tests check it), so a block's access lines can be counted without a parse. Narrow on purpose: the
+client address has no letter past `f`, the path is printable ASCII without `[`, nothing but a reason
+phrase follows the status; so no colour code, vLLM header, JSON record or non-ASCII space can hide in
+it. Other access lines (docker or compose prefixes, JSON records, odd paths) go through `parse_line`."""
+_WORTH_PARSING = re.compile(b"|".join(re.escape(needle) for needle in (*NEEDLES, ACCESS_NEEDLE)))
 
 
 def worth_parsing(raw: bytes) -> bool:

@@ -1,0 +1,102 @@
+"""Reading a block of complete lines at once: the access lines counted by one pattern, the few other
+lines worth a parse found by needle search. Pure: no I/O.
+
+A busy server's log is mostly uvicorn access lines, and parsing each of them costs microseconds that a
+block operation does not: `scan_block` counts them with one compiled pattern over the whole block
+(`line.ACCESS_LINE`), finds the lines that hold one of `line.NEEDLES` with StringZilla's SIMD `find`,
+and hands over only those, as text, with their line numbers. Every other line is one that `parse_line`
+gives None for (`line.worth_parsing` is built from the same needles; tests check it). If the block holds
+an `HTTP/` the pattern did not count (a docker prefix, a JSON record, an odd path), the lines with
+`HTTP/` are handed over too, so they are parsed as before. Whatever the block boundaries, the result
+is that of `parse_line` on every line (tests/test_blocks.py checks it, on real and generated logs).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+
+from .line import ACCESS_LINE, ACCESS_NEEDLE, NEEDLES
+from .simd import simd_count, simd_find
+
+__all__ = ["AccessCounts", "long_lines", "scan_block", "split_lines", "trim_partial_utf8"]
+
+AccessCounts = dict[tuple[str, str, int], int]
+"""Access lines by (method, path without its query, status): what `HttpAccess` says of each."""
+
+
+def scan_block(
+    data: bytes, first: int, *, cap: int | None = None
+) -> tuple[AccessCounts, list[tuple[int, str]]]:
+    """(the access lines of `data` counted, `(line number, text)` of every other line worth a parse).
+
+    `data` holds complete lines (a last line without its newline is read as one); `first` is the number
+    of its first line. Texts lose one trailing `\\r`; bad UTF-8 is replaced. With `cap`, a line longer
+    than `cap` bytes is handed over cut to its first `cap` bytes.
+    """
+    found = ACCESS_LINE.findall(data)
+    access: AccessCounts = {}
+    for request, n in Counter(found).items():
+        method, path, _, status = request.split(b" ")  # no other space: ACCESS_LINE says so
+        key = (method.decode(), path.decode().split("?", 1)[0], int(status))
+        access[key] = access.get(key, 0) + n
+    end = len(data)
+    needles = NEEDLES
+    if simd_count(data, ACCESS_NEEDLE, 0, end) != len(found):
+        needles = (*needles, ACCESS_NEEDLE)  # access lines the pattern does not read: parse them
+    starts: set[int] = set()
+    for needle in needles:
+        pos = simd_find(data, needle, 0, end)
+        while pos >= 0:
+            starts.add(data.rfind(b"\n", 0, pos) + 1)
+            nxt = data.find(b"\n", pos) + 1
+            pos = simd_find(data, needle, nxt, end) if nxt else -1
+    hits: list[tuple[int, str]] = []
+    number, counted = first, 0
+    for start in sorted(starts):
+        if found and ACCESS_LINE.match(data, start) is not None:
+            continue  # counted above (an `ERROR:` access line, a path that holds a needle)
+        number += simd_count(data, b"\n", counted, start)
+        counted = start
+        stop = data.find(b"\n", start)
+        raw = data[start:stop if stop >= 0 else end]
+        if cap is not None and len(raw) > cap:
+            raw = trim_partial_utf8(raw[:cap])
+        elif raw.endswith(b"\r"):
+            raw = raw[:-1]
+        hits.append((number, raw.decode("utf-8", "replace")))
+    return access, hits
+
+
+def split_lines(data: bytes, first: int) -> list[tuple[int, str]]:
+    """Every line of `data` as `(line number, text)`, as `scan_block` hands its hits over."""
+    raws = data.split(b"\n")
+    if data.endswith(b"\n"):
+        raws.pop()
+    return [(number, (raw[:-1] if raw.endswith(b"\r") else raw).decode("utf-8", "replace"))
+            for number, raw in enumerate(raws, first)]
+
+
+def long_lines(data: bytes, start: int, end: int, cap: int) -> Iterator[int]:
+    """The start offset of each line of `data[start:end]` longer than `cap` bytes (`end` just after a
+    newline). Strided: one backward search every `cap` bytes, none per line."""
+    p = start
+    while p + cap < end - 1:  # a line starting at p and longer than cap ends past p + cap
+        q = data.rfind(b"\n", p, p + cap + 1)
+        if q >= 0:
+            p = q + 1
+            continue
+        yield p
+        p = data.find(b"\n", p + cap, end) + 1
+        if p == 0:
+            return
+
+
+def trim_partial_utf8(raw: bytes) -> bytes:
+    """Drop a multi-byte character cut in half at the cap, instead of turning it into U+FFFD."""
+    for back in range(1, min(4, len(raw)) + 1):
+        byte = raw[-back]
+        if byte & 0xC0 != 0x80:  # the last character starts here
+            need = 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4
+            return raw[:-back] if byte >= 0xC0 and back < need else raw
+    return raw

@@ -4,11 +4,13 @@ How, and why (docs/design.md, "Following files"; google/mtail's ``filestream.go`
 ``stat`` is the truth and notifications only a hint (``wakers.py``); at end of file another
 ``(st_dev, st_ino)`` at the path is a rotation, a size below our offset or a changed head a
 copytruncate (read again from 0), a missing path is waited for. A folder target follows the newest
-launch file (``targets.py``). Lines are framed in ``openfile.py`` (partial last line held, long lines
-cut, bad UTF-8 replaced); the state file (``statefile.py``) records the offset after the last line
-handed out. Standalone, the follower writes it itself, at most once a second and before reading, so
-it covers only lines the caller has handled; the pipeline takes this over (``autosave = False``) and
-writes each poll's ``checkpoint()`` before a scrape may show its lines (``live/statekeeper.py``).
+launch file (``targets.py``). Reads are framed in ``openfile.py`` into blocks of complete lines
+(partial last line held, long lines cut); ``poll()`` hands out lines, ``poll_blocks()`` the blocks,
+which the pipeline reads without splitting them (``parsing/blocks.py``); the state file
+(``statefile.py``) records the offset after the last line handed out. Standalone, the follower writes
+it itself, at most once a second and before reading, so it covers only lines the caller has handled;
+the pipeline takes this over (``autosave = False``) and writes each poll's ``checkpoint()`` before a
+scrape may show its lines (``live/statekeeper.py``).
 """
 
 from __future__ import annotations
@@ -20,19 +22,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .openfile import FINGERPRINT_BYTES, FollowerStats, LogLine, OpenFile, fingerprint_of, open_log, read_at
-from .statefile import (
-    Checkpoint,
-    SavedState,
-    StateFile,
-    describe,
-    position_of,
-    resume_at,
-)
+from .openfile import FollowerStats, LineBlock, LogLine, OpenFile, lines_of, open_log
+from .statefile import Checkpoint, SavedState, StateFile, describe, position_of, resume_at
 from .targets import Candidate, LaunchFiles
 from .wakers import Waker, WatchdogWaker
 
-__all__ = ["Checkpoint", "Follower", "FollowerStats", "LogLine"]
+__all__ = ["Checkpoint", "Follower", "FollowerStats", "LineBlock", "LogLine"]
 
 READ_CHUNK_BYTES = 1 << 20  # one read() call
 MAX_POLL_BYTES = 16 << 20  # per poll(): a huge backlog must not starve the caller
@@ -108,16 +103,20 @@ class Follower:
         return self._files.mode
 
     def poll(self) -> list[LogLine]:
-        """Read what is new (at most ``poll_bytes``, default ``MAX_POLL_BYTES``) and return the complete
-        lines, in order.
+        """``poll_blocks()``, line by line."""
+        return lines_of(self.poll_blocks())
+
+    def poll_blocks(self) -> list[LineBlock]:
+        """Read what is new (at most ``poll_bytes``, default ``MAX_POLL_BYTES``) and return its complete
+        lines, in order, in blocks (about one a read).
 
         Never blocks on a writer and never raises for I/O: errors are counted and retried next time.
         """
-        out: list[LogLine] = []
+        out: list[LineBlock] = []
         with self._lock:
             if self._closed:
                 return out
-            # Autosave before reading: it covers the lines the previous poll() returned, which the
+            # Autosave before reading: it covers the lines the previous poll returned, which the
             # caller has handled by now (run() calls on_lines before polling again). Saving after
             # reading would record lines the caller has not seen yet, and a crash would skip them.
             if (self.autosave and self._dirty and self.state_file
@@ -153,10 +152,17 @@ class Follower:
         self, on_lines: Callable[[list[LogLine]], None], stop: threading.Event | None = None, *,
         on_poll: Callable[[], None] | None = None,
     ) -> None:
+        """``run_blocks``, handing out lines."""
+        self.run_blocks(lambda blocks: on_lines(lines_of(blocks)), stop, on_poll=on_poll)
+
+    def run_blocks(
+        self, on_blocks: Callable[[list[LineBlock]], None], stop: threading.Event | None = None, *,
+        on_poll: Callable[[], None] | None = None,
+    ) -> None:
         """Poll and deliver until ``stop()`` or ``stop`` is set; saves state when leaving (if
-        ``autosave``). ``on_poll()`` follows every poll (after ``on_lines``): the moment to take
+        ``autosave``). ``on_poll()`` follows every poll (after ``on_blocks``): the moment to take
         ``checkpoint()``. Without an injected waker, a ``WatchdogWaker(poll_interval)`` is made here (and
-        closed by ``close()``). Exceptions from ``on_lines`` and ``on_poll`` propagate."""
+        closed by ``close()``). Exceptions from ``on_blocks`` and ``on_poll`` propagate."""
         waker = self._waker
         if waker is None:
             waker = self._waker = WatchdogWaker(self.poll_interval)
@@ -166,14 +172,14 @@ class Follower:
             return self._stop.is_set() or (stop is not None and stop.is_set())
 
         while not stopping():
-            lines = self.poll()
-            if lines:
-                on_lines(lines)
+            blocks = self.poll_blocks()
+            if blocks:
+                on_blocks(blocks)
             if on_poll is not None:
                 on_poll()
             if stopping():
                 break
-            if not lines and not self._more:
+            if not blocks and not self._more:
                 waker.wait(self.poll_interval)
         with self._lock:
             if self.autosave and self._dirty and not self._closed:
@@ -234,10 +240,10 @@ class Follower:
 
     # -- one step ----------------------------------------------------------------------------------
 
-    def _step(self, out: list[LogLine]) -> None:
+    def _step(self, out: list[LineBlock]) -> None:
         if not self._begun:
             self._begin()
-        if self._cur is not None and self._head_changed(self._cur):
+        if self._cur is not None and self._cur.head_changed():
             self._from_zero(self._cur, out)  # truncated and written again since the last poll
         for _ in range(_MAX_HOPS):
             if self._cur is None:
@@ -267,7 +273,7 @@ class Follower:
                 return reader
         return None
 
-    def _drain(self, cur: OpenFile, out: list[LogLine]) -> bool:
+    def _drain(self, cur: OpenFile, out: list[LineBlock]) -> bool:
         """Read to end of file or to the poll budget; False on a read error (retried next poll)."""
         while self._budget > 0:
             try:
@@ -284,7 +290,7 @@ class Follower:
         self._more = True
         return True
 
-    def _at_eof(self, cur: OpenFile, out: list[LogLine]) -> bool:
+    def _at_eof(self, cur: OpenFile, out: list[LineBlock]) -> bool:
         """Decide what end of file means; True when we moved to another file or offset."""
         try:
             st: os.stat_result | None = os.stat(cur.path)
@@ -308,31 +314,14 @@ class Follower:
         self._waiting_for_path = st is None
         return False
 
-    def _from_zero(self, cur: OpenFile, out: list[LogLine]) -> None:
+    def _from_zero(self, cur: OpenFile, out: list[LineBlock]) -> None:
         """Copytruncate: the file starts over; read it again from 0."""
         cur.flush_partial(out, self.stats)  # the writer will not finish that line in this file
-        os.lseek(cur.fd, 0, os.SEEK_SET)
-        cur.pos = cur.line_start = cur.start = 0
-        cur.next_number = 1
-        cur.fingerprint = fingerprint_of(read_at(cur.fd, FINGERPRINT_BYTES, 0))
+        cur.rewind()
         self.stats.truncations += 1
         self._dirty = True
 
-    def _head_changed(self, cur: OpenFile) -> bool:
-        """Whether the first bytes differ from those seen before: the file was truncated and written
-        again. While the file is shorter than ``FINGERPRINT_BYTES``, the fingerprint grows with it."""
-        head = read_at(cur.fd, FINGERPRINT_BYTES, 0)
-        if cur.fingerprint is None:
-            cur.fingerprint = fingerprint_of(head)
-            return False
-        digest, size = cur.fingerprint
-        if len(head) < size or fingerprint_of(head[:size])[0] != digest:
-            return True
-        if len(head) > size:
-            cur.fingerprint = fingerprint_of(head)
-        return False
-
-    def _switch(self, cur: OpenFile, path: str, out: list[LogLine], *, rotation: bool) -> bool:
+    def _switch(self, cur: OpenFile, path: str, out: list[LineBlock], *, rotation: bool) -> bool:
         if not self._drain(cur, out) or self._more:
             return False  # still draining the old file; the switch happens at a later end of file
         # If the path was replaced again since the stat, the file opened now is newer still: fine.

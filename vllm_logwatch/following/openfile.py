@@ -1,8 +1,11 @@
-"""One open file of the follower and the lines in it: read bytes in, complete lines out.
+"""One open file of the follower and the lines in it: read bytes in, blocks of complete lines out.
 
-A half-written last line waits for its newline; a line longer than the cap is cut (at a character
-boundary) and counted, the rest of it skipped, so memory stays bounded whatever the file holds; bad
-UTF-8 is replaced, never fatal. No log text is kept beyond the line being assembled.
+A read becomes one `LineBlock`: the bytes up to its last newline, as read, with their first line's
+number and offset and a SIMD count of their lines; no per-line work. A half-written last line waits
+for its newline; a line longer than the cap (found by a strided search, `blocks.long_lines`) is cut at
+a character boundary, counted and handed over alone, the rest of it skipped, so memory stays bounded
+whatever the file holds. `\\r` and bad UTF-8 (replaced, never fatal) are dealt with only for the lines
+that become text. No log text is kept beyond the block being handed over.
 """
 
 from __future__ import annotations
@@ -13,9 +16,12 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..parsing.blocks import long_lines, trim_partial_utf8
+from ..parsing.simd import simd_count
+
 __all__ = [
-    "FINGERPRINT_BYTES", "FollowerStats", "LogLine", "OpenFile", "fingerprint_of", "open_log", "read_at",
-    "trim_partial_utf8",
+    "FINGERPRINT_BYTES", "FollowerStats", "LineBlock", "LogLine", "OpenFile", "fingerprint_of", "lines_of",
+    "open_log", "read_at", "trim_partial_utf8",
 ]
 
 FINGERPRINT_BYTES = 1024  # the state file recognises a file by the hash of its first bytes
@@ -35,6 +41,42 @@ class LogLine:
     number: int
     text: str
     cut: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class LineBlock:
+    """Complete lines of one followed file, as read: `count` lines in `data`, each ending in `\\n`.
+
+    `offset` is the byte offset of the first line in `source`, `number` its line number (as in
+    `LogLine`). `cut`: one line, longer than the cap, truncated to it (its `data` is no slice of the
+    file then). The lines' `\\r` and UTF-8 are left as read: `lines()` and the block scan see to them.
+    """
+
+    source: str
+    offset: int
+    number: int
+    data: bytes
+    count: int
+    cut: bool = False
+
+    def lines(self) -> list[LogLine]:
+        """The block line by line, as the follower used to hand lines out."""
+        if self.cut:
+            text = self.data[:-1].decode("utf-8", "replace")
+            return [LogLine(self.source, self.offset, self.number, text, True)]
+        out, offset = [], self.offset
+        raws = self.data.split(b"\n")
+        raws.pop()  # after the last newline: nothing
+        for number, raw in enumerate(raws, self.number):
+            text = (raw[:-1] if raw.endswith(b"\r") else raw).decode("utf-8", "replace")
+            out.append(LogLine(self.source, offset, number, text))
+            offset += len(raw) + 1
+        return out
+
+
+def lines_of(blocks: list[LineBlock]) -> list[LogLine]:
+    """Every line of `blocks`, in order."""
+    return [line for block in blocks for line in block.lines()]
 
 
 @dataclass(slots=True)
@@ -75,22 +117,22 @@ class OpenFile:
         """Offset just after the last line delivered: where a restart must resume."""
         return self.pos if self.discarding else self.line_start
 
-    def consume(self, data: bytes, out: list[LogLine], cap: int, stats: FollowerStats) -> None:
-        """Split ``data`` (read at ``self.pos``) into lines; hold a partial one, never more than the cap."""
+    def consume(self, data: bytes, out: list[LineBlock], cap: int, stats: FollowerStats) -> None:
+        """Hand the complete lines of `data` (read at `self.pos`) to `out` as blocks; hold a partial last
+        line, never more than the cap of it."""
         base = self.pos
         self.pos += len(data)
         i, n = 0, len(data)
-        while i < n:
+        if self.discarding:
+            nl = data.find(b"\n")
+            if nl < 0:
+                return
+            self.discarding = False
+            i = nl + 1
+            self.line_start = base + i
+        if self.buf:  # the line begun in an earlier read
             nl = data.find(b"\n", i)
-            if self.discarding:
-                if nl < 0:
-                    return
-                self.discarding = False
-                i = nl + 1
-                self.line_start = base + i
-                continue
-            end = n if nl < 0 else nl
-            held = len(self.buf)
+            end, held = n if nl < 0 else nl, len(self.buf)
             if held + end - i > cap:
                 raw = bytes(self.buf) + data[i : i + cap - held]
                 self.buf.clear()
@@ -101,16 +143,31 @@ class OpenFile:
             elif nl < 0:
                 self.buf += data[i:]
                 return
-            elif held:
+            else:
                 raw = bytes(self.buf) + data[i:nl]
                 self.buf.clear()
                 self.emit(raw, False, out, stats)
-            else:
-                self.emit(data[i:nl], False, out, stats)
             i = nl + 1
             self.line_start = base + i
+        last = data.rfind(b"\n", i) + 1
+        for long in (*long_lines(data, i, last, cap), last):
+            if long > i:
+                block = data if i == 0 and long == n else data[i:long]
+                self.emit_block(block, simd_count(block, b"\n", 0, len(block)), out, stats)
+                self.line_start = base + long
+            if long == last:
+                break
+            self.emit(data[long : long + cap], True, out, stats)
+            i = data.find(b"\n", long + cap) + 1
+            self.line_start = base + i
+        i = max(i, last)
+        if n - i > cap:  # a line over the cap without its newline yet: cut now, skip its rest
+            self.emit(data[i : i + cap], True, out, stats)
+            self.discarding = True
+        elif i < n:
+            self.buf += data[i:]
 
-    def flush_partial(self, out: list[LogLine], stats: FollowerStats) -> None:
+    def flush_partial(self, out: list[LineBlock], stats: FollowerStats) -> None:
         """The file is done (rotated, truncated, superseded): a held partial line is all there is."""
         if self.buf and not self.discarding:
             self.emit(bytes(self.buf), False, out, stats)
@@ -118,15 +175,39 @@ class OpenFile:
             self.line_start = self.pos
         self.discarding = False
 
-    def emit(self, raw: bytes, cut: bool, out: list[LogLine], stats: FollowerStats) -> None:
+    def emit(self, raw: bytes, cut: bool, out: list[LineBlock], stats: FollowerStats) -> None:
+        """One line (without its newline) as a block of its own: cut at the cap, or assembled."""
         if cut:
             raw = trim_partial_utf8(raw)
             stats.lines_cut += 1
-        elif raw.endswith(b"\r"):
-            raw = raw[:-1]
-        out.append(LogLine(self.path, self.line_start, self.next_number, raw.decode("utf-8", "replace"), cut))
-        self.next_number += 1
-        stats.lines += 1
+        self.emit_block(raw + b"\n", 1, out, stats, cut=cut)
+
+    def emit_block(self, data: bytes, count: int, out: list[LineBlock], stats: FollowerStats, *,
+                   cut: bool = False) -> None:
+        out.append(LineBlock(self.path, self.line_start, self.next_number, data, count, cut))
+        self.next_number += count
+        stats.lines += count
+
+    def rewind(self) -> None:
+        """Read again from offset 0, line 1 (the file was truncated)."""
+        os.lseek(self.fd, 0, os.SEEK_SET)
+        self.pos = self.line_start = self.start = 0
+        self.next_number = 1
+        self.fingerprint = fingerprint_of(read_at(self.fd, FINGERPRINT_BYTES, 0))
+
+    def head_changed(self) -> bool:
+        """Whether the first bytes differ from those seen before: the file was truncated and written
+        again. While the file is shorter than ``FINGERPRINT_BYTES``, the fingerprint grows with it."""
+        head = read_at(self.fd, FINGERPRINT_BYTES, 0)
+        if self.fingerprint is None:
+            self.fingerprint = fingerprint_of(head)
+            return False
+        digest, size = self.fingerprint
+        if len(head) < size or fingerprint_of(head[:size])[0] != digest:
+            return True
+        if len(head) > size:
+            self.fingerprint = fingerprint_of(head)
+        return False
 
 
 def open_log(path: str, place: Callable[[int, os.stat_result], tuple[int, int, bool]]
@@ -158,13 +239,3 @@ def fingerprint_of(head: bytes) -> tuple[str, int]:
 def read_at(fd: int, size: int, offset: int) -> bytes:
     """Read without moving the descriptor's position (the follower's read position lives there)."""
     return os.pread(fd, size, offset) if size > 0 else b""
-
-
-def trim_partial_utf8(raw: bytes) -> bytes:
-    """Drop a multi-byte character cut in half at the cap, instead of turning it into U+FFFD."""
-    for back in range(1, min(4, len(raw)) + 1):
-        byte = raw[-back]
-        if byte & 0xC0 != 0x80:  # the last character starts here
-            need = 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4
-            return raw[:-back] if byte >= 0xC0 and back < need else raw
-    return raw

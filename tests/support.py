@@ -28,6 +28,11 @@ from prometheus_client.parser import text_string_to_metric_families
 
 T = TypeVar("T")
 
+TESTS = Path(__file__).resolve().parent
+"""The tests folder: data/, golden/, help/, fake_vllm.py, whatever folder a test file sits in."""
+ROOT = TESTS.parent
+"""The repository."""
+
 
 
 def free_port() -> int:

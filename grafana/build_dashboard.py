@@ -3,9 +3,9 @@
     python grafana/build_dashboard.py           # write the JSON
     python grafana/build_dashboard.py --check   # exit 1 if the committed JSON is not what this builds
 
-Edit this file, not the JSON; tests/test_grafana.py fails when the two disagree. Metric names come
-from `vllm_logwatch.exporting.catalogue` (the table of what the exporter serves), so a renamed metric
-breaks the
+Edit this file, not the JSON; tests/integration/test_grafana.py fails when the two disagree. Metric
+names come from `vllm_logwatch.exporting.catalogue` (the table of what the exporter serves), so a
+renamed metric breaks the
 build here rather than a panel in production.
 
 Layout: the top block mirrors vLLM's own example dashboard (examples/observability/prometheus_grafana)

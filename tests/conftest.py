@@ -31,6 +31,14 @@ import support
 from support import PrometheusServer, WatchProcess
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Everything under tests/integration/ (real processes, real binaries) is marked `integration`,
+    so `pytest -m "not integration"` (or `make smoke`) runs the unit tests alone."""
+    for item in items:
+        if "integration" in item.path.parts:
+            item.add_marker(pytest.mark.integration)
+
+
 @pytest.fixture(autouse=True)
 def _keep_sigpipe() -> Iterator[None]:
     """`main` of an offline command restores the default SIGPIPE action (right for a CLI: `| head`);

@@ -9,16 +9,15 @@ from __future__ import annotations
 
 import re
 import subprocess
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from support import required_tool
+from support import ROOT, required_tool
 
 pytestmark = pytest.mark.timeout(60)
 
-GRAFANA = Path(__file__).resolve().parents[1] / "grafana"
+GRAFANA = ROOT / "grafana"
 ALERTS = GRAFANA / "alerts.yml"
 ALERTS_TEST = GRAFANA / "alerts_test.yml"
 

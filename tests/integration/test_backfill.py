@@ -24,13 +24,13 @@ from typing import Any
 
 import pytest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
-from support import required_tool, serve_prometheus
+from support import TESTS, required_tool, serve_prometheus
 
 from vllm_logwatch.cli import main
 from vllm_logwatch.commands.parse import run_openmetrics
 from vllm_logwatch.exporting.catalogue import METRICS, name
 
-DATA = Path(__file__).parent / "data"
+DATA = TESTS / "data"
 REAL_CPU_LOG = next((DATA / "real-vllm-cpu").glob("serve_*.log"))
 _RAW = re.compile(
     r"INFO (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d) \[loggers\.py:\d+\] Engine 000: Avg prompt throughput: [\d.]+ "

@@ -20,13 +20,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import missing
+from support import ROOT, missing
 
 from vllm_logwatch.web.page import format_number
 
 pytestmark = pytest.mark.timeout(90)
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = ROOT
 REAL_LOG = REPO / "tests" / "data" / "real-vllm-cpu" / "serve_20261129T192328Z.log"
 # Split on "\n" only, as the follower does (the log holds bare "\r" from progress bars).
 REAL_LINES = [line + "\n" for line in REAL_LOG.read_bytes().decode("utf-8").split("\n")[:-1]]

@@ -16,13 +16,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from support import ROOT, TESTS
 
 from vllm_logwatch import cli
 from vllm_logwatch.parsing.events import STATS_COLUMNS
 
-DATA = Path(__file__).parent / "data"
+DATA = TESTS / "data"
 REAL_CPU_LOG = next((DATA / "real-vllm-cpu").glob("serve_*.log"))
-ROOT = Path(__file__).parent.parent
 
 
 def logwatch(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[str]:

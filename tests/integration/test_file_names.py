@@ -16,13 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import ROOT, TESTS
 
 from vllm_logwatch.shown import shown_path
 
 pytestmark = pytest.mark.timeout(60)
 
-ROOT = Path(__file__).parent.parent
-DATA = Path(__file__).parent / "data"
+DATA = TESTS / "data"
 SHOWN = "serve_\ufffd.log"
 # A user's UTF-8 terminal: stdout is strict (the C.UTF-8 locale would let surrogates through).
 STRICT = {**os.environ, "PYTHONIOENCODING": "utf-8"}

@@ -35,6 +35,7 @@ import httpx
 import pytest
 import yaml
 from support import (
+    ROOT,
     PrometheusServer,
     free_port,
     poll_until,
@@ -48,7 +49,7 @@ from vllm_logwatch.exporting.catalogue import METRICS
 
 pytestmark = pytest.mark.timeout(90)
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = ROOT
 GRAFANA = REPO / "grafana"
 DASHBOARD = GRAFANA / "dashboards" / "vllm-logwatch.json"
 PROMETHEUS_YML = GRAFANA / "prometheus.yml"

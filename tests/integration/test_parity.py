@@ -13,12 +13,12 @@ from pathlib import Path
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from support import free_port, poll_until, run_watch
+from support import TESTS, free_port, poll_until, run_watch
 
-DATA = Path(__file__).parent / "data"
+DATA = TESTS / "data"
 CPU_LOG = DATA / "real-vllm-cpu" / "serve_20261129T192328Z.log"
 GPU_START = DATA / "049.log"  # torch.compile, KV cache memory and size, concurrency, graph capture
-FAKE = str(Path(__file__).parent / "fake_vllm.py")
+FAKE = str(TESTS / "fake_vllm.py")
 
 # Series that differ between the modes by design, not by reading: the token counters and sample
 # times come from when a line was read (a file read at once vs. a child's output as it arrives), the

@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import ROOT, TESTS
 
 pytestmark = [pytest.mark.prometheus, pytest.mark.timeout(90)]
 
-REAL_LOG = Path(__file__).parent / "data" / "real-vllm-cpu" / "serve_20261129T192328Z.log"
+REAL_LOG = TESTS / "data" / "real-vllm-cpu" / "serve_20261129T192328Z.log"
 REAL_LINES = [line + "\n" for line in REAL_LOG.read_bytes().decode("utf-8").split("\n")[:-1]]
 _NUMBERS = re.compile(r"Avg generation throughput: ([\d.]+) tokens/s, Running: (\d+) reqs, .*?"
                       r"KV cache usage: ([\d.]+)%")
@@ -85,7 +86,7 @@ def test_prometheus_scrapes_watch_over_https_with_basic_auth(
     web.write_text(f"tls_server_config:\n  cert_file: {tls.server_cert}\n  key_file: {tls.server_key}\n"
                    f"basic_auth_users:\n  prometheus: '{hashed}'\n", encoding="utf-8")
     (tmp_path / "password").write_text(password, encoding="utf-8")
-    config = yaml.safe_load((Path(__file__).parents[1] / "grafana" / "prometheus-https.yml").read_text())
+    config = yaml.safe_load((ROOT / "grafana" / "prometheus-https.yml").read_text())
     config["global"].update(scrape_interval="1s", scrape_timeout="1s")
     job = config["scrape_configs"][0]
     job["tls_config"]["ca_file"] = str(tls.ca)

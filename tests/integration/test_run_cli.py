@@ -15,9 +15,10 @@ from pathlib import Path
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
+from support import TESTS
 
-FAKE = str(Path(__file__).parent / "fake_vllm.py")
-REAL_LOG = next((Path(__file__).parent / "data" / "real-vllm-cpu").glob("serve_*.log"))
+FAKE = str(TESTS / "fake_vllm.py")
+REAL_LOG = next((TESTS / "data" / "real-vllm-cpu").glob("serve_*.log"))
 START = b"(APIServer pid=1) INFO 11-29 19:23:52 [entry.py:140] Starting vLLM server on http://127.0.0.1:18000\n"
 SHUTDOWN = b"INFO:     Shutting down\n"
 STATS_LINES = "vllm_logwatch_stats_lines_total{engine=0,model_name=tiny-llama}"

@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import ROOT, TESTS
 
 pytestmark = pytest.mark.timeout(60)
 
-ROOT = Path(__file__).parent.parent
-DATA = Path(__file__).parent / "data"
+DATA = TESTS / "data"
 LOG = DATA / "002.log"
 REAL_CPU_LOG = next((DATA / "real-vllm-cpu").glob("serve_*.log"))
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}

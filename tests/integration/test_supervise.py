@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from prometheus_client import CollectorRegistry
+from support import TESTS
 
 from vllm_logwatch.commands.run import child_reporter
 from vllm_logwatch.exporting.exporter import ExporterMetrics
@@ -20,8 +21,8 @@ from vllm_logwatch.live.feed import LineFeeder
 from vllm_logwatch.parsing.stamps import resolve_zone
 from vllm_logwatch.supervising.supervisor import Supervisor, command_facts, launch_name
 
-FAKE = str(Path(__file__).parent / "fake_vllm.py")
-REAL_LOG = next((Path(__file__).parent / "data" / "real-vllm-cpu").glob("serve_*.log"))
+FAKE = str(TESTS / "fake_vllm.py")
+REAL_LOG = next((TESTS / "data" / "real-vllm-cpu").glob("serve_*.log"))
 
 
 class Echo:

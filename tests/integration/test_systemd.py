@@ -32,14 +32,14 @@ from typing import Any
 
 import httpx
 import pytest
-from support import free_port, required_tool
+from support import ROOT, free_port, required_tool
 
 from vllm_logwatch.config import RunSettings, WatchSettings, load_settings
 from vllm_logwatch.options import build_parser
 
 pytestmark = pytest.mark.timeout(60)
 
-SYSTEMD = Path(__file__).resolve().parents[1] / "systemd"
+SYSTEMD = ROOT / "systemd"
 WATCH_UNIT = SYSTEMD / "vllm-logwatch.service"
 RUN_UNIT = SYSTEMD / "vllm-serve.service"
 ENV_EXAMPLE = SYSTEMD / "vllm.env.example"

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import ROOT
 
 from vllm_logwatch.cli import main
 from vllm_logwatch.commands.demo import Replayer, load_demo_log
@@ -22,7 +23,7 @@ from vllm_logwatch.errors import UsageError
 
 pytestmark = pytest.mark.timeout(60)
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = ROOT
 REAL_LOG = REPO / "tests" / "data" / "real-vllm-cpu" / "serve_20261129T192328Z.log"
 # Split on "\n" only, as the follower does (the log holds bare "\r" from progress bars).
 REAL_LINES = [line + "\n" for line in REAL_LOG.read_bytes().decode("utf-8").split("\n")[:-1]]

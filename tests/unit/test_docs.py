@@ -9,11 +9,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+from support import ROOT
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = ROOT
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 MANUAL = ["watch", "run", "offline", "metrics", "status-api", "deploy", "performance", "development"]
 TEST_COMMAND = "pip install -e '.[test]' && make test"
+REPO_PATH = re.compile(r"(?<![\w./-])((?:tests|bench|tools|grafana|vllm_logwatch|systemd)/[\w./-]+\.\w+)")
 
 LINK = re.compile(r"!?\[(?:[^\]\\]|\\.)*\]\(([^()\s]+)(?:\s+\"[^\"]*\")?\)")
 FENCE = re.compile(r"^\s*(```|~~~)")
@@ -142,3 +144,13 @@ def test_the_alert_table_lists_every_rule_with_its_severity() -> None:
     deploy = (REPO / "docs" / "deploy.md").read_text(encoding="utf-8")
     rows = re.findall(r"^\| `(VLLM\w+)` \| .* \| (\w+) \|$", deploy, re.M)
     assert dict(rows) == wanted and len(rows) == len(wanted), (rows, wanted)
+
+
+@pytest.mark.parametrize("page", [*PAGES, REPO / "bench" / "RESULTS.md"], ids=lambda p: p.name)
+def test_every_repository_path_a_page_names_exists(page: Path) -> None:
+    """A test, module or script named in the docs (`tests/unit/web/test_server.py`, `bench/latency.py`,
+    `vllm_logwatch/parsing/line.py`) is there: a moved file leaves no stale mention."""
+    text = page.read_text(encoding="utf-8")
+    named = set(re.findall(REPO_PATH, text))
+    missing = sorted(path for path in named if not (REPO / path).exists() and "*" not in path)
+    assert missing == []

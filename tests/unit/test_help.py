@@ -1,6 +1,6 @@
 """`--help` of every command equals the committed text in tests/help/, so docs and CLI cannot drift.
 
-Regenerate after a deliberate change: LOGWATCH_REGEN_GOLDEN=1 python -m pytest tests/test_help.py
+Regenerate after a deliberate change: LOGWATCH_REGEN_GOLDEN=1 python -m pytest tests/unit/test_help.py
 """
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from support import TESTS
 
-HELP = Path(__file__).parent / "help"
+HELP = TESTS / "help"
 COMMANDS = ["", "parse", "summary", "plot", "watch", "demo", "run"]
 
 

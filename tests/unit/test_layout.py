@@ -10,8 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from support import ROOT, TESTS
 
-ROOT = Path(__file__).resolve().parents[1] / "vllm_logwatch"
+PACKAGE = ROOT / "vllm_logwatch"
 MAX_LINES = 400
 
 # Which stages each stage may import (besides itself and the top-level errors, shown and config).
@@ -29,11 +30,11 @@ TOP_SHARED = {"errors", "shown", "config"}
 
 
 def module_name(path: Path) -> str:
-    parts = path.relative_to(ROOT.parent).with_suffix("").parts
+    parts = path.relative_to(ROOT).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-MODULES = {module_name(p): p for p in sorted(ROOT.rglob("*.py"))}
+MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
 
 
 def imports_of(name: str) -> set[str]:
@@ -125,7 +126,7 @@ def test_no_module_is_past_400_lines(name: str) -> None:
 
 
 def test_parse_loads_neither_the_web_server_nor_watchdog(tmp_path: Path) -> None:
-    log = Path(__file__).parent / "data" / "002.log"
+    log = TESTS / "data" / "002.log"
     code = ("import sys\nfrom vllm_logwatch.cli import main\n"
             f"for kind in ('--csv', '--jsonl'):\n    main(['parse', {str(log)!r}, kind])\n"
             "loaded = sorted({m.split('.')[0] for m in sys.modules} & {'fastapi', 'uvicorn', 'watchdog', "

@@ -8,7 +8,8 @@ and hands over only those, as text, with their line numbers. Every other line is
 gives None for (`line.worth_parsing` is built from the same needles; tests check it). If the block holds
 an `HTTP/` the pattern did not count (a docker prefix, a JSON record, an odd path), the lines with
 `HTTP/` are handed over too, so they are parsed as before. Whatever the block boundaries, the result
-is that of `parse_line` on every line (tests/test_blocks.py checks it, on real and generated logs).
+is that of `parse_line` on every line (tests/unit/parsing/test_blocks.py checks it, on real and
+generated logs).
 """
 
 from __future__ import annotations

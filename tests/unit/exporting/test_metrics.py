@@ -9,10 +9,10 @@ import json
 import re
 import threading
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
+from support import TESTS
 
 from vllm_logwatch.errors import UsageError
 from vllm_logwatch.exporting.catalogue import METRICS
@@ -22,7 +22,7 @@ from vllm_logwatch.parsing.events import EngineStats, Event
 from vllm_logwatch.parsing.line import parse_line
 from vllm_logwatch.parsing.stamps import YearClock
 
-REAL = Path(__file__).parent / "data" / "real-vllm-cpu"
+REAL = TESTS / "data" / "real-vllm-cpu"
 T0 = datetime(2026, 11, 29, 19, 26, 5, tzinfo=timezone.utc)
 E0 = {"engine": "0", "model_name": "unknown"}
 

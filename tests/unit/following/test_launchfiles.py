@@ -1,5 +1,5 @@
-"""Which file the follower reads (following/targets.py), on real files; tests/test_tail.py covers it through
-the follower."""
+"""Which file the follower reads (following/targets.py), on real files; test_tail.py covers it
+through the follower."""
 
 from __future__ import annotations
 

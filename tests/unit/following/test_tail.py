@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import ROOT
 
 from vllm_logwatch.following import follower as tail
 from vllm_logwatch.following.follower import Follower, LogLine
@@ -27,7 +28,7 @@ from vllm_logwatch.following.wakers import ManualWaker
 
 pytestmark = pytest.mark.timeout(30)
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = ROOT
 OLD = "serve_20261129_120000.log"
 NEW = "serve_20261129_130000.log"
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
+from support import TESTS
 
 from vllm_logwatch.exporting.exporter import ExporterMetrics
 from vllm_logwatch.following.follower import Follower
@@ -28,7 +29,7 @@ from vllm_logwatch.parsing.line import parse_line
 
 pytestmark = pytest.mark.timeout(30)
 
-REAL_LOG = Path(__file__).parent / "data" / "real-vllm-cpu" / "serve_20261129T192328Z.log"
+REAL_LOG = TESTS / "data" / "real-vllm-cpu" / "serve_20261129T192328Z.log"
 # Split on "\n" only, as the follower does (the log holds bare "\r" from progress bars).
 REAL_LINES = [line + "\n" for line in REAL_LOG.read_bytes().decode("utf-8").split("\n")[:-1]]
 STATS = [line for line in REAL_LINES if "Avg prompt throughput" in line]

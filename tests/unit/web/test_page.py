@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 from prometheus_client import CollectorRegistry
+from support import ROOT
 
 from vllm_logwatch.exporting.exporter import ExporterMetrics
 from vllm_logwatch.exporting.history import History
@@ -27,7 +28,7 @@ from vllm_logwatch.web.server import create_app
 
 pytestmark = pytest.mark.timeout(60)
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = ROOT
 REAL_LOG = REPO / "tests" / "data" / "real-vllm-cpu" / "serve_20261129T192328Z.log"
 STATIC = REPO / "vllm_logwatch" / "web" / "static"
 

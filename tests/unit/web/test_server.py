@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import pytest
 from prometheus_client import CollectorRegistry
+from support import ROOT
 
 from vllm_logwatch.errors import InputError
 from vllm_logwatch.exporting.exporter import ExporterMetrics
@@ -24,7 +25,7 @@ from vllm_logwatch.web.server import bind_socket, create_app
 
 pytestmark = pytest.mark.timeout(60)
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = ROOT
 REAL_LOG = REPO / "tests" / "data" / "real-vllm-cpu" / "serve_20261129T192328Z.log"
 STATS = [line.rstrip("\n") for line in REAL_LOG.read_text(encoding="utf-8").splitlines()
          if "Avg prompt throughput" in line]

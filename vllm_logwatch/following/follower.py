@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ..parsing.framing import MAX_LINE_BYTES
 from .openfile import FollowerStats, LineBlock, LogLine, OpenFile, lines_of, open_log
 from .statefile import Checkpoint, SavedState, StateFile, describe, position_of, resume_at
 from .targets import Candidate, LaunchFiles
@@ -56,7 +57,7 @@ class Follower:
         *,
         pattern: str = "*.log",
         from_start: bool = False,
-        max_line_bytes: int = 1 << 20,
+        max_line_bytes: int = MAX_LINE_BYTES,
         state_file: str | None = None,
         waker: Waker | None = None,
         poll_interval: float = 1.0,

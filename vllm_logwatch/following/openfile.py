@@ -2,7 +2,7 @@
 
 A read becomes one `LineBlock`: the bytes up to its last newline, as read, with their first line's
 number and offset and a SIMD count of their lines; no per-line work. A half-written last line waits
-for its newline; a line longer than the cap (found by a strided search, `blocks.long_lines`) is cut at
+for its newline; a line longer than the cap (found by a strided search, `framing.long_lines`) is cut at
 a character boundary, counted and handed over alone, the rest of it skipped, so memory stays bounded
 whatever the file holds. `\\r` and bad UTF-8 (replaced, never fatal) are dealt with only for the lines
 that become text. No log text is kept beyond the block being handed over.
@@ -16,7 +16,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..parsing.blocks import long_lines, trim_partial_utf8
+from ..parsing.framing import long_lines, trim_partial_utf8
 from ..parsing.simd import simd_count
 
 __all__ = [

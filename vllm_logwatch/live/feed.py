@@ -14,8 +14,8 @@ from datetime import datetime, tzinfo
 
 from ..exporting.exporter import ExporterMetrics
 from ..parsing.assemble import Assembler
-from ..parsing.blocks import long_lines
 from ..parsing.events import EngineStats, Event, ServerInfo, Unparsed
+from ..parsing.framing import MAX_LINE_BYTES, long_lines
 from ..parsing.simd import simd_count
 from ..parsing.stamps import YearClock
 from ..supervising.sinks import QueuedWorker
@@ -25,7 +25,6 @@ __all__ = ["LineFeeder"]
 
 log = logging.getLogger(__name__)
 
-_MAX_LINE = 1 << 20
 _GAP = "\0gap"  # a queue marker: output was dropped here
 
 
@@ -93,7 +92,7 @@ class LineFeeder(QueuedWorker):
         cut = data.rfind(b"\n")
         if cut < 0:
             self._carry = data
-            if len(self._carry) > _MAX_LINE:  # a giant line: drop it, counted
+            if len(self._carry) > MAX_LINE_BYTES:  # a giant line: drop it, counted
                 self._carry, self.lines_cut = b"", self.lines_cut + 1
             return
         self._carry = data[cut + 1:]
@@ -112,8 +111,8 @@ class LineFeeder(QueuedWorker):
 
     def _block(self, data: bytes) -> None:
         self.lines += simd_count(data, b"\n", 0, len(data))
-        self.lines_cut += sum(1 for _ in long_lines(data, 0, len(data), _MAX_LINE))
-        self._reader.read(data, cap=_MAX_LINE)
+        self.lines_cut += sum(1 for _ in long_lines(data, 0, len(data), MAX_LINE_BYTES))
+        self._reader.read(data, cap=MAX_LINE_BYTES)
 
     def _retime(self, event: Event) -> Event:
         """Live output: the moment the line was read times vLLM's interval to the ms (its own stamp

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
+from ..parsing.framing import MAX_LINE_BYTES
 from ..parsing.simd import simd_count, simd_find
 
 __all__ = [
@@ -35,7 +36,6 @@ SPEC_NEEDLES: tuple[bytes, ...] = (b" metrics: ",)
 TRANSFER_NEEDLES: tuple[bytes, ...] = (b" Transfer metrics: ",)
 """`KV Transfer metrics: `, `EC Transfer metrics: `."""
 _BLOCK = 8 << 20
-_MAX_LINE = 1 << 20
 
 
 @dataclass
@@ -111,7 +111,7 @@ def scan_stream_bytes(
         buf = carry + chunk if carry else chunk
         end = buf.rfind(b"\n")
         if end < 0:
-            if len(buf) > _MAX_LINE:
+            if len(buf) > MAX_LINE_BYTES:
                 stats.lines_cut += 1
                 carry, skipping, check_first = b"", True, False
             else:
@@ -122,7 +122,7 @@ def scan_stream_bytes(
         yield from _lines(buf, end + 1, base, hits)
         base += simd_count(buf, b"\n", 0, end + 1)
         carry = buf[end + 1:]
-        if len(carry) > _MAX_LINE:
+        if len(carry) > MAX_LINE_BYTES:
             stats.lines_cut += 1
             # the skipped line was the follower candidate: the line after it follows nothing
             carry, skipping, check_first = b"", True, False
@@ -148,7 +148,7 @@ def _hits(
     last_hit = False
     if check_first:
         stop = buf.find(b"\n", 0, end)
-        if stop <= _MAX_LINE and any(buf.find(f, 0, stop) >= 0 for f in followers):
+        if stop <= MAX_LINE_BYTES and any(buf.find(f, 0, stop) >= 0 for f in followers):
             starts.add(0)
     for needle in needles:
         pos = simd_find(buf, needle, 0, end)
@@ -156,7 +156,7 @@ def _hits(
             start = buf.rfind(b"\n", 0, pos) + 1
             stop = buf.find(b"\n", pos, end)
             nxt = stop + 1
-            if stop - start > _MAX_LINE:
+            if stop - start > MAX_LINE_BYTES:
                 cut.add(start)
             else:
                 starts.add(start)
@@ -164,7 +164,7 @@ def _hits(
                     last_hit = True
                 else:
                     nstop = buf.find(b"\n", nxt, end)
-                    if nstop - nxt <= _MAX_LINE and any(buf.find(f, nxt, nstop) >= 0 for f in followers):
+                    if nstop - nxt <= MAX_LINE_BYTES and any(buf.find(f, nxt, nstop) >= 0 for f in followers):
                         starts.add(nxt)
             pos = simd_find(buf, needle, nxt, end)
     return sorted(starts), last_hit, len(cut)
@@ -184,17 +184,17 @@ def read_lines(stream: BinaryIO, stats: ScanStats | None = None) -> Iterator[tup
     stats = stats if stats is not None else ScanStats()
     number = 0
     while True:
-        raw = stream.readline(_MAX_LINE)
+        raw = stream.readline(MAX_LINE_BYTES)
         if not raw:
             break
         stats.bytes += len(raw)
         number += 1
-        if len(raw) == _MAX_LINE and not raw.endswith(b"\n"):
+        if len(raw) == MAX_LINE_BYTES and not raw.endswith(b"\n"):
             stats.lines_cut += 1
-            rest = stream.readline(_MAX_LINE)
+            rest = stream.readline(MAX_LINE_BYTES)
             while rest and not rest.endswith(b"\n"):
                 stats.bytes += len(rest)
-                rest = stream.readline(_MAX_LINE)
+                rest = stream.readline(MAX_LINE_BYTES)
             stats.bytes += len(rest)
         yield number, raw.decode("utf-8", "replace")
     stats.lines = number

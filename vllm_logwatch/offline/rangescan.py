@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from multiprocessing import get_context
 from typing import BinaryIO, NamedTuple
 
+from ..parsing.framing import MAX_LINE_BYTES
 from .bulkscan import (
     STATS_FOLLOWER_NEEDLES,
     STATS_NEEDLES,
@@ -38,8 +39,6 @@ __all__ = ["DEFAULT_TUNING", "Chunk", "Tuning", "render", "scan_file_chunks", "s
 
 _WORKER_BLOCK = 1 << 20  # find + count twice over a block that stays in the CPU cache
 _MAX_FOLLOWER = 64 << 10
-_MAX_LINE = 1 << 20
-"""Longer lines are never stats lines: the streaming scanner skips them, and so do the workers."""
 _ROW_NEEDLES = STATS_NEEDLES + VARIANT_NEEDLES + STATS_FOLLOWER_NEEDLES
 STAMP = 14
 """Bytes of a `MM-DD HH:MM:SS` stamp."""
@@ -94,7 +93,7 @@ def _num(text: bytes) -> bytes:
 def render(data: bytes | bytearray, size: int, numbers: array[int] | None, *, start: int = 0,
            first_number: int = 1) -> Chunk:
     """The chunk of the whole lines in `data[start:size]`; `numbers`: their line numbers, or None for
-    consecutive lines numbered from `first_number`. Lines over `_MAX_LINE` bytes are left out."""
+    consecutive lines numbered from `first_number`. Lines over `MAX_LINE_BYTES` bytes are left out."""
     stamps: list[bytes] = []
     tails: list[bytes] = []
     canon = array("Q")
@@ -106,7 +105,7 @@ def render(data: bytes | bytearray, size: int, numbers: array[int] | None, *, st
     def gap(stop: int) -> None:
         nonlocal k
         for raw in bytes(data[pos:stop]).split(b"\n")[:-1]:
-            if len(raw) <= _MAX_LINE and any(needle in raw for needle in _ROW_NEEDLES):
+            if len(raw) <= MAX_LINE_BYTES and any(needle in raw for needle in _ROW_NEEDLES):
                 others.append(raw)
                 other_numbers.append(numbers[k] if numbers is not None else k + first_number)
                 positions.append(len(tails))
@@ -140,7 +139,7 @@ def _scan_range(path: str, start: int, end: int, needles: tuple[bytes, ...], ins
                 at_eof: bool, dense_probe: int) -> Chunk:
     """Worker: the chunk of `path[start:end]`, line numbers relative to the range.
 
-    `inside_long_line`: the range was cut inside a line over `_MAX_LINE` bytes (never a stats line):
+    `inside_long_line`: the range was cut inside a line over `MAX_LINE_BYTES` bytes (never a stats line):
     its first bytes, up to a newline, are the rest of that line. A range that does not end the file
     may end inside such a line too: those last bytes belong to it as well."""
     global _buffer
@@ -186,7 +185,7 @@ def _scan_range(path: str, start: int, end: int, needles: tuple[bytes, ...], ins
 
 def _hit_starts(data: bytearray, lo: int, hi: int, size: int, needles: tuple[bytes, ...]) -> list[int]:
     """Starts of the lines in `data[lo:hi]` holding a needle, plus follower lines right after them
-    (`size`: where whole lines end in the buffer). Lines over `_MAX_LINE` bytes are never stats lines
+    (`size`: where whole lines end in the buffer). Lines over `MAX_LINE_BYTES` bytes are never stats lines
     (nor followers): left out, as the streaming scanner leaves them out."""
     starts: set[int] = set()
     for needle in needles:
@@ -194,10 +193,10 @@ def _hit_starts(data: bytearray, lo: int, hi: int, size: int, needles: tuple[byt
         while pos >= 0:
             line_start = data.rfind(b"\n", 0, pos) + 1
             nxt = data.find(b"\n", pos, size) + 1
-            if nxt - 1 - line_start <= _MAX_LINE:
+            if nxt - 1 - line_start <= MAX_LINE_BYTES:
                 starts.add(line_start)
                 nstop = data.find(b"\n", nxt, size)
-                if 0 <= nstop - nxt <= _MAX_LINE and any(
+                if 0 <= nstop - nxt <= MAX_LINE_BYTES and any(
                         data.find(f, nxt, nstop) >= 0 for f in STATS_FOLLOWER_NEEDLES):
                     starts.add(nxt)
             pos = simd_find(data, needle, nxt, hi) if nxt else -1
@@ -208,7 +207,7 @@ def _ranges(path: str, size: int, range_bytes: int) -> list[tuple[int, int, bool
     """Cut the file into ranges of about `range_bytes`: `(start, end, starts inside a long line)`.
 
     A cut falls after a newline, never just before a follower line (V0's prefix-cache line travels
-    with the stats line before it); inside a line over `_MAX_LINE` bytes it falls where it is, and
+    with the stats line before it); inside a line over `MAX_LINE_BYTES` bytes it falls where it is, and
     nothing bigger than one block is ever read here."""
     bounds: list[tuple[int, bool]] = [(0, False)]
     with open(path, "rb") as fh:
@@ -218,7 +217,7 @@ def _ranges(path: str, size: int, range_bytes: int) -> list[tuple[int, int, bool
             block = fh.read(_MAX_FOLLOWER)  # a line end is near, unless inside a long line
             newline = block.find(b"\n")
             if newline < 0 and len(block) == _MAX_FOLLOWER:
-                found = fh.read(_MAX_LINE + 1 - _MAX_FOLLOWER).find(b"\n")
+                found = fh.read(MAX_LINE_BYTES + 1 - _MAX_FOLLOWER).find(b"\n")
                 newline = _MAX_FOLLOWER + found if found >= 0 else -1
             if newline < 0:
                 cut, inside = pos, True  # inside a long line: any place will do

@@ -15,12 +15,12 @@ generated logs).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
 
+from .framing import trim_partial_utf8
 from .line import ACCESS_LINE, ACCESS_NEEDLE, NEEDLES
 from .simd import simd_count, simd_find
 
-__all__ = ["AccessCounts", "long_lines", "scan_block", "split_lines", "trim_partial_utf8"]
+__all__ = ["AccessCounts", "scan_block", "split_lines"]
 
 AccessCounts = dict[tuple[str, str, int], int]
 """Access lines by (method, path without its query, status): what `HttpAccess` says of each."""
@@ -76,28 +76,3 @@ def split_lines(data: bytes, first: int) -> list[tuple[int, str]]:
         raws.pop()
     return [(number, (raw[:-1] if raw.endswith(b"\r") else raw).decode("utf-8", "replace"))
             for number, raw in enumerate(raws, first)]
-
-
-def long_lines(data: bytes, start: int, end: int, cap: int) -> Iterator[int]:
-    """The start offset of each line of `data[start:end]` longer than `cap` bytes (`end` just after a
-    newline). Strided: one backward search every `cap` bytes, none per line."""
-    p = start
-    while p + cap < end - 1:  # a line starting at p and longer than cap ends past p + cap
-        q = data.rfind(b"\n", p, p + cap + 1)
-        if q >= 0:
-            p = q + 1
-            continue
-        yield p
-        p = data.find(b"\n", p + cap, end) + 1
-        if p == 0:
-            return
-
-
-def trim_partial_utf8(raw: bytes) -> bytes:
-    """Drop a multi-byte character cut in half at the cap, instead of turning it into U+FFFD."""
-    for back in range(1, min(4, len(raw)) + 1):
-        byte = raw[-back]
-        if byte & 0xC0 != 0x80:  # the last character starts here
-            need = 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4
-            return raw[:-back] if byte >= 0xC0 and back < need else raw
-    return raw

@@ -22,8 +22,9 @@ from vllm_logwatch.following.wakers import ManualWaker
 from vllm_logwatch.live.feed import LineFeeder
 from vllm_logwatch.live.pipeline import Pipeline
 from vllm_logwatch.parsing.assemble import Assembler
-from vllm_logwatch.parsing.blocks import long_lines, scan_block, split_lines
+from vllm_logwatch.parsing.blocks import scan_block, split_lines
 from vllm_logwatch.parsing.events import HttpAccess
+from vllm_logwatch.parsing.framing import long_lines
 from vllm_logwatch.parsing.line import ACCESS_LINE, parse_line
 from vllm_logwatch.parsing.stamps import YearClock, resolve_zone
 

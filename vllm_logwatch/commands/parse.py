@@ -131,10 +131,10 @@ def run_openmetrics(
     `promtool tsdb create-blocks-from openmetrics vllm.om data/`. `labels`: `KEY=VALUE` strings
     added to every series.
     """
-    from ..offline.launches import LAUNCH_NEEDLES
     from ..offline.openmetrics import OpenMetricsWriter, parse_labels
     from ..offline.writers import iter_source_events, no_stats_hint
     from ..parsing.events import ServerInfo
+    from ..parsing.needles import LAUNCH_NEEDLES
 
     out = out if out is not None else sys.stdout
     sources, zone = resolve_inputs(inputs, tz)

@@ -14,15 +14,14 @@ from dataclasses import dataclass, field
 from typing import BinaryIO
 
 from ..parsing.framing import MAX_LINE_BYTES
+from ..parsing.needles import (
+    FOLLOWER_NEEDLES,
+    STATS_NEEDLES,
+    VARIANT_NEEDLES,
+)
 from ..parsing.simd import simd_count, simd_find
 
 __all__ = [
-    "FOLLOWER_NEEDLES",
-    "SPEC_NEEDLES",
-    "STATS_FOLLOWER_NEEDLES",
-    "STATS_NEEDLES",
-    "TRANSFER_NEEDLES",
-    "VARIANT_NEEDLES",
     "ScanStats",
     "read_lines",
     "scan_stream",
@@ -31,10 +30,6 @@ __all__ = [
     "simd_find",
 ]
 
-SPEC_NEEDLES: tuple[bytes, ...] = (b" metrics: ",)
-"""`SpecDecoding metrics: `, `Speculative metrics: `, `DiffusionDecoding metrics: `."""
-TRANSFER_NEEDLES: tuple[bytes, ...] = (b" Transfer metrics: ",)
-"""`KV Transfer metrics: `, `EC Transfer metrics: `."""
 _BLOCK = 8 << 20
 
 
@@ -48,15 +43,6 @@ class ScanStats:
     kinds: dict[str, int] = field(default_factory=dict)
 
 
-STATS_NEEDLES: tuple[bytes, ...] = (b"Avg prompt throughput: ",)
-"""Every Python stats line contains this (a long needle: fewer false starts for the search)."""
-VARIANT_NEEDLES: tuple[bytes, ...] = (b"Avg prompt tput: ", b"] Running: ")
-"""The Rust front end's stats line and 0.7.0's stub: searched only in files whose first block has one."""
-FOLLOWER_NEEDLES: tuple[bytes, ...] = (b"Prefix cache hit rate: GPU", b" metrics: ")
-"""Lines that sit right after a stats line: V0's prefix-cache line, speculative-decoding lines."""
-STATS_FOLLOWER_NEEDLES: tuple[bytes, ...] = (b"Prefix cache hit rate: GPU",)
-"""The only follower a stats record needs (V0's prefix-cache line is merged into it): reading stats
-alone skips the spec-decode and KV-transfer lines, which would cost a full parse each."""
 
 
 def scan_stream(

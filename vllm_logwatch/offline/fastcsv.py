@@ -18,8 +18,9 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from ..parsing.columns import STATS_COLUMNS
+from ..parsing.needles import STATS_NEEDLES
 from ..parsing.stamps import YearClock
-from .bulkscan import STATS_NEEDLES, ScanStats
+from .bulkscan import ScanStats
 from .inputs import Source, input_error, open_source, read_errors
 from .rangescan import DEFAULT_TUNING, STAMP, Chunk, Tuning, scan_file_chunks, stream_chunks
 

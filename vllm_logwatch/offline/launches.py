@@ -13,14 +13,13 @@ from dataclasses import dataclass
 
 from ..errors import NoStatsError
 from ..parsing.events import EngineStats, ServerInfo, SpecDecodeStats, TransferStats
+from ..parsing.needles import LAUNCH_NEEDLES
 from .bulkscan import ScanStats
 from .inputs import resolve_inputs
 from .writers import iter_source_events, no_stats_hint
 
-__all__ = ["LAUNCH_NEEDLES", "Launch", "iter_launch_records"]
+__all__ = ["Launch", "iter_launch_records"]
 
-LAUNCH_NEEDLES: tuple[bytes, ...] = (b" version ", b"args: ", b"with config: ")
-"""Start-up lines besides the stats lines: the version banner (a new launch) and the model name."""
 
 
 @dataclass

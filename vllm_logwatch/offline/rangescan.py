@@ -25,15 +25,8 @@ from multiprocessing import get_context
 from typing import BinaryIO, NamedTuple
 
 from ..parsing.framing import MAX_LINE_BYTES
-from .bulkscan import (
-    STATS_FOLLOWER_NEEDLES,
-    STATS_NEEDLES,
-    VARIANT_NEEDLES,
-    ScanStats,
-    scan_stream_bytes,
-    simd_count,
-    simd_find,
-)
+from ..parsing.needles import STATS_FOLLOWER_NEEDLES, STATS_NEEDLES, VARIANT_NEEDLES
+from .bulkscan import ScanStats, scan_stream_bytes, simd_count, simd_find
 
 __all__ = ["DEFAULT_TUNING", "Chunk", "Tuning", "render", "scan_file_chunks", "stream_chunks"]
 

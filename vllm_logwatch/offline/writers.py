@@ -17,16 +17,9 @@ from ..errors import InputError
 from ..parsing.assemble import Assembler
 from ..parsing.events import STATS_COLUMNS, EngineStats, Event, ServerInfo
 from ..parsing.line import parse_line
+from ..parsing.needles import SPEC_NEEDLES, STATS_FOLLOWER_NEEDLES, STATS_NEEDLES, TRANSFER_NEEDLES
 from ..parsing.stamps import YearClock
-from .bulkscan import (
-    SPEC_NEEDLES,
-    STATS_FOLLOWER_NEEDLES,
-    STATS_NEEDLES,
-    TRANSFER_NEEDLES,
-    ScanStats,
-    read_lines,
-    scan_stream,
-)
+from .bulkscan import ScanStats, read_lines, scan_stream
 from .inputs import Source, input_error, open_source, read_errors
 
 __all__ = [

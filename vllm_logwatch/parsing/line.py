@@ -26,6 +26,7 @@ from .events import (
     UnparsedKind,
 )
 from .fields import MAX_EXTRA, Unreadable, as_kind, read_number, slug, split_fields
+from .needles import PREFIX_NEEDLES, SPEC_NEEDLES
 from .spec import SPEC_START, parse_spec
 from .startup import INFO_HOOKS, parse_info, problem_of
 from .transfer import TRANSFER_START, parse_transfer
@@ -96,10 +97,10 @@ KNOWN_EXTRA_KEYS = frozenset(KNOWN_EXTRA.values()) | frozenset(_KV_FETCH_KEYS)
 # every kind): stats (V1, V0, the idle Running/Waiting form, V0's prefix-cache line), spec-decode and
 # transfer lines (` metrics: `), start-up facts (their own hooks), warnings and errors; access lines
 # hold `ACCESS_NEEDLE`.
-NEEDLES: tuple[bytes, ...] = tuple(needle.encode() for needle in (
-    "Avg prompt t", "Running: ", "cache hit rate: GPU", " metrics: ", *INFO_HOOKS, "WARNING", "ERROR",
-    "CRITICAL",
-))
+NEEDLES: tuple[bytes, ...] = (
+    b"Avg prompt t", b"Running: ", *PREFIX_NEEDLES, *SPEC_NEEDLES,
+    *(hook.encode() for hook in INFO_HOOKS), b"WARNING", b"ERROR", b"CRITICAL",
+)
 ACCESS_NEEDLE = b"HTTP/"
 ACCESS_LINE = re.compile(
     rb"^(?:INFO|WARNING|ERROR):[ \t]+[0-9A-Fa-f.:\[\]]+ - "

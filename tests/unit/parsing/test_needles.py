@@ -1,0 +1,40 @@
+"""The needle table (`parsing/needles.py`) against every sample line of each kind: a line of a kind the
+offline scanners look for holds that kind's needle, so the bulk scan never skips one (and the live
+path's `line.NEEDLES` is built from the same table)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from test_parse_line import INFO_CASES, PREFIX_SPEC_CASES, STATS_CASES, TRANSFER_CASES
+
+from vllm_logwatch.parsing import needles
+from vllm_logwatch.parsing.line import NEEDLES
+
+KIND_NEEDLES = {
+    "stats": needles.STATS_NEEDLES + needles.VARIANT_NEEDLES,
+    "prefix": needles.PREFIX_NEEDLES,
+    "spec": needles.SPEC_NEEDLES,
+    "transfer": needles.TRANSFER_NEEDLES,
+}
+CASES = [c for c in STATS_CASES + PREFIX_SPEC_CASES + TRANSFER_CASES if c.values[1] in KIND_NEEDLES]
+
+
+@pytest.mark.parametrize(("line", "kind", "fields"), CASES)
+def test_every_sample_line_of_a_kind_holds_its_needle(line: str, kind: str, fields: Any) -> None:
+    assert any(needle in line.encode() for needle in KIND_NEEDLES[kind])
+
+
+@pytest.mark.parametrize(("line", "kind", "fields"), [c for c in INFO_CASES if c.values[2].get("new_launch")])
+def test_every_new_launch_line_holds_a_launch_needle(line: str, kind: str, fields: Any) -> None:
+    assert any(needle in line.encode() for needle in needles.LAUNCH_NEEDLES)
+
+
+def test_the_live_needles_hold_every_kind() -> None:
+    """The live prefilter covers each kind's lines: a needle of every offline kind is one of, or holds,
+    a live needle (`Avg prompt t` covers throughput and tput)."""
+    for kind, wanted in KIND_NEEDLES.items():
+        for needle in wanted:
+            assert any(live in needle for live in NEEDLES), (kind, needle)
+

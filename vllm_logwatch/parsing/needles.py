@@ -1,0 +1,34 @@
+"""The byte strings that mark each kind of vLLM line: one table for every prefilter.
+
+The live path (`line.NEEDLES`, `worth_parsing`, `blocks.scan_block`) and the offline scanners
+(`offline/bulkscan.py`, `offline/rangescan.py`, `offline/launches.py`) find candidate lines by these
+before any pattern runs, so a kind's needle sits here once, next to the others; `tests/unit/parsing/
+test_needles.py` checks every sample line of each kind holds its kind's needle. Pure constants, no
+import: the offline scanner loads no pydantic model.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "FOLLOWER_NEEDLES", "LAUNCH_NEEDLES", "PREFIX_NEEDLES", "SPEC_NEEDLES", "STATS_FOLLOWER_NEEDLES",
+    "STATS_NEEDLES", "TRANSFER_NEEDLES", "VARIANT_NEEDLES",
+]
+
+STATS_NEEDLES: tuple[bytes, ...] = (b"Avg prompt throughput: ",)
+"""Every Python stats line contains this (a long needle: fewer false starts for the search)."""
+VARIANT_NEEDLES: tuple[bytes, ...] = (b"Avg prompt tput: ", b"] Running: ")
+"""The Rust front end's stats line and 0.7.0's stub: searched only in files whose first block has one."""
+PREFIX_NEEDLES: tuple[bytes, ...] = (b"Prefix cache hit rate: GPU",)
+"""V0's separate prefix-cache line, merged into the stats record before it."""
+SPEC_NEEDLES: tuple[bytes, ...] = (b" metrics: ",)
+"""`SpecDecoding metrics: `, `Speculative metrics: `, `DiffusionDecoding metrics: ` (and the transfer
+lines, which share it)."""
+TRANSFER_NEEDLES: tuple[bytes, ...] = (b" Transfer metrics: ",)
+"""`KV Transfer metrics: `, `EC Transfer metrics: `."""
+FOLLOWER_NEEDLES: tuple[bytes, ...] = PREFIX_NEEDLES + SPEC_NEEDLES
+"""Lines that sit right after a stats line: V0's prefix-cache line, speculative-decoding lines."""
+STATS_FOLLOWER_NEEDLES: tuple[bytes, ...] = PREFIX_NEEDLES
+"""The only follower a stats record needs (V0's prefix-cache line is merged into it): reading stats
+alone skips the spec-decode and KV-transfer lines, which would cost a full parse each."""
+LAUNCH_NEEDLES: tuple[bytes, ...] = (b" version ", b"args: ", b"with config: ")
+"""Start-up lines besides the stats lines: the version banner (a new launch) and the model name."""

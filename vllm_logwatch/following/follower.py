@@ -62,9 +62,13 @@ class Follower:
         waker: Waker | None = None,
         poll_interval: float = 1.0,
         autosave: bool = True,
+        autosave_seconds: float = AUTOSAVE_SECONDS,
+        poll_bytes: int = MAX_POLL_BYTES,
+        read_bytes: int = READ_CHUNK_BYTES,
     ) -> None:
         """``autosave=False``: the caller writes the state file (``write_checkpoint``); ``poll()``,
-        ``run()`` and ``close()`` never do."""
+        ``run()`` and ``close()`` never do; else at most once per ``autosave_seconds``. ``poll_bytes``:
+        what one ``poll()`` reads at most; ``read_bytes``: one ``read()`` call."""
         if max_line_bytes < 1:
             raise ValueError(f"max_line_bytes must be at least 1, got {max_line_bytes}")
         if poll_interval <= 0:
@@ -89,7 +93,9 @@ class Follower:
         self._last_save = float("-inf")
         self._closed = False
         self.autosave = autosave
-        self.poll_bytes: int | None = None  # bytes one poll() reads at most (None: MAX_POLL_BYTES)
+        self.autosave_seconds = autosave_seconds
+        self.poll_bytes = poll_bytes
+        self.read_bytes = read_bytes
         self._checkpoint = Checkpoint(None, 0, 0)
         self._state = StateFile(self.state_file, self.stats) if self.state_file else None
 
@@ -108,7 +114,7 @@ class Follower:
         return lines_of(self.poll_blocks())
 
     def poll_blocks(self) -> list[LineBlock]:
-        """Read what is new (at most ``poll_bytes``, default ``MAX_POLL_BYTES``) and return its complete
+        """Read what is new (at most ``poll_bytes``) and return its complete
         lines, in order, in blocks (about one a read).
 
         Never blocks on a writer and never raises for I/O: errors are counted and retried next time.
@@ -121,9 +127,9 @@ class Follower:
             # caller has handled by now (run() calls on_lines before polling again). Saving after
             # reading would record lines the caller has not seen yet, and a crash would skip them.
             if (self.autosave and self._dirty and self.state_file
-                    and time.monotonic() - self._last_save >= AUTOSAVE_SECONDS):
+                    and time.monotonic() - self._last_save >= self.autosave_seconds):
                 self._save_locked()
-            self._budget = self.poll_bytes or MAX_POLL_BYTES
+            self._budget = self.poll_bytes
             self._more = False
             try:
                 self._step(out)
@@ -278,7 +284,7 @@ class Follower:
         """Read to end of file or to the poll budget; False on a read error (retried next poll)."""
         while self._budget > 0:
             try:
-                data = os.read(cur.fd, min(READ_CHUNK_BYTES, self._budget))
+                data = os.read(cur.fd, min(self.read_bytes, self._budget))
             except OSError as exc:
                 self._error(exc, cur.path)
                 return False

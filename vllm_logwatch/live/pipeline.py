@@ -103,7 +103,7 @@ class Pipeline:
         self._logged_counts = dict.fromkeys(("files_opened", "file_switches", "rotations", "truncations"), 0)
         self._logged_errors: set[str] = set()
         self.keeper = StateKeeper(follower)  # the state file in step with what scrapes show
-        follower.poll_bytes = min(follower.poll_bytes or POLL_BYTES, POLL_BYTES)
+        follower.poll_bytes = min(follower.poll_bytes, POLL_BYTES)
         if follower.state_file is not None:
             follower.autosave = False  # written here, in step with what the metrics show
 

@@ -22,7 +22,6 @@ from typing import Any
 import pytest
 from support import ROOT
 
-from vllm_logwatch.following import follower as tail
 from vllm_logwatch.following.follower import Follower, LogLine
 from vllm_logwatch.following.wakers import ManualWaker
 
@@ -200,11 +199,9 @@ def test_binary_file_is_read_as_text(tmp_path: Path, follow: MakeFollower) -> No
 def test_a_large_backlog_is_read_in_bounded_steps(
     tmp_path: Path, follow: MakeFollower, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(tail, "MAX_POLL_BYTES", 1000)
-    monkeypatch.setattr(tail, "READ_CHUNK_BYTES", 300)
     log = tmp_path / "serve.log"
     log.write_text("".join(f"line {i:05d}\n" for i in range(1, 501)))  # 11 bytes a line, 5500 bytes
-    follower = follow(log, from_start=True)
+    follower = follow(log, from_start=True, poll_bytes=1000, read_bytes=300)
     batches = [follower.poll() for _ in range(7)]
     assert [len(batch) for batch in batches] == [90, 91, 91, 91, 91, 46, 0]
     assert texts([line for batch in batches for line in batch]) == [f"line {i:05d}" for i in range(1, 501)]
@@ -510,20 +507,19 @@ def test_poll_saves_state_at_most_once_a_second(
 ) -> None:
     log, state = tmp_path / "serve.log", tmp_path / "state.json"
     log.write_text("")
-    monkeypatch.setattr(tail, "AUTOSAVE_SECONDS", 0.0)
-    follower = follow(log, state_file=str(state))
+    follower = follow(log, state_file=str(state), autosave_seconds=0.0)
     follower.poll()
     append(log, "1\n")
     assert texts(follower.poll()) == ["1"]
     assert json.loads(state.read_text())["offset"] == 0  # saved before reading: "1" not handled yet
     assert follower.poll() == []  # now the caller has handled "1"
     assert json.loads(state.read_text())["offset"] == 2
-    monkeypatch.setattr(tail, "AUTOSAVE_SECONDS", 3600.0)
+    follower.autosave_seconds = 3600.0
     append(log, "2\n")
     assert texts(follower.poll()) == ["2"]
     assert follower.poll() == []
     assert json.loads(state.read_text())["offset"] == 2  # too soon after the last save
-    monkeypatch.setattr(tail, "AUTOSAVE_SECONDS", 0.0)
+    follower.autosave_seconds = 0.0
     assert follower.poll() == []
     assert json.loads(state.read_text())["offset"] == 4
 
@@ -636,9 +632,9 @@ import sys
 from vllm_logwatch.following import follower as tail
 from vllm_logwatch.following.wakers import ManualWaker
 
-tail.MAX_POLL_BYTES = 64 * 1024  # many small batches, so the kill lands in the middle
-tail.READ_CHUNK_BYTES = 16 * 1024
-follower = tail.Follower(sys.argv[1], from_start=True, state_file=sys.argv[2], waker=ManualWaker())
+# many small batches, so the kill lands in the middle
+follower = tail.Follower(sys.argv[1], from_start=True, state_file=sys.argv[2], waker=ManualWaker(),
+                         poll_bytes=64 * 1024, read_bytes=16 * 1024)
 while True:
     lines = follower.poll()
     if not lines:

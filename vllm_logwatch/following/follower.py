@@ -174,6 +174,7 @@ class Follower:
         if waker is None:
             waker = self._waker = WatchdogWaker(self.poll_interval)
             self._owns_waker = True
+            waker.start()
 
         def stopping() -> bool:
             return self._stop.is_set() or (stop is not None and stop.is_set())

@@ -12,6 +12,7 @@ google/mtail's ``internal/waker``, so that:
 Example::
 
     waker = WatchdogWaker(interval=1.0)
+    waker.start()
     waker.watch(["/mnt/sdb/vllm/logs"])
     woke = waker.wait(1.0)   # True: something changed in the folder; False: the interval passed
     waker.close()
@@ -151,6 +152,7 @@ class WatchdogWaker(PollWaker):
     Example::
 
         waker = WatchdogWaker(interval=1.0)
+        waker.start()                       # the observer thread starts here, never in __init__
         waker.watch(["/mnt/sdb/vllm/logs"])
         if waker.degraded_reason:
             print("polling only:", waker.degraded_reason)
@@ -164,6 +166,14 @@ class WatchdogWaker(PollWaker):
         self._watches: dict[str, ObservedWatch] = {}
         self._wanted: frozenset[str] = frozenset()
         self._observer: BaseObserver | None = None
+        self._started = False
+
+    def start(self) -> None:
+        """Start watchdog's observer thread (once); if it cannot start, say why and go on polling."""
+        with self._lock:
+            if self._started:
+                return
+            self._started = True
         try:
             observer = Observer()
             observer.daemon = True
@@ -171,7 +181,8 @@ class WatchdogWaker(PollWaker):
         except (OSError, RuntimeError) as exc:
             self.degraded_reason = f"file notifications unavailable, polling only: {_one_line(exc)}"
         else:
-            self._observer = observer
+            with self._lock:
+                self._observer = observer
 
     def watch(self, paths: Iterable[str]) -> None:
         """Watch exactly these directories (missing ones are retried on the next call)."""

@@ -26,6 +26,7 @@ def watchdog_waker() -> Iterator[Callable[[float], WatchdogWaker]]:
 
     def make(interval: float) -> WatchdogWaker:
         waker = WatchdogWaker(interval)
+        waker.start()
         made.append(waker)
         return waker
 
@@ -168,6 +169,7 @@ def test_watchdog_waker_falls_back_to_polling_when_watchdog_cannot_start(
 
     monkeypatch.setattr(wake, "Observer", no_observer)
     waker = WatchdogWaker(0.05)
+    waker.start()
     try:
         assert waker.degraded_reason == (
             "file notifications unavailable, polling only: [Errno 24] inotify instance limit reached"
@@ -200,6 +202,7 @@ def test_watchdog_waker_falls_back_to_polling_when_a_folder_cannot_be_watched(
 
     monkeypatch.setattr(wake, "Observer", FullObserver)
     waker = WatchdogWaker(0.05)
+    waker.start()
     try:
         assert waker.degraded_reason is None
         waker.watch([str(tmp_path)])
@@ -207,5 +210,18 @@ def test_watchdog_waker_falls_back_to_polling_when_a_folder_cannot_be_watched(
             f"cannot watch {tmp_path}, polling it: [Errno 28] inotify watch limit reached"
         )
         assert waker.wait(None) is False
+    finally:
+        waker.close()
+
+
+def test_a_watchdog_waker_starts_its_thread_in_start_not_in_init() -> None:
+    import threading
+
+    before = threading.active_count()
+    waker = WatchdogWaker(0.05)
+    try:
+        assert threading.active_count() == before
+        waker.start()
+        assert waker.degraded_reason is not None or threading.active_count() > before
     finally:
         waker.close()

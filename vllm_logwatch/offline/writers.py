@@ -17,7 +17,13 @@ from ..errors import InputError
 from ..parsing.assemble import Assembler
 from ..parsing.events import STATS_COLUMNS, EngineStats, Event, ServerInfo
 from ..parsing.line import parse_line
-from ..parsing.needles import SPEC_NEEDLES, STATS_FOLLOWER_NEEDLES, STATS_NEEDLES, TRANSFER_NEEDLES
+from ..parsing.needles import (
+    NO_STATS_NEEDLES,
+    SPEC_NEEDLES,
+    STATS_FOLLOWER_NEEDLES,
+    STATS_NEEDLES,
+    TRANSFER_NEEDLES,
+)
 from ..parsing.stamps import YearClock
 from .bulkscan import ScanStats, read_lines, scan_stream
 from .inputs import Source, input_error, open_source, read_errors
@@ -157,7 +163,7 @@ def _no_stats_hint(sources: list[Source], result: ParseResult) -> str:
     disabled = result.stats_disabled
     requests = 0
     if not disabled:
-        needles = (b"disabling stats logging", b"disable_log_stats", b'HTTP/1.1" ')
+        needles = NO_STATS_NEEDLES
         for source in sources:
             if source.is_stream:  # read once already: a second open would wait for a new writer
                 continue

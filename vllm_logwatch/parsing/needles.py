@@ -10,8 +10,8 @@ import: the offline scanner loads no pydantic model.
 from __future__ import annotations
 
 __all__ = [
-    "FOLLOWER_NEEDLES", "LAUNCH_NEEDLES", "PREFIX_NEEDLES", "SPEC_NEEDLES", "STATS_FOLLOWER_NEEDLES",
-    "STATS_NEEDLES", "TRANSFER_NEEDLES", "VARIANT_NEEDLES",
+    "FOLLOWER_NEEDLES", "LAUNCH_NEEDLES", "NO_STATS_NEEDLES", "PREFIX_NEEDLES", "SPEC_NEEDLES",
+    "STATS_FOLLOWER_NEEDLES", "STATS_NEEDLES", "TRANSFER_NEEDLES", "VARIANT_NEEDLES",
 ]
 
 STATS_NEEDLES: tuple[bytes, ...] = (b"Avg prompt throughput: ",)
@@ -32,3 +32,5 @@ STATS_FOLLOWER_NEEDLES: tuple[bytes, ...] = PREFIX_NEEDLES
 alone skips the spec-decode and KV-transfer lines, which would cost a full parse each."""
 LAUNCH_NEEDLES: tuple[bytes, ...] = (b" version ", b"args: ", b"with config: ")
 """Start-up lines besides the stats lines: the version banner (a new launch) and the model name."""
+NO_STATS_NEEDLES: tuple[bytes, ...] = (b"disabling stats logging", b"disable_log_stats", b'HTTP/1.1" ')
+"""For a log without stats lines, why: vLLM said it disabled stats logging, or served requests anyway."""

@@ -38,3 +38,10 @@ def test_the_live_needles_hold_every_kind() -> None:
         for needle in wanted:
             assert any(live in needle for live in NEEDLES), (kind, needle)
 
+
+
+def test_the_no_stats_hint_needles_find_what_they_explain() -> None:
+    """A log without stats lines says why through these lines: 'disabling stats logging' (more than
+    one API server) and access lines; each such sample holds one of the needles."""
+    disabled = [c.values[0] for c in INFO_CASES if c.values[2].get("stats_logging_disabled")]
+    assert disabled and all(any(n in line.encode() for n in needles.NO_STATS_NEEDLES) for line in disabled)

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from ..parsing.assemble import Assembler
     from ..parsing.events import Event
 
-__all__ = ["DEFAULT_TUNING", "CsvFastWriter", "RowSink", "Tuning", "write_csv"]
+__all__ = ["DEFAULT_TUNING", "CsvFastWriter", "RowSink", "Tuning", "write_csv", "write_rows"]
 
 class RowSink:
     """The binary CSV output: the header goes out with the first row (no half output on errors)."""
@@ -54,19 +54,28 @@ class CsvFastWriter:
 
     The general parser (and its pydantic models) is loaded only when a line needs it."""
 
+    ROW = b"%s,%s,%d%s\n"
+    """A rendered row: time cell, file cell, line number, the worker's tail."""
+    JSON = False
+    """Whether the workers render JSON-lines tails (`offline/fastjsonl.py`) instead of CSV cells."""
+
     def __init__(self, sink: RowSink, file: str, clock_factory: Callable[[str], YearClock]) -> None:
         self.sink = sink
         self.file = file
         self._clock_factory = clock_factory
         self.clock: YearClock | None = None
         self._assembler: Assembler | None = None
-        cell = io.StringIO()
-        csv.writer(cell, lineterminator="").writerow([file])
-        self._file = cell.getvalue().encode()
+        self._file = self.file_cell(file)
         self._text = io.StringIO()
         self._csv = csv.writer(self._text, lineterminator="\n")
         self._iso: dict[bytes, tuple[int, bytes, bytes]] = {}
         self._n = 0
+
+    @staticmethod
+    def file_cell(file: str) -> bytes:
+        cell = io.StringIO()
+        csv.writer(cell, lineterminator="").writerow([file])
+        return cell.getvalue().encode()
 
     def clock_for(self, stamp: str) -> YearClock:
         """The file's clock, made from its first stamp (the mtime rule needs it)."""
@@ -99,6 +108,9 @@ class CsvFastWriter:
             self._iso[stamp[:8]] = hit
         return hit[1] + stamp[8:] + hit[2]
 
+    time_cell = _time
+    """The time cell of a rendered row (JSON lines quote it)."""
+
     def write_chunk(self, chunk: Chunk, base: int) -> None:
         """The rows of one chunk, in file order; `base`: the lines before it in the file."""
         rows: list[bytes] = []
@@ -110,6 +122,7 @@ class CsvFastWriter:
         tails = chunk.tails.split(b"\n") if numbers else []
         others = chunk.others.split(b"\n") if other_numbers else []
         stamps, file_cell, j = chunk.stamps, self._file, 0
+        row, time_cell = self.ROW, self.time_cell
         for i, tail in enumerate(tails):
             while j < len(positions) and positions[j] == i:
                 self._slow(others[j], base + other_numbers[j], rows)
@@ -117,7 +130,7 @@ class CsvFastWriter:
             if self._assembler is not None and self._assembler.pending:
                 self._emit_events(self._assembler.flush(), rows)
             stamp = stamps[i * STAMP:(i + 1) * STAMP]
-            rows.append(b"%s,%s,%d%s\n" % (self._time(stamp), file_cell, base + numbers[i], tail))
+            rows.append(row % (time_cell(stamp), file_cell, base + numbers[i], tail))
         self._n += len(tails)
         for k in range(j, len(positions)):
             self._slow(others[k], base + other_numbers[k], rows)
@@ -156,20 +169,28 @@ def write_csv(sources: list[Source], out: BinaryIO, clock_factory: Callable[[Sou
               scan: ScanStats, tuning: Tuning = DEFAULT_TUNING) -> int:
     """`logwatch parse --csv`: the stats rows of `sources` to `out`; returns how many were written."""
     sink = RowSink(out, (",".join(STATS_COLUMNS) + "\n").encode())
+    return write_rows(sources, sink, CsvFastWriter, clock_factory, scan, tuning)
+
+
+def write_rows(sources: list[Source], sink: RowSink, kind: type[CsvFastWriter],
+               clock_factory: Callable[[Source, str], YearClock], scan: ScanStats,
+               tuning: Tuning = DEFAULT_TUNING) -> int:
+    """The stats rows of `sources` to `sink`, by writers of class `kind`; returns how many."""
     for source in sources:
-        writer = CsvFastWriter(sink, source.name, partial(clock_factory, source))
+        writer = kind(sink, source.name, partial(clock_factory, source))
         try:
             size = 0 if source.is_stream else _plain_file_size(source.path)
             if size >= tuning.parallel_min_bytes:
                 bar = _progress_bar(source.name, size)
                 for chunk, base in scan_file_chunks(source.path, STATS_NEEDLES, scan,
-                                                    progress=bar.update if bar else None, tuning=tuning):
+                                                    progress=bar.update if bar else None, tuning=tuning,
+                                                    json=kind.JSON):
                     writer.write_chunk(chunk, base)
                 if bar is not None:
                     bar.close()
             else:
                 with open_source(source) as raw:
-                    for chunk, base in stream_chunks(raw, scan):
+                    for chunk, base in stream_chunks(raw, scan, json=kind.JSON):
                         writer.write_chunk(chunk, base)
             writer.finish()
         except read_errors as exc:

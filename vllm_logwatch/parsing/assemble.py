@@ -9,6 +9,7 @@ multi-line records (tracebacks) counted once, and year-less stamps given their y
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from datetime import datetime
 
 from .events import EngineStats, Event, LogMessage, PrefixCacheRates, SpecDecodeStats, TransferStats
 from .line import parse_line
@@ -42,10 +43,13 @@ class Assembler:
         # problem tags that record already reported
         self._open_log: dict[str | None, tuple[tuple[object, ...], set[str]]] = {}
 
-    def feed(self, event: Event, line: int | None = None) -> list[Event]:
-        """Take the event of line number `line`; return the events now complete, in order."""
+    def feed(self, event: Event, line: int | None = None, time: datetime | None = None) -> list[Event]:
+        """Take the event of line number `line`; return the events now complete, in order. `time`: the
+        line's own instant (a container log's stamp), taken instead of vLLM's year-less stamp."""
         update: dict[str, object] = {"file": self.file, "line": line}
-        if event.stamp is not None:
+        if time is not None:
+            update["time"] = time
+        elif event.stamp is not None:
             clock = self.clock_for(event.stamp)
             if clock is not None:
                 update["time"] = clock.to_datetime(event.stamp)

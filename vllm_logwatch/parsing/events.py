@@ -199,8 +199,9 @@ class LogMessage(_Record):
     """`engine_dead`, `out_of_memory`, `worker_died`, ... for known failure lines."""
 
 
-UnparsedKind = Literal["stats", "spec", "prefix", "transfer", "info", "access", "log"]
-"""The kinds of line an `Unparsed` can be: what was being read when it failed."""
+UnparsedKind = Literal["stats", "spec", "prefix", "transfer", "info", "access", "log", "envelope"]
+"""The kinds of line an `Unparsed` can be: what was being read when it failed (`envelope`: a line of a
+container log that is not a record of its format, `parsing/envelope.py`)."""
 
 
 class Unparsed(_Record):

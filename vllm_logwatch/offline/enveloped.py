@@ -1,0 +1,131 @@
+"""Offline: container logs (Docker json-file, CRI, `docker logs --timestamps`) read through their
+envelopes (`parsing/envelope.py`), each record timed by its container stamp.
+
+A source's format is told from its first bytes (`sniff`: a look, nothing consumed). A container log
+takes the general path, never the `parse --csv`/`--jsonl` fast lanes (their workers read plain lines
+by byte ranges, and a part of a line may sit in another range): blocks of envelope lines are unwrapped,
+the lines worth a parse found with the same needles the bulk scanner uses, and their events given the
+envelope line number and the container stamp as their time (not `--tz`, not the file's mtime). A line
+that is not a record of the format is an `Unparsed(what="envelope")` event; an envelope line past the
+cap (it is no record: the runtimes cut at 16 KiB) is skipped and counted in `lines_cut`.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterable, Iterator
+from datetime import datetime
+from typing import BinaryIO
+
+from ..parsing.assemble import Assembler
+from ..parsing.envelope import Format, Unwrapped, Unwrapper, container_time, detect
+from ..parsing.events import Event, Unparsed
+from ..parsing.framing import MAX_LINE_BYTES
+from ..parsing.line import parse_line
+from ..parsing.needles import STATS_FOLLOWER_NEEDLES, STATS_NEEDLES
+from .bulkscan import ScanStats, scan_stream_bytes
+from .inputs import Source, input_error, open_source, read_errors
+
+__all__ = ["ENVELOPE_NEEDLES", "container_format", "enveloped_events", "sniff", "source_events"]
+
+ENVELOPE_NEEDLES = STATS_NEEDLES + STATS_FOLLOWER_NEEDLES
+"""The lines of a container log the stats lanes parse (the followers too: a line after a stats line
+may sit in the next block)."""
+_HEAD = 512
+_BLOCK = 4 << 20
+_RECORD_CAP = MAX_LINE_BYTES + (64 << 10)  # a record holds at most a capped line and its envelope
+
+
+def sniff(stream: BinaryIO) -> Format:
+    """The format of a stream from its first bytes, looked at without reading them (a stream that
+    cannot be peeked, or shows too little, is read as plain)."""
+    peek = getattr(stream, "peek", None)
+    if peek is None:
+        return "plain"
+    return detect(peek(_HEAD)[:_HEAD]) or "plain"
+
+
+def container_format(source: Source) -> Format:
+    """The format of a regular file (gzip'd or not) from its first bytes; a stream, which can be read
+    only once, is taken as plain here (its reader sniffs it)."""
+    if source.is_stream:
+        return "plain"
+    try:
+        with open_source(source) as raw:
+            return sniff(raw)
+    except Exception:  # opening it again says why, in the caller's words
+        return "plain"
+
+
+def _blocks(stream: BinaryIO, scan: ScanStats) -> Iterator[tuple[bytes, int]]:
+    """(blocks of complete envelope lines, the number of the first); an over-long line skipped."""
+    carry, number, skipping = b"", 1, False
+    while True:
+        data = stream.read(_BLOCK)
+        if not data:
+            break
+        scan.bytes += len(data)
+        if skipping:
+            nl = data.find(b"\n")
+            if nl < 0:
+                continue
+            data, skipping, number = data[nl + 1 :], False, number + 1
+        buf = carry + data if carry else data
+        end = buf.rfind(b"\n") + 1
+        if end:
+            yield buf[:end], number
+            number += buf.count(b"\n", 0, end)
+        carry = buf[end:]
+        if len(carry) > _RECORD_CAP:
+            scan.lines_cut += 1
+            carry, skipping = b"", True
+    if carry:
+        yield carry + b"\n", number
+
+
+def enveloped_events(
+    stream: BinaryIO, fmt: Format, assembler: Assembler, scan: ScanStats, needles: tuple[bytes, ...] | None,
+) -> Iterator[Event]:
+    """Every event of a container log (after `sniff`), in order. `needles`: parse only the lines that
+    hold one (give the followers' needles too); None: every line."""
+    unwrapper = Unwrapper(fmt)
+    for block, first in _blocks(stream, scan):
+        scan.lines += block.count(b"\n")
+        yield from _events(unwrapper.unwrap(block, first), assembler, needles)
+    yield from _events(unwrapper.flush(), assembler, needles)
+
+
+def _events(got: Unwrapped, assembler: Assembler, needles: tuple[bytes, ...] | None) -> Iterator[Event]:
+    bad = got.malformed[::-1]  # yielded among the events in line order
+    lines: Iterable[tuple[int, bytes]]
+    if needles is None:
+        lines = enumerate(got.data.split(b"\n")[:-1], 1)
+    else:
+        lines = scan_stream_bytes(io.BytesIO(got.data), needles, ScanStats(), followers=())
+    times: dict[bytes, datetime | None] = {}
+    for index, raw in lines:
+        while bad and bad[-1] < got.numbers[index - 1]:
+            yield Unparsed(what="envelope", file=assembler.file, line=bad.pop())
+        event = parse_line(raw.decode("utf-8", "replace"))
+        if event is None:
+            continue
+        stamp = got.stamps[index - 1]
+        when = times.get(stamp)
+        if when is None:
+            when = times[stamp] = container_time(stamp)
+        yield from assembler.feed(event, got.numbers[index - 1], when)
+    while bad:
+        yield Unparsed(what="envelope", file=assembler.file, line=bad.pop())
+
+
+def source_events(
+    source: Source, fmt: Format, assembler: Assembler, scan: ScanStats, needles: tuple[bytes, ...] | None,
+) -> Iterator[Event]:
+    """`enveloped_events` of a regular file in format `fmt` (`container_format`), the assembler's held
+    record flushed at its end. Raises `InputError`."""
+    with open_source(source) as raw:
+        try:
+            yield from enveloped_events(raw, fmt, assembler, scan, needles)
+        except read_errors as exc:
+            raise input_error(exc, source) from None
+    yield from assembler.flush()

@@ -1,0 +1,44 @@
+"""What the live pipeline needs of a source of lines: the `Follower` (files, folders, globs) and the
+`StreamSource` (standard input, a named pipe) both are one, so `live/pipeline.py` has one path."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from .openfile import FollowerStats, LineBlock
+from .statefile import Checkpoint, SavedState
+
+__all__ = ["LineSource"]
+
+
+class LineSource(Protocol):
+    """Blocks of complete lines, a position after them, counters and a status; never raises for I/O.
+
+    `ended`: nothing more will ever come (a stream's writers are gone); a file never ends, it may grow.
+    """
+
+    state_file: str | None
+    autosave: bool
+    poll_interval: float
+    poll_bytes: int
+    stats: FollowerStats
+
+    @property
+    def ended(self) -> bool: ...
+
+    def poll_blocks(self) -> list[LineBlock]: ...
+
+    def run_blocks(self, on_blocks: Callable[[list[LineBlock]], None], stop: threading.Event | None = None,
+                   *, on_poll: Callable[[], None] | None = None) -> None: ...
+
+    def checkpoint(self) -> Checkpoint: ...
+
+    def write_checkpoint(self, state: SavedState) -> bool: ...
+
+    def status(self) -> dict[str, Any]: ...
+
+    def stop(self) -> None: ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,232 @@
+"""A stream of lines: standard input (`logwatch watch -`) or a named pipe, read to its end.
+
+`docker logs -f vllm 2>&1 | logwatch watch -`: the whole stream is one launch named `<stdin>` (a
+version banner inside it is a new launch, as in a file). Reads never block: `poll()` says what is
+ready, and a wait is on the stream and a wake-up pipe together, so `stop()` ends it at once even while
+the writer keeps the pipe open and silent. The bytes are framed by `openfile.OpenFile`, as a file's
+are (the partial last line held, lines over the cap cut and counted, bad UTF-8 replaced). The end
+(every writer gone, or a read error: a stream cannot be read again) flushes the held partial line,
+and then `ended` is true; nothing more is read. A stream has no position to resume at: no state file.
+
+A named pipe is opened without waiting for a writer (`O_NONBLOCK`); until one has come, the stream
+has not ended.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import select
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ..parsing.framing import MAX_LINE_BYTES
+from .follower import MAX_POLL_BYTES, READ_CHUNK_BYTES
+from .openfile import FollowerStats, LineBlock, LogLine, OpenFile, lines_of
+from .statefile import Checkpoint, SavedState, describe
+
+__all__ = ["STDIN_NAME", "StreamSource"]
+
+STDIN_NAME = "<stdin>"
+_READY = select.POLLIN | select.POLLPRI | select.POLLHUP | select.POLLERR | select.POLLNVAL
+
+
+class StreamSource:
+    """Reads the stream on `fd` (closed by `close()`), named `name`; a `following.source.LineSource`.
+
+    Example::
+
+        source = StreamSource(0)          # standard input
+        for line in source.poll():        # what is there now; never waits
+            print(line.number, line.text)
+    """
+
+    state_file: str | None = None  # nothing to resume at
+    autosave = False
+
+    def __init__(
+        self,
+        fd: int,
+        name: str = STDIN_NAME,
+        *,
+        max_line_bytes: int = MAX_LINE_BYTES,
+        poll_interval: float = 1.0,
+        poll_bytes: int = MAX_POLL_BYTES,
+        read_bytes: int = READ_CHUNK_BYTES,
+    ) -> None:
+        if max_line_bytes < 1:
+            raise ValueError(f"max_line_bytes must be at least 1, got {max_line_bytes}")
+        if poll_interval <= 0:
+            raise ValueError(f"poll_interval must be positive, got {poll_interval}")
+        self.name = name
+        self.max_line_bytes = max_line_bytes
+        self.poll_interval = poll_interval
+        self.poll_bytes = poll_bytes
+        self.read_bytes = read_bytes
+        self.stats = FollowerStats()
+        self.ended_at: float | None = None  # Unix time of the end
+        self._cur = OpenFile(fd, name, 0, 0, 0, 0, 1)  # the framing of a file read from its start
+        self._lock = threading.Lock()
+        self._stopped = threading.Event()
+        self._closed = False
+        self._more = False
+        self._checkpoint = Checkpoint(None, 0, 0)
+        self._wake_r, self._wake_w = os.pipe()
+        for end in (self._wake_r, self._wake_w):
+            os.set_blocking(end, False)
+        self._ready = select.poll()
+        self._ready.register(fd, _READY)
+        self._waiter = select.poll()
+        self._waiter.register(fd, _READY)
+        self._waiter.register(self._wake_r, select.POLLIN)
+
+    @classmethod
+    def open_fifo(cls, path: str, **options: Any) -> StreamSource:
+        """A named pipe, opened without waiting for its writer. Raises OSError."""
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        try:
+            return cls(fd, path, **options)
+        except BaseException:
+            os.close(fd)
+            raise
+
+    @property
+    def target(self) -> str:
+        return self.name
+
+    @property
+    def mode(self) -> str:
+        return "stream"
+
+    @property
+    def ended(self) -> bool:
+        """Every writer is gone (or reading failed): nothing more will come."""
+        return self.ended_at is not None
+
+    def poll(self) -> list[LogLine]:
+        """`poll_blocks()`, line by line."""
+        return lines_of(self.poll_blocks())
+
+    def poll_blocks(self) -> list[LineBlock]:
+        """What is ready now (at most `poll_bytes`), as blocks of complete lines; at the end, the held
+        partial line too. Never blocks, never raises for I/O (a read error ends the stream, counted)."""
+        out: list[LineBlock] = []
+        with self._lock:
+            if self._closed or self.ended:
+                return out
+            budget = self.poll_bytes
+            self._more = False
+            while budget > 0:
+                if not self._ready.poll(0):
+                    break
+                try:
+                    data = os.read(self._cur.fd, min(self.read_bytes, budget))
+                except BlockingIOError:
+                    break  # a named pipe with no writer yet, or another reader was quicker
+                except OSError as exc:
+                    self.stats.read_errors += 1
+                    self.stats.last_error = describe(exc, self.name)
+                    data = b""
+                if not data:
+                    self._end(out)
+                    break
+                budget -= len(data)
+                self.stats.bytes += len(data)
+                self._cur.consume(data, out, self.max_line_bytes, self.stats)
+            else:
+                self._more = True
+            self._checkpoint = Checkpoint(None, self.stats.lines, self.stats.bytes)
+        return out
+
+    def _end(self, out: list[LineBlock]) -> None:
+        self._cur.flush_partial(out, self.stats)  # the writer will never finish that line
+        self.ended_at = time.time()
+        self._ready.unregister(self._cur.fd)
+        self._waiter.unregister(self._cur.fd)
+
+    def checkpoint(self) -> Checkpoint:
+        """The totals after the lines the last poll returned; no position (`state` is None)."""
+        return self._checkpoint
+
+    def write_checkpoint(self, state: SavedState) -> bool:
+        """There is no state file for a stream: never written."""
+        return False
+
+    def run_blocks(
+        self, on_blocks: Callable[[list[LineBlock]], None], stop: threading.Event | None = None, *,
+        on_poll: Callable[[], None] | None = None,
+    ) -> None:
+        """Poll and deliver until `stop()` or `stop` is set, after the end too (at the poll interval,
+        for `on_poll`); a wait ends as soon as the stream has bytes or its end, or `stop()` is called."""
+
+        def stopping() -> bool:
+            return self._stopped.is_set() or (stop is not None and stop.is_set())
+
+        while not stopping():
+            blocks = self.poll_blocks()
+            if blocks:
+                on_blocks(blocks)
+            if on_poll is not None:
+                on_poll()
+            if stopping():
+                break
+            if not blocks and not self._more:
+                self._wait(self.poll_interval)
+
+    def _wait(self, timeout: float) -> None:
+        with self._lock:
+            if self._closed:
+                return
+        self._waiter.poll(timeout * 1000)
+        with contextlib.suppress(OSError):  # empty (BlockingIOError), or closed meanwhile
+            while os.read(self._wake_r, 4096):
+                pass
+
+    def stop(self) -> None:
+        """Make `run_blocks()` return soon; safe from any thread, and after `close()`."""
+        self._stopped.set()
+        with self._lock:
+            if not self._closed:
+                with contextlib.suppress(BlockingIOError):  # full: a wake-up is pending anyway
+                    os.write(self._wake_w, b"\0")
+
+    def status(self) -> dict[str, Any]:
+        """A snapshot for the status endpoint, shaped as the follower's, with `ended` and `ended_at`."""
+        cur = self._cur
+        return {
+            "target": self.name,
+            "mode": self.mode,
+            "path": self.name,
+            "offset": cur.committed,
+            "read_offset": cur.pos,
+            "start_offset": 0,
+            "dev": None,
+            "inode": None,
+            "line_number": cur.next_number - 1,
+            "held_bytes": len(cur.buf),
+            "waiting_for_path": False,
+            "waker_degraded_reason": None,
+            "ended": self.ended,
+            "ended_at": self.ended_at,
+            "stats": dataclasses.asdict(self.stats),
+        }
+
+    def close(self) -> None:
+        """Stop, close the stream (its writer then gets EPIPE) and the wake-up pipe. Idempotent."""
+        self.stop()
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            for fd in (self._cur.fd, self._wake_r, self._wake_w):
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+
+    def __enter__(self) -> StreamSource:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

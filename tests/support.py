@@ -20,7 +20,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar
 
 import httpx
 import pytest
@@ -179,9 +179,11 @@ def drop_dac_capabilities() -> None:
 def run_watch(target: str | Path, *args: str, env: Mapping[str, str] | None = None,
               port: int | None = None, drop_root_read: bool = False, startup_timeout: float = 20.0,
               stop_timeout: float = 10.0, log_dir: Path | None = None, scheme: str = "http",
-              client_options: Mapping[str, Any] | None = None) -> Iterator[WatchProcess]:
+              client_options: Mapping[str, Any] | None = None,
+              stdin: int | IO[bytes] = subprocess.DEVNULL) -> Iterator[WatchProcess]:
     """`logwatch watch TARGET *args` on `port`; ready once /healthz answers 200. For a server behind
-    --web-config, `scheme="https"` and `client_options` (httpx: `verify`, `auth`) reach it."""
+    --web-config, `scheme="https"` and `client_options` (httpx: `verify`, `auth`) reach it. `stdin`:
+    what the child reads as standard input (`subprocess.PIPE`: write it through `watch.proc.stdin`)."""
     port = port or free_port()
     child_env = {k: v for k, v in os.environ.items() if not k.startswith("LOGWATCH_")}
     child_env.update(env or {})
@@ -192,7 +194,7 @@ def run_watch(target: str | Path, *args: str, env: Mapping[str, str] | None = No
     stderr_path = folder / f"logwatch-watch-{port}.stderr"
     with open(stderr_path, "wb") as err:
         proc = subprocess.Popen(
-            cmd, stdin=subprocess.DEVNULL, stdout=err, stderr=err, env=child_env,
+            cmd, stdin=stdin, stdout=err, stderr=err, env=child_env,
             preexec_fn=drop_dac_capabilities if drop_root_read else None,
         )
     watch = WatchProcess(proc, port, stderr_path, scheme=scheme, client_options=client_options)

@@ -155,7 +155,9 @@ class WatchSettings(_Exporting):
     """What `logwatch watch` needs. Paths are kept as given; the follower makes them absolute."""
 
     target: str = Field(
-        min_length=1, description="a log file, a folder (follows its newest launch file) or a quoted glob")
+        min_length=1, description="a log file, a folder (follows its newest launch file), a quoted glob, or "
+        "- for standard input (a pipe from docker logs -f, kubectl logs -f, journalctl -f -o cat; a named "
+        "pipe is read the same way), read to its end and served on after it")
     from_start: bool = Field(
         default=False,
         description="read the first file from its start, not only the lines written from now on")

@@ -168,8 +168,11 @@ def _add_watch(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         description=(
             "Follow a vLLM log file, or the newest launch file in a folder (switching when a newer one "
             "appears), and serve Prometheus metrics at /metrics, a JSON status at /api/v1/status and "
-            "/healthz. Every option can also be set with the environment variable shown; the command "
-            "line wins over the environment, the environment over the default."
+            "/healthz. 'docker logs -f vllm 2>&1 | logwatch watch -' reads a pipe instead (also 'kubectl "
+            "logs -f POD', 'journalctl -f -u vllm -o cat'): one launch, no --state-file; at its end the "
+            "metrics stay served and the status says it ended. Every option can also be set with the "
+            "environment variable shown; the command line wins over the environment, the environment over "
+            "the default."
         ),
         epilog=_SERVE_EPILOG,
     )

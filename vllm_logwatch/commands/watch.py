@@ -1,7 +1,8 @@
 """`logwatch watch`: follow the log files in a worker thread, serve the metrics and the status page.
 
 `server.serve` runs uvicorn in the main thread until SIGTERM or SIGINT; the pipeline is stopped (and
-its state file written) in its `on_stop`.
+its state file written) in its `on_stop`. `-` (standard input) and a named pipe are read as a stream
+(`following/stream.py`) to its end, and served on after it.
 """
 
 from __future__ import annotations
@@ -15,13 +16,16 @@ import signal
 import socket
 import stat
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import EXIT_OK, UsageError
 from ..exporting.history import History
 from ..following.statefile import MAX_STATE_BYTES
 from ..web.server import EXIT_SIGINT, bind_socket, create_app, serve, url_of
 from ..web.webconfig import WebConfig
+
+if TYPE_CHECKING:
+    from ..following.stream import StreamSource
 
 __all__ = ["run_watch"]
 
@@ -37,20 +41,26 @@ def run_watch(settings: Any, *, announce: Callable[[str], None] | None = None) -
 
     from ..exporting.exporter import ExporterMetrics
     from ..following.follower import Follower
+    from ..following.source import LineSource
     from ..live.pipeline import Pipeline
     from ..parsing.stamps import resolve_zone
 
     history = History()
+    stream = _is_stream(settings.target)
+    follower: LineSource
     try:
         metrics = ExporterMetrics(stats_interval=settings.stats_interval, const_labels=settings.labels,
                                   on_stats=history.record)
-        follower = Follower(
-            settings.target, pattern=settings.pattern, from_start=settings.from_start,
-            state_file=settings.state_file, poll_interval=settings.poll_interval,
-        )
+        if stream:
+            follower = _open_stream(settings)
+        else:
+            follower = files = Follower(
+                settings.target, pattern=settings.pattern, from_start=settings.from_start,
+                state_file=settings.state_file, poll_interval=settings.poll_interval,
+            )
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    waiting = _nothing_to_read(follower.mode, follower.target, settings.pattern)
+    waiting = None if stream else _nothing_to_read(files.mode, files.target, settings.pattern)
     _check_state_file(settings.state_file)
     sock = bind_socket(settings.listen, settings.port)  # a port in use fails before anything starts
     pipeline = Pipeline(follower, metrics, zone=resolve_zone(settings.tz))
@@ -63,10 +73,15 @@ def run_watch(settings: Any, *, announce: Callable[[str], None] | None = None) -
     if settings.listen in ("0.0.0.0", "::"):
         shown_host = socket.gethostname()
     url = url_of(shown_host, port, scheme=web.scheme if web is not None else "http")
-    what = {"dir": f"folder (newest {settings.pattern})", "glob": "glob", "file": "file"}[follower.mode]
-    start = "its start" if settings.from_start else "its end"
-    log.info("serving %s (listening on %s:%d); following %s %s from %s%s", url, settings.listen, port,
-             what, follower.target, start, f", state in {settings.state_file}" if settings.state_file else "")
+    if stream:
+        log.info("serving %s (listening on %s:%d); reading %s to its end", url, settings.listen, port,
+                 follower.status()["target"])
+    else:
+        what = {"dir": f"folder (newest {settings.pattern})", "glob": "glob", "file": "file"}[files.mode]
+        start = "its start" if settings.from_start else "its end"
+        state = f", state in {settings.state_file}" if settings.state_file else ""
+        log.info("serving %s (listening on %s:%d); following %s %s from %s%s", url, settings.listen, port,
+                 what, files.target, start, state)
     if waiting:
         log.info("%s", waiting)
     _say_web_config(web)
@@ -87,10 +102,42 @@ def _say_web_config(web: WebConfig | None) -> None:
         log.warning("basic auth without TLS: passwords cross the network in clear text")
 
 
+def _is_stream(target: str) -> bool:
+    """`-` (standard input) or a named pipe: read as one stream to its end, not followed as a file."""
+    try:
+        return target == "-" or stat.S_ISFIFO(os.stat(target).st_mode)
+    except OSError:
+        return False
+
+
+def _open_stream(settings: Any) -> StreamSource:
+    """The `StreamSource` of `-` or a named pipe; a state file with it is a usage error (a stream has
+    no position to resume at), --from-start is said to mean nothing."""
+    from ..following.stream import StreamSource
+
+    if settings.state_file is not None:
+        raise UsageError("--state-file: a stream (-, a pipe) has no position to resume at: leave "
+                         "--state-file out, or follow the file the output is teed to")
+    if settings.from_start:
+        log.warning("--from-start means nothing for a stream: it is read from where it is now")
+    if settings.target != "-":
+        try:
+            return StreamSource.open_fifo(settings.target, poll_interval=settings.poll_interval)
+        except OSError as exc:
+            reason = os.strerror(exc.errno or 0).lower()
+            raise UsageError(f"{settings.target}: cannot open: {reason}") from None
+    try:
+        os.fstat(0)
+    except OSError:
+        raise UsageError("-: standard input is closed: pipe the log in (docker logs -f vllm 2>&1 | "
+                         "logwatch watch -)") from None
+    return StreamSource(0, poll_interval=settings.poll_interval)
+
+
 def _nothing_to_read(mode: str, target: str, pattern: str) -> str | None:
     """Why there is no file to read yet (said once at start), or None. A target that exists but is
-    not a regular file (a pipe, a device), or a loop of symbolic links, is a usage error: following
-    needs a file that grows."""
+    not a regular file (a device, a socket; a named pipe is read as a stream), or a loop of symbolic
+    links, is a usage error: following needs a file that grows."""
     if mode == "file":
         if not os.path.exists(target):
             try:
@@ -100,8 +147,8 @@ def _nothing_to_read(mode: str, target: str, pattern: str) -> str | None:
                     raise UsageError(f"{target}: a loop of symbolic links: it can never be read") from None
             return f"{target} does not exist yet: waiting for it"
         if not os.path.isfile(target):
-            raise UsageError(f"{target} is not a regular file: follow the file vLLM's output is teed to, or "
-                             "run vLLM under 'logwatch run'")
+            raise UsageError(f"{target} is not a regular file: follow the file vLLM's output is teed to, "
+                             "pipe it into 'logwatch watch -', or run vLLM under 'logwatch run'")
         return None
     if mode == "dir":
         try:

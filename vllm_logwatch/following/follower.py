@@ -51,6 +51,8 @@ class Follower:
                 print(line.number, line.text)
     """
 
+    ended = False  # a file never ends: it may grow (``following.source.LineSource``)
+
     def __init__(
         self,
         target: str,

@@ -45,7 +45,8 @@ from prometheus_client.core import Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from ..exporting.exporter import ExporterMetrics
-from ..following.follower import Follower, LineBlock
+from ..following.openfile import LineBlock
+from ..following.source import LineSource
 from ..parsing.assemble import Assembler
 from ..parsing.events import Event, Unparsed
 from ..parsing.line import KNOWN_EXTRA_KEYS, parse_line
@@ -68,7 +69,9 @@ _FILE_EVENTS = {
 
 
 class Pipeline:
-    """Wires a `Follower` to an `ExporterMetrics` in one worker thread, and reports its state.
+    """Wires a `Follower` (or another `LineSource`: stdin) to an `ExporterMetrics` in one worker thread,
+    and reports its state. When a source ends (a stream's writer is gone), its last record is applied,
+    that is said once, and the metrics stay served.
 
     `zone`: the zone vLLM logged in (None: this machine's). `parse`: the line parser (tests inject a
     faulty one). `step()` does one poll in the caller's thread, for tests stepping a `ManualWaker`.
@@ -76,7 +79,7 @@ class Pipeline:
 
     def __init__(
         self,
-        follower: Follower,
+        follower: LineSource,
         metrics: ExporterMetrics,
         *,
         zone: tzinfo | None = None,
@@ -96,10 +99,12 @@ class Pipeline:
         self._lines_applied = 0
         self._batches = 0
         self._internal_errors = 0
+        self._joined_cut = 0  # a container log's joined lines cut at the cap (the follower cuts the others)
         self._last_batch: float | None = None
         self._started_at: float | None = None
         self._failure: str | None = None
         self._stopped = False
+        self._ended = False
         self._logged_counts = dict.fromkeys(("files_opened", "file_switches", "rotations", "truncations"), 0)
         self._logged_errors: set[str] = set()
         self.keeper = StateKeeper(follower)  # the state file in step with what scrapes show
@@ -193,6 +198,13 @@ class Pipeline:
         """After any poll (its lines applied): a position that moved without a line (a file opened,
         rotated, truncated; a cut line's tail skipped) is pending too."""
         self.keeper.moved(self.follower.checkpoint())
+        if self.follower.ended and not self._ended:
+            self._ended = True
+            with self.keeper.gate:
+                if self._reader is not None:
+                    self._reader.flush()  # a record the assembler holds: nothing will complete it now
+            log.info("%s ended: nothing more to read; still serving the metrics read from it",
+                     self.follower.status()["target"])
 
     def _switch_source(self, source: str) -> None:
         """A new file: a new vLLM launch, with its own clock (the year is in its name)."""
@@ -204,10 +216,13 @@ class Pipeline:
             return YearClock.for_source(source, zone, first_stamp=first_stamp)
 
         self._reader = LaunchReader(self.metrics, Assembler(source, clock, hold_v0=False),
-                                    self._internal_error, parse=self._parse)
+                                    self._internal_error, parse=self._parse, on_cut=self._count_cut)
         self._source = source
         self._sources_seen += 1
         self.metrics.new_launch(source)
+
+    def _count_cut(self, lines: int) -> None:
+        self._joined_cut += lines
 
     def _internal_error(self, source: str | None, number: int | None, exc: Exception) -> None:
         self._internal_errors += 1
@@ -233,7 +248,8 @@ class Pipeline:
             applied = self.keeper.pending  # lines and bytes as far as applied: never ahead of the state file
             self.metrics.set_follower_stats(
                 lines=applied.lines, bytes=applied.bytes, rotations=stats.rotations,
-                truncations=stats.truncations, read_errors=stats.read_errors, lines_cut=stats.lines_cut,
+                truncations=stats.truncations, read_errors=stats.read_errors,
+                lines_cut=stats.lines_cut + self._joined_cut,
                 state_errors=stats.state_errors,
             )
             follower = self.follower.status()
@@ -291,7 +307,7 @@ class Pipeline:
                 "offset": None if applied is None else applied.offset,
                 "sources_seen": self._sources_seen,
             },
-            "follower": self.follower.status(),
+            "follower": {"ended": self.follower.ended, **self.follower.status()},
             **snapshot,
         })
         return safe

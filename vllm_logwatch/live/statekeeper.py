@@ -22,8 +22,8 @@ import threading
 import time
 from collections.abc import Iterator
 
-from ..following.follower import Checkpoint, Follower
-from ..following.statefile import SavedState
+from ..following.source import LineSource
+from ..following.statefile import Checkpoint, SavedState
 
 __all__ = ["SAVE_INTERVAL", "SAVE_RETRY", "StateKeeper"]
 
@@ -35,7 +35,7 @@ class StateKeeper:
     """Keeps `follower`'s state file no further behind the applied lines than `save_interval`, and
     never behind what a scrape inside `published()` shows."""
 
-    def __init__(self, follower: Follower, *, save_interval: float = SAVE_INTERVAL,
+    def __init__(self, follower: LineSource, *, save_interval: float = SAVE_INTERVAL,
                  save_retry: float = SAVE_RETRY) -> None:
         self.follower = follower
         self.save_interval = save_interval

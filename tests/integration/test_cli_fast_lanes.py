@@ -33,3 +33,18 @@ def test_parse_jsonl_equals_general_path(logs: list[object]) -> None:
     proc = logwatch("parse", "--jsonl", "--tz", "UTC", *paths)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == expected.getvalue()
+
+
+@pytest.mark.parametrize("args", [[], ["--markdown"], ["--json", "--by", "engine"]],
+                         ids=["text", "md", "json"])
+def test_summary_equals_general_path(args: list[str]) -> None:
+    from vllm_logwatch.commands.summary import run_summary
+
+    paths = [str(DATA / "011.log"), str(REAL_CPU_LOG)]
+    by = "engine" if "--by" in args else "launch"
+    fmt = "markdown" if "--markdown" in args else "json" if "--json" in args else "text"
+    expected = io.StringIO()
+    run_summary(paths, by=by, fmt=fmt, tz="UTC", out=expected, tuning=None)
+    proc = logwatch("summary", *args, "--tz", "UTC", *paths)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == expected.getvalue()

@@ -7,6 +7,7 @@ from typing import IO
 
 from ..errors import UsageError
 from ..offline.launches import iter_launch_records
+from ..offline.rangescan import DEFAULT_TUNING, Tuning
 from ..offline.summary import By, Summary, summarize
 from ..offline.summary_tables import render
 
@@ -21,10 +22,12 @@ def run_summary(
     year: int | None = None,
     tz: str | None = None,
     out: IO[str] | None = None,
+    tuning: Tuning | None = DEFAULT_TUNING,
 ) -> Summary:
     """Read `inputs`, print their summary (`fmt`: text, markdown or json) to `out` (stdout), return it.
 
-    Raises `NoStatsError` when the inputs hold no stats line.
+    Raises `NoStatsError` when the inputs hold no stats line. `tuning`: the fast lane's sizes
+    (`offline/fastsummary.py`); None reads every line through the general parser (the reference).
 
     Example: `run_summary(["logs/serve_*.log"], fmt="markdown")` is
     `logwatch summary 'logs/serve_*.log' --markdown`.
@@ -32,6 +35,6 @@ def run_summary(
     if by not in ("launch", "engine", "none") or fmt not in ("text", "markdown", "json"):
         raise UsageError(
             f"summary by {by!r} as {fmt!r}: by is launch, engine or none; fmt text, markdown or json")
-    summary = summarize(iter_launch_records(inputs, year=year, tz=tz, spec=True), by)
+    summary = summarize(iter_launch_records(inputs, year=year, tz=tz, spec=True, fast=tuning), by)
     (out if out is not None else sys.stdout).write(render(summary, fmt))
     return summary

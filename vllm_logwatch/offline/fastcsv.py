@@ -24,7 +24,7 @@ from ..parsing.stamps import YearClock
 from .bulkscan import ScanStats
 from .enveloped import ENVELOPE_NEEDLES, container_format, source_events
 from .inputs import Source, input_error, open_source, read_errors
-from .rangescan import DEFAULT_TUNING, STAMP, Chunk, Tuning, scan_file_chunks, stream_chunks
+from .rangescan import CSV_LANE, DEFAULT_TUNING, STAMP, Chunk, Tuning, scan_file_chunks, stream_chunks
 
 if TYPE_CHECKING:
     from ..parsing.assemble import Assembler
@@ -58,8 +58,8 @@ class CsvFastWriter:
 
     ROW = b"%s,%s,%d%s\n"
     """A rendered row: time cell, file cell, line number, the worker's tail."""
-    JSON = False
-    """Whether the workers render JSON-lines tails (`offline/fastjsonl.py`) instead of CSV cells."""
+    LANE = CSV_LANE
+    """What the workers render: CSV cells (JSON-lines fields for `offline/fastjsonl.py`)."""
 
     def __init__(self, sink: RowSink, file: str, clock_factory: Callable[[str], YearClock]) -> None:
         self.sink = sink
@@ -198,18 +198,18 @@ def write_rows(sources: list[Source], sink: RowSink, kind: type[CsvFastWriter],
             writer.write_events(source_events(source, fmt, writer.assembler, scan, ENVELOPE_NEEDLES))
             continue
         try:
-            size = 0 if source.is_stream else _plain_file_size(source.path)
+            size = 0 if source.is_stream else plain_file_size(source.path)
             if size >= tuning.parallel_min_bytes:
                 bar = _progress_bar(source.name, size)
                 for chunk, base in scan_file_chunks(source.path, STATS_NEEDLES, scan,
                                                     progress=bar.update if bar else None, tuning=tuning,
-                                                    json=kind.JSON):
+                                                    lane=kind.LANE):
                     writer.write_chunk(chunk, base)
                 if bar is not None:
                     bar.close()
             else:
                 with open_source(source) as raw:
-                    for chunk, base in stream_chunks(raw, scan, json=kind.JSON):
+                    for chunk, base in stream_chunks(raw, scan, lane=kind.LANE):
                         writer.write_chunk(chunk, base)
             writer.finish()
         except read_errors as exc:
@@ -217,7 +217,7 @@ def write_rows(sources: list[Source], sink: RowSink, kind: type[CsvFastWriter],
     return sink.rows
 
 
-def _plain_file_size(path: str) -> int:
+def plain_file_size(path: str) -> int:
     """Size of a regular, uncompressed file; 0 for anything else (those take the streaming path)."""
     try:
         if not os.path.isfile(path):

@@ -18,6 +18,7 @@ from ..parsing.stamps import YearClock
 from .bulkscan import ScanStats
 from .fastcsv import DEFAULT_TUNING, CsvFastWriter, RowSink, Tuning, write_rows
 from .inputs import Source
+from .rangescan import Lane
 
 if TYPE_CHECKING:
     from ..parsing.events import Event
@@ -29,7 +30,7 @@ class JsonlFastWriter(CsvFastWriter):
     """`CsvFastWriter` with JSON-lines rows: rendered rows from the workers, the rest via `event_to_dict`."""
 
     ROW = b'{"kind": "stats", "time": %s, "file": %s, "line": %d%s\n'
-    JSON = True
+    LANE = Lane(json=True)
 
     @staticmethod
     def file_cell(file: str) -> bytes:

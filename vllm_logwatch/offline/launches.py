@@ -10,12 +10,15 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import cast
 
 from ..errors import NoStatsError
 from ..parsing.events import EngineStats, ServerInfo, SpecDecodeStats, TransferStats
 from ..parsing.needles import LAUNCH_NEEDLES
 from .bulkscan import ScanStats
+from .fastsummary import FastStats, iter_fast_events
 from .inputs import resolve_inputs
+from .rangescan import Tuning
 from .writers import iter_source_events, no_stats_hint
 
 __all__ = ["Launch", "iter_launch_records"]
@@ -51,12 +54,16 @@ def iter_launch_records(
     year: int | None = None,
     tz: str | None = None,
     spec: bool = False,
+    fast: Tuning | None = None,
 ) -> Iterator[tuple[Launch, EngineStats | SpecDecodeStats | TransferStats]]:
     """Every stats record (and with `spec`, speculative-decoding and KV / EC transfer record) of
     `inputs`, with its launch.
 
     Raises `InputError` for unreadable inputs and `NoStatsError` (with the usual hint) when the
     inputs hold no stats line at all.
+
+    `fast` (with `spec`): read through the fast lane with these sizes (`offline/fastsummary.py`): the
+    common stats lines come as `FastStats`, which stand for `EngineStats` (the fields the summary reads).
 
     Example: `for launch, e in iter_launch_records(["logs/serve_*.log"], tz="UTC"): ...`
     """
@@ -68,7 +75,9 @@ def iter_launch_records(
     stats_disabled = False
     for source in sources:
         launch = Launch(index, source.name, 1)
-        for event in iter_source_events(source, kind, zone, year, scan, LAUNCH_NEEDLES):
+        events = (iter_fast_events(source, zone, year, scan, fast) if fast is not None and spec
+                  else iter_source_events(source, kind, zone, year, scan, LAUNCH_NEEDLES))
+        for event in events:
             if isinstance(event, ServerInfo):
                 stats_disabled = stats_disabled or bool(event.stats_logging_disabled)
                 if event.new_launch and launch.has_stats:
@@ -78,9 +87,9 @@ def iter_launch_records(
                     launch.model_name = event.served_model_name or event.model
                 if event.vllm_version:
                     launch.vllm_version = event.vllm_version
-            elif isinstance(event, EngineStats):
+            elif isinstance(event, (EngineStats, FastStats)):
                 launch.has_stats = any_stats = True
-                yield launch, event
+                yield launch, cast(EngineStats, event)
             elif isinstance(event, (SpecDecodeStats, TransferStats)):
                 yield launch, event
         if launch.has_stats:

@@ -15,6 +15,7 @@ path's, row for row (tests/unit/offline/test_fastcsv.py checks it).
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from array import array
@@ -28,7 +29,8 @@ from ..parsing.framing import MAX_LINE_BYTES
 from ..parsing.needles import STATS_FOLLOWER_NEEDLES, STATS_NEEDLES, VARIANT_NEEDLES
 from .bulkscan import ScanStats, scan_stream_bytes, simd_count, simd_find
 
-__all__ = ["DEFAULT_TUNING", "Chunk", "Tuning", "render", "scan_file_chunks", "stream_chunks"]
+__all__ = ["CSV_LANE", "DEFAULT_TUNING", "VALUES", "Chunk", "Lane", "Tuning", "render", "scan_file_chunks",
+           "stream_chunks"]
 
 _WORKER_BLOCK = 1 << 20  # find + count twice over a block that stays in the CPU cache
 _MAX_FOLLOWER = 64 << 10
@@ -51,8 +53,27 @@ class Tuning:
 DEFAULT_TUNING = Tuning()
 
 
+@dataclass(frozen=True)
+class Lane:
+    """What the workers make of the lines: CSV cells (the default), JSON-lines fields, or numbers."""
+
+    json: bool = False
+    """Tails are JSON-lines fields (`_JSON_TAIL`) instead of CSV cells."""
+    values: bool = False
+    """Each rendered row's numbers in `Chunk.values` (`VALUES` per row; summary), its process name
+    (empty without one) as its tail."""
+    keep: tuple[bytes, ...] = _ROW_NEEDLES
+    """Lines not rendered are passed on when they hold one of these."""
+
+
+CSV_LANE = Lane()
+VALUES = 8
+"""Numbers per row of `Chunk.values`: engine, prompt and generation throughput, running, waiting, KV cache
+usage, prefix and MM cache hit rates (NaN when absent)."""
+
+
 _CANON = re.compile(
-    rb"(?m)^(?:\(\w+ pid=\d+\) )?(?:INFO|DEBUG) (\d\d-\d\d \d\d:\d\d:\d\d) \[[\w./]+:\d+\] "
+    rb"(?m)^(?:\((\w+) pid=\d+\) )?(?:INFO|DEBUG) (\d\d-\d\d \d\d:\d\d:\d\d) \[[\w./]+:\d+\] "
     rb"Engine (\d{3,}): Avg prompt throughput: (\d+\.\d) tokens/s, Avg generation throughput: (\d+\.\d) "
     rb"tokens/s, Running: (\d{1,15}) reqs, Waiting: (\d{1,15}) reqs, ([A-Z]+) KV cache usage: (\d+\.\d)%"
     rb"(?:, Prefix cache hit rate: (\d+\.\d)%)?(?:, MM cache hit rate: (\d+\.\d)%)?\r?\n"
@@ -75,6 +96,8 @@ class Chunk(NamedTuple):
     other_numbers: bytes
     positions: bytes
     lines: int
+    values: bytes = b""
+    """array('d') bytes of the rows' numbers, with `Lane(values=True)`."""
 
 
 def _num(text: bytes) -> bytes:
@@ -92,33 +115,39 @@ spacing (`json.dumps(..., separators=(", ", ": "))`), numbers as `repr(float)` l
 
 
 def render(data: bytes | bytearray, size: int, numbers: array[int] | None, *, start: int = 0,
-           first_number: int = 1, json: bool = False) -> Chunk:
+           first_number: int = 1, lane: Lane = CSV_LANE) -> Chunk:
     """The chunk of the whole lines in `data[start:size]`; `numbers`: their line numbers, or None for
     consecutive lines numbered from `first_number`. Lines over `MAX_LINE_BYTES` bytes are left out.
-    `json`: the tails are JSON-lines fields (`_JSON_TAIL`) instead of CSV cells."""
+    `lane`: what to render (CSV cells, JSON-lines fields or numbers) and which other lines to pass on."""
     stamps: list[bytes] = []
     tails: list[bytes] = []
     canon = array("Q")
     others: list[bytes] = []
     other_numbers = array("Q")
     positions = array("Q")
+    values = array("d")
     k, pos = 0, start
+    json, keep, nan = lane.json, lane.keep, math.nan
 
     def gap(stop: int) -> None:
         nonlocal k
         for raw in bytes(data[pos:stop]).split(b"\n")[:-1]:
-            if len(raw) <= MAX_LINE_BYTES and any(needle in raw for needle in _ROW_NEEDLES):
+            if len(raw) <= MAX_LINE_BYTES and any(needle in raw for needle in keep):
                 others.append(raw)
                 other_numbers.append(numbers[k] if numbers is not None else k + first_number)
-                positions.append(len(tails))
+                positions.append(len(canon))
             k += 1
 
     for m in _CANON.finditer(data, start, size):
         if m.start() > pos:
             gap(m.start())
-        stamp, engine, prompt, gen, running, waiting, device, kv, prefix, mm = m.groups()
+        process, stamp, engine, prompt, gen, running, waiting, device, kv, prefix, mm = m.groups()
         stamps.append(stamp)
-        if json:
+        if lane.values:  # the tail: the process name, for the Assembler's bookkeeping
+            tails.append(process or b"")
+            values.extend((int(engine), float(prompt), float(gen), int(running), int(waiting), float(kv),
+                           float(prefix) if prefix else nan, float(mm) if mm else nan))
+        elif json:
             cpu = device == b"CPU"
             tails.append(_JSON_TAIL % (
                 int(engine), _num(prompt), _num(gen), int(running), int(waiting),
@@ -137,7 +166,7 @@ def render(data: bytes | bytearray, size: int, numbers: array[int] | None, *, st
     if pos < size:
         gap(size)
     return Chunk(b"".join(stamps), b"\n".join(tails), canon.tobytes(), b"\n".join(others),
-                 other_numbers.tobytes(), positions.tobytes(), k)
+                 other_numbers.tobytes(), positions.tobytes(), k, values.tobytes())
 
 
 _buffer = bytearray()
@@ -146,7 +175,7 @@ faults and allocator work comparable to scanning it."""
 
 
 def _scan_range(path: str, start: int, end: int, needles: tuple[bytes, ...], inside_long_line: bool,
-                at_eof: bool, dense_probe: int, json: bool = False) -> Chunk:
+                at_eof: bool, dense_probe: int, lane: Lane = CSV_LANE) -> Chunk:
     """Worker: the chunk of `path[start:end]`, line numbers relative to the range.
 
     `inside_long_line`: the range was cut inside a line over `MAX_LINE_BYTES` bytes (never a stats line):
@@ -171,7 +200,7 @@ def _scan_range(path: str, start: int, end: int, needles: tuple[bytes, ...], ins
     if simd_count(data, needles[0], first, probe) * 2 > simd_count(data, b"\n", first, probe):
         # A stats-dense range: every line, read in bulk.
         skipped = simd_count(data, b"\n", 0, first)
-        chunk = render(data, complete, None, start=first, first_number=skipped + 1, json=json)
+        chunk = render(data, complete, None, start=first, first_number=skipped + 1, lane=lane)
         return chunk._replace(lines=simd_count(data, b"\n", 0, size))
     numbers = array("Q")
     parts: list[bytes] = []
@@ -190,7 +219,7 @@ def _scan_range(path: str, start: int, end: int, needles: tuple[bytes, ...], ins
     parts.append(b"")
     blob = b"\n".join(parts)
     lines = number - 1 + simd_count(data, b"\n", counted, size)
-    return render(blob, len(blob), numbers, json=json)._replace(lines=lines)
+    return render(blob, len(blob), numbers, lane=lane)._replace(lines=lines)
 
 
 def _hit_starts(data: bytearray, lo: int, hi: int, size: int, needles: tuple[bytes, ...]) -> list[int]:
@@ -254,10 +283,10 @@ def scan_file_chunks(
     workers: int | None = None,
     progress: Callable[[int], object] | None = None,
     tuning: Tuning = DEFAULT_TUNING,
-    json: bool = False,
+    lane: Lane = CSV_LANE,
 ) -> Iterator[tuple[Chunk, int]]:
     """The chunks of a big regular file, range by range in file order, each with its base (the lines
-    before it); `json`: tails as JSON-lines fields (`render`).
+    before it); `lane`: what the workers render (`render`).
 
     Ranges are scanned by a pool of forked processes, at most one range per worker (plus one) in flight so
     memory stays flat whatever the file size.
@@ -273,7 +302,7 @@ def scan_file_chunks(
 
         def submit(rng: tuple[int, int, bool]) -> Future[Chunk]:
             return pool.submit(_scan_range, path, rng[0], rng[1], needles, rng[2], rng[1] == size,
-                               tuning.dense_probe, json)
+                               tuning.dense_probe, lane)
 
         pending: list[Future[Chunk]] = []
         todo = iter(ranges)
@@ -294,21 +323,22 @@ def scan_file_chunks(
     stats.lines = base
 
 
-def stream_chunks(stream: BinaryIO, stats: ScanStats, batch: int = 4096,
-                  json: bool = False) -> Iterator[tuple[Chunk, int]]:
+def stream_chunks(stream: BinaryIO, stats: ScanStats, batch: int = 4096, lane: Lane = CSV_LANE,
+                  needles: tuple[bytes, ...] = STATS_NEEDLES,
+                  followers: tuple[bytes, ...] = STATS_FOLLOWER_NEEDLES) -> Iterator[tuple[Chunk, int]]:
     """The same as `scan_file_chunks` for any stream (stdin, .gz, small files), in one process; the
     numbers are absolute (base 0)."""
     numbers = array("Q")
     parts: list[bytes] = []
-    for number, raw in scan_stream_bytes(stream, STATS_NEEDLES, stats, followers=STATS_FOLLOWER_NEEDLES):
+    for number, raw in scan_stream_bytes(stream, needles, stats, followers=followers):
         numbers.append(number)
         parts.append(raw)
         if len(parts) >= batch:
             parts.append(b"")
             blob = b"\n".join(parts)
-            yield render(blob, len(blob), numbers, json=json), 0
+            yield render(blob, len(blob), numbers, lane=lane), 0
             numbers, parts = array("Q"), []
     if parts:
         parts.append(b"")
         blob = b"\n".join(parts)
-        yield render(blob, len(blob), numbers, json=json), 0
+        yield render(blob, len(blob), numbers, lane=lane), 0

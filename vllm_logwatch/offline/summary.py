@@ -316,16 +316,17 @@ def summarize(records: Iterable[tuple[Launch, Record]], by: By = "launch") -> Su
             else (launch.index,) if by == "launch" else ()
         )
         group = groups.get(key)
-        if isinstance(e, EngineStats):
+        if isinstance(e, (SpecDecodeStats, TransferStats)):  # else stats: EngineStats, or the fast lane's
             if group is None:
-                group = groups[key] = _Group()
-            group.add(launch, e)
-        elif group is None:
-            continue  # a spec or transfer line before its engine's first stats line: nothing to add it to
-        elif isinstance(e, SpecDecodeStats):
-            group.add_spec(launch, e)
-        else:
-            group.add_transfer(launch, e)
+                continue  # a spec or transfer line before its engine's first stats line: nothing to add it to
+            if isinstance(e, SpecDecodeStats):
+                group.add_spec(launch, e)
+            else:
+                group.add_transfer(launch, e)
+            continue
+        if group is None:
+            group = groups[key] = _Group()
+        group.add(launch, e)
     summaries = [_finish(g) for g in groups.values()]
     summaries.sort(key=lambda s: s.start.timestamp() if s.start else math.inf)
     return Summary(by=by, groups=summaries)

@@ -98,6 +98,12 @@ class Assembler:
             self.clock = self._clock_factory(stamp)
         return self.clock
 
+    def stats_seen(self, process: str | None, engine: int | None) -> None:
+        """A stats line of `process` read without `feed` (the offline fast lane): what `feed` notes of it
+        (spec and transfer lines after it name its engine; it ends the process's open log record)."""
+        self._open_log.pop(process, None)
+        self._last_engine[process] = engine
+
     @property
     def pending(self) -> bool:
         """A V0 stats record is held, waiting for its prefix-cache line."""

@@ -1,0 +1,135 @@
+"""`logwatch summary`'s fast lane: the stats records of the common V1 line without a parser or a model.
+
+The range workers (`offline/rangescan.py`, `Lane(values=True)`) read the common stats line into eight
+numbers; here each row gets its time (the file's clock, once per hour of log) and becomes a
+`FastStats`: a slotted record with the fields the summary and the per-engine token estimate read
+(`offline/summary.py`'s `_Group`, `exporting/engine_state.py`). Every other line the summary needs
+(other stats shapes, V0's prefix-cache line, spec-decode and transfer lines, the start-up banner)
+goes through the general parser and its Assembler, at its place. The summary is the general path's,
+field for field (tests/unit/offline/test_fastsummary.py).
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections.abc import Callable, Iterator
+from datetime import datetime, tzinfo
+from typing import Any, ClassVar, Literal
+
+from ..parsing.assemble import Assembler
+from ..parsing.events import Event
+from ..parsing.line import parse_line
+from ..parsing.needles import LAUNCH_NEEDLES, PREFIX_NEEDLES, SPEC_NEEDLES, STATS_NEEDLES, VARIANT_NEEDLES
+from ..parsing.stamps import YearClock
+from .bulkscan import ScanStats
+from .fastcsv import plain_file_size
+from .inputs import Source, input_error, open_source, read_errors
+from .rangescan import DEFAULT_TUNING, STAMP, VALUES, Lane, Tuning, scan_file_chunks, stream_chunks
+
+__all__ = ["FastStats", "iter_fast_events"]
+
+_NEEDLES = STATS_NEEDLES + SPEC_NEEDLES + LAUNCH_NEEDLES
+"""The general path's (`iter_source_events(kind="spec", extra_needles=LAUNCH_NEEDLES)`)."""
+_LANE = Lane(values=True, keep=_NEEDLES + VARIANT_NEEDLES + PREFIX_NEEDLES)
+_EMPTY: dict[str, float] = {}
+
+
+class FastStats:
+    """A common V1 stats line as the summary reads it (`EngineStats`' fields of that shape)."""
+
+    __slots__ = ("engine", "generation_throughput", "kv_cache_usage_pct", "mm_cache_hit_rate_pct",
+                 "prefix_cache_hit_rate_pct", "prompt_throughput", "running", "time", "waiting")
+    kind: ClassVar[Literal["stats"]] = "stats"
+    engines_aggregated: ClassVar[None] = None
+    swapped: ClassVar[None] = None
+    extra: ClassVar[dict[str, float]] = _EMPTY
+
+    def __init__(self, time: datetime | None, values: tuple[float, ...]) -> None:
+        engine, self.prompt_throughput, self.generation_throughput, running, waiting, \
+            self.kv_cache_usage_pct, prefix, mm = values
+        self.time, self.engine, self.running, self.waiting = time, int(engine), int(running), int(waiting)
+        self.prefix_cache_hit_rate_pct = None if math.isnan(prefix) else prefix
+        self.mm_cache_hit_rate_pct = None if math.isnan(mm) else mm
+
+
+class _Times:
+    """Stamps to datetimes through the file's clock; the hour's datetime is made once and reused for
+    its other stamps unless the hour has a daylight-saving step (as `fastcsv` does for ISO text)."""
+
+    def __init__(self, clock_for: Callable[[str], YearClock]) -> None:
+        self.clock_for = clock_for
+        self._hours: dict[bytes, tuple[int, datetime]] = {}
+
+    def __call__(self, stamp: bytes) -> datetime | None:
+        text = stamp.decode()
+        clock = self.clock_for(text)
+        hit = self._hours.get(stamp[:8])
+        if hit is not None and hit[0] == clock.year:
+            try:
+                return hit[1].replace(minute=int(stamp[9:11]), second=int(stamp[12:14]))
+            except ValueError:
+                return clock.to_datetime(text)
+        value = clock.to_datetime(text)
+        if value is not None and clock.steady_hour(value):
+            self._hours[stamp[:8]] = (clock.year, value)
+        return value
+
+
+def iter_fast_events(source: Source, zone: tzinfo, year: int | None, scan: ScanStats,
+                     tuning: Tuning = DEFAULT_TUNING) -> Iterator[Event | FastStats]:
+    """What `iter_source_events(source, "spec", zone, year, scan, LAUNCH_NEEDLES)` yields, in file
+    order, with a `FastStats` in place of each common stats line's `EngineStats`."""
+    path = None if source.is_stdin else source.path
+    clock: list[YearClock] = []
+
+    def clock_for(stamp: str) -> YearClock:
+        if not clock:
+            clock.append(YearClock.for_source(path, zone, year, first_stamp=stamp))
+        return clock[0]
+
+    assembler = Assembler(source.name, clock_for)
+    times = _Times(clock_for)
+    try:
+        size = 0 if source.is_stream else plain_file_size(source.path)
+        if size >= tuning.parallel_min_bytes:
+            yield from _rows(scan_file_chunks(source.path, _NEEDLES, scan, tuning=tuning, lane=_LANE),
+                             assembler, times)
+        else:
+            with open_source(source) as raw:
+                yield from _rows(stream_chunks(raw, scan, lane=_LANE, needles=_NEEDLES,
+                                               followers=PREFIX_NEEDLES + SPEC_NEEDLES), assembler, times)
+        yield from assembler.flush()
+    except read_errors as exc:
+        raise input_error(exc, source) from None
+
+
+def _rows(chunks: Iterator[tuple[Any, int]], assembler: Assembler,
+          times: _Times) -> Iterator[Event | FastStats]:
+    for chunk, base in chunks:
+        numbers, other_numbers, positions, values = array("Q"), array("Q"), array("Q"), array("d")
+        numbers.frombytes(chunk.numbers)
+        other_numbers.frombytes(chunk.other_numbers)
+        positions.frombytes(chunk.positions)
+        values.frombytes(chunk.values)
+        others = chunk.others.split(b"\n") if other_numbers else []
+        stamps, j, n_pos = chunk.stamps, 0, len(positions)
+        processes = chunk.tails.split(b"\n") if numbers else []
+        seen = assembler.stats_seen
+        for i, process in enumerate(processes):
+            while j < n_pos and positions[j] == i:
+                yield from _slow(assembler, others[j], base + other_numbers[j])
+                j += 1
+            if assembler.pending:
+                yield from assembler.flush()
+            row = FastStats(times(stamps[i * STAMP:(i + 1) * STAMP]),
+                            tuple(values[i * VALUES:(i + 1) * VALUES]))
+            seen(process.decode() if process else None, row.engine)
+            yield row
+        for k in range(j, n_pos):
+            yield from _slow(assembler, others[k], base + other_numbers[k])
+
+
+def _slow(assembler: Assembler, raw: bytes, number: int) -> list[Event]:
+    event = parse_line(raw.decode("utf-8", "replace"))
+    return assembler.feed(event, number) if event is not None else []

@@ -57,7 +57,7 @@ class LineFeeder(QueuedWorker):
         self._source = source
         assembler = Assembler(source, YearClock.for_source(source, self.zone), hold_v0=False)
         self._reader = LaunchReader(self.metrics, assembler, self._internal_error, numbered=False,
-                                    retime=self._retime)
+                                    retime=self._retime, envelopes=False)  # vLLM's own output
 
     def put(self, data: bytes) -> None:
         """Hand a chunk over; if the parser is too far behind it is dropped (counted), and the parser

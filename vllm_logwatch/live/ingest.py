@@ -12,11 +12,14 @@ changes nothing but the moment a first request is seen (by at most a block).
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 
 from ..exporting.exporter import ExporterMetrics
 from ..parsing.assemble import Assembler
 from ..parsing.blocks import scan_block, split_lines
-from ..parsing.events import Event
+from ..parsing.envelope import Format, Unwrapped, Unwrapper, container_time, detect
+from ..parsing.events import Event, Unparsed
+from ..parsing.framing import MAX_LINE_BYTES
 from ..parsing.line import parse_line
 
 __all__ = ["LaunchReader"]
@@ -30,6 +33,13 @@ class LaunchReader:
     on one line (in the parser, the assembler or the metrics), counted by the caller; never raised.
     `numbered=False`: events get no line numbers (run mode). `retime`: applied to each complete event
     before the metrics take it (run mode times stats lines by their arrival).
+
+    A container log (Docker json-file, CRI, `docker logs --timestamps`: `parsing/envelope.py`) is told
+    from the first block that holds a line, once; its blocks are unwrapped before the scan, its events
+    numbered by their envelope lines and timed by their container stamps, a record that is not of its
+    format is a parse error of kind `envelope`, and a joined line cut at the cap is told to `on_cut`.
+    A plain log pays one attribute test a block. `envelopes=False` (run mode: vLLM's own output) reads
+    every block as plain.
     """
 
     def __init__(
@@ -41,6 +51,8 @@ class LaunchReader:
         parse: Callable[[str], Event | None] = parse_line,
         numbered: bool = True,
         retime: Callable[[Event], Event] | None = None,
+        envelopes: bool = True,
+        on_cut: Callable[[int], None] | None = None,
     ) -> None:
         self.metrics = metrics
         self.assembler = assembler
@@ -48,28 +60,60 @@ class LaunchReader:
         self._parse = parse
         self._numbered = numbered
         self._retime = retime
+        self._on_cut = on_cut
+        self.format: Format | None = None if envelopes else "plain"
+        """The source's format, once told (None: not yet)."""
+        self._unwrapper: Unwrapper | None = None
 
     def read(self, data: bytes, first: int = 1, *, cap: int | None = None) -> None:
         """Apply the complete lines in `data` (`first`: the number of the first; `cap`: lines longer
         are read cut to it)."""
+        if self.format is None:
+            self.format = detect(data[:512])
+            if self.format is not None and self.format != "plain":
+                self._unwrapper = Unwrapper(self.format, cap=cap or MAX_LINE_BYTES)
+        if self._unwrapper is not None:
+            self._read_unwrapped(self._unwrapper.unwrap(data, first), cap)
+            return
         if self._parse is parse_line:
             access, hits = scan_block(data, first, cap=cap)
         else:
             access, hits = {}, split_lines(data, first)
         events: list[Event] = []
         for number, text in hits:
-            line = number if self._numbered else None
-            try:
-                event = self._parse(text)
-                if event is not None:
-                    events.extend(self.assembler.feed(event, line))
-            except Exception as exc:
-                self._on_error(self.assembler.file, line, exc)
+            self._feed(events, text, number if self._numbered else None, None)
         self._apply(events, access)
 
     def flush(self) -> None:
-        """The end of the launch: a record the assembler still holds."""
+        """The end of the launch: a part of a line still open (a container log's), then a record the
+        assembler still holds."""
+        if self._unwrapper is not None:
+            self._read_unwrapped(self._unwrapper.flush(), None)
         self._apply(self.assembler.flush(), None)
+
+    def _read_unwrapped(self, got: Unwrapped, cap: int | None) -> None:
+        """The lines a container log's block held, with their envelope numbers and container times."""
+        if self._parse is parse_line:
+            access, hits = scan_block(got.data, 1, cap=cap)
+        else:
+            access, hits = {}, split_lines(got.data, 1)
+        file = self.assembler.file
+        events: list[Event] = [Unparsed(what="envelope", file=file, line=n if self._numbered else None)
+                               for n in got.malformed]
+        for index, text in hits:
+            number = got.numbers[index - 1] if self._numbered else None
+            self._feed(events, text, number, container_time(got.stamps[index - 1]))
+        if got.cut and self._on_cut is not None:
+            self._on_cut(got.cut)
+        self._apply(events, access)
+
+    def _feed(self, events: list[Event], text: str, line: int | None, when: datetime | None) -> None:
+        try:
+            event = self._parse(text)
+            if event is not None:
+                events.extend(self.assembler.feed(event, line, when))
+        except Exception as exc:
+            self._on_error(self.assembler.file, line, exc)
 
     def _apply(self, events: list[Event], access: dict[tuple[str, str, int], int] | None) -> None:
         if self._retime is not None:

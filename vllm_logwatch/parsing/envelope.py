@@ -11,7 +11,8 @@ the envelope line number and the container stamp of each line it produces:
 * CRI (`STAMP STREAM TAG CONTENT`, containerd's RFC 3339 stamps with any number of fraction digits,
   `Z` or an offset, CRI-O's nine digits and an offset): `P` parts are joined per stream until the
   `F` part (the first character of the tag decides, as kubelet reads it).
-* `docker logs --timestamps` (`STAMP LINE`): the stamp taken off.
+* `docker logs --timestamps` (`STAMP LINE`): the stamp taken off (a line without one is read as it
+  is, timed by vLLM's own stamp).
 
 Parts are joined per stream (stdout and stderr interleave); a joined line is numbered by the envelope
 line that ends it and stamped with its first part's time. A joined line longer than the cap is cut
@@ -240,9 +241,10 @@ def _cri_record(raw: bytes) -> tuple[bytes, bytes, bytes, bool] | None:
     return stream, raw[:one], b"" if three < 0 else raw[three + 1 :], tag[:1] != b"P"
 
 
-def _timestamps_record(raw: bytes) -> tuple[bytes, bytes, bytes, bool] | None:
-    """(stream, stamp, content, whole) of a `docker logs --timestamps` line; None if it is not one."""
+def _timestamps_record(raw: bytes) -> tuple[bytes, bytes, bytes, bool]:
+    """(stream, stamp, content, whole) of a `docker logs --timestamps` line; a line without the stamp
+    (a pipe that mixes in other output) is read as it is, without a container time."""
     one = raw.find(b" ")
     if one < 20 or raw[4:5] != b"-" or raw[10:11] != b"T":
-        return None
+        return b"", b"", raw, True
     return b"", raw[:one], raw[one + 1 :], True

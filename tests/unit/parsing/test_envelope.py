@@ -144,7 +144,9 @@ def test_malformed_lines_are_skipped_and_named() -> None:
         b"INFO plain line\n2025-07-05T11:29:01Z stdin F x\n2025-07-05T11:29:01Z stdout\n")
     assert (cri.data, cri.malformed) == (b"", [1, 2, 3])
     ts = Unwrapper("docker-timestamps").unwrap(b"2025-07-05T11:29:01.000000001Z INFO a\nplain\n")
-    assert (ts.data, ts.malformed, ts.stamps) == (b"INFO a\n", [2], [b"2025-07-05T11:29:01.000000001Z"])
+    assert (ts.data, ts.malformed) == (b"INFO a\nplain\n", [])
+    assert ts.stamps == [b"2025-07-05T11:29:01.000000001Z", b""]
+    assert ts.time_of(1) is None  # read as it is, timed by vLLM's own stamp
 
 
 def test_plain_needs_no_unwrapper() -> None:

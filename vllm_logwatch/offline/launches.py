@@ -16,6 +16,7 @@ from ..errors import NoStatsError
 from ..parsing.events import EngineStats, ServerInfo, SpecDecodeStats, TransferStats
 from ..parsing.needles import LAUNCH_NEEDLES
 from .bulkscan import ScanStats
+from .enveloped import container_format
 from .fastsummary import FastStats, iter_fast_events
 from .inputs import resolve_inputs
 from .rangescan import Tuning
@@ -75,7 +76,8 @@ def iter_launch_records(
     stats_disabled = False
     for source in sources:
         launch = Launch(index, source.name, 1)
-        events = (iter_fast_events(source, zone, year, scan, fast) if fast is not None and spec
+        fast_lane = fast is not None and spec and container_format(source) == "plain"  # offline/enveloped.py
+        events = (iter_fast_events(source, zone, year, scan, fast) if fast_lane and fast is not None
                   else iter_source_events(source, kind, zone, year, scan, LAUNCH_NEEDLES))
         for event in events:
             if isinstance(event, ServerInfo):

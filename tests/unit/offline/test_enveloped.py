@@ -20,6 +20,8 @@ from vllm_logwatch.commands.parse import run_parse
 from vllm_logwatch.errors import NoStatsError
 from vllm_logwatch.offline.bulkscan import ScanStats
 from vllm_logwatch.offline.inputs import Source
+from vllm_logwatch.offline.launches import iter_launch_records
+from vllm_logwatch.offline.rangescan import DEFAULT_TUNING
 from vllm_logwatch.offline.writers import iter_source_events
 from vllm_logwatch.parsing.events import EngineStats
 from vllm_logwatch.parsing.stamps import resolve_zone
@@ -90,6 +92,16 @@ def test_answer_keys_at_container_instants(tmp_path: Path, name: str, fmt: str, 
     assert [r["prefix_cache_hit_rate_cpu_pct"] for r in records] == [
         e.get("prefix_cache_hit_rate_cpu_pct") for e in expected]
     assert [datetime.fromisoformat(str(r["time"])) for r in records] == instants
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("name", [n for n in LOGS if (DATA / f"{n}.expected.jsonl").stat().st_size])
+def test_summary_reads_the_records_at_container_instants(tmp_path: Path, name: str, fmt: str) -> None:
+    path, expected, instants = wrapped(tmp_path, name, fmt)
+    records = [r for _, r in iter_launch_records([str(path)], tz="America/New_York", spec=True,
+                                                 fast=DEFAULT_TUNING) if r.kind == "stats"]
+    assert [r.generation_throughput for r in records] == [e["generation_throughput"] for e in expected]
+    assert [r.time for r in records] == instants
 
 
 def test_a_bad_record_is_an_envelope_parse_error(tmp_path: Path) -> None:

@@ -72,6 +72,22 @@ def test_parse_jsonl_gives_the_answer_keys_at_container_instants(tmp_path: Path,
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("command", [["parse", "--jsonl"], ["parse", "--csv"],
+                                     ["parse", "--jsonl", "--kind", "all"]])
+def test_a_container_log_on_a_pipe(tmp_path: Path, fmt: str, command: list[str]) -> None:
+    data, times = wrap(lines_of(REAL_LOG), fmt, random.Random(f"pipe/{fmt}"))
+    proc = subprocess.run([sys.executable, "-m", "vllm_logwatch", *command, "-"], input=data,
+                          capture_output=True, timeout=100, env={**os.environ, **ZONE})
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout.decode().splitlines()
+    if "--csv" in command:
+        stamps = [line.split(",", 1)[0] for line in out[1:]]
+    else:
+        stamps = [r["time"] for r in map(json.loads, out) if r["kind"] == "stats"]
+    assert [datetime.fromisoformat(t) for t in stamps] == instants(REAL_LOG, times)
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
 def test_watch_reads_a_container_log_at_its_stamps(tmp_path: Path, fmt: str) -> None:
     data, times = wrap(lines_of(REAL_LOG), fmt, random.Random(f"watch/{fmt}"))
     path = tmp_path / "container.log"

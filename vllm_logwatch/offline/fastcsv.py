@@ -22,7 +22,7 @@ from ..parsing.columns import STATS_COLUMNS
 from ..parsing.needles import STATS_NEEDLES
 from ..parsing.stamps import YearClock
 from .bulkscan import ScanStats
-from .enveloped import ENVELOPE_NEEDLES, container_format, source_events
+from .enveloped import ENVELOPE_NEEDLES, container_format, enveloped_events, sniff, source_events
 from .inputs import Source, input_error, open_source, read_errors
 from .rangescan import CSV_LANE, DEFAULT_TUNING, STAMP, Chunk, Tuning, scan_file_chunks, stream_chunks
 
@@ -209,7 +209,11 @@ def write_rows(sources: list[Source], sink: RowSink, kind: type[CsvFastWriter],
                     bar.close()
             else:
                 with open_source(source) as raw:
-                    for chunk, base in stream_chunks(raw, scan, lane=kind.LANE):
+                    fmt = sniff(raw)
+                    if fmt != "plain":  # a container log on a stream: the general path (offline/enveloped.py)
+                        events = enveloped_events(raw, fmt, writer.assembler, scan, ENVELOPE_NEEDLES)
+                        writer.write_events(events)
+                    for chunk, base in stream_chunks(raw, scan, lane=kind.LANE) if fmt == "plain" else ():
                         writer.write_chunk(chunk, base)
             writer.finish()
         except read_errors as exc:

@@ -23,6 +23,7 @@ from ..parsing.line import parse_line
 from ..parsing.needles import LAUNCH_NEEDLES, PREFIX_NEEDLES, SPEC_NEEDLES, STATS_NEEDLES, VARIANT_NEEDLES
 from ..parsing.stamps import YearClock
 from .bulkscan import ScanStats
+from .enveloped import enveloped_events, sniff
 from .fastcsv import plain_file_size
 from .inputs import Source, input_error, open_source, read_errors
 from .rangescan import DEFAULT_TUNING, STAMP, VALUES, Lane, Tuning, scan_file_chunks, stream_chunks
@@ -31,6 +32,7 @@ __all__ = ["FastStats", "iter_fast_events"]
 
 _NEEDLES = STATS_NEEDLES + SPEC_NEEDLES + LAUNCH_NEEDLES
 """The general path's (`iter_source_events(kind="spec", extra_needles=LAUNCH_NEEDLES)`)."""
+_ENVELOPE_NEEDLES = _NEEDLES + PREFIX_NEEDLES  # a container log's: the followers too (offline/enveloped.py)
 _LANE = Lane(values=True, keep=_NEEDLES + VARIANT_NEEDLES + PREFIX_NEEDLES)
 _EMPTY: dict[str, float] = {}
 
@@ -97,8 +99,12 @@ def iter_fast_events(source: Source, zone: tzinfo, year: int | None, scan: ScanS
                              assembler, times)
         else:
             with open_source(source) as raw:
-                yield from _rows(stream_chunks(raw, scan, lane=_LANE, needles=_NEEDLES,
-                                               followers=PREFIX_NEEDLES + SPEC_NEEDLES), assembler, times)
+                fmt = sniff(raw)
+                if fmt != "plain":  # a container log on a stream: the general path (offline/enveloped.py)
+                    yield from enveloped_events(raw, fmt, assembler, scan, _ENVELOPE_NEEDLES)
+                else:
+                    yield from _rows(stream_chunks(raw, scan, lane=_LANE, needles=_NEEDLES,
+                                                   followers=PREFIX_NEEDLES + SPEC_NEEDLES), assembler, times)
         yield from assembler.flush()
     except read_errors as exc:
         raise input_error(exc, source) from None

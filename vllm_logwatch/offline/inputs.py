@@ -116,6 +116,8 @@ class _Replay(io.RawIOBase):
             n = min(len(buffer), len(self._head))
             buffer[:n] = self._head[:n]
             self._head = self._head[n:]
+            if n < len(buffer):  # the first read holds more than the head: a peek sees the first line
+                n += self._rest.readinto(memoryview(buffer)[n:]) or 0  # type: ignore[attr-defined]
             return n
         return self._rest.readinto(buffer)  # type: ignore[attr-defined, no-any-return]
 

@@ -131,7 +131,10 @@ def iter_source_events(
     path = None if source.is_stdin else source.path
     assembler = Assembler(source.name, partial(_clock_for_source, path, zone, year))
     with open_source(source) as raw:
-        fmt = sniff(raw)
+        try:
+            fmt = sniff(raw)
+        except read_errors as exc:  # a corrupt .gz shows at its first bytes
+            raise input_error(exc, source) from None
         if fmt != "plain":  # a container log: its envelopes, its stamps (offline/enveloped.py)
             yield from _enveloped(raw, fmt, kind, assembler, scan, extra_needles, source)
             return

@@ -3,7 +3,7 @@
 The workers render the common stats lines, all but two cells; here each rendered row gets its time
 (through the file's clock, so New Year moves the year on) and its line number, and every other line
 goes through the general parser and its Assembler (V0's prefix-cache line merged into its stats row),
-at its place among the rows. Output is the general path's, row for row (tests/unit/offline/test_fastcsv.py).
+at its place among the rows. Output is the general path's, row for row (tests/integration/test_fastcsv.py).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ The workers (`offline/rangescan.py`) render the common stats lines as the JSON-l
 `line`; here each row gets its time, file and line number, as `offline/fastcsv.py` does for CSV, and
 every other line goes through the general parser and the Assembler. Output is the general path's
 (`json.dumps(event_to_dict(e), separators=(", ", ": "))`), byte for byte
-(tests/unit/offline/test_fastjsonl.py): rendered rows hold only numbers, nulls and two strings (the
+(tests/integration/test_fastjsonl.py): rendered rows hold only numbers, nulls and two strings (the
 ISO time, and the file name escaped once by `json.dumps`), so they need no JSON encoder per line.
 """
 

@@ -6,7 +6,7 @@ numbers; here each row gets its time (the file's clock, once per hour of log) an
 (`offline/summary.py`'s `_Group`, `exporting/engine_state.py`). Every other line the summary needs
 (other stats shapes, V0's prefix-cache line, spec-decode and transfer lines, the start-up banner)
 goes through the general parser and its Assembler, at its place. The summary is the general path's,
-field for field (tests/unit/offline/test_fastsummary.py).
+field for field (tests/integration/test_fastsummary.py).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ Two costs dominate on big logs, and both are paid here, in parallel:
 
 Every other line that can make or complete a stats row (V0, extra fields, colours, JSON, ...) is passed
 on as text for the general parser, with its place among the rendered rows, so the output is the general
-path's, row for row (tests/unit/offline/test_fastcsv.py checks it).
+path's, row for row (tests/integration/test_fastcsv.py checks it).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ import sys
 from typing import IO
 
 from ..errors import UsageError
-from ..offline.launches import iter_launch_records
+from ..offline.launches import iter_summary_records
 from ..offline.rangescan import DEFAULT_TUNING, Tuning
 from ..offline.summary import By, Summary, summarize
 from ..offline.summary_tables import render
@@ -35,6 +35,6 @@ def run_summary(
     if by not in ("launch", "engine", "none") or fmt not in ("text", "markdown", "json"):
         raise UsageError(
             f"summary by {by!r} as {fmt!r}: by is launch, engine or none; fmt text, markdown or json")
-    summary = summarize(iter_launch_records(inputs, year=year, tz=tz, spec=True, fast=tuning), by)
+    summary = summarize(iter_summary_records(inputs, year=year, tz=tz, fast=tuning), by)
     (out if out is not None else sys.stdout).write(render(summary, fmt))
     return summary

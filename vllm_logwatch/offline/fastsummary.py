@@ -3,7 +3,9 @@
 The range workers (`offline/rangescan.py`, `Lane(values=True)`) read the common stats line into eight
 numbers; here each row gets its time (the file's clock, once per hour of log) and becomes a
 `FastStats`: a slotted record with the fields the summary and the per-engine token estimate read
-(`offline/summary.py`'s `_Group`, `exporting/engine_state.py`). Every other line the summary needs
+(`offline/summary_rows.py`'s `_Group`, `exporting/engine_state.py`); with `blocks` (the summary's
+reader), each run of such rows with no other line between them is one `FastBlock` instead: the rows
+as columns, added to the summary in one call. Every other line the summary needs
 (other stats shapes, V0's prefix-cache line, spec-decode and transfer lines, the start-up banner)
 goes through the general parser and its Assembler, at its place. The summary is the general path's,
 field for field (tests/integration/test_fastsummary.py).
@@ -28,7 +30,7 @@ from .fastcsv import plain_file_size
 from .inputs import Source, input_error, open_source, read_errors
 from .rangescan import DEFAULT_TUNING, STAMP, VALUES, Lane, Tuning, scan_file_chunks, stream_chunks
 
-__all__ = ["FastStats", "iter_fast_events"]
+__all__ = ["FastBlock", "FastStats", "iter_fast_events"]
 
 _NEEDLES = STATS_NEEDLES + SPEC_NEEDLES + LAUNCH_NEEDLES
 """The general path's (`iter_source_events(kind="spec", extra_needles=LAUNCH_NEEDLES)`)."""
@@ -55,6 +57,32 @@ class FastStats:
         self.mm_cache_hit_rate_pct = None if math.isnan(mm) else mm
 
 
+class FastBlock:
+    """A run of common V1 stats lines with nothing between them, as columns (`iter_fast_events(...,
+    blocks=True)`): what the summary adds in one call (`offline/summary_rows.py`). NaN for a missing
+    hit rate; `record(i)` is line i as a `FastStats`."""
+
+    __slots__ = ("engine", "generation", "kv", "mm", "prefix", "prompt", "running", "times", "values",
+                 "waiting")
+
+    def __init__(self, times: list[datetime | None], values: array[float]) -> None:
+        self.times, self.values = times, values
+        self.engine = [int(v) for v in values[0::VALUES]]
+        self.prompt, self.generation = values[1::VALUES], values[2::VALUES]
+        self.running = [int(v) for v in values[3::VALUES]]
+        self.waiting = [int(v) for v in values[4::VALUES]]
+        self.kv, self.prefix, self.mm = values[5::VALUES], values[6::VALUES], values[7::VALUES]
+
+    def __len__(self) -> int:
+        return len(self.times)
+
+    def record(self, i: int) -> FastStats:
+        return FastStats(self.times[i], tuple(self.values[i * VALUES:(i + 1) * VALUES]))
+
+    def records(self) -> Iterator[FastStats]:
+        return (self.record(i) for i in range(len(self.times)))
+
+
 class _Times:
     """Stamps to datetimes through the file's clock; the hour's datetime is made once and reused for
     its other stamps unless the hour has a daylight-saving step (as `fastcsv` does for ISO text)."""
@@ -79,9 +107,11 @@ class _Times:
 
 
 def iter_fast_events(source: Source, zone: tzinfo, year: int | None, scan: ScanStats,
-                     tuning: Tuning = DEFAULT_TUNING) -> Iterator[Event | FastStats]:
+                     tuning: Tuning = DEFAULT_TUNING, *,
+                     blocks: bool = False) -> Iterator[Event | FastStats | FastBlock]:
     """What `iter_source_events(source, "spec", zone, year, scan, LAUNCH_NEEDLES)` yields, in file
-    order, with a `FastStats` in place of each common stats line's `EngineStats`."""
+    order, with a `FastStats` in place of each common stats line's `EngineStats` (with `blocks`, a
+    `FastBlock` in place of each run of them)."""
     path = None if source.is_stdin else source.path
     clock: list[YearClock] = []
 
@@ -96,7 +126,7 @@ def iter_fast_events(source: Source, zone: tzinfo, year: int | None, scan: ScanS
         size = 0 if source.is_stream else plain_file_size(source.path)
         if size >= tuning.parallel_min_bytes:
             yield from _rows(scan_file_chunks(source.path, _NEEDLES, scan, tuning=tuning, lane=_LANE),
-                             assembler, times)
+                             assembler, times, blocks)
         else:
             with open_source(source) as raw:
                 fmt = sniff(raw)
@@ -104,14 +134,15 @@ def iter_fast_events(source: Source, zone: tzinfo, year: int | None, scan: ScanS
                     yield from enveloped_events(raw, fmt, assembler, scan, _ENVELOPE_NEEDLES)
                 else:
                     yield from _rows(stream_chunks(raw, scan, lane=_LANE, needles=_NEEDLES,
-                                                   followers=PREFIX_NEEDLES + SPEC_NEEDLES), assembler, times)
+                                                   followers=PREFIX_NEEDLES + SPEC_NEEDLES),
+                                     assembler, times, blocks)
         yield from assembler.flush()
     except read_errors as exc:
         raise input_error(exc, source) from None
 
 
-def _rows(chunks: Iterator[tuple[Any, int]], assembler: Assembler,
-          times: _Times) -> Iterator[Event | FastStats]:
+def _rows(chunks: Iterator[tuple[Any, int]], assembler: Assembler, times: _Times,
+          blocks: bool) -> Iterator[Event | FastStats | FastBlock]:
     for chunk, base in chunks:
         numbers, other_numbers, positions, values = array("Q"), array("Q"), array("Q"), array("d")
         numbers.frombytes(chunk.numbers)
@@ -121,17 +152,25 @@ def _rows(chunks: Iterator[tuple[Any, int]], assembler: Assembler,
         others = chunk.others.split(b"\n") if other_numbers else []
         stamps, j, n_pos = chunk.stamps, 0, len(positions)
         processes = chunk.tails.split(b"\n") if numbers else []
-        seen = assembler.stats_seen
-        for i, process in enumerate(processes):
-            while j < n_pos and positions[j] == i:
+        seen, start, n = assembler.stats_seen, 0, len(processes)
+        while start < n:  # the lines before row `start`, then its run of rows up to the next such line
+            while j < n_pos and positions[j] == start:
                 yield from _slow(assembler, others[j], base + other_numbers[j])
                 j += 1
             if assembler.pending:
                 yield from assembler.flush()
-            row = FastStats(times(stamps[i * STAMP:(i + 1) * STAMP]),
-                            tuple(values[i * VALUES:(i + 1) * VALUES]))
-            seen(process.decode() if process else None, row.engine)
-            yield row
+            end = min(positions[j], n) if j < n_pos else n
+            for i in range(start, end):
+                process = processes[i]
+                seen(process.decode() if process else None, int(values[i * VALUES]))
+            if blocks:
+                yield FastBlock([times(stamps[i * STAMP:(i + 1) * STAMP]) for i in range(start, end)],
+                                values[start * VALUES:end * VALUES])
+            else:
+                for i in range(start, end):
+                    yield FastStats(times(stamps[i * STAMP:(i + 1) * STAMP]),
+                                    tuple(values[i * VALUES:(i + 1) * VALUES]))
+            start = end
         for k in range(j, n_pos):
             yield from _slow(assembler, others[k], base + other_numbers[k])
 

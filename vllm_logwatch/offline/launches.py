@@ -17,12 +17,12 @@ from ..parsing.events import EngineStats, ServerInfo, SpecDecodeStats, TransferS
 from ..parsing.needles import LAUNCH_NEEDLES
 from .bulkscan import ScanStats
 from .enveloped import container_format
-from .fastsummary import FastStats, iter_fast_events
+from .fastsummary import FastBlock, FastStats, iter_fast_events
 from .inputs import resolve_inputs
 from .rangescan import Tuning
 from .writers import iter_source_events, no_stats_hint
 
-__all__ = ["Launch", "iter_launch_records"]
+__all__ = ["Launch", "iter_launch_records", "iter_summary_records"]
 
 
 
@@ -68,6 +68,21 @@ def iter_launch_records(
 
     Example: `for launch, e in iter_launch_records(["logs/serve_*.log"], tz="UTC"): ...`
     """
+    records = _records(inputs, year, tz, spec, fast, blocks=False)  # no FastBlock without `blocks`
+    return cast(Iterator[tuple[Launch, EngineStats | SpecDecodeStats | TransferStats]], records)
+
+
+def iter_summary_records(
+    inputs: list[str], *, year: int | None = None, tz: str | None = None, fast: Tuning | None = None,
+) -> Iterator[tuple[Launch, EngineStats | SpecDecodeStats | TransferStats | FastBlock]]:
+    """`iter_launch_records(inputs, spec=True, ...)`, with each run of the fast lane's common stats lines
+    as one `FastBlock` (`offline/summary_rows.py` adds it to the summary in one call)."""
+    return _records(inputs, year, tz, True, fast, blocks=True)
+
+
+def _records(
+    inputs: list[str], year: int | None, tz: str | None, spec: bool, fast: Tuning | None, *, blocks: bool,
+) -> Iterator[tuple[Launch, EngineStats | SpecDecodeStats | TransferStats | FastBlock]]:
     sources, zone = resolve_inputs(inputs, tz)
     scan = ScanStats()
     kind = "spec" if spec else "stats"
@@ -77,7 +92,8 @@ def iter_launch_records(
     for source in sources:
         launch = Launch(index, source.name, 1)
         fast_lane = fast is not None and spec and container_format(source) == "plain"  # offline/enveloped.py
-        events = (iter_fast_events(source, zone, year, scan, fast) if fast_lane and fast is not None
+        events = (iter_fast_events(source, zone, year, scan, fast, blocks=blocks)
+                  if fast_lane and fast is not None
                   else iter_source_events(source, kind, zone, year, scan, LAUNCH_NEEDLES))
         for event in events:
             if isinstance(event, ServerInfo):
@@ -92,6 +108,9 @@ def iter_launch_records(
             elif isinstance(event, (EngineStats, FastStats)):
                 launch.has_stats = any_stats = True
                 yield launch, cast(EngineStats, event)
+            elif isinstance(event, FastBlock):
+                launch.has_stats = any_stats = True
+                yield launch, event
             elif isinstance(event, (SpecDecodeStats, TransferStats)):
                 yield launch, event
         if launch.has_stats:

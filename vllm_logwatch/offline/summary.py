@@ -12,16 +12,16 @@ from __future__ import annotations
 
 import math
 import statistics
-from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
-from ..exporting.engine_state import EngineState
 from ..parsing.events import EngineStats, SpecDecodeStats, TransferStats
+from .fastsummary import FastBlock
 from .launches import Launch
-from .summary_connectors import SpecSummary, SpecTotals, TransferSummary, TransferTotals
+from .summary_connectors import SpecSummary, TransferSummary
+from .summary_rows import _Group
 
 __all__ = [
     "STEADY_MAX_PROMPT_SHARE", "ConcurrencyRow", "GroupSummary", "SpecSummary", "Summary", "TransferSummary",
@@ -125,94 +125,6 @@ class Summary:
     groups: list[GroupSummary]
 
 
-@dataclass
-class _Open:
-    """The interval being summed: lines of one group at one timestamp, one per engine."""
-
-    time: datetime | None
-    members: set[tuple[int, int | None]]
-    prompt: float = 0.0
-    generation: float = 0.0
-    running: int = 0
-    waiting: int = 0
-    kv: list[float] = field(default_factory=list)
-
-
-def _num(value: float | None) -> float:
-    return value if value is not None and math.isfinite(value) else 0.0
-
-
-class _Group:
-    """Running totals of one group; interval values in compact arrays (months of logs fit)."""
-
-    def __init__(self) -> None:
-        self.launches: dict[int, Launch] = {}
-        self.engines: dict[int | None, int | None] = {}  # engine -> engines_aggregated
-        self.first: datetime | None = None
-        self.last: datetime | None = None
-        self.lines = 0
-        self.estimates: dict[tuple[int, int | None], EngineState] = {}
-        self.hits: dict[tuple[int, int | None], tuple[float | None, float | None]] = {}
-        self.prompt = array("d")
-        self.generation = array("d")
-        self.running = array("q")
-        self.waiting = array("q")
-        self.kv = array("d")
-        self.open: _Open | None = None
-        self.spec = SpecTotals()
-        self.transfers = TransferTotals()
-
-    def _estimate(self, member: tuple[int, int | None]) -> EngineState:
-        estimate = self.estimates.get(member)
-        if estimate is None:
-            estimate = self.estimates[member] = EngineState()
-        return estimate
-
-    def add_spec(self, launch: Launch, e: SpecDecodeStats) -> None:
-        self.spec.add(e, self._estimate((launch.index, e.engine)))
-
-    def add_transfer(self, launch: Launch, e: TransferStats) -> None:
-        self.transfers.add(e, self._estimate((launch.index, e.engine)))
-
-    def add(self, launch: Launch, e: EngineStats) -> None:
-        member = (launch.index, e.engine)
-        self.launches.setdefault(launch.index, launch)
-        self.engines.setdefault(e.engine, e.engines_aggregated)
-        self.lines += 1
-        if e.time is not None:
-            self.first = e.time if self.first is None or e.time < self.first else self.first
-            self.last = e.time if self.last is None or e.time > self.last else self.last
-        # The live exporter's own per-engine state: the same token estimate (throughput x interval).
-        self._estimate(member).apply_stats(e, 0.0)
-        prefix, mm = self.hits.get(member, (None, None))
-        self.hits[member] = (
-            e.prefix_cache_hit_rate_pct if e.prefix_cache_hit_rate_pct is not None else prefix,
-            e.mm_cache_hit_rate_pct if e.mm_cache_hit_rate_pct is not None else mm,
-        )
-        cur = self.open
-        if cur is None or e.time is None or cur.time != e.time or member in cur.members:
-            self.close()
-            cur = self.open = _Open(e.time, set())
-        cur.members.add(member)
-        cur.prompt += _num(e.prompt_throughput)
-        cur.generation += _num(e.generation_throughput)
-        cur.running += e.running or 0
-        cur.waiting += e.waiting or 0
-        kv = e.kv_cache_usage_pct
-        if kv is not None and math.isfinite(kv):
-            cur.kv.append(kv)
-
-    def close(self) -> None:
-        cur, self.open = self.open, None
-        if cur is None:
-            return
-        self.prompt.append(cur.prompt)
-        self.generation.append(cur.generation)
-        self.running.append(cur.running)
-        self.waiting.append(cur.waiting)
-        self.kv.append(statistics.fmean(cur.kv) if cur.kv else math.nan)
-
-
 def _engine_label(engines: dict[int | None, int | None]) -> str:
     names = []
     for engine, aggregated in engines.items():
@@ -298,7 +210,7 @@ def _finish(g: _Group) -> GroupSummary:
     )
 
 
-def summarize(records: Iterable[tuple[Launch, Record]], by: By = "launch") -> Summary:
+def summarize(records: Iterable[tuple[Launch, Record | FastBlock]], by: By = "launch") -> Summary:
     """The summary of `records` (in file order), grouped by launch, by launch and engine, or not at all.
 
     >>> from vllm_logwatch.parsing.line import parse_line
@@ -311,6 +223,9 @@ def summarize(records: Iterable[tuple[Launch, Record]], by: By = "launch") -> Su
     """
     groups: dict[_Key, _Group] = {}
     for launch, e in records:
+        if isinstance(e, FastBlock):  # the fast lane's run of common stats lines
+            _add_block(groups, launch, e, by)
+            continue
         key: _Key = (
             (launch.index, -1 if e.engine is None else e.engine) if by == "engine"
             else (launch.index,) if by == "launch" else ()
@@ -330,3 +245,23 @@ def summarize(records: Iterable[tuple[Launch, Record]], by: By = "launch") -> Su
     summaries = [_finish(g) for g in groups.values()]
     summaries.sort(key=lambda s: s.start.timestamp() if s.start else math.inf)
     return Summary(by=by, groups=summaries)
+
+
+def _add_block(groups: dict[_Key, _Group], launch: Launch, block: FastBlock, by: By) -> None:
+    """The block's lines to their groups (by engine: the groups in order of their first line)."""
+    if by != "engine":
+        key: _Key = (launch.index,) if by == "launch" else ()
+        group = groups.get(key)
+        if group is None:
+            group = groups[key] = _Group()
+        group.add_block(launch, block, range(len(block)))
+        return
+    rows: dict[int, list[int]] = {}
+    for i, engine in enumerate(block.engine):
+        rows.setdefault(engine, []).append(i)
+    for engine, idx in rows.items():
+        key = (launch.index, engine)
+        group = groups.get(key)
+        if group is None:
+            group = groups[key] = _Group()
+        group.add_block(launch, block, idx)

@@ -1,0 +1,273 @@
+"""The summary's running totals of one group (`_Group`; `offline/summary.py` finishes them), fed a
+record at a time (`add`) or, from the fast lane, a run of common stats lines as columns in one call
+(`add_block`, a `FastBlock` of `offline/fastsummary.py`).
+
+Both do the same arithmetic (`_Group.add` and `EngineState.apply_stats`): the same
+intervals, the same token estimate (the interval rules of `exporting/engine_state.py`, inlined for its
+default state), the same additions in the same order; only the per-line records and calls are gone
+(tests/integration/test_fastsummary.py: both paths print the same bytes).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from array import array
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from statistics import median
+from typing import cast
+
+from ..exporting.engine_state import (
+    DEFAULT_INTERVAL,
+    EXACT_IDLE_GAP_FACTOR,
+    IDLE_GAP_FACTOR,
+    MAX_FIRST_GAP,
+    EngineState,
+)
+from ..parsing.events import EngineStats, SpecDecodeStats, TransferStats
+from .fastsummary import FastBlock
+from .launches import Launch
+from .summary_connectors import SpecTotals, TransferTotals
+
+__all__ = ["apply_stats_rows"]
+
+
+@dataclass
+class _Open:
+    """The interval being summed: lines of one group at one timestamp, one per engine."""
+
+    time: datetime | None
+    members: set[tuple[int, int | None]]
+    prompt: float = 0.0
+    generation: float = 0.0
+    running: int = 0
+    waiting: int = 0
+    kv: list[float] = field(default_factory=list)
+
+
+def _finite(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+def apply_stats_rows(state: EngineState, times: Sequence[datetime | None], prompts: Sequence[float],
+                     generations: Sequence[float], last: EngineStats, arrival: float) -> None:
+    """`state.apply_stats` of a run of one engine's lines given as columns (no preemptions; NaN for a
+    missing throughput), `last` the run's final line."""
+    previous = state.last
+    zero = previous is not None and not previous.prompt_throughput and not previous.generation_throughput
+    if state.stats_interval is not None or state.prior is not None:  # EngineState's own rules, line by line
+        for time, p, g in zip(times, prompts, generations, strict=True):
+            window = state._window(time, zero)
+            if window is None:
+                state._held = (_finite(p), _finite(g))
+            else:
+                state._credit(_finite(p), _finite(g), window)
+            zero = not p and not g
+    else:
+        _default_rows(state, times, prompts, generations, zero)
+    state.stats_lines += len(times)
+    state.last = last
+    state.last_arrival = arrival
+
+
+def _default_rows(state: EngineState, times: Sequence[datetime | None], prompts: Sequence[float],
+                  generations: Sequence[float], zero: bool) -> None:
+    """`EngineState._window` and `_credit` inlined for the default state (no configured interval, no
+    prior): the typical interval is kept as it changes instead of recomputed per line."""
+    inf, gaps = math.inf, state._gaps
+    full = gaps.maxlen
+    factor = EXACT_IDLE_GAP_FACTOR if state.exact_times else IDLE_GAP_FACTOR
+    typical = median(gaps) if gaps else None
+    last_time, held = state._last_time, state._held
+    pt, gt = state.prompt_tokens, state.generation_tokens
+    pb, gb = pt._base, gt._base
+    for time, p, g in zip(times, prompts, generations, strict=True):
+        window: float | None
+        if time is None:
+            window = typical or DEFAULT_INTERVAL
+        else:
+            previous, last_time = last_time, time
+            if previous is None:
+                window = None  # hold the first line until a gap tells its window
+            else:
+                try:
+                    gap: float | None = (time - previous).total_seconds()
+                except TypeError:  # naive next to aware: not comparable
+                    gap = None
+                limit = MAX_FIRST_GAP if typical is None else factor * typical
+                usable = gap is not None and 0 < gap <= limit and not zero
+                same = False
+                if usable:
+                    same = len(gaps) == full and gaps[0] == gap  # the same gaps: the same median
+                    gaps.append(gap)  # type: ignore[arg-type]
+                if held is not None:
+                    held_window = gap if usable and gap is not None else typical or DEFAULT_INTERVAL
+                    if held[0] is not None and 0 < (amount := held[0] * held_window) < inf:
+                        pb += amount
+                    if held[1] is not None and 0 < (amount := held[1] * held_window) < inf:
+                        gb += amount
+                    held = None
+                unknown = typical is None
+                if usable and not same:
+                    typical = median(gaps)
+                window = None if unknown and not usable else typical or DEFAULT_INTERVAL
+        if window is None:
+            held = (_finite(p), _finite(g))
+        else:  # a NaN or infinite throughput adds nothing, as `_credit` of a None does
+            if 0 < (amount := p * window) < inf:
+                pb += amount
+            if 0 < (amount := g * window) < inf:
+                gb += amount
+        zero = not p and not g
+    pt._base, gt._base = pb, gb
+    state._last_time, state._held = last_time, held
+
+
+def _num(value: float | None) -> float:
+    return value if value is not None and math.isfinite(value) else 0.0
+
+
+class _Group:
+    """Running totals of one group; interval values in compact arrays (months of logs fit)."""
+
+    def __init__(self) -> None:
+        self.launches: dict[int, Launch] = {}
+        self.engines: dict[int | None, int | None] = {}  # engine -> engines_aggregated
+        self.first: datetime | None = None
+        self.last: datetime | None = None
+        self.lines = 0
+        self.estimates: dict[tuple[int, int | None], EngineState] = {}
+        self.hits: dict[tuple[int, int | None], tuple[float | None, float | None]] = {}
+        self.prompt = array("d")
+        self.generation = array("d")
+        self.running = array("q")
+        self.waiting = array("q")
+        self.kv = array("d")
+        self.open: _Open | None = None
+        self.spec = SpecTotals()
+        self.transfers = TransferTotals()
+
+    def _estimate(self, member: tuple[int, int | None]) -> EngineState:
+        estimate = self.estimates.get(member)
+        if estimate is None:
+            estimate = self.estimates[member] = EngineState()
+        return estimate
+
+    def add_spec(self, launch: Launch, e: SpecDecodeStats) -> None:
+        self.spec.add(e, self._estimate((launch.index, e.engine)))
+
+    def add_transfer(self, launch: Launch, e: TransferStats) -> None:
+        self.transfers.add(e, self._estimate((launch.index, e.engine)))
+
+    def add(self, launch: Launch, e: EngineStats) -> None:
+        member = (launch.index, e.engine)
+        self.launches.setdefault(launch.index, launch)
+        self.engines.setdefault(e.engine, e.engines_aggregated)
+        self.lines += 1
+        if e.time is not None:
+            self.first = e.time if self.first is None or e.time < self.first else self.first
+            self.last = e.time if self.last is None or e.time > self.last else self.last
+        # The live exporter's own per-engine state: the same token estimate (throughput x interval).
+        self._estimate(member).apply_stats(e, 0.0)
+        prefix, mm = self.hits.get(member, (None, None))
+        self.hits[member] = (
+            e.prefix_cache_hit_rate_pct if e.prefix_cache_hit_rate_pct is not None else prefix,
+            e.mm_cache_hit_rate_pct if e.mm_cache_hit_rate_pct is not None else mm,
+        )
+        cur = self.open
+        if cur is None or e.time is None or cur.time != e.time or member in cur.members:
+            self.close()
+            cur = self.open = _Open(e.time, set())
+        cur.members.add(member)
+        cur.prompt += _num(e.prompt_throughput)
+        cur.generation += _num(e.generation_throughput)
+        cur.running += e.running or 0
+        cur.waiting += e.waiting or 0
+        kv = e.kv_cache_usage_pct
+        if kv is not None and math.isfinite(kv):
+            cur.kv.append(kv)
+
+    def add_block(self, launch: Launch, block: FastBlock, rows: Sequence[int]) -> None:
+        """`add` for the lines `rows` of `block`."""
+        add_block(self, launch, block, rows)
+
+    def close(self) -> None:
+        cur, self.open = self.open, None
+        if cur is None:
+            return
+        self.prompt.append(cur.prompt)
+        self.generation.append(cur.generation)
+        self.running.append(cur.running)
+        self.waiting.append(cur.waiting)
+        self.kv.append(statistics.fmean(cur.kv) if cur.kv else math.nan)
+
+
+def add_block(g: _Group, launch: Launch, block: FastBlock, rows: Sequence[int]) -> None:
+    """`g.add(launch, e)` for each line `rows` (indexes, in file order) of `block`."""
+    times, engines, prompts, generations = block.times, block.engine, block.prompt, block.generation
+    li = launch.index
+    g.launches.setdefault(li, launch)
+    by_engine: dict[int, list[int]] = {}
+    for i in rows:
+        by_engine.setdefault(engines[i], []).append(i)
+    for engine, idx in by_engine.items():
+        g.engines.setdefault(engine, None)
+        member = (li, engine)
+        apply_stats_rows(g._estimate(member), [times[i] for i in idx], [prompts[i] for i in idx],
+                         [generations[i] for i in idx], cast(EngineStats, block.record(idx[-1])), 0.0)
+        prefix, mm = g.hits.get(member, (None, None))
+        for i in reversed(idx):
+            if not math.isnan(block.prefix[i]):
+                prefix = block.prefix[i]
+                break
+        for i in reversed(idx):
+            if not math.isnan(block.mm[i]):
+                mm = block.mm[i]
+                break
+        g.hits[member] = (prefix, mm)
+    g.lines += len(rows)
+    stamped = [t for t in (times[i] for i in rows) if t is not None]
+    if stamped:
+        low, high = min(stamped), max(stamped)
+        g.first = low if g.first is None or low < g.first else g.first
+        g.last = high if g.last is None or high > g.last else g.last
+    _intervals(g, li, block, rows)
+
+
+def _intervals(g: _Group, li: int, block: FastBlock, rows: Sequence[int]) -> None:
+    """The lines into intervals (`_Group.add`'s second half), the open one kept in locals."""
+    times, engines = block.times, block.engine
+    prompts, generations, kvs = block.prompt, block.generation, block.kv
+    running, waiting = block.running, block.waiting
+    put_p, put_g, put_r, put_w, put_k = (g.prompt.append, g.generation.append, g.running.append,
+                                         g.waiting.append, g.kv.append)
+    isfinite, fmean, nan = math.isfinite, statistics.fmean, math.nan
+    cur = g.open
+    have = cur is not None
+    if cur is not None:
+        ct, members, cp, cg, cr, cw, ckv = cur.time, cur.members, cur.prompt, cur.generation, \
+            cur.running, cur.waiting, cur.kv
+    else:
+        ct, members, cp, cg, cr, cw, ckv = None, set(), 0.0, 0.0, 0, 0, []
+    for i in rows:
+        t = times[i]
+        member = (li, engines[i])
+        if not have or t is None or ct != t or member in members:
+            if have:
+                put_p(cp)
+                put_g(cg)
+                put_r(cr)
+                put_w(cw)
+                put_k((ckv[0] if len(ckv) == 1 else fmean(ckv)) if ckv else nan)
+            have, ct, members, cp, cg, cr, cw, ckv = True, t, set(), 0.0, 0.0, 0, 0, []
+        members.add(member)
+        p, gen, kv = prompts[i], generations[i], kvs[i]
+        cp += p if isfinite(p) else 0.0
+        cg += gen if isfinite(gen) else 0.0
+        cr += running[i]
+        cw += waiting[i]
+        if isfinite(kv):
+            ckv.append(kv)
+    g.open = _Open(ct, members, cp, cg, cr, cw, ckv) if have else None

@@ -9,8 +9,9 @@ from collections.abc import Iterator
 
 from ..errors import InputError, NoStatsError, OutputError, UsageError
 from ..offline.launches import Launch, iter_launch_records
-from ..offline.plot import build_figure, parse_when, require_matplotlib
-from ..parsing.events import EngineStats
+from ..offline.plot import DPI, build_figure, parse_when, require_matplotlib
+from ..offline.rangescan import DEFAULT_TUNING, Tuning
+from ..parsing.events import EngineStats, SpecDecodeStats, TransferStats
 from ..parsing.stamps import resolve_zone
 
 __all__ = ["run_plot"]
@@ -24,9 +25,13 @@ def run_plot(
     until: str | None = None,
     year: int | None = None,
     tz: str | None = None,
+    tuning: Tuning | None = DEFAULT_TUNING,
 ) -> int:
     """Draw the run of `inputs` (between `since` and `until`) into `output`; return the lines drawn.
     `output` `-` is standard output (PNG), refused when it is a terminal.
+
+    `tuning`: the fast lane's sizes (the summary's, `offline/fastsummary.py`); None reads every line
+    through the general parser (the reference).
 
     Example: `run_plot(["logs/serve_*.log"], "run.png")` is `logwatch plot 'logs/serve_*.log' -o run.png`.
     """
@@ -51,8 +56,15 @@ def run_plot(
 
     def selected() -> Iterator[tuple[Launch, EngineStats]]:
         nonlocal drawn
-        for launch, e in iter_launch_records(inputs, year=year, tz=tz):
-            if isinstance(e, EngineStats) and e.time is not None \
+        records = iter_launch_records(inputs, year=year, tz=tz, spec=tuning is not None, fast=tuning)
+        if start is None and end is None:
+            for launch, e in records:
+                if not isinstance(e, (SpecDecodeStats, TransferStats)) and e.time is not None:
+                    drawn += 1
+                    yield launch, e
+            return
+        for launch, e in records:  # EngineStats, or the fast lane's FastStats in its place
+            if not isinstance(e, (SpecDecodeStats, TransferStats)) and e.time is not None \
                     and (start is None or e.time >= start) and (end is None or e.time <= end):
                 drawn += 1
                 yield launch, e
@@ -66,7 +78,7 @@ def run_plot(
     image = io.BytesIO()
     try:
         kind = "png" if to_stdout else os.path.splitext(output)[1][1:].lower() or None
-        fig.savefig(image, dpi=100, format=kind)
+        fig.savefig(image, dpi=DPI, format=kind)
     except ValueError as exc:  # an unknown image format
         raise UsageError(f"{output}: {exc}") from None
     if to_stdout:

@@ -4,6 +4,8 @@ Four stacked panels share the time axis: prompt and generation tok/s; running an
 KV cache usage; prefix and MM cache hit rates. One colour per engine, launches marked with a dotted
 line. A fifth panel below (its own axes, not time) shows generation tok/s against running requests,
 one dot per busy stats line, with the median per running count: the concurrency table as a picture.
+Never more points than pixels: past the figure's width, a line keeps its first / min / max / last
+point per pixel column (`offline/decimate.py`), so a big log draws as fast as a small one.
 
 matplotlib is an optional extra (`pip install 'vllm-logwatch[plot]'`), imported only here and only
 when a plot is drawn; the figure is built on the Agg canvas, without pyplot and its global state.
@@ -16,7 +18,6 @@ import os
 import statistics
 from array import array
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from datetime import datetime, timezone, tzinfo
 from typing import TYPE_CHECKING, Any
 
@@ -44,23 +45,49 @@ _MISSING_MATPLOTLIB = "plot needs matplotlib: pip install 'vllm-logwatch[plot]'"
 
 
 _COLUMNS = ("generation", "prompt", "running", "waiting", "kv", "prefix", "mm")
+FIGSIZE = (12.0, 14.0)
+DPI = 100
+"""The image's size (inches) and resolution: `FIGSIZE[0] * DPI` pixel columns bound every line."""
+_CHUNK = 32768
+"""Records buffered per engine before they go to the decimators (offline/decimate.py)."""
 
 
-@dataclass
 class _Series:
-    """One engine's values over time (compact arrays); NaN rows break the lines between launches."""
+    """One engine's lines, each kept within the figure's pixel columns (`Decimator`), and its dots."""
 
-    x: array[float] = field(default_factory=lambda: array("d"))
-    columns: dict[str, array[float]] = field(default_factory=lambda: {c: array("d") for c in _COLUMNS})
-    launch: int | None = None
+    def __init__(self, columns: int) -> None:
+        from .decimate import Decimator, Dots
 
-    def add(self, x: float, values: tuple[float | None, ...]) -> None:
-        self.x.append(x)
-        for column, value in zip(self.columns.values(), values, strict=True):
-            column.append(_NAN if value is None or not math.isfinite(value) else float(value))
+        self.launch: int | None = None
+        self.times: list[float] = []
+        self.rows: list[tuple[float | None, ...]] = []
+        self.lines = {c: Decimator(columns) for c in _COLUMNS}
+        self.dots = Dots(4 * columns, columns, columns // 2)
 
-    def gap(self, x: float) -> None:
-        self.add(x, (None,) * len(_COLUMNS))
+    def flush(self, epoch: float, by_running: dict[int, array[float]]) -> None:
+        """The buffered records to the decimators, the dots and the medians' values."""
+        if not self.rows:
+            return
+        import numpy as np
+
+        x = epoch + np.array(self.times, dtype=np.float64) / 86400.0  # matplotlib's unit: days
+        m = np.array(self.rows, dtype=np.float64)  # None is NaN
+        m[~np.isfinite(m)] = _NAN
+        for i, line in enumerate(self.lines.values()):
+            line.extend(x, m[:, i])
+        running, generation = m[:, 2], m[:, 0]
+        busy = (running > 0) & np.isfinite(generation)
+        running, generation = running[busy], generation[busy]
+        self.dots.extend(running, generation)
+        for r in np.unique(running).tolist():
+            by_running.setdefault(int(r), array("d")).extend(generation[running == r].tolist())
+        self.times.clear()
+        self.rows.clear()
+
+    def gap(self, x: float, epoch: float, by_running: dict[int, array[float]]) -> None:
+        self.flush(epoch, by_running)
+        for line in self.lines.values():
+            line.add_gap(x)
 
 
 _PANELS: tuple[tuple[str, str, tuple[tuple[str, str, str], ...]], ...] = (
@@ -90,41 +117,56 @@ def require_matplotlib() -> None:
 def build_figure(records: Iterable[tuple[Launch, EngineStats | SpecDecodeStats | TransferStats]]) -> Figure:
     """The figure of `records` (in file order; lines without a time are left out).
 
-    Pure apart from matplotlib: nothing is written. Axes 0-3 are the time panels, axis 4 the scatter;
-    each line holds one point per stats line of its engine (NaN where the line lacks the value, and
-    one NaN row between launches).
+    Pure apart from matplotlib: nothing is written. Axes 0-3 are the time panels, axis 4 the scatter.
+    `records` are streamed (EngineStats, or the fast lane's FastStats in their place), and the figure
+    keeps no more than its pixels (offline/decimate.py): a line with at most `FIGSIZE[0] * DPI` points
+    holds one point per stats line of its engine (NaN where the line lacks the value, and one NaN row
+    between launches); a longer one the first, lowest, highest and last point of each pixel column.
+    The scatter keeps every dot while few, then one per pixel cell; its medians are exact.
     """
     require_matplotlib()
     import matplotlib.dates
 
     mdates: Any = matplotlib.dates  # untyped module: calls on Any keep mypy --strict quiet
+    import numpy as np
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.ticker import MaxNLocator
 
     epoch = float(mdates.date2num(datetime(1970, 1, 1, tzinfo=timezone.utc)))
+    pixels = int(FIGSIZE[0] * DPI)
     series: dict[str, _Series] = {}
+    names: dict[int, str] = {}
     launches: dict[int, tuple[Launch, datetime]] = {}
-    scatter: dict[str, tuple[array[int], array[float]]] = {}
+    by_running: dict[int, array[float]] = {}
     zone: tzinfo | None = None
     for launch, e in records:
-        if not isinstance(e, EngineStats) or e.time is None:
+        if isinstance(e, (SpecDecodeStats, TransferStats)) or e.time is None:  # else EngineStats, FastStats
             continue
-        zone = zone or e.time.tzinfo
-        launches.setdefault(launch.index, (launch, e.time))
-        x = epoch + e.time.timestamp() / 86400.0  # matplotlib's date unit: days since its epoch
-        s = series.setdefault(_engine_name(e), _Series())
-        if s.launch is not None and s.launch != launch.index:
-            s.gap(x)
-        s.launch = launch.index
-        s.add(x, (e.generation_throughput, e.prompt_throughput, e.running, e.waiting,
-                  e.kv_cache_usage_pct, e.prefix_cache_hit_rate_pct, e.mm_cache_hit_rate_pct))
-        if e.running and e.generation_throughput is not None and math.isfinite(e.generation_throughput):
-            dots = scatter.setdefault(_engine_name(e), (array("q"), array("d")))
-            dots[0].append(e.running)
-            dots[1].append(e.generation_throughput)
+        t = e.time
+        if zone is None:
+            zone = t.tzinfo
+        if launch.index not in launches:
+            launches[launch.index] = (launch, t)
+        index = e.engine
+        if index is None:
+            name = _engine_name(e)
+        else:
+            name = names.get(index) or names.setdefault(index, f"engine {index}")
+        s = series.get(name) or series.setdefault(name, _Series(pixels))
+        if s.launch != launch.index:
+            if s.launch is not None:
+                s.gap(epoch + t.timestamp() / 86400.0, epoch, by_running)
+            s.launch = launch.index
+        s.times.append(t.timestamp())
+        s.rows.append((e.generation_throughput, e.prompt_throughput, e.running, e.waiting,
+                       e.kv_cache_usage_pct, e.prefix_cache_hit_rate_pct, e.mm_cache_hit_rate_pct))
+        if len(s.rows) >= _CHUNK:
+            s.flush(epoch, by_running)
+    for s in series.values():
+        s.flush(epoch, by_running)
 
-    fig = Figure(figsize=(12, 14), layout="constrained")
+    fig = Figure(figsize=FIGSIZE, layout="constrained")
     FigureCanvasAgg(fig)
     grid = fig.add_gridspec(5, 1, height_ratios=(1.2, 1, 0.8, 0.8, 1.4))
     top = fig.add_subplot(grid[0])
@@ -136,11 +178,11 @@ def build_figure(records: Iterable[tuple[Launch, EngineStats | SpecDecodeStats |
         for engine, s in series.items():
             color = colors[engine]
             for column, name, style in columns:
-                ys = s.columns[column]
-                if not any(math.isfinite(y) for y in ys):
+                xs, ys = s.lines[column].points()
+                if not np.isfinite(ys).any():
                     continue
                 label = name if single else f"{name}, {engine}"
-                ax.plot(s.x, ys, linestyle=style, color=color, linewidth=1.2, label=label,
+                ax.plot(xs, ys, linestyle=style, color=color, linewidth=1.2, label=label,
                         marker="o" if len(ys) <= _MARKERS_UP_TO else "", markersize=3)
                 drawn += 1
         ax.set_title(title, loc="left", fontsize=11, fontweight="bold")
@@ -161,7 +203,8 @@ def build_figure(records: Iterable[tuple[Launch, EngineStats | SpecDecodeStats |
         ax.tick_params(labelbottom=False)
     axes[3].set_xlabel(f"time ({_zone_name(zone)})")
     scatter_ax = fig.add_subplot(grid[4])
-    _draw_scatter(scatter_ax, scatter, colors)
+    _draw_scatter(scatter_ax, {engine: s.dots.points() for engine, s in series.items()
+                               if len(s.dots.points()[0])}, by_running, colors)
     scatter_ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     fig.suptitle(_title([la for la, _ in launches.values()], series), fontsize=13)
     return fig
@@ -189,16 +232,12 @@ def _mark_launches(axes: list[Axes], launches: list[tuple[Launch, datetime]]) ->
             )
 
 
-def _draw_scatter(
-    ax: Axes, scatter: dict[str, tuple[array[int], array[float]]], colors: dict[str, str]
-) -> None:
+def _draw_scatter(ax: Axes, scatter: dict[str, tuple[Any, Any]], by_running: dict[int, array[float]],
+                  colors: dict[str, str]) -> None:
     single = len(scatter) == 1
-    by_running: dict[int, list[float]] = {}
     for engine, (running, generation) in scatter.items():
         ax.scatter(running, generation, s=12, alpha=0.5, color=colors[engine],
                    label="stats line" if single else f"stats line, {engine}")
-        for r, g in zip(running, generation, strict=True):
-            by_running.setdefault(r, []).append(g)
     if by_running:
         xs = sorted(by_running)
         ax.plot(xs, [statistics.median(by_running[r]) for r in xs], color="black", marker="o",

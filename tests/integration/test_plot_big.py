@@ -1,0 +1,93 @@
+"""`logwatch plot` over the fast lane: the figure of the general path on real logs, and memory flat in
+the file size on a big generated log (every line's points kept would be ~330 MB at this size)."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support import TESTS
+
+pytest.importorskip("matplotlib")
+
+from vllm_logwatch.commands.plot import run_plot
+from vllm_logwatch.offline.launches import iter_launch_records
+from vllm_logwatch.offline.plot import DPI, FIGSIZE, build_figure
+from vllm_logwatch.offline.rangescan import DEFAULT_TUNING, Tuning
+
+DATA = TESTS / "data"
+REAL_CPU_LOG = next((DATA / "real-vllm-cpu").glob("serve_*.log"))
+SMALL = Tuning(parallel_min_bytes=1, range_bytes=4096, dense_probe=512)
+"""Every file through the worker processes."""
+
+RSS_DRIVER = """
+import resource, sys
+from vllm_logwatch.cli import main
+code = main(["plot", *sys.argv[1:]])
+peak = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+           resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+print(peak)
+sys.exit(code)
+"""
+
+
+def peak_rss_mb(*args: str) -> float:
+    """Peak RSS (MB) of `logwatch plot ARGS` in a fresh interpreter, its worker processes included."""
+    proc = subprocess.run([sys.executable, "-c", RSS_DRIVER, *args], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return int(proc.stdout.split()[-1]) / 1024
+
+
+def write_stats_log(path: Path, size: int) -> int:
+    """About `size` bytes of common V1 stats lines, 10 s apart; returns the line count."""
+    rng = random.Random(14)
+    values = [(rng.uniform(0, 20000), rng.uniform(0, 3000), rng.randint(0, 64), rng.randint(0, 40),
+               rng.uniform(0, 100), rng.uniform(0, 100)) for _ in range(997)]
+    lines, written, secs = [], 0, 0
+    with open(path, "w", encoding="utf-8") as out:
+        while written < size:
+            p, g, r, w, kv, pfx = values[secs // 10 % 997]
+            day, hh, mm, ss = 1 + secs // 86400, secs // 3600 % 24, secs // 60 % 60, secs % 60
+            line = (f"(APIServer pid=42) INFO 11-{day:02d} {hh:02d}:{mm:02d}:{ss:02d} [loggers.py:335] "
+                    f"Engine 000: Avg prompt throughput: {p:.1f} tokens/s, Avg generation throughput: "
+                    f"{g:.1f} tokens/s, Running: {r} reqs, Waiting: {w} reqs, GPU KV cache usage: "
+                    f"{kv:.1f}%, Prefix cache hit rate: {pfx:.1f}%\n")
+            lines.append(line)
+            written += len(line)
+            secs += 10
+            if len(lines) == 4096:
+                out.write("".join(lines))
+                lines.clear()
+        out.write("".join(lines))
+    return secs // 10
+
+
+@pytest.mark.parametrize("logs", [[REAL_CPU_LOG], [DATA / "012.log", REAL_CPU_LOG, DATA / "017.log"]],
+                         ids=["real", "three"])
+def test_fast_lane_image_is_the_general_paths(tmp_path: Path, logs: list[Path]) -> None:
+    paths = [str(p) for p in logs]
+    fast, general = tmp_path / "fast.png", tmp_path / "general.png"
+    assert run_plot(paths, str(fast), tz="UTC", tuning=SMALL) == run_plot(paths, str(general), tz="UTC",
+                                                                          tuning=None)
+    assert fast.read_bytes() == general.read_bytes()
+
+
+def test_big_log_plot_memory_is_flat_and_lines_bounded(tmp_path: Path) -> None:
+    log = tmp_path / "serve_20261101_000000.log"
+    count = write_stats_log(log, 70 << 20)  # over the fast lane's parallel threshold (64 MB)
+    small = peak_rss_mb(str(REAL_CPU_LOG), "-o", str(tmp_path / "small.png"))
+    big = peak_rss_mb(str(log), "-o", str(tmp_path / "big.png"))
+    assert (tmp_path / "big.png").stat().st_size > 10_000
+    assert big < small + 80, f"{big:.0f} MB for {count} stats lines vs {small:.0f} MB for a small log"
+    assert big < 150
+
+    # What is drawn: at most first / min / max / last per pixel column of each line; the extremes stay.
+    fig = build_figure(iter_launch_records([str(log)], spec=True, fast=DEFAULT_TUNING, tz="UTC"))
+    generation = next(line for line in fig.axes[0].get_lines() if line.get_label() == "generation")
+    ys = list(generation.get_ydata())
+    assert count > 200_000 and len(ys) <= 4 * int(FIGSIZE[0] * DPI)
+    assert max(ys) > 2990 and min(ys) < 10

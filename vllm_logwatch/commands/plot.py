@@ -5,12 +5,15 @@ from __future__ import annotations
 import io
 import os
 import sys
-from collections.abc import Iterator
+from array import array
+from collections.abc import Callable, Iterator
+from datetime import datetime
 
 from ..errors import InputError, NoStatsError, OutputError, UsageError
-from ..offline.launches import Launch, iter_launch_records
+from ..offline.fastsummary import FastBlock
+from ..offline.launches import Launch, iter_launch_records, iter_summary_records
 from ..offline.plot import DPI, build_figure, parse_when, require_matplotlib
-from ..offline.rangescan import DEFAULT_TUNING, Tuning
+from ..offline.rangescan import DEFAULT_TUNING, VALUES, Tuning
 from ..parsing.events import EngineStats, SpecDecodeStats, TransferStats
 from ..parsing.stamps import resolve_zone
 
@@ -54,22 +57,23 @@ def run_plot(
     end = parse_when(until, zone) if until else None
     drawn = 0
 
-    def selected() -> Iterator[tuple[Launch, EngineStats]]:
+    def within(t: datetime | None) -> bool:
+        return t is not None and (start is None or t >= start) and (end is None or t <= end)
+
+    def selected() -> Iterator[tuple[Launch, EngineStats | FastBlock]]:
         nonlocal drawn
-        records = iter_launch_records(inputs, year=year, tz=tz, spec=tuning is not None, fast=tuning)
-        if start is None and end is None:
-            for launch, e in records:
-                if not isinstance(e, (SpecDecodeStats, TransferStats)) and e.time is not None:
-                    drawn += 1
-                    yield launch, e
-            return
-        for launch, e in records:  # EngineStats, or the fast lane's FastStats in its place
-            if not isinstance(e, (SpecDecodeStats, TransferStats)) and e.time is not None \
-                    and (start is None or e.time >= start) and (end is None or e.time <= end):
+        records = (iter_summary_records(inputs, year=year, tz=tz, fast=tuning) if tuning is not None
+                   else iter_launch_records(inputs, year=year, tz=tz))
+        for launch, e in records:  # EngineStats, or the fast lane's runs of stats lines (FastBlock)
+            if isinstance(e, FastBlock):
+                block = e if start is None and end is None else _select(e, within)
+                drawn += sum(1 for t in block.times if t is not None)
+                yield launch, block
+            elif not isinstance(e, (SpecDecodeStats, TransferStats)) and within(e.time):
                 drawn += 1
                 yield launch, e
 
-    fig = build_figure(selected())  # streamed: the figure keeps compact arrays, not the records
+    fig = build_figure(selected())  # streamed: the figure keeps no more points than its pixels
     if not drawn:
         raise NoStatsError(
             f"no stats lines with a time between {since or 'the start'} and {until or 'the end'}")
@@ -95,3 +99,14 @@ def run_plot(
     except OSError as exc:
         raise OutputError(f"{output}: cannot write ({exc.strerror or exc})") from None
     return drawn
+
+
+def _select(block: FastBlock, within: Callable[[datetime | None], bool]) -> FastBlock:
+    """The lines of `block` whose time is `within` the range."""
+    keep = [i for i, t in enumerate(block.times) if within(t)]
+    if len(keep) == len(block.times):
+        return block
+    values = array("d")
+    for i in keep:
+        values.extend(block.values[i * VALUES:(i + 1) * VALUES])
+    return FastBlock([block.times[i] for i in keep], values)

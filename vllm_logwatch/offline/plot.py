@@ -18,11 +18,12 @@ import os
 import statistics
 from array import array
 from collections.abc import Iterable
-from datetime import datetime, timezone, tzinfo
+from datetime import datetime, tzinfo
 from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
 from ..parsing.events import EngineStats, SpecDecodeStats, TransferStats
+from .fastsummary import FastBlock
 from .launches import Launch
 
 if TYPE_CHECKING:
@@ -44,50 +45,9 @@ _MARKERS_UP_TO = 60
 _MISSING_MATPLOTLIB = "plot needs matplotlib: pip install 'vllm-logwatch[plot]'"
 
 
-_COLUMNS = ("generation", "prompt", "running", "waiting", "kv", "prefix", "mm")
 FIGSIZE = (12.0, 14.0)
 DPI = 100
 """The image's size (inches) and resolution: `FIGSIZE[0] * DPI` pixel columns bound every line."""
-_CHUNK = 32768
-"""Records buffered per engine before they go to the decimators (offline/decimate.py)."""
-
-
-class _Series:
-    """One engine's lines, each kept within the figure's pixel columns (`Decimator`), and its dots."""
-
-    def __init__(self, columns: int) -> None:
-        from .decimate import Decimator, Dots
-
-        self.launch: int | None = None
-        self.times: list[float] = []
-        self.rows: list[tuple[float | None, ...]] = []
-        self.lines = {c: Decimator(columns) for c in _COLUMNS}
-        self.dots = Dots(4 * columns, columns, columns // 2)
-
-    def flush(self, epoch: float, by_running: dict[int, array[float]]) -> None:
-        """The buffered records to the decimators, the dots and the medians' values."""
-        if not self.rows:
-            return
-        import numpy as np
-
-        x = epoch + np.array(self.times, dtype=np.float64) / 86400.0  # matplotlib's unit: days
-        m = np.array(self.rows, dtype=np.float64)  # None is NaN
-        m[~np.isfinite(m)] = _NAN
-        for i, line in enumerate(self.lines.values()):
-            line.extend(x, m[:, i])
-        running, generation = m[:, 2], m[:, 0]
-        busy = (running > 0) & np.isfinite(generation)
-        running, generation = running[busy], generation[busy]
-        self.dots.extend(running, generation)
-        for r in np.unique(running).tolist():
-            by_running.setdefault(int(r), array("d")).extend(generation[running == r].tolist())
-        self.times.clear()
-        self.rows.clear()
-
-    def gap(self, x: float, epoch: float, by_running: dict[int, array[float]]) -> None:
-        self.flush(epoch, by_running)
-        for line in self.lines.values():
-            line.add_gap(x)
 
 
 _PANELS: tuple[tuple[str, str, tuple[tuple[str, str, str], ...]], ...] = (
@@ -114,11 +74,13 @@ def require_matplotlib() -> None:
         raise UsageError(_MISSING_MATPLOTLIB) from None
 
 
-def build_figure(records: Iterable[tuple[Launch, EngineStats | SpecDecodeStats | TransferStats]]) -> Figure:
+def build_figure(
+    records: Iterable[tuple[Launch, EngineStats | SpecDecodeStats | TransferStats | FastBlock]],
+) -> Figure:
     """The figure of `records` (in file order; lines without a time are left out).
 
     Pure apart from matplotlib: nothing is written. Axes 0-3 are the time panels, axis 4 the scatter.
-    `records` are streamed (EngineStats, or the fast lane's FastStats in their place), and the figure
+    `records` are streamed (EngineStats, or the fast lane's FastStats or FastBlock), and the figure
     keeps no more than its pixels (offline/decimate.py): a line with at most `FIGSIZE[0] * DPI` points
     holds one point per stats line of its engine (NaN where the line lacks the value, and one NaN row
     between launches); a longer one the first, lowest, highest and last point of each pixel column.
@@ -133,38 +95,16 @@ def build_figure(records: Iterable[tuple[Launch, EngineStats | SpecDecodeStats |
     from matplotlib.figure import Figure
     from matplotlib.ticker import MaxNLocator
 
-    epoch = float(mdates.date2num(datetime(1970, 1, 1, tzinfo=timezone.utc)))
-    pixels = int(FIGSIZE[0] * DPI)
-    series: dict[str, _Series] = {}
-    names: dict[int, str] = {}
-    launches: dict[int, tuple[Launch, datetime]] = {}
-    by_running: dict[int, array[float]] = {}
-    zone: tzinfo | None = None
+    from .plot_data import PlotData, epoch_days
+
+    data = PlotData(int(FIGSIZE[0] * DPI), epoch_days())
     for launch, e in records:
-        if isinstance(e, (SpecDecodeStats, TransferStats)) or e.time is None:  # else EngineStats, FastStats
-            continue
-        t = e.time
-        if zone is None:
-            zone = t.tzinfo
-        if launch.index not in launches:
-            launches[launch.index] = (launch, t)
-        index = e.engine
-        if index is None:
-            name = _engine_name(e)
-        else:
-            name = names.get(index) or names.setdefault(index, f"engine {index}")
-        s = series.get(name) or series.setdefault(name, _Series(pixels))
-        if s.launch != launch.index:
-            if s.launch is not None:
-                s.gap(epoch + t.timestamp() / 86400.0, epoch, by_running)
-            s.launch = launch.index
-        s.times.append(t.timestamp())
-        s.rows.append((e.generation_throughput, e.prompt_throughput, e.running, e.waiting,
-                       e.kv_cache_usage_pct, e.prefix_cache_hit_rate_pct, e.mm_cache_hit_rate_pct))
-        if len(s.rows) >= _CHUNK:
-            s.flush(epoch, by_running)
-    for s in series.values():
-        s.flush(epoch, by_running)
+        if isinstance(e, FastBlock):
+            data.add_block(launch, e)
+        elif not isinstance(e, (SpecDecodeStats, TransferStats)) and e.time is not None:
+            data.add(launch, e, None if e.engine is not None else _engine_name(e))
+    data.finish()
+    series, launches, by_running, zone = data.series, data.launches, data.by_running, data.zone
 
     fig = Figure(figsize=FIGSIZE, layout="constrained")
     FigureCanvasAgg(fig)

@@ -1,0 +1,163 @@
+"""What `logwatch plot` keeps of the records it draws: per engine, its lines within the figure's pixel
+columns (`offline/decimate.py`) and its scatter dots, plus the launches and the medians' values.
+
+Streamed: records are buffered per engine (`_CHUNK` at a time) and handed on as numpy columns; a
+`FastBlock` of the fast lane (`iter_summary_records`) is handed on as it comes, with no record per line.
+numpy comes with matplotlib (the `plot` extra); this module is imported only when a plot is drawn.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from datetime import datetime, timezone, tzinfo
+from typing import Any
+
+import numpy as np
+
+from ..parsing.events import EngineStats
+from .decimate import Decimator, Dots
+from .fastsummary import FastBlock
+from .launches import Launch
+from .rangescan import VALUES
+
+__all__ = ["COLUMNS", "PlotData", "Series"]
+
+COLUMNS = ("generation", "prompt", "running", "waiting", "kv", "prefix", "mm")
+_BLOCK_COLUMNS = [2, 1, 3, 4, 5, 6, 7]
+"""`COLUMNS` in a FastBlock's row of `VALUES` (engine, prompt, generation, running, ...)."""
+_CHUNK = 32768
+_DAY = 86400.0
+
+
+class Series:
+    """One engine's lines, each kept within `columns` pixel columns, and its dots."""
+
+    def __init__(self, columns: int) -> None:
+        self.launch: int | None = None
+        self.times: list[float] = []
+        self.rows: list[tuple[float | None, ...]] = []
+        self.chunks: list[tuple[Any, Any]] = []  # (times in days, rows) not yet fed
+        self.held = 0
+        self.lines = {c: Decimator(columns) for c in COLUMNS}
+        self.dots = Dots(4 * columns, columns, columns // 2)
+
+    def _pack(self, data: PlotData) -> None:
+        if self.rows:
+            self.chunks.append((data.epoch + np.array(self.times, dtype=np.float64) / _DAY,
+                                np.array(self.rows, dtype=np.float64)))  # None is NaN
+            self.held += len(self.rows)
+            self.times.clear()
+            self.rows.clear()
+
+    def add_rows(self, data: PlotData, x: Any, m: Any) -> None:
+        """Rows `m` (a column per `COLUMNS`) at times `x` (days), after the records before them."""
+        self._pack(data)
+        self.chunks.append((x, m))
+        self.held += len(x)
+        if self.held >= _CHUNK:
+            self.flush(data)
+
+    def flush(self, data: PlotData) -> None:
+        """The held rows to the decimators, the dots and the medians' values."""
+        self._pack(data)
+        if self.chunks:
+            chunks = self.chunks
+            x, m = (chunks[0] if len(chunks) == 1 else
+                    (np.concatenate([c[0] for c in chunks]), np.concatenate([c[1] for c in chunks])))
+            self.chunks.clear()
+            self.held = 0
+            self.feed(data, x, m)
+
+    def feed(self, data: PlotData, x: Any, m: Any) -> None:
+        """Rows `m` (one column per `COLUMNS`) at times `x` (matplotlib's date unit: days)."""
+        m[~np.isfinite(m)] = math.nan
+        for i, line in enumerate(self.lines.values()):
+            line.extend(x, m[:, i])
+        running, generation = m[:, 2], m[:, 0]
+        busy = (running > 0) & np.isfinite(generation)
+        running, generation = running[busy], generation[busy]
+        self.dots.extend(running, generation)
+        for r in np.unique(running).tolist():
+            data.by_running.setdefault(int(r), array("d")).extend(generation[running == r].tolist())
+
+    def gap(self, data: PlotData, x: float) -> None:
+        self.flush(data)
+        for line in self.lines.values():
+            line.add_gap(x)
+
+
+class PlotData:
+    def __init__(self, columns: int, epoch: float) -> None:
+        self.columns, self.epoch = columns, epoch
+        self.series: dict[str, Series] = {}
+        self.launches: dict[int, tuple[Launch, datetime]] = {}
+        self.by_running: dict[int, array[float]] = {}
+        self.zone: tzinfo | None = None
+        self._names: dict[int, str] = {}
+
+    def _series(self, launch: Launch, name: str, t: datetime) -> Series:
+        s = self.series.get(name) or self.series.setdefault(name, Series(self.columns))
+        if s.launch != launch.index:
+            if s.launch is not None:
+                s.gap(self, self.epoch + t.timestamp() / _DAY)
+            s.launch = launch.index
+        return s
+
+    def _seen(self, launch: Launch, t: datetime) -> None:
+        if self.zone is None:
+            self.zone = t.tzinfo
+        if launch.index not in self.launches:
+            self.launches[launch.index] = (launch, t)
+
+    def add(self, launch: Launch, e: EngineStats, name: str | None) -> None:
+        """One record with a time; `name` its engine's (None: `engine N`)."""
+        t = e.time
+        assert t is not None
+        self._seen(launch, t)
+        if name is None:
+            index = e.engine
+            name = self._names.get(index) or self._names.setdefault(index, f"engine {index}")  # type: ignore[arg-type]
+        s = self._series(launch, name, t)
+        s.times.append(t.timestamp())
+        s.rows.append((e.generation_throughput, e.prompt_throughput, e.running, e.waiting,
+                       e.kv_cache_usage_pct, e.prefix_cache_hit_rate_pct, e.mm_cache_hit_rate_pct))
+        if len(s.rows) + s.held >= _CHUNK:
+            s.flush(self)
+
+    def add_block(self, launch: Launch, block: FastBlock) -> None:
+        """A run of the fast lane's common stats lines (each with an engine index), as columns."""
+        times = block.times
+        rows = np.frombuffer(block.values, dtype=np.float64).reshape(-1, VALUES)
+        x = np.array([math.nan if t is None else t.timestamp() for t in times], dtype=np.float64)
+        timed = ~np.isnan(x)
+        if not timed.all():
+            rows, x, times = rows[timed], x[timed], [t for t in times if t is not None]
+        if not len(times):
+            return
+        self._seen(launch, times[0])  # type: ignore[arg-type]
+        x = self.epoch + x / _DAY
+        engines = rows[:, 0]
+        if engines.min() == engines.max():  # one engine: the whole block
+            groups: list[tuple[int, Any, datetime | None]] = [(int(engines[0]), slice(None), times[0])]
+        else:
+            groups = []
+            for index in dict.fromkeys(engines.tolist()):  # in the order of their first line
+                at = np.flatnonzero(engines == index)
+                groups.append((int(index), at, times[int(at[0])]))
+        for index, at, first in groups:
+            name = self._names.get(index) or self._names.setdefault(index, f"engine {index}")
+            s = self._series(launch, name, first)  # type: ignore[arg-type]
+            s.add_rows(self, x[at], rows[at][:, _BLOCK_COLUMNS])
+
+    def finish(self) -> None:
+        for s in self.series.values():
+            s.flush(self)
+
+
+def epoch_days() -> float:
+    """1970-01-01 UTC in matplotlib's date unit."""
+    import matplotlib.dates
+
+    mdates: Any = matplotlib.dates
+    return float(mdates.date2num(datetime(1970, 1, 1, tzinfo=timezone.utc)))

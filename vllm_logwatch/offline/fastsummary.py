@@ -37,6 +37,7 @@ _NEEDLES = STATS_NEEDLES + SPEC_NEEDLES + LAUNCH_NEEDLES
 _ENVELOPE_NEEDLES = _NEEDLES + PREFIX_NEEDLES  # a container log's: the followers too (offline/enveloped.py)
 _LANE = Lane(values=True, keep=_NEEDLES + VARIANT_NEEDLES + PREFIX_NEEDLES)
 _EMPTY: dict[str, float] = {}
+_MINUTE_SECOND = {f"{m:02d}:{s:02d}".encode(): (m, s) for m in range(60) for s in range(60)}
 
 
 class FastStats:
@@ -105,6 +106,29 @@ class _Times:
             self._hours[stamp[:8]] = (clock.year, value)
         return value
 
+    def many(self, stamps: bytes, start: int, end: int) -> list[datetime | None]:
+        """`[self(stamp) for ...]` for the stamps `start` to `end` of `stamps` (`STAMP` bytes each): the
+        rows after one in the same steady hour are its hour's datetime with their minute and second."""
+        out: list[datetime | None] = []
+        put, hours, table, i = out.append, self._hours, _MINUTE_SECOND, start
+        while i < end:
+            stamp = stamps[i * STAMP:(i + 1) * STAMP]
+            put(self(stamp))
+            i += 1
+            hour = stamp[:8]
+            hit = hours.get(hour)
+            if hit is None or hit[0] != self.clock_for(stamp.decode()).year:
+                continue
+            base = hit[1]
+            while i < end:
+                at = i * STAMP
+                minute_second = table.get(stamps[at + 9:at + 14])
+                if minute_second is None or stamps[at:at + 8] != hour:
+                    break  # another hour, or a stamp for the general call
+                put(base.replace(minute=minute_second[0], second=minute_second[1]))
+                i += 1
+        return out
+
 
 def iter_fast_events(source: Source, zone: tzinfo, year: int | None, scan: ScanStats,
                      tuning: Tuning = DEFAULT_TUNING, *,
@@ -160,12 +184,11 @@ def _rows(chunks: Iterator[tuple[Any, int]], assembler: Assembler, times: _Times
             if assembler.pending:
                 yield from assembler.flush()
             end = min(positions[j], n) if j < n_pos else n
-            for i in range(start, end):
-                process = processes[i]
+            # Each process's lines, as `seen` line by line leaves them: its last line's engine.
+            for process, i in dict(zip(processes[start:end], range(start, end), strict=True)).items():
                 seen(process.decode() if process else None, int(values[i * VALUES]))
             if blocks:
-                yield FastBlock([times(stamps[i * STAMP:(i + 1) * STAMP]) for i in range(start, end)],
-                                values[start * VALUES:end * VALUES])
+                yield FastBlock(times.many(stamps, start, end), values[start * VALUES:end * VALUES])
             else:
                 for i in range(start, end):
                     yield FastStats(times(stamps[i * STAMP:(i + 1) * STAMP]),

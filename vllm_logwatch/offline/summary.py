@@ -15,6 +15,8 @@ import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
+from itertools import compress
+from operator import truediv
 from typing import Literal
 
 from ..parsing.events import EngineStats, SpecDecodeStats, TransferStats
@@ -37,18 +39,29 @@ _FEW_DISTINCT = 8
 _Key = tuple[int, ...]
 
 
-def quantile(values: list[float], q: float) -> float:
+def quantile(values: Iterable[float], q: float) -> float:
     """The q-quantile with linear interpolation between closest ranks (numpy's default).
 
     >>> quantile([1.0, 2.0, 3.0, 4.0], 0.9)
     3.7
     """
-    ordered = sorted(values)
+    return _quantile_sorted(sorted(values), q)
+
+
+def _quantile_sorted(ordered: list[float], q: float) -> float:
     pos = q * (len(ordered) - 1)
     lo = math.floor(pos)
     if lo + 1 >= len(ordered):
         return ordered[-1]
     return round(ordered[lo] + (ordered[lo + 1] - ordered[lo]) * (pos - lo), 10)
+
+
+def _median_sorted(ordered: list[float]) -> float:
+    """`statistics.median` of an already sorted list (the same arithmetic, no second copy)."""
+    n = len(ordered)
+    if n % 2 == 1:
+        return ordered[n // 2]
+    return (ordered[n // 2 - 1] + ordered[n // 2]) / 2
 
 
 def bucket_of(running: int) -> tuple[int, int | None]:
@@ -137,30 +150,71 @@ def _engine_label(engines: dict[int | None, int | None]) -> str:
     return ",".join(sorted(names, key=lambda n: (len(n), n)))
 
 
-def _concurrency(g: _Group, busy: list[int], exact: bool) -> list[ConcurrencyRow]:
-    """Rows over the intervals `busy` (indexes): one per running count (`exact`) or per bucket."""
-    rows: dict[tuple[int, int | None], list[int]] = {}
-    for i in busy:
-        r = g.running[i]
-        key: tuple[int, int | None] = (r, r) if exact else bucket_of(r)
-        rows.setdefault(key, []).append(i)
+# An interval's code (one byte): its row's number (1-15; 0: nothing running) and three flags.
+_ROW, _STEADY, _WAITING, _KV = 15, 16, 32, 64
+
+
+def _codes(g: _Group, exact: bool) -> tuple[bytes, list[tuple[int, int | None]]]:
+    """Each interval's code, and the rows' keys (running counts or buckets, row number i at i - 1)."""
+    busy_counts = {r for r in set(g.running) if r > 0}
+    keys = sorted({(r, r) if exact else bucket_of(r) for r in busy_counts})
+    number = {r: keys.index((r, r) if exact else bucket_of(r)) + 1 for r in busy_counts}
+    share = STEADY_MAX_PROMPT_SHARE
+    codes = bytes(
+        0 if r <= 0 else number[r] | (_STEADY if w == 0 and p <= share * gen else 0)
+        | (_WAITING if w > 0 else 0) | (_KV if kv == kv else 0)  # kv == kv: not NaN
+        for p, gen, r, w, kv in zip(g.prompt, g.generation, g.running, g.waiting, g.kv, strict=True)
+    )
+    return codes, keys
+
+
+def _mask(codes: bytes, row: int, flags: int = 0) -> bytes:
+    """1 for the intervals of row number `row` (0: of any row, i.e. busy) with all of `flags`, else 0
+    (the selectors of `itertools.compress`)."""
+    table = bytes(1 if (c & _ROW == row if row else c & _ROW) and c & flags == flags else 0
+                  for c in range(256))
+    return codes.translate(table)
+
+
+def _concurrency(g: _Group, codes: bytes, keys: list[tuple[int, int | None]],
+                 flag: int) -> tuple[list[ConcurrencyRow], float | None]:
+    """Rows over the busy intervals with `flag` (0: all; `_STEADY`): one per running count or bucket;
+    and the median generation throughput of all their intervals. One column is sorted at a time (a
+    list of its row's values, then dropped); the rows' sorted generation runs, merged (`sort` finds
+    runs), give the median of all, before the other columns are sorted."""
+    masks = [(number, lo, hi, _mask(codes, number, flag))
+             for number, (lo, hi) in enumerate(keys, start=1)]
+    every: list[float] = []
+    generation: dict[int, tuple[float, float]] = {}
+    for number, _lo, _hi, rows in masks:
+        gen = sorted(compress(g.generation, rows))
+        if gen:
+            every.extend(gen)
+            generation[number] = (_median_sorted(gen), _quantile_sorted(gen, 0.9))
+        del gen
+    every.sort()
+    median = _median_sorted(every) if every else None
+    del every
     out = []
-    for (lo, hi), idx in sorted(rows.items()):
-        gen = [g.generation[i] for i in idx]
-        kv = [g.kv[i] for i in idx if not math.isnan(g.kv[i])]
+    for number, lo, hi, rows in masks:
+        if number not in generation:
+            continue
+        intervals = rows.count(1)
+        kv = sorted(compress(g.kv, _mask(codes, number, flag | _KV)))
         out.append(ConcurrencyRow(
             running=_bucket_label(lo, hi),
             lo=lo,
             hi=hi,
-            intervals=len(idx),
-            generation_median=statistics.median(gen),
-            generation_p90=quantile(gen, 0.9),
-            per_request_median=statistics.median(g.generation[i] / g.running[i] for i in idx),
-            prompt_median=statistics.median(g.prompt[i] for i in idx),
-            kv_cache_usage_median_pct=statistics.median(kv) if kv else None,
-            waiting_share=sum(1 for i in idx if g.waiting[i] > 0) / len(idx),
+            intervals=intervals,
+            generation_median=generation[number][0],
+            generation_p90=generation[number][1],
+            per_request_median=_median_sorted(sorted(map(truediv, compress(g.generation, rows),
+                                                         compress(g.running, rows)))),
+            prompt_median=_median_sorted(sorted(compress(g.prompt, rows))),
+            kv_cache_usage_median_pct=_median_sorted(kv) if kv else None,
+            waiting_share=_mask(codes, number, flag | _WAITING).count(1) / intervals,
         ))
-    return out
+    return out, median
 
 
 def _last_hits(g: _Group) -> tuple[float | None, float | None]:
@@ -176,13 +230,13 @@ def _finish(g: _Group) -> GroupSummary:
     for estimate in g.estimates.values():
         estimate.reset()  # end of the launch: a lone first line is credited with the default interval
     n = len(g.generation)
-    busy = [i for i in range(n) if g.running[i] > 0]
-    steady = [
-        i for i in busy
-        if g.waiting[i] == 0 and g.prompt[i] <= STEADY_MAX_PROMPT_SHARE * g.generation[i]
-    ]
-    exact = len({g.running[i] for i in busy}) <= _FEW_DISTINCT
-    busy_kv = [g.kv[i] for i in busy if not math.isnan(g.kv[i])]
+    exact = len({r for r in set(g.running) if r > 0}) <= _FEW_DISTINCT
+    codes, keys = _codes(g, exact)
+    concurrency, median_generation = _concurrency(g, codes, keys, 0)
+    n_busy = _mask(codes, 0).count(1)
+    busy_kv = _mask(codes, 0, _KV)
+    n_busy_kv = busy_kv.count(1)  # as `statistics.fmean`: the exact sum over the count
+    n_waiting = _mask(codes, 0, _WAITING).count(1)
     launches = sorted(g.launches.values(), key=lambda la: la.index)
     prefix, mm = _last_hits(g)
     models = sorted({la.model_name for la in launches if la.model_name})
@@ -194,17 +248,17 @@ def _finish(g: _Group) -> GroupSummary:
         end=g.last,
         lines=g.lines,
         intervals=n,
-        busy_intervals=len(busy),
+        busy_intervals=n_busy,
         prompt_tokens=sum(t.prompt_tokens.value for t in g.estimates.values()),
         generation_tokens=sum(t.generation_tokens.value for t in g.estimates.values()),
         peak_generation=max(g.generation) if n else None,
-        median_generation=statistics.median(g.generation[i] for i in busy) if busy else None,
-        mean_kv_cache_usage_pct=statistics.fmean(busy_kv) if busy_kv else None,
-        waiting_share=sum(1 for i in busy if g.waiting[i] > 0) / len(busy) if busy else None,
+        median_generation=median_generation,
+        mean_kv_cache_usage_pct=math.fsum(compress(g.kv, busy_kv)) / n_busy_kv if n_busy_kv else None,
+        waiting_share=n_waiting / n_busy if n_busy else None,
         prefix_cache_hit_rate_pct=prefix,
         mm_cache_hit_rate_pct=mm,
-        concurrency=_concurrency(g, busy, exact),
-        steady_decode=_concurrency(g, steady, exact),
+        concurrency=concurrency,
+        steady_decode=_concurrency(g, codes, keys, _STEADY)[0],
         spec=g.spec.finish(g.estimates.values()),
         transfers=g.transfers.finish(g.estimates.values()),
     )

@@ -13,11 +13,11 @@ from __future__ import annotations
 import math
 import statistics
 from array import array
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from statistics import median
-from typing import cast
+from typing import TypeVar, cast
 
 from ..exporting.engine_state import (
     DEFAULT_INTERVAL,
@@ -32,6 +32,8 @@ from .launches import Launch
 from .summary_connectors import SpecTotals, TransferTotals
 
 __all__ = ["apply_stats_rows"]
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -206,34 +208,69 @@ class _Group:
 
 def add_block(g: _Group, launch: Launch, block: FastBlock, rows: Sequence[int]) -> None:
     """`g.add(launch, e)` for each line `rows` (indexes, in file order) of `block`."""
-    times, engines, prompts, generations = block.times, block.engine, block.prompt, block.generation
+    times, engines = block.times, block.engine
     li = launch.index
     g.launches.setdefault(li, launch)
-    by_engine: dict[int, list[int]] = {}
-    for i in rows:
-        by_engine.setdefault(engines[i], []).append(i)
+    whole = len(rows) == len(block)  # rows: every line, in order
+    by_engine: dict[int, Sequence[int] | None] = {}  # None: every line
+    if whole and len(set(engines)) == 1:
+        by_engine[engines[0]] = None
+    else:
+        for i in rows:
+            by_engine.setdefault(engines[i], []).append(i)  # type: ignore[union-attr]
     for engine, idx in by_engine.items():
         g.engines.setdefault(engine, None)
         member = (li, engine)
-        apply_stats_rows(g._estimate(member), [times[i] for i in idx], [prompts[i] for i in idx],
-                         [generations[i] for i in idx], cast(EngineStats, block.record(idx[-1])), 0.0)
+        pick = _picker(idx)
+        apply_stats_rows(g._estimate(member), pick(times), pick(block.prompt), pick(block.generation),
+                         cast(EngineStats, block.record(len(block) - 1 if idx is None else idx[-1])), 0.0)
         prefix, mm = g.hits.get(member, (None, None))
-        for i in reversed(idx):
-            if not math.isnan(block.prefix[i]):
-                prefix = block.prefix[i]
-                break
-        for i in reversed(idx):
-            if not math.isnan(block.mm[i]):
-                mm = block.mm[i]
-                break
-        g.hits[member] = (prefix, mm)
+        g.hits[member] = (_last_number(pick(block.prefix), prefix), _last_number(pick(block.mm), mm))
     g.lines += len(rows)
-    stamped = [t for t in (times[i] for i in rows) if t is not None]
+    stamped = [t for t in (times if whole else [times[i] for i in rows]) if t is not None]
     if stamped:
         low, high = min(stamped), max(stamped)
         g.first = low if g.first is None or low < g.first else g.first
         g.last = high if g.last is None or high > g.last else g.last
-    _intervals(g, li, block, rows)
+    if len(by_engine) == 1 and (g.open is None or (li, engines[rows[0]]) in g.open.members):
+        _one_member_intervals(g, li, block, rows, whole)
+    else:
+        _intervals(g, li, block, rows)
+
+
+def _picker(idx: Sequence[int] | None) -> Callable[[Sequence[T]], Sequence[T]]:
+    if idx is None:
+        return lambda column: column
+    return lambda column: [column[i] for i in idx]
+
+
+def _last_number(values: Sequence[float], default: float | None) -> float | None:
+    """The last value that is not NaN, else `default`."""
+    for value in reversed(values):
+        if value == value:
+            return value
+    return default
+
+
+def _one_member_intervals(g: _Group, li: int, block: FastBlock, rows: Sequence[int], whole: bool) -> None:
+    """`_intervals` when every line is one engine's that the open interval (if any) already holds:
+    each line closes the interval before it, so each is an interval of its own (column at a time)."""
+    g.close()
+    pick = _picker(None if whole else rows)
+    # As summed from 0.0 (`_num`: NaN and infinities count 0) and as `fmean` of one value (-0.0 is 0.0).
+    prompts = [p + 0.0 if p - p == 0.0 else 0.0 for p in pick(block.prompt)]
+    generations = [x + 0.0 if x - x == 0.0 else 0.0 for x in pick(block.generation)]
+    kvs = [kv + 0.0 if kv - kv == 0.0 else math.nan for kv in pick(block.kv)]
+    running, waiting = pick(block.running), pick(block.waiting)
+    g.prompt.extend(prompts[:-1])
+    g.generation.extend(generations[:-1])
+    g.running.extend(running[:-1])
+    g.waiting.extend(waiting[:-1])
+    g.kv.extend(kvs[:-1])
+    last = rows[-1]
+    kv = block.kv[last]  # the open interval holds the raw value, as `add` keeps it
+    g.open = _Open(block.times[last], {(li, block.engine[last])}, prompts[-1], generations[-1],
+                   running[-1], waiting[-1], [kv] if math.isfinite(kv) else [])
 
 
 def _intervals(g: _Group, li: int, block: FastBlock, rows: Sequence[int]) -> None:
@@ -260,7 +297,7 @@ def _intervals(g: _Group, li: int, block: FastBlock, rows: Sequence[int]) -> Non
                 put_g(cg)
                 put_r(cr)
                 put_w(cw)
-                put_k((ckv[0] if len(ckv) == 1 else fmean(ckv)) if ckv else nan)
+                put_k((ckv[0] + 0.0 if len(ckv) == 1 else fmean(ckv)) if ckv else nan)  # fmean([-0.0]): 0.0
             have, ct, members, cp, cg, cr, cw, ckv = True, t, set(), 0.0, 0.0, 0, 0, []
         members.add(member)
         p, gen, kv = prompts[i], generations[i], kvs[i]

@@ -41,19 +41,29 @@ def decimate(x: Floats, y: Floats, origin: float, width: float) -> tuple[Floats,
     x = np.asarray(x, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
     keep = np.isfinite(y) & np.isfinite(x)
-    x, y = x[keep], y[keep]
+    if not keep.all():
+        x, y = x[keep], y[keep]
     if not len(x):
         return x, y
-    column = np.floor((x - origin) / width).astype(np.int64)
-    by_time = np.lexsort((x, column))  # column, then time
-    starts = np.flatnonzero(np.r_[True, column[by_time][1:] != column[by_time][:-1]])
+    if not (x[1:] >= x[:-1]).all():  # a file's clock that goes back: time order first (stable)
+        order = np.argsort(x, kind="stable")
+        x, y = x[order], y[order]
+    column = np.floor((x - origin) / width)
+    starts = np.flatnonzero(np.r_[True, column[1:] != column[:-1]])  # x in order: columns in runs
     ends = np.r_[starts[1:], len(x)] - 1
-    by_value = np.lexsort((x, y, column))  # column, then value (ties: the earliest)
-    picked = np.concatenate((by_time[starts], by_time[ends], by_value[starts], by_value[ends]))
-    picked = np.unique(picked)  # each point once
-    order = np.lexsort((x[picked], column[picked]))
-    picked = picked[order]
+    sizes = ends - starts + 1
+    lows = _extreme(y, y == np.repeat(np.minimum.reduceat(y, starts), sizes), starts, first=True)
+    highs = _extreme(y, y == np.repeat(np.maximum.reduceat(y, starts), sizes), starts, first=False)
+    picked = np.unique(np.concatenate((starts, ends, lows, highs)))  # each point once, in time order
     return x[picked], y[picked]
+
+
+def _extreme(y: Floats, hit: Floats, starts: Floats, *, first: bool) -> Floats:
+    """Per column (runs from `starts`), the index of its first (else last) point where `hit`."""
+    at = np.flatnonzero(hit)
+    column = np.searchsorted(starts, at, side="right") - 1
+    edge = np.r_[True, column[1:] != column[:-1]] if first else np.r_[column[1:] != column[:-1], True]
+    return at[edge]
 
 
 class Decimator:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from array import array
 from collections.abc import Callable, Iterator
-from datetime import datetime, tzinfo
+from datetime import datetime, timedelta, tzinfo
 from typing import Any, ClassVar, Literal
 
 from ..parsing.assemble import Assembler
@@ -37,7 +37,9 @@ _NEEDLES = STATS_NEEDLES + SPEC_NEEDLES + LAUNCH_NEEDLES
 _ENVELOPE_NEEDLES = _NEEDLES + PREFIX_NEEDLES  # a container log's: the followers too (offline/enveloped.py)
 _LANE = Lane(values=True, keep=_NEEDLES + VARIANT_NEEDLES + PREFIX_NEEDLES)
 _EMPTY: dict[str, float] = {}
-_MINUTE_SECOND = {f"{m:02d}:{s:02d}".encode(): (m, s) for m in range(60) for s in range(60)}
+_MINUTE_SECOND = {f"{m:02d}:{s:02d}".encode(): timedelta(minutes=m, seconds=s)
+                  for m in range(60) for s in range(60)}
+"""A stamp's `MM:SS` -> the time since its hour's start."""
 
 
 class FastStats:
@@ -108,7 +110,7 @@ class _Times:
 
     def many(self, stamps: bytes, start: int, end: int) -> list[datetime | None]:
         """`[self(stamp) for ...]` for the stamps `start` to `end` of `stamps` (`STAMP` bytes each): the
-        rows after one in the same steady hour are its hour's datetime with their minute and second."""
+        rows after one in the same steady hour are its hour's datetime plus their minutes and seconds."""
         out: list[datetime | None] = []
         put, hours, table, i = out.append, self._hours, _MINUTE_SECOND, start
         while i < end:
@@ -120,12 +122,15 @@ class _Times:
             if hit is None or hit[0] != self.clock_for(stamp.decode()).year:
                 continue
             base = hit[1]
+            if base.fold:
+                continue
+            top = base.replace(minute=0, second=0)  # + minutes and seconds: `replace`'s datetime, faster
             while i < end:
                 at = i * STAMP
-                minute_second = table.get(stamps[at + 9:at + 14])
-                if minute_second is None or stamps[at:at + 8] != hour:
+                since_top = table.get(stamps[at + 9:at + 14])
+                if since_top is None or stamps[at:at + 8] != hour:
                     break  # another hour, or a stamp for the general call
-                put(base.replace(minute=minute_second[0], second=minute_second[1]))
+                put(top + since_top)
                 i += 1
         return out
 

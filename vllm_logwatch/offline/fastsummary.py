@@ -70,10 +70,10 @@ class FastBlock:
 
     def __init__(self, times: list[datetime | None], values: array[float]) -> None:
         self.times, self.values = times, values
-        self.engine = [int(v) for v in values[0::VALUES]]
+        self.engine = list(map(int, values[0::VALUES]))
         self.prompt, self.generation = values[1::VALUES], values[2::VALUES]
-        self.running = [int(v) for v in values[3::VALUES]]
-        self.waiting = [int(v) for v in values[4::VALUES]]
+        self.running = list(map(int, values[3::VALUES]))
+        self.waiting = list(map(int, values[4::VALUES]))
         self.kv, self.prefix, self.mm = values[5::VALUES], values[6::VALUES], values[7::VALUES]
 
     def __len__(self) -> int:

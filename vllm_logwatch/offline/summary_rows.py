@@ -16,6 +16,8 @@ from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from itertools import repeat
+from operator import add
 from statistics import median
 from typing import TypeVar, cast
 
@@ -257,10 +259,9 @@ def _one_member_intervals(g: _Group, li: int, block: FastBlock, rows: Sequence[i
     each line closes the interval before it, so each is an interval of its own (column at a time)."""
     g.close()
     pick = _picker(None if whole else rows)
-    # As summed from 0.0 (`_num`: NaN and infinities count 0) and as `fmean` of one value (-0.0 is 0.0).
-    prompts = [p + 0.0 if p - p == 0.0 else 0.0 for p in pick(block.prompt)]
-    generations = [x + 0.0 if x - x == 0.0 else 0.0 for x in pick(block.generation)]
-    kvs = [kv + 0.0 if kv - kv == 0.0 else math.nan for kv in pick(block.kv)]
+    prompts = _summed(pick(block.prompt), 0.0)
+    generations = _summed(pick(block.generation), 0.0)
+    kvs = _summed(pick(block.kv), math.nan)
     running, waiting = pick(block.running), pick(block.waiting)
     g.prompt.extend(prompts[:-1])
     g.generation.extend(generations[:-1])
@@ -271,6 +272,14 @@ def _one_member_intervals(g: _Group, li: int, block: FastBlock, rows: Sequence[i
     kv = block.kv[last]  # the open interval holds the raw value, as `add` keeps it
     g.open = _Open(block.times[last], {(li, block.engine[last])}, prompts[-1], generations[-1],
                    running[-1], waiting[-1], [kv] if math.isfinite(kv) else [])
+
+
+def _summed(values: Sequence[float], missing: float) -> Sequence[float]:
+    """Each value as an interval of one line holds it: summed from 0.0 (`_num`: NaN and infinities
+    count as 0; kv: none) and as `fmean` of one value, which are both `0.0 + value` (-0.0 is 0.0)."""
+    if math.isfinite(sum(values)):  # no NaN nor infinity among them
+        return array("d", map(add, values, repeat(0.0)))
+    return [v + 0.0 if v - v == 0.0 else missing for v in values]
 
 
 def _intervals(g: _Group, li: int, block: FastBlock, rows: Sequence[int]) -> None:

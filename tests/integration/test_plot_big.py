@@ -64,13 +64,22 @@ def write_stats_log(path: Path, size: int) -> int:
     return secs // 10
 
 
-@pytest.mark.parametrize("logs", [[REAL_CPU_LOG], [DATA / "012.log", REAL_CPU_LOG, DATA / "017.log"]],
-                         ids=["real", "three"])
+@pytest.mark.parametrize("logs", [[REAL_CPU_LOG], [DATA / "012.log", REAL_CPU_LOG, DATA / "017.log"],
+                                  sorted(DATA.glob("*.log"))], ids=["real", "three", "every-log"])
 def test_fast_lane_image_is_the_general_paths(tmp_path: Path, logs: list[Path]) -> None:
     paths = [str(p) for p in logs]
     fast, general = tmp_path / "fast.png", tmp_path / "general.png"
-    assert run_plot(paths, str(fast), tz="UTC", tuning=SMALL) == run_plot(paths, str(general), tz="UTC",
-                                                                          tuning=None)
+    drawn = run_plot(paths, str(fast), tz="UTC", year=2026, tuning=SMALL)
+    assert drawn == run_plot(paths, str(general), tz="UTC", year=2026, tuning=None)
+    assert fast.read_bytes() == general.read_bytes()
+
+
+def test_fast_lane_image_is_the_general_paths_past_the_pixel_budget(tmp_path: Path) -> None:
+    log = tmp_path / "serve_20261101_000000.log"
+    write_stats_log(log, 2 << 20)  # ~8000 stats lines: every line decimated
+    fast, general = tmp_path / "fast.png", tmp_path / "general.png"
+    assert run_plot([str(log)], str(fast), tz="UTC", tuning=SMALL) == \
+        run_plot([str(log)], str(general), tz="UTC", tuning=None)
     assert fast.read_bytes() == general.read_bytes()
 
 

@@ -9,6 +9,8 @@ shows, and the line between columns runs as it did. The columns are aligned on t
 point and only ever double in width, so a column's kept points are always its first / min / max /
 last over every point it has been given (`decimate` of the kept points and the new ones is
 `decimate` of all of them): the memory is at most four points a column, whatever the file size.
+The columns are set at the series' `columns + 1`-th point, however the points were chunked, so the
+fast lane (runs of lines) and the general path (a record at a time) keep the same points.
 
 In column mode a point with no value (NaN) is left out (the line joins its neighbours), and a
 launch's break stays a NaN point at its time (`add_gap`).
@@ -98,20 +100,24 @@ class Decimator:
         y = np.asarray(y, dtype=np.float64)
         if not len(x):
             return
-        self._low = min(self._low, float(np.min(x)))
-        self._high = max(self._high, float(np.max(x)))
         if self._width is None:
-            self._x.extend(x.tolist())
-            self._y.extend(y.tolist())
+            room = self.columns + 1 - len(self._x)  # the switch at the same point whatever the chunks
+            self._x.extend(x[:room].tolist())
+            self._y.extend(y[:room].tolist())
             if len(self._x) <= self.columns:
                 return
-            self._origin = float(self._x[0])
+            kept_x = np.frombuffer(self._x, dtype=np.float64)
+            kept_y = np.frombuffer(self._y, dtype=np.float64)
+            self._origin = float(kept_x[0])
+            self._low, self._high = float(np.nanmin(kept_x)), float(np.nanmax(kept_x))
             self._width = max(self._high - self._low, 1e-9) / self.columns
-            x, y = np.frombuffer(self._x, dtype=np.float64), np.frombuffer(self._y, dtype=np.float64)
+            x, y = np.concatenate((kept_x, x[room:])), np.concatenate((kept_y, y[room:]))
             self._x, self._y = array("d"), array("d")
         else:
             x = np.concatenate((np.frombuffer(self._x, dtype=np.float64), x))
             y = np.concatenate((np.frombuffer(self._y, dtype=np.float64), y))
+        self._low = min(self._low, float(np.min(x)))
+        self._high = max(self._high, float(np.max(x)))
         width = self._width
         while (math.floor((self._high - self._origin) / width)
                - math.floor((self._low - self._origin) / width)) >= self.columns:

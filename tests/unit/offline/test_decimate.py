@@ -55,6 +55,17 @@ def test_min_and_max_of_every_column_survive(columns: int, points: list[tuple[fl
         assert min(got) == min(ys_in) and max(got) == max(ys_in)
 
 
+@settings(max_examples=100, deadline=None)
+@given(st.integers(1, 30), st.lists(st.tuples(st.floats(0, 1e4, allow_nan=False), values), max_size=300),
+       st.integers(1, 50), st.integers(1, 50))
+def test_the_points_kept_do_not_depend_on_the_chunks(columns: int, points: list[tuple[float, float]],
+                                                    a: int, b: int) -> None:
+    """So the fast lane (runs of lines) and the general path (a record at a time) draw the same line."""
+    xs, ys = [p[0] for p in points], [p[1] for p in points]
+    one, other = feed(columns, xs, ys, a).points(), feed(columns, xs, ys, b).points()
+    assert np.array_equal(one[0], other[0]) and np.array_equal(one[1], other[1], equal_nan=True)
+
+
 def test_every_point_kept_when_few_and_a_gap_is_a_break() -> None:
     d = Decimator(10)
     d.extend(np.array([1.0, 2.0]), np.array([5.0, math.nan]))

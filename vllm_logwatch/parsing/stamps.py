@@ -43,10 +43,29 @@ def year_hint_from_name(name: str) -> tuple[int, int, int] | None:
 
 
 def local_zone() -> tzinfo:
-    """This machine's zone."""
+    """This machine's zone, with its rules (a July and a December line get their own offsets): `TZ`
+    (`Europe/Berlin`, `:Europe/Berlin`, or a zone file's path), else /etc/localtime; else, when neither
+    names a zone, the offset in force now."""
+    named = os.environ.get("TZ", "").removeprefix(":")
+    # A TZ that names no zone file (a POSIX rule such as CET-1CEST) is the C library's: its offset now.
+    for candidate in [named] if named else ["/etc/localtime"]:
+        try:
+            if candidate.startswith("/"):
+                with open(candidate, "rb") as fh:
+                    return ZoneInfo.from_file(fh, key=_zone_key(candidate))
+            return ZoneInfo(candidate)
+        except (OSError, ValueError, ZoneInfoNotFoundError):
+            continue
     zone = datetime.now().astimezone().tzinfo
     assert zone is not None
     return zone
+
+
+def _zone_key(path: str) -> str:
+    """`Europe/Berlin` for a link into a zoneinfo folder, else the path (the name a zone shows)."""
+    target = os.path.realpath(path)
+    _, found, key = target.partition("/zoneinfo/")
+    return key if found else path
 
 
 def resolve_zone(name: str | None) -> tzinfo:

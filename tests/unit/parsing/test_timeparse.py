@@ -297,3 +297,22 @@ def test_csv_jsonl_and_openmetrics_times_move_forward_through_a_fall_back(
     assert [int(float(fields[1])) for fields in running] == list(range(len(stamps)))
     seconds = [float(fields[2]) for fields in running]
     assert all(b - a == 600 for a, b in itertools.pairwise(seconds)), seconds
+
+
+@pytest.mark.parametrize("tz_env", ["Europe/Berlin", ":Europe/Berlin"])
+def test_without_tz_the_machines_zone_gives_each_season_its_offset(
+    tz_env: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No --tz: the machine's zone (TZ, else /etc/localtime) with its rules, not today's offset for
+    every line: a July line of a Berlin machine is +02:00, a December one +01:00."""
+    monkeypatch.setenv("TZ", tz_env)
+    zone = resolve_zone(None)
+    clock = YearClock(2026, zone)
+    assert clock.to_datetime("07-05 11:29:01").utcoffset().total_seconds() == 7200  # type: ignore[union-attr]
+    assert clock.to_datetime("12-01 11:29:01").utcoffset().total_seconds() == 3600  # type: ignore[union-attr]
+
+
+def test_without_tz_or_a_readable_zone_the_current_offset_is_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TZ", "Not/A_Zone")
+    zone = resolve_zone(None)
+    assert zone.utcoffset(datetime.now()) is not None

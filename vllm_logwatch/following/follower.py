@@ -24,6 +24,7 @@ from typing import Any
 
 from ..parsing.framing import MAX_LINE_BYTES
 from .openfile import FollowerStats, LineBlock, LogLine, OpenFile, lines_of, open_log
+from .source import deliver
 from .statefile import Checkpoint, SavedState, StateFile, describe, position_of, resume_at
 from .targets import Candidate, LaunchFiles
 from .wakers import Waker, WatchdogWaker
@@ -181,16 +182,8 @@ class Follower:
         def stopping() -> bool:
             return self._stop.is_set() or (stop is not None and stop.is_set())
 
-        while not stopping():
-            blocks = self.poll_blocks()
-            if blocks:
-                on_blocks(blocks)
-            if on_poll is not None:
-                on_poll()
-            if stopping():
-                break
-            if not blocks and not self._more:
-                waker.wait(self.poll_interval)
+        deliver(self.poll_blocks, on_blocks, on_poll, stopping, lambda: self._more, waker.wait,
+                self.poll_interval)
         with self._lock:
             if self.autosave and self._dirty and not self._closed:
                 self._save_locked()

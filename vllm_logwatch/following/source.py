@@ -10,7 +10,7 @@ from typing import Any, Protocol
 from .openfile import FollowerStats, LineBlock
 from .statefile import Checkpoint, SavedState
 
-__all__ = ["LineSource"]
+__all__ = ["LineSource", "deliver"]
 
 
 class LineSource(Protocol):
@@ -42,3 +42,22 @@ class LineSource(Protocol):
     def stop(self) -> None: ...
 
     def close(self) -> None: ...
+
+
+def deliver(
+    poll: Callable[[], list[LineBlock]], on_blocks: Callable[[list[LineBlock]], None],
+    on_poll: Callable[[], None] | None, stopping: Callable[[], bool], more: Callable[[], bool],
+    wait: Callable[[float], object], interval: float,
+) -> None:
+    """The run loop every source shares: poll, hand the blocks over, call `on_poll`, and wait (at most
+    `interval`) only when a poll found nothing and nothing more is known to be there."""
+    while not stopping():
+        blocks = poll()
+        if blocks:
+            on_blocks(blocks)
+        if on_poll is not None:
+            on_poll()
+        if stopping():
+            break
+        if not blocks and not more():
+            wait(interval)

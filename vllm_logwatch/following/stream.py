@@ -26,6 +26,7 @@ from typing import Any
 from ..parsing.framing import MAX_LINE_BYTES
 from .follower import MAX_POLL_BYTES, READ_CHUNK_BYTES
 from .openfile import FollowerStats, LineBlock, LogLine, OpenFile, lines_of
+from .source import deliver
 from .statefile import Checkpoint, SavedState, describe
 
 __all__ = ["STDIN_NAME", "StreamSource"]
@@ -165,16 +166,8 @@ class StreamSource:
         def stopping() -> bool:
             return self._stopped.is_set() or (stop is not None and stop.is_set())
 
-        while not stopping():
-            blocks = self.poll_blocks()
-            if blocks:
-                on_blocks(blocks)
-            if on_poll is not None:
-                on_poll()
-            if stopping():
-                break
-            if not blocks and not self._more:
-                self._wait(self.poll_interval)
+        deliver(self.poll_blocks, on_blocks, on_poll, stopping, lambda: self._more, self._wait,
+                self.poll_interval)
 
     def _wait(self, timeout: float) -> None:
         with self._lock:

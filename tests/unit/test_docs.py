@@ -130,11 +130,19 @@ def test_the_readme_test_command_is_what_ci_runs() -> None:
     assert re.search(r"^test:.*\n\tpython -m pytest$", make, re.M), "make test runs the whole suite"
 
 
+RELATIVE = re.compile(r"(?<![\w./-])((?:\.\./)+[\w.-]+)")
+
+
 def test_no_page_names_a_path_outside_the_repository() -> None:
+    """No `../something` that climbs out of the repository, and not this checkout's own absolute path
+    (nor its parent's): the docs stand alone on any machine."""
     for page in PAGES:
         text = page.read_text(encoding="utf-8")
-        for bad in ("../shared", "/work/", str(REPO)):
+        for bad in (str(REPO), str(REPO.parent) + "/"):
             assert bad not in text, (page.name, bad)
+        for climb in RELATIVE.findall(text):
+            target = (page.parent / climb).resolve()
+            assert target == REPO or REPO in target.parents, (page.name, climb)
 
 
 def test_the_alert_table_lists_every_rule_with_its_severity() -> None:

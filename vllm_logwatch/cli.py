@@ -81,7 +81,7 @@ def _cmd_watch(args: argparse.Namespace) -> int:
 
     settings = load_settings(WatchSettings, vars(args))
     _log_to_stderr()
-    return run_watch(settings)
+    return run_watch(settings, stdin_open=0 not in args.closed_fds)
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -111,7 +111,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     def announce(url: str) -> None:
         logging.getLogger("vllm_logwatch.run").info("metrics at %s", url)
 
-    return run_run(settings, command, announce=announce, echo=not args.stdout_closed)
+    return run_run(settings, command, announce=announce, echo=1 not in args.closed_fds)
 
 
 _HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
@@ -134,7 +134,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"logwatch {args.command}: standard output is closed: nowhere to write", file=sys.stderr)
         return EXIT_USAGE
     if args.command not in _OFFLINE:
-        args.stdout_closed = _hold_std_fds()
+        args.closed_fds = _hold_std_fds()
     try:
         code: int = _HANDLERS[args.command](args)
         if args.command in _TO_STDOUT:
@@ -171,9 +171,9 @@ def _say(text: str) -> None:
         _drop_stdout()
 
 
-def _hold_std_fds() -> bool:
+def _hold_std_fds() -> frozenset[int]:
     """Open /dev/null on any of fds 0-2 that we were started without (`>&-`), so that no socket, pipe
-    or log file of ours is ever given fd 1 and sent vLLM's echo; True if stdout was one of them."""
+    or log file of ours is ever given fd 1 and sent vLLM's echo; the fds that were closed."""
     closed: list[int] = []
     for fd in (0, 1, 2):
         try:
@@ -185,7 +185,7 @@ def _hold_std_fds() -> bool:
         if devnull != fd:
             os.dup2(devnull, fd)
             os.close(devnull)
-    return 1 in closed
+    return frozenset(closed)
 
 
 def _drop_stdout() -> None:

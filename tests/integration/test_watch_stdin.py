@@ -120,3 +120,17 @@ def test_from_start_with_a_stream_is_said_to_mean_nothing(logwatch_watch: Callab
     with logwatch_watch("-", "--from-start") as watch:  # stdin is /dev/null: it ends at once
         poll_until(lambda: watch.status()["follower"]["ended"], 10, "the source to end")
     assert "--from-start means nothing for a stream: it is read from where it is now" in watch.stderr()
+
+
+def test_watch_dash_with_standard_input_closed_is_a_usage_error() -> None:
+    """`logwatch watch - <&-`: one line, exit 2 (the /dev/null the command line puts on a closed fd 0
+    must not pass for an empty stream that ended at once)."""
+    import sys
+
+    code = ("import os, sys; os.close(0); from vllm_logwatch.cli import main; "
+            "sys.exit(main(['watch', '-', '--port', '0']))")
+    done = subprocess.run([sys.executable, "-c", code],
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == ("logwatch watch: -: standard input is closed: pipe the log in "
+                           "(docker logs -f vllm 2>&1 | logwatch watch -)\n")

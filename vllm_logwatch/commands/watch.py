@@ -32,11 +32,14 @@ __all__ = ["run_watch"]
 log = logging.getLogger(__name__)
 
 
-def run_watch(settings: Any, *, announce: Callable[[str], None] | None = None) -> int:
+def run_watch(
+    settings: Any, *, announce: Callable[[str], None] | None = None, stdin_open: bool = True,
+) -> int:
     """`logwatch watch`: follow `settings.target`, serve the metrics, stop cleanly; the exit code.
 
     `settings` is a `config.WatchSettings`; `announce` gets the metrics URL once serving (the status page
-    is at `/`)."""
+    is at `/`); `stdin_open=False`: the process was started with standard input closed (the command
+    line put /dev/null there), so `-` is a usage error."""
     from prometheus_client.registry import CollectorRegistry
 
     from ..exporting.exporter import ExporterMetrics
@@ -52,7 +55,7 @@ def run_watch(settings: Any, *, announce: Callable[[str], None] | None = None) -
         metrics = ExporterMetrics(stats_interval=settings.stats_interval, const_labels=settings.labels,
                                   on_stats=history.record)
         if stream:
-            follower = _open_stream(settings)
+            follower = _open_stream(settings, stdin_open)
         else:
             follower = files = Follower(
                 settings.target, pattern=settings.pattern, from_start=settings.from_start,
@@ -110,7 +113,7 @@ def _is_stream(target: str) -> bool:
         return False
 
 
-def _open_stream(settings: Any) -> StreamSource:
+def _open_stream(settings: Any, stdin_open: bool) -> StreamSource:
     """The `StreamSource` of `-` or a named pipe; a state file with it is a usage error (a stream has
     no position to resume at), --from-start is said to mean nothing."""
     from ..following.stream import StreamSource
@@ -128,6 +131,8 @@ def _open_stream(settings: Any) -> StreamSource:
             raise UsageError(f"{settings.target}: cannot open: {reason}") from None
     try:
         os.fstat(0)
+        if not stdin_open:
+            raise OSError("standard input was closed at start")
     except OSError:
         raise UsageError("-: standard input is closed: pipe the log in (docker logs -f vllm 2>&1 | "
                          "logwatch watch -)") from None

@@ -165,6 +165,35 @@ class WatchSettings(_Exporting):
         default=None, description="remember the position here (written within 0.1 s, before a scrape shows "
         "a line), so a restart, even after kill -9, neither skips a line nor counts again one a scrape saw")
     pattern: str = Field(default="*.log", min_length=1, description="file names a folder target follows")
+    layout: Literal["auto", "scripts", "pods", "docker"] = Field(
+        default="auto", description="what a folder target holds: scripts (launch files, one source per "
+        "launch-script name, label script), pods (a kubelet tree such as /var/log/pods, labels namespace, "
+        "pod, container), docker (/var/lib/docker/containers, label container: its name); auto tells them "
+        "apart from what the folder holds")
+    select: list[str] = Field(
+        default_factory=list, description="keep only the sources whose name matches this glob (repeatable; "
+        "in the environment: comma-separated): pods namespace/pod/container, docker the container's "
+        "name, scripts the script's name")
+    max_sources: int = Field(
+        default=100, ge=1, le=10_000, description="sources read at most; the ones found beyond are read "
+        "into one folded source (labels _folded) and counted")
+    source_grace: float = Field(
+        default=300.0, description="seconds a source whose files are all gone keeps its series, then "
+        "they are dropped")
+
+    @field_validator("select", mode="before")
+    @classmethod
+    def _select(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            value = [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    @field_validator("source_grace")
+    @classmethod
+    def _grace(cls, value: float) -> float:
+        if not (math.isfinite(value) and 0 <= value <= 7 * 86400):
+            raise ValueError("source grace must be from 0 to 604800 seconds")
+        return value
 
 
 class DemoSettings(_Listening):

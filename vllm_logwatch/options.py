@@ -182,6 +182,11 @@ def _add_watch(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                    help=option_help(m, "from_start"))
     p.add_argument("--state-file", metavar="PATH", help=option_help(m, "state_file"))
     p.add_argument("--pattern", metavar="GLOB", help=option_help(m, "pattern"))
+    p.add_argument("--layout", choices=("auto", "scripts", "pods", "docker"), default=None,
+                   help=option_help(m, "layout"))
+    p.add_argument("--select", metavar="GLOB", action="append", help=option_help(m, "select"))
+    p.add_argument("--max-sources", metavar="N", help=option_help(m, "max_sources"))
+    p.add_argument("--source-grace", metavar="S", help=option_help(m, "source_grace"))
     p.add_argument("--stats-interval", metavar="S", help=option_help(m, "stats_interval"))
     p.add_argument("--label", dest="labels", metavar="K=V", action="append", help=option_help(m, "labels"))
     p.add_argument("--tz", metavar="ZONE", help=option_help(m, "tz"))

@@ -8,6 +8,15 @@ Why the rules are what they are (from vLLM's `v1/metrics/loggers.py`): a through
 average over one window that ends at the line, windows are back-to-back, and vLLM hides a window
 only when it and the one before both had zero throughput. So `tokens = throughput x window`, where
 the window is the engine's typical interval; a long gap is hidden zero windows, never a long window.
+
+vLLM's window is the time between two calls of its logging loop (`now - last_log_time`, monotonic),
+which runs late when its event loop is busy (prefill-heavy intervals the most): 5.06 s for a 5 s
+interval is common. Whole-second stamps cannot show that line by line, so the interval from stamps
+is the mean of the last gaps (their sum telescopes: 9 gaps resolve 0.11 s, and the truncation errors
+average out over a run), not their median. A live line timed when it was read (`measured`, on the
+monotonic clock) is credited with its own window: the time since the end of the window credited
+before it, never less than the configured interval (vLLM's timer is never early, so a shorter gap is
+our late read of the line before, paid back here).
 """
 
 from __future__ import annotations
@@ -16,7 +25,7 @@ import math
 from collections import deque
 from collections.abc import Mapping
 from datetime import datetime
-from statistics import median
+from statistics import fmean
 from typing import Any
 
 from ..parsing.events import EngineStats, SpecDecodeStats, TransferStats
@@ -44,8 +53,12 @@ a longer gap is vLLM's timer running late (under load), and still the line's own
 MAX_FIRST_GAP = 60.0
 """The first gap of an engine is believed as its interval only up to this (nothing to compare with)."""
 _MIN_GAPS = 3
+_FLOOR_SLACK = 0.05  # without a configured interval, the floor is 95% of the shortest recent gap
 GAP_HISTORY = 9
-"""Gaps kept for the median: stamps have 1-second resolution, the median smooths the jitter."""
+"""Gaps kept for the interval: their mean resolves 1/9 s from whole-second stamps."""
+MAX_CARRY = 0.5
+"""The credited windows may run ahead of the measured times by up to this many intervals (a late read
+paid back over the next lines); beyond it the clocks disagree, and the measured time wins."""
 
 State = EngineStateName
 
@@ -104,8 +117,9 @@ class EngineState:
     ) -> None:
         """`prior`: the interval vLLM was configured with (run mode reads VLLM_LOG_STATS_INTERVAL from
         the child's environment): the window, unless 3+ measured gaps disagree by more than 25%.
-        Without it the window is the median gap (log stamps have whole seconds). `exact_times`: the
-        lines' times are precise (read times, run mode), so gaps up to 1.9 intervals are samples."""
+        Without it the window is the mean gap (log stamps have whole seconds). `exact_times`: the
+        lines' times are precise, so gaps up to 1.9 intervals are samples (a line given a `measured`
+        time in `apply_stats` is treated so on its own)."""
         self.stats_interval = stats_interval
         self.exact_times = exact_times
         self.prior = prior
@@ -124,6 +138,8 @@ class EngineState:
         self._last_time: datetime | None = None
         self._gaps: deque[float] = deque(maxlen=GAP_HISTORY)
         self._held: tuple[float | None, float | None] | None = None
+        self._last_measured: float | None = None
+        self._credited_to: float | None = None  # the end of the last window credited from measured times
 
     # -- the interval ---------------------------------------------------------------------------
 
@@ -131,7 +147,7 @@ class EngineState:
         """The configured interval, else the measured one (see `__init__`), else the prior, else None."""
         if self.stats_interval is not None:
             return self.stats_interval
-        measured = median(self._gaps) if self._gaps else None
+        measured = fmean(self._gaps) if self._gaps else None
         if self.prior is not None:
             # The configured interval is exact while vLLM's timer keeps time (measured read times
             # jitter by our own scheduling); measured gaps win only when they say the configuration
@@ -144,28 +160,39 @@ class EngineState:
         """The typical interval, or vLLM's default before one is known."""
         return self.typical_interval() or DEFAULT_INTERVAL
 
-    def _window(self, time: datetime | None, after_zero: bool) -> float | None:
+    def _window(self, time: datetime | None, after_zero: bool, measured: float | None = None) -> float | None:
         """The window to credit this line with; None holds the line until a gap tells (the first
         line; a line after an all-zero line while no interval is known yet).
 
         vLLM hides a window only when it and the window before were both all-zero, so the gap after
         a busy line is one interval (plus timer lateness), but the gap after an all-zero line may
-        span hidden windows: it is never taken as an interval."""
+        span hidden windows: it is never taken as an interval. `measured`: the line's print time on
+        the monotonic clock when it was read live (None: a backlog line, timed by its stamp)."""
         if self.stats_interval is not None:
             return self.stats_interval
-        if time is None:
+        previous_measured, self._last_measured = self._last_measured, measured
+        exact = measured is not None and previous_measured is not None
+        if time is None and not exact:
+            self._credited_to = measured
             return self.interval()
-        previous, self._last_time = self._last_time, time
-        if previous is None:
+        previous = self._last_time
+        if time is not None:
+            self._last_time = time
+        gap: float | None
+        if exact:
+            gap = measured - previous_measured  # type: ignore[operator]
+        elif previous is None or time is None:
+            self._credited_to = measured
             return self.prior  # None: hold the first line until a gap tells its window
-        try:
-            gap: float | None = (time - previous).total_seconds()
-        except TypeError:  # naive next to aware: not comparable
-            gap = None
+        else:
+            try:
+                gap = (time - previous).total_seconds()
+            except TypeError:  # naive next to aware: not comparable
+                gap = None
         typical = self.typical_interval()
         # A hidden (idle) window makes a gap of at least two intervals; with exact times anything
         # shorter is a late timer and still this line's own window.
-        factor = EXACT_IDLE_GAP_FACTOR if self.exact_times else IDLE_GAP_FACTOR
+        factor = EXACT_IDLE_GAP_FACTOR if self.exact_times or exact else IDLE_GAP_FACTOR
         limit = MAX_FIRST_GAP if typical is None else factor * typical
         usable = gap is not None and 0 < gap <= limit and not after_zero
         if usable:
@@ -174,9 +201,29 @@ class EngineState:
             held_window = gap if usable and gap is not None else typical or DEFAULT_INTERVAL
             self._credit(*self._held, held_window)
             self._held = None
+        if exact and usable:
+            return self._measured_window(measured, gap)  # type: ignore[arg-type]
+        self._credited_to = measured
         if typical is None and not usable:
             return None
         return self.interval()
+
+    def _measured_window(self, measured: float, gap: float) -> float:
+        """A live line's own window: from the end of the window credited before it to its print time,
+        at least the configured interval (the floor; without one, 95% of the shortest recent gap).
+
+        So the credited windows end at `max(read, previous end + floor)`: never before vLLM printed the
+        line, and their sum is the time from the run's first line to its last, up to how late we read
+        the last (a late read over-credits its line; vLLM's next late windows pay it back)."""
+        start = self._credited_to if self._credited_to is not None else measured - gap
+        trusted = self.prior is not None and self.interval() == self.prior
+        floor = self.prior if trusted and self.prior is not None else (1 - _FLOOR_SLACK) * min(self._gaps)
+        window = max(measured - start, floor)
+        if start + window - measured > MAX_CARRY * floor:  # far ahead of the clock: restart from it
+            window, self._credited_to = gap, measured
+        else:
+            self._credited_to = start + window
+        return window
 
     def _credit(self, prompt: float | None, generation: float | None, window: float) -> None:
         if prompt is not None:
@@ -186,12 +233,13 @@ class EngineState:
 
     # -- events ---------------------------------------------------------------------------------
 
-    def apply_stats(self, stats: EngineStats, arrival: float) -> None:
-        """One stats line of this engine, read at wall-clock time `arrival`."""
+    def apply_stats(self, stats: EngineStats, arrival: float, measured: float | None = None) -> None:
+        """One stats line of this engine, read at wall-clock time `arrival`; `measured`: when it was
+        printed, on the monotonic clock, if it was read live (`live/arrival.py`)."""
         prompt, generation = _finite(stats.prompt_throughput), _finite(stats.generation_throughput)
         last = self.last
         after_zero = last is not None and not last.prompt_throughput and not last.generation_throughput
-        window = self._window(stats.time, after_zero)
+        window = self._window(stats.time, after_zero, measured)
         if window is None:
             self._held = (prompt, generation)
         else:
@@ -237,6 +285,7 @@ class EngineState:
         self.spec = None
         self.transfer.reset()
         self._last_time = None
+        self._last_measured = self._credited_to = None
         self._gaps.clear()
         self.spec_accepted.restart()
         self.spec_drafted.restart()

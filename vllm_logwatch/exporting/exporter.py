@@ -130,16 +130,19 @@ class ExporterMetrics(Collector):
             self._apply(event)
 
     def apply_many(
-        self, events: Iterable[Event], access: Mapping[tuple[str, str, int], int] | None = None
+        self, events: Iterable[Event], access: Mapping[tuple[str, str, int], int] | None = None,
+        measured: Mapping[int, float] | None = None,
     ) -> list[tuple[Event, Exception]]:
         """Take a block's events, in order, then its access lines counted by (method, path, status), all
         under one lock. An event whose apply raises (a bug) is returned with its exception; the others
-        are applied all the same."""
+        are applied all the same. `measured`: index of a stats event -> its print time on the monotonic
+        clock, for lines read live (`EngineState.apply_stats`)."""
         failed: list[tuple[Event, Exception]] = []
+        times = measured or {}
         with self._lock:
-            for event in events:
+            for index, event in enumerate(events):
                 try:
-                    self._apply(event)
+                    self._apply(event, times.get(index))
                 except Exception as exc:
                     failed.append((event, exc))
             for (method, path, status), count in (access or {}).items():
@@ -211,14 +214,14 @@ class ExporterMetrics(Collector):
     def _model_name(self) -> str | None:
         return self._facts.get("served_model_name") or self._facts.get("model")
 
-    def _apply(self, event: Event) -> None:
+    def _apply(self, event: Event, measured: float | None = None) -> None:
         if event.level in self._levels:
             self._levels[event.level] += 1
         if isinstance(event, EngineStats):
             label = self._bounded(_engine_label(event.engine, event.engines_aggregated))
             arrival = self._clock()
             state = self._engines[label]
-            state.apply_stats(event, arrival)
+            state.apply_stats(event, arrival, measured)
             if self._on_stats is not None:
                 self._on_stats(label, event, arrival)
             self._unknown_fields += event.unknown_fields

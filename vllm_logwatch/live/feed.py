@@ -3,12 +3,14 @@
 Each chunk, up to its last newline, is read as one block by the live modes' one ingest core
 (`ingest.LaunchReader`, as watch reads a file): access lines counted by one pattern, only the lines that
 can carry something else (stats, spec, start-up facts, warnings) through the full parser.
+
+Each chunk's arrival is read when the supervisor hands it over, before the queue, and times its stats
+lines (`arrival.py`): the token counters credit each line with vLLM's window as measured.
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from collections import deque
 from datetime import datetime, tzinfo
 
@@ -19,6 +21,7 @@ from ..parsing.framing import MAX_LINE_BYTES, long_lines
 from ..parsing.simd import simd_count
 from ..parsing.stamps import YearClock
 from ..supervising.sinks import QueuedWorker
+from .arrival import Arrival, ArrivalTimer
 from .ingest import LaunchReader
 
 __all__ = ["LineFeeder"]
@@ -42,8 +45,9 @@ class LineFeeder(QueuedWorker):
         self.metrics = metrics
         self.zone = zone
         self.facts = facts or {}
-        self._arrivals: deque[float] = deque()  # read time of each queued chunk, in queue order
-        self._arrived = 0.0
+        self.timer = ArrivalTimer()
+        self._arrivals: deque[Arrival] = deque()  # read time of each queued chunk, in queue order
+        self._arrived = self.timer.now()
         self._carry = b""
         self.lines = 0
         self.bytes = 0
@@ -57,14 +61,14 @@ class LineFeeder(QueuedWorker):
         self._source = source
         assembler = Assembler(source, YearClock.for_source(source, self.zone), hold_v0=False)
         self._reader = LaunchReader(self.metrics, assembler, self._internal_error, numbered=False,
-                                    retime=self._retime, envelopes=False)  # vLLM's own output
+                                    retime=self._retime, envelopes=False,  # vLLM's own output
+                                    timer=self.timer)
 
     def put(self, data: bytes) -> None:
         """Hand a chunk over; if the parser is too far behind it is dropped (counted), and the parser
         is told so it does not join the lines on both sides of the gap."""
         dropped = self.stats.bytes_dropped
-        arrived = time.time()  # read time, before any queueing: it times vLLM's stats interval
-        self._arrivals.append(arrived)
+        self._arrivals.append(self.timer.now())  # read time, before any queueing: it times vLLM's windows
         super().put(data)
         if self.stats.bytes_dropped != dropped:
             self._arrivals.pop()
@@ -85,7 +89,7 @@ class LineFeeder(QueuedWorker):
         self.new_source(source)
 
     def _write(self, data: bytes) -> None:
-        self._arrived = self._arrivals.popleft() if self._arrivals else time.time()
+        self._arrived = self._arrivals.popleft() if self._arrivals else self.timer.now()
         self.bytes += len(data)
         if self._carry:
             data = self._carry + data
@@ -112,13 +116,13 @@ class LineFeeder(QueuedWorker):
     def _block(self, data: bytes) -> None:
         self.lines += simd_count(data, b"\n", 0, len(data))
         self.lines_cut += sum(1 for _ in long_lines(data, 0, len(data), MAX_LINE_BYTES))
-        self._reader.read(data, cap=MAX_LINE_BYTES)
+        self._reader.read(data, cap=MAX_LINE_BYTES, arrival=self._arrived)
 
     def _retime(self, event: Event) -> Event:
-        """Live output: the moment the line was read times vLLM's interval to the ms (its own stamp
-        has whole seconds), so the token counters add up exactly."""
+        """Live output: the line's time is the moment it was read (its own stamp has whole seconds);
+        the token counters' windows come from the same reading, on the monotonic clock."""
         if isinstance(event, EngineStats):
-            return event.model_copy(update={"time": datetime.fromtimestamp(self._arrived, self.zone)})
+            return event.model_copy(update={"time": datetime.fromtimestamp(self._arrived.wall, self.zone)})
         return event
 
     def _internal_error(self, source: str | None, number: int | None, exc: Exception) -> None:

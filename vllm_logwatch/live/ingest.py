@@ -21,6 +21,7 @@ from ..parsing.envelope import Format, Unwrapped, Unwrapper, container_time, det
 from ..parsing.events import Event, Unparsed
 from ..parsing.framing import MAX_LINE_BYTES
 from ..parsing.line import parse_line
+from .arrival import Arrival, ArrivalTimer
 
 __all__ = ["LaunchReader"]
 
@@ -32,7 +33,9 @@ class LaunchReader:
     line, since the block scan knows only `parse_line`'s needles. `on_error(file, line, exc)`: a bug
     on one line (in the parser, the assembler or the metrics), counted by the caller; never raised.
     `numbered=False`: events get no line numbers (run mode). `retime`: applied to each complete event
-    before the metrics take it (run mode times stats lines by their arrival).
+    before the metrics take it. `timer`: the source is read as it is written, so each block's stats
+    lines are timed by its arrival (`arrival.py`: the token counters' measured windows); `read` reads
+    the clocks unless given the `arrival` (run mode reads them before its queue).
 
     A container log (Docker json-file, CRI, `docker logs --timestamps`: `parsing/envelope.py`) is told
     from the first block that holds a line, once; its blocks are unwrapped before the scan, its events
@@ -53,6 +56,7 @@ class LaunchReader:
         retime: Callable[[Event], Event] | None = None,
         envelopes: bool = True,
         on_cut: Callable[[int], None] | None = None,
+        timer: ArrivalTimer | None = None,
     ) -> None:
         self.metrics = metrics
         self.assembler = assembler
@@ -61,19 +65,24 @@ class LaunchReader:
         self._numbered = numbered
         self._retime = retime
         self._on_cut = on_cut
+        self._timer = timer
         self.format: Format | None = None if envelopes else "plain"
         """The source's format, once told (None: not yet)."""
         self._unwrapper: Unwrapper | None = None
 
-    def read(self, data: bytes, first: int = 1, *, cap: int | None = None) -> None:
+    def read(
+        self, data: bytes, first: int = 1, *, cap: int | None = None, arrival: Arrival | None = None
+    ) -> None:
         """Apply the complete lines in `data` (`first`: the number of the first; `cap`: lines longer
-        are read cut to it)."""
+        are read cut to it; `arrival`: when the block was read, for the `timer`)."""
+        if arrival is None and self._timer is not None:
+            arrival = self._timer.now()
         if self.format is None:
             self.format = detect(data[:512])
             if self.format is not None and self.format != "plain":
                 self._unwrapper = Unwrapper(self.format, cap=cap or MAX_LINE_BYTES)
         if self._unwrapper is not None:
-            self._read_unwrapped(self._unwrapper.unwrap(data, first), cap)
+            self._read_unwrapped(self._unwrapper.unwrap(data, first), cap, arrival)
             return
         if self._parse is parse_line:
             access, hits = scan_block(data, first, cap=cap)
@@ -82,16 +91,16 @@ class LaunchReader:
         events: list[Event] = []
         for number, text in hits:
             self._feed(events, text, number if self._numbered else None, None)
-        self._apply(events, access)
+        self._apply(events, access, arrival)
 
     def flush(self) -> None:
         """The end of the launch: a part of a line still open (a container log's), then a record the
         assembler still holds."""
         if self._unwrapper is not None:
-            self._read_unwrapped(self._unwrapper.flush(), None)
-        self._apply(self.assembler.flush(), None)
+            self._read_unwrapped(self._unwrapper.flush(), None, None)
+        self._apply(self.assembler.flush(), None, None)
 
-    def _read_unwrapped(self, got: Unwrapped, cap: int | None) -> None:
+    def _read_unwrapped(self, got: Unwrapped, cap: int | None, arrival: Arrival | None) -> None:
         """The lines a container log's block held, with their envelope numbers and container times."""
         if self._parse is parse_line:
             access, hits = scan_block(got.data, 1, cap=cap)
@@ -105,7 +114,7 @@ class LaunchReader:
             self._feed(events, text, number, container_time(got.stamps[index - 1]))
         if got.cut and self._on_cut is not None:
             self._on_cut(got.cut)
-        self._apply(events, access)
+        self._apply(events, access, arrival)
 
     def _feed(self, events: list[Event], text: str, line: int | None, when: datetime | None) -> None:
         try:
@@ -115,8 +124,14 @@ class LaunchReader:
         except Exception as exc:
             self._on_error(self.assembler.file, line, exc)
 
-    def _apply(self, events: list[Event], access: dict[tuple[str, str, int], int] | None) -> None:
+    def _apply(self, events: list[Event], access: dict[tuple[str, str, int], int] | None,
+               arrival: Arrival | None) -> None:
+        measured = None
+        if self._timer is not None and arrival is not None:
+            measured = self._timer.measure(events, arrival)  # from the stamps, before any retime
         if self._retime is not None:
             events = [self._retime(event) for event in events]
-        for event, exc in self.metrics.apply_many(events, access):
+        failed = (self.metrics.apply_many(events, access, measured) if measured
+                  else self.metrics.apply_many(events, access))  # (a subclass may not take `measured`)
+        for event, exc in failed:
             self._on_error(event.file, event.line, exc)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import repeat
 from operator import add
-from statistics import median
+from statistics import fmean
 from typing import TypeVar, cast
 
 from ..exporting.engine_state import (
@@ -83,7 +83,7 @@ def _default_rows(state: EngineState, times: Sequence[datetime | None], prompts:
     inf, gaps = math.inf, state._gaps
     full = gaps.maxlen
     factor = EXACT_IDLE_GAP_FACTOR if state.exact_times else IDLE_GAP_FACTOR
-    typical = median(gaps) if gaps else None
+    typical = fmean(gaps) if gaps else None
     last_time, held = state._last_time, state._held
     pt, gt = state.prompt_tokens, state.generation_tokens
     pb, gb = pt._base, gt._base
@@ -104,7 +104,7 @@ def _default_rows(state: EngineState, times: Sequence[datetime | None], prompts:
                 usable = gap is not None and 0 < gap <= limit and not zero
                 same = False
                 if usable:
-                    same = len(gaps) == full and gaps[0] == gap  # the same gaps: the same median
+                    same = len(gaps) == full and gaps[0] == gap  # the same gaps, the same mean (fsum)
                     gaps.append(gap)  # type: ignore[arg-type]
                 if held is not None:
                     held_window = gap if usable and gap is not None else typical or DEFAULT_INTERVAL
@@ -115,7 +115,7 @@ def _default_rows(state: EngineState, times: Sequence[datetime | None], prompts:
                     held = None
                 unknown = typical is None
                 if usable and not same:
-                    typical = median(gaps)
+                    typical = fmean(gaps)
                 window = None if unknown and not usable else typical or DEFAULT_INTERVAL
         if window is None:
             held = (_finite(p), _finite(g))

@@ -8,7 +8,7 @@ is tokens/s. No model ever carries free log text: logs hold users' prompts.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -20,6 +20,7 @@ __all__ = [
     "Event",
     "HttpAccess",
     "LogMessage",
+    "MfuStats",
     "PrefixCacheRates",
     "ServerInfo",
     "SpecDecodeStats",
@@ -169,6 +170,24 @@ class ServerInfo(_Record):
     torch_compile_seconds: float | None = None
     max_model_len: int | None = None
     tensor_parallel_size: int | None = None
+    pipeline_parallel_size: int | None = None
+    data_parallel_size: int | None = None
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    quantization: str | None = None
+    dtype: str | None = None
+    kv_cache_dtype: str | None = None
+    attention_backend: str | None = None
+    gpu_memory_utilization: float | None = None
+    enable_prefix_caching: bool | None = None
+    speculative_method: str | None = None
+    num_speculative_tokens: int | None = None
+    """The facts above from `max_num_seqs` on: read from the arguments and the engine's config line
+    (`parsing/launchargs.py`), each a number or a short validated word."""
+    args: dict[str, Any] | None = Field(default=None, exclude=True)
+    """The launch's arguments as the `non-default args:` / `args: Namespace(...)` line gives them
+    (secrets masked, bounded). Left out of `model_dump`, so the exporter's facts and `parse --jsonl`
+    never carry them; the summary and compare read them by name."""
     api_server_count: int | None = None
     server_listening: bool | None = None
     """`Starting vLLM server on ...` / `Application startup complete.`: the server is up."""
@@ -176,6 +195,17 @@ class ServerInfo(_Record):
     """vLLM's own warning that it will print no stats line (more than one API server)."""
     new_launch: bool = False
     """The first line of a vLLM start-up (version banner): per-engine state starts over."""
+
+
+class MfuStats(_Record):
+    """`Engine 000: MFU: 12.3 TF/s/device 456.7 GB/s/device` (`--enable-mfu-metrics`, vLLM 0.14+;
+    `TF/s/GPU` until 0.29): the interval's estimated model FLOPs and memory traffic per device."""
+
+    kind: Literal["mfu"] = "mfu"
+    engine: int | None = None
+    tflops_per_device: float
+    gbps_per_device: float
+    """GB/s (10**9 bytes) read and written per device."""
 
 
 class HttpAccess(_Record):
@@ -199,7 +229,7 @@ class LogMessage(_Record):
     """`engine_dead`, `out_of_memory`, `worker_died`, ... for known failure lines."""
 
 
-UnparsedKind = Literal["stats", "spec", "prefix", "transfer", "info", "access", "log", "envelope"]
+UnparsedKind = Literal["stats", "spec", "prefix", "transfer", "mfu", "info", "access", "log", "envelope"]
 """The kinds of line an `Unparsed` can be: what was being read when it failed (`envelope`: a line of a
 container log that is not a record of its format, `parsing/envelope.py`)."""
 
@@ -212,6 +242,6 @@ class Unparsed(_Record):
 
 
 Event = (
-    EngineStats | PrefixCacheRates | SpecDecodeStats | TransferStats | ServerInfo | HttpAccess | LogMessage
-    | Unparsed
+    EngineStats | PrefixCacheRates | SpecDecodeStats | TransferStats | MfuStats | ServerInfo | HttpAccess
+    | LogMessage | Unparsed
 )

@@ -26,7 +26,8 @@ from .events import (
     UnparsedKind,
 )
 from .fields import MAX_EXTRA, Unreadable, as_kind, read_number, slug, split_fields
-from .needles import PREFIX_NEEDLES, SPEC_NEEDLES
+from .mfu import MFU_START, parse_mfu
+from .needles import MFU_NEEDLES, PREFIX_NEEDLES, SPEC_NEEDLES
 from .spec import SPEC_START, parse_spec
 from .startup import INFO_HOOKS, parse_info, problem_of
 from .transfer import TRANSFER_START, parse_transfer
@@ -98,7 +99,7 @@ KNOWN_EXTRA_KEYS = frozenset(KNOWN_EXTRA.values()) | frozenset(_KV_FETCH_KEYS)
 # transfer lines (` metrics: `), start-up facts (their own hooks), warnings and errors; access lines
 # hold `ACCESS_NEEDLE`.
 NEEDLES: tuple[bytes, ...] = (
-    b"Avg prompt t", b"Running: ", *PREFIX_NEEDLES, *SPEC_NEEDLES,
+    b"Avg prompt t", b"Running: ", *PREFIX_NEEDLES, *SPEC_NEEDLES, *MFU_NEEDLES,
     *(hook.encode() for hook in INFO_HOOKS), b"WARNING", b"ERROR", b"CRITICAL",
 )
 ACCESS_NEEDLE = b"HTTP/"
@@ -179,6 +180,8 @@ def _kind_of(text: str) -> UnparsedKind:
         return "transfer"
     if " metrics: " in text:
         return "spec"
+    if "MFU: " in text:
+        return "mfu"
     if "HTTP/" in text:
         return "access"
     if any(hook in text for hook in INFO_HOOKS):
@@ -234,6 +237,9 @@ def _parse_message(
     tm = TRANSFER_START.match(msg)
     if tm is not None:
         return parse_transfer(msg, tm, common)
+    mm = MFU_START.match(msg) if "MFU: " in msg else None
+    if mm is not None:
+        return parse_mfu(msg, mm, common)
     info = parse_info(msg, common)
     if info is not None:
         return info

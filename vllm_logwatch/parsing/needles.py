@@ -10,7 +10,7 @@ import: the offline scanner loads no pydantic model.
 from __future__ import annotations
 
 __all__ = [
-    "FOLLOWER_NEEDLES", "LAUNCH_NEEDLES", "NO_STATS_NEEDLES", "PREFIX_NEEDLES", "SPEC_NEEDLES",
+    "FOLLOWER_NEEDLES", "LAUNCH_NEEDLES", "MFU_NEEDLES", "NO_STATS_NEEDLES", "PREFIX_NEEDLES", "SPEC_NEEDLES",
     "STATS_FOLLOWER_NEEDLES", "STATS_NEEDLES", "TRANSFER_NEEDLES", "VARIANT_NEEDLES",
 ]
 
@@ -30,7 +30,14 @@ FOLLOWER_NEEDLES: tuple[bytes, ...] = PREFIX_NEEDLES + SPEC_NEEDLES
 STATS_FOLLOWER_NEEDLES: tuple[bytes, ...] = PREFIX_NEEDLES
 """The only follower a stats record needs (V0's prefix-cache line is merged into it): reading stats
 alone skips the spec-decode and KV-transfer lines, which would cost a full parse each."""
-LAUNCH_NEEDLES: tuple[bytes, ...] = (b" version ", b"args: ", b"with config: ")
-"""Start-up lines besides the stats lines: the version banner (a new launch) and the model name."""
+MFU_NEEDLES: tuple[bytes, ...] = (b"MFU: ",)
+"""`Engine 000: MFU: ... TF/s/device ... GB/s/device` (`--enable-mfu-metrics`)."""
+LAUNCH_NEEDLES: tuple[bytes, ...] = (
+    b" version ", b"args: ", b"with config: ", b"KV cache size: ", b"Maximum concurrency for ", b" backend",
+    *MFU_NEEDLES,
+)
+"""The lines a launch's summary reads besides the stats lines: the version banner (a new launch), the
+model, the arguments and engine config, the KV cache size and concurrency, the attention backend, and
+the MFU lines."""
 NO_STATS_NEEDLES: tuple[bytes, ...] = (b"disabling stats logging", b"disable_log_stats", b'HTTP/1.1" ')
 """For a log without stats lines, why: vLLM said it disabled stats logging, or served requests anyway."""

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .events import ServerInfo
+from .launchargs import derive, engine_config_facts, read_args
 
 __all__ = ["INFO_HOOKS", "PROBLEM_TAGS", "parse_info", "problem_of"]
 
@@ -53,6 +54,10 @@ def _args_facts(m: re.Match[str]) -> dict[str, Any]:
         facts["served_model_name"] = served
     if re.search(r"'disable_log_stats': True|disable_log_stats=True", args):
         facts["stats_logging_disabled"] = True
+    parsed = read_args(args)
+    if parsed is not None:
+        facts.update(derive(parsed))
+        facts["args"] = parsed
     return facts
 
 
@@ -69,7 +74,7 @@ def _engine_config(m: re.Match[str]) -> dict[str, Any]:
         km = re.search(rf"\b{key}=(\d+)", config)
         if km:
             facts[attr] = int(km.group(1))
-    return facts
+    return {**engine_config_facts(config), **facts}
 
 
 def _kv_size(m: re.Match[str]) -> dict[str, Any]:
@@ -123,6 +128,12 @@ _TABLE: tuple[tuple[re.Pattern[str], _Builder], ...] = (
     (re.compile(r"^(?:\[[^\]]*\] )?torch\.compile (?:takes|took) ([\d.]+) s in total"),
      lambda m: {"torch_compile_seconds": float(m.group(1))}),
     (re.compile(r"^Using max model len (\d+)"), lambda m: {"max_model_len": int(m.group(1))}),
+    # The attention backend vLLM chose: `Using FLASH_ATTN attention backend out of potential backends:
+    # [...]` (0.11+), `Using FLASH_ATTN backend.` (--attention-backend), `Using Flash Attention backend
+    # on V1 engine.` / `Using XFormers backend.` (older). Not the MLA prefill nor the ViT backend.
+    (re.compile(r"^Using ((?!.*\b(?:prefill|MLA prefill)\b)[A-Za-z][\w-]{0,31}(?: [\w-]{1,31}){0,2}?) "
+                r"(?:attention )?backend(?: on V1 engine)?(?:\.$| out of potential backends)"),
+     lambda m: {"attention_backend": m.group(1).replace(" ", "_")}),
     (re.compile(r"^Starting vLLM (?:API )?server (?:\d+ )?on (https?://\S+)"),
      lambda m: {"server_listening": True, "port": _port_of(m.group(1))}),
     (re.compile(r"(?:^|INFO:\s+)Uvicorn running on (https?://\S+)"),
@@ -135,7 +146,8 @@ _TABLE: tuple[tuple[re.Pattern[str], _Builder], ...] = (
 )
 INFO_HOOKS: tuple[str, ...] = (
     "version", "args:", "LLM engine", "KV cache", "concurrency", "blocks:", "took", "Graph capturing",
-    "torch.compile", "max model len", "server", "Uvicorn", "startup complete", "api_server_count", "\u2580",
+    "torch.compile", "max model len", "server", "Uvicorn", "startup complete", "api_server_count", " backend",
+    "\u2580",
     "\u2584", "\u2588",
 )
 """Cheap first filter: a message that holds none of these is not a start-up fact (`parse.worth_parsing`

@@ -571,8 +571,16 @@ NONE_CASES = [
       "initialization after num_gpu_blocks is: 15745", None, id="lookalike-cache-config-info-aggregated"),
     p(f"{HDR}MM cache usage: 3.4%", None, id="lookalike-mm-cache-usage"),
     p(f"{HDR}Engine 000: MM cache usage: 3.4%, MM cache hit rate: 10.0%", None, id="lookalike-mm-cache-usage-engine"),
+    p(f"{HDR}Using FLASH_ATTN MLA prefill backend.", None, id="lookalike-mla-prefill-backend"),
+    p(f"{HDR}Using Torch SDPA backend for ViT model.", None, id="lookalike-vit-backend"),
+    # MFU lines (--enable-mfu-metrics) are their own event, never a stats line.
     p("(APIServer pid=1) INFO 11-02 12:00:10 [perf.py:335] Engine 000: MFU: 12.3 TF/s/device 45.6 GB/s/device",
-      None, id="lookalike-mfu"),
+      "mfu", {"engine": 0, "tflops_per_device": 12.3, "gbps_per_device": 45.6}, id="mfu-0.30"),
+    p("(APIServer pid=1) INFO 11-02 12:00:10 [perf.py:1651] Engine 001: MFU: 123.4 TF/s/GPU 456.7 GB/s/GPU",
+      "mfu", {"engine": 1, "tflops_per_device": 123.4, "gbps_per_device": 456.7}, id="mfu-0.14"),
+    p("(RustFrontend pid=4) INFO 11-02 12:00:10 [log_stats.rs:280] MFU: 1.5 TF/s/GPU 2.0 GB/s/GPU",
+      "mfu", {"engine": None, "tflops_per_device": 1.5}, id="mfu-rust"),
+    p(f"{HDR}Engine 000: MFU: twelve TF/s/device", "unparsed", {"what": "mfu"}, id="mfu-unreadable"),
     p(f"{HDR}Engine 000: Iteration(5): 1 context requests, 100 context tokens, 2 generation requests, 2 generation "
       "tokens, iteration elapsed time: 12.34 ms (dummy), GPU KV cache usage: 1.0%", None, id="lookalike-iteration-0.26"),
     p("(EngineCore_DP0 pid=1) INFO 11-02 12:00:10 [core.py:335] Iteration(5): 1 context requests, 100 context "

@@ -14,7 +14,7 @@ from ..offline.fastsummary import FastBlock
 from ..offline.launches import Launch, iter_launch_records, iter_summary_records
 from ..offline.plot import DPI, build_figure, parse_when, require_matplotlib
 from ..offline.rangescan import DEFAULT_TUNING, VALUES, Tuning
-from ..parsing.events import EngineStats, SpecDecodeStats, TransferStats
+from ..parsing.events import EngineStats, MfuStats, SpecDecodeStats, TransferStats
 from ..parsing.stamps import resolve_zone
 
 __all__ = ["run_plot"]
@@ -69,7 +69,7 @@ def run_plot(
                 block = e if start is None and end is None else _select(e, within)
                 drawn += sum(1 for t in block.times if t is not None)
                 yield launch, block
-            elif not isinstance(e, (SpecDecodeStats, TransferStats)) and within(e.time):
+            elif not isinstance(e, (SpecDecodeStats, TransferStats, MfuStats)) and within(e.time):
                 drawn += 1
                 yield launch, e
 

@@ -35,6 +35,6 @@ def run_summary(
     if by not in ("launch", "engine", "none") or fmt not in ("text", "markdown", "json"):
         raise UsageError(
             f"summary by {by!r} as {fmt!r}: by is launch, engine or none; fmt text, markdown or json")
-    summary = summarize(iter_summary_records(inputs, year=year, tz=tz, fast=tuning), by)
+    summary = summarize(iter_summary_records(inputs, year=year, tz=tz, fast=tuning, mfu=True), by)
     (out if out is not None else sys.stdout).write(render(summary, fmt))
     return summary

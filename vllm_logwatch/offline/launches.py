@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import cast
+from dataclasses import dataclass, field
+from typing import Any, cast
 
 from ..errors import NoStatsError
-from ..parsing.events import EngineStats, ServerInfo, SpecDecodeStats, TransferStats
+from ..parsing.events import EngineStats, MfuStats, ServerInfo, SpecDecodeStats, TransferStats
 from ..parsing.needles import LAUNCH_NEEDLES
 from .bulkscan import ScanStats
 from .enveloped import container_format
@@ -24,6 +24,8 @@ from .writers import iter_source_events, no_stats_hint
 
 __all__ = ["Launch", "iter_launch_records", "iter_summary_records"]
 
+_NOT_FACTS = {"time", "file", "line", "stamp", "level", "process", "kind", "new_launch", "server_listening",
+              "stats_logging_disabled"}
 
 
 @dataclass
@@ -41,6 +43,17 @@ class Launch:
     """Served model name (else the model) from the start-up lines, once seen."""
     vllm_version: str | None = None
     has_stats: bool = False
+    facts: dict[str, Any] = field(default_factory=dict)
+    """Every start-up fact its lines gave (`ServerInfo`'s fields; a later line wins: the engine's
+    resolved config after the arguments)."""
+    args: dict[str, Any] | None = None
+    """Its `non-default args:` / `args: Namespace(...)` as a dict (None: no such line in the log)."""
+
+    def absorb(self, info: ServerInfo) -> None:
+        """Take the facts of a start-up line."""
+        self.facts.update(info.model_dump(exclude=_NOT_FACTS, exclude_none=True))
+        if info.args is not None:
+            self.args = info.args
 
     @property
     def label(self) -> str:
@@ -74,15 +87,18 @@ def iter_launch_records(
 
 def iter_summary_records(
     inputs: list[str], *, year: int | None = None, tz: str | None = None, fast: Tuning | None = None,
-) -> Iterator[tuple[Launch, EngineStats | SpecDecodeStats | TransferStats | FastBlock]]:
+    mfu: bool = False,
+) -> Iterator[tuple[Launch, EngineStats | SpecDecodeStats | TransferStats | FastBlock | MfuStats]]:
     """`iter_launch_records(inputs, spec=True, ...)`, with each run of the fast lane's common stats lines
-    as one `FastBlock` (`offline/summary_rows.py` adds it to the summary in one call)."""
-    return _records(inputs, year, tz, True, fast, blocks=True)
+    as one `FastBlock` (`offline/summary_rows.py` adds it to the summary in one call); with `mfu`, the
+    MFU lines (`MfuStats`) too."""
+    return _records(inputs, year, tz, True, fast, blocks=True, mfu=mfu)
 
 
 def _records(
     inputs: list[str], year: int | None, tz: str | None, spec: bool, fast: Tuning | None, *, blocks: bool,
-) -> Iterator[tuple[Launch, EngineStats | SpecDecodeStats | TransferStats | FastBlock]]:
+    mfu: bool = False,
+) -> Iterator[tuple[Launch, EngineStats | SpecDecodeStats | TransferStats | FastBlock | MfuStats]]:
     sources, zone = resolve_inputs(inputs, tz)
     scan = ScanStats()
     kind = "spec" if spec else "stats"
@@ -105,13 +121,14 @@ def _records(
                     launch.model_name = event.served_model_name or event.model
                 if event.vllm_version:
                     launch.vllm_version = event.vllm_version
+                launch.absorb(event)
             elif isinstance(event, (EngineStats, FastStats)):
                 launch.has_stats = any_stats = True
                 yield launch, cast(EngineStats, event)
             elif isinstance(event, FastBlock):
                 launch.has_stats = any_stats = True
                 yield launch, event
-            elif isinstance(event, (SpecDecodeStats, TransferStats)):
+            elif isinstance(event, (SpecDecodeStats, TransferStats)) or (mfu and isinstance(event, MfuStats)):
                 yield launch, event
         if launch.has_stats:
             index += 1

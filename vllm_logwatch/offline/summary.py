@@ -19,9 +19,11 @@ from itertools import compress
 from operator import truediv
 from typing import Literal
 
-from ..parsing.events import EngineStats, SpecDecodeStats, TransferStats
+from ..parsing.events import EngineStats, MfuStats, SpecDecodeStats, TransferStats
 from .fastsummary import FastBlock
 from .launches import Launch
+from .launchfacts import MfuSummary, MfuTotals
+from .matrix import Matrix, build_matrix
 from .summary_connectors import SpecSummary, TransferSummary
 from .summary_rows import _Group
 
@@ -29,7 +31,7 @@ __all__ = [
     "STEADY_MAX_PROMPT_SHARE", "ConcurrencyRow", "GroupSummary", "SpecSummary", "Summary", "TransferSummary",
     "bucket_of", "quantile", "summarize",
 ]
-Record = EngineStats | SpecDecodeStats | TransferStats
+Record = EngineStats | SpecDecodeStats | TransferStats | MfuStats
 
 By = Literal["launch", "engine", "none"]
 STEADY_MAX_PROMPT_SHARE = 0.02
@@ -124,6 +126,12 @@ class GroupSummary:
     steady_decode: list[ConcurrencyRow] = field(default_factory=list)
     spec: SpecSummary | None = None
     transfers: TransferSummary | None = None
+    mfu: MfuSummary | None = None
+    matrix: Matrix | None = None
+    """The context x concurrency matrix (`offline/matrix.py`): a group of one launch whose KV cache size
+    in tokens is logged."""
+    launch_index: int | None = None
+    """`Launch.index` of the group's launch (None: a group of several launches)."""
 
     @property
     def span_seconds(self) -> float | None:
@@ -136,6 +144,8 @@ class GroupSummary:
 class Summary:
     by: str
     groups: list[GroupSummary]
+    launches: list[Launch] = field(default_factory=list)
+    """Every launch with stats lines, in input order, with its start-up facts."""
 
 
 def _engine_label(engines: dict[int | None, int | None]) -> str:
@@ -261,7 +271,17 @@ def _finish(g: _Group) -> GroupSummary:
         steady_decode=_concurrency(g, codes, keys, _STEADY)[0],
         spec=g.spec.finish(g.estimates.values()),
         transfers=g.transfers.finish(g.estimates.values()),
+        matrix=_matrix(g, launches),
+        launch_index=launches[0].index if len(launches) == 1 else None,
     )
+
+
+def _matrix(g: _Group, launches: list[Launch]) -> Matrix | None:
+    """The matrix of a group of one launch that logged its KV cache size in tokens."""
+    tokens = launches[0].facts.get("kv_cache_tokens") if len(launches) == 1 else None
+    if not isinstance(tokens, int):
+        return None
+    return build_matrix(g.running, g.kv, g.generation, tokens, max(1, len(g.engines)), bucket_of)
 
 
 def summarize(records: Iterable[tuple[Launch, Record | FastBlock]], by: By = "launch") -> Summary:
@@ -276,7 +296,10 @@ def summarize(records: Iterable[tuple[Launch, Record | FastBlock]], by: By = "la
     (610.0, [('2', 30.5)])
     """
     groups: dict[_Key, _Group] = {}
+    mfu: dict[_Key, MfuTotals] = {}
+    launches: dict[int, Launch] = {}
     for launch, e in records:
+        launches.setdefault(launch.index, launch)
         if isinstance(e, FastBlock):  # the fast lane's run of common stats lines
             _add_block(groups, launch, e, by)
             continue
@@ -284,6 +307,9 @@ def summarize(records: Iterable[tuple[Launch, Record | FastBlock]], by: By = "la
             (launch.index, -1 if e.engine is None else e.engine) if by == "engine"
             else (launch.index,) if by == "launch" else ()
         )
+        if isinstance(e, MfuStats):
+            mfu.setdefault(key, MfuTotals()).add(e)
+            continue
         group = groups.get(key)
         if isinstance(e, (SpecDecodeStats, TransferStats)):  # else stats: EngineStats, or the fast lane's
             if group is None:
@@ -296,9 +322,14 @@ def summarize(records: Iterable[tuple[Launch, Record | FastBlock]], by: By = "la
         if group is None:
             group = groups[key] = _Group()
         group.add(launch, e)
-    summaries = [_finish(g) for g in groups.values()]
+    summaries = []
+    for key, g in groups.items():
+        summary = _finish(g)
+        summary.mfu = mfu[key].finish() if key in mfu else None
+        summaries.append(summary)
     summaries.sort(key=lambda s: s.start.timestamp() if s.start else math.inf)
-    return Summary(by=by, groups=summaries)
+    return Summary(by=by, groups=summaries,
+                   launches=[la for _, la in sorted(launches.items()) if la.has_stats])
 
 
 def _add_block(groups: dict[_Key, _Group], launch: Launch, block: FastBlock, by: By) -> None:

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from datetime import datetime
 from typing import Any
 
+from .launch_tables import Table, fact_notes, facts_table, launch_json, matrix_table, mfu_table
+from .launchfacts import MFU_COLUMNS
+from .matrix import MATRIX_CAVEAT
 from .summary import STEADY_MAX_PROMPT_SHARE, ConcurrencyRow, GroupSummary, Summary
 
 __all__ = ["LAUNCH_COLUMNS", "NOT_IN_LOG", "SPEC_COLUMNS", "TABLE_COLUMNS", "TRANSFER_COLUMNS", "render"]
@@ -78,7 +81,7 @@ _TRANSFER_HEAD = (
     "launch", "engine", "KV lines", "succeeded", "failed", "failed recv", "expired", "GiB", "xfer ms avg",
     "xfer ms p90",
 )
-_LEFT = {"launch", "engine", "model", "start", "running"}
+_LEFT = {"launch", "engine", "model", "start", "running", "context", "argument", "fact"}
 
 
 def _left(head: str) -> bool:
@@ -183,6 +186,7 @@ def _render_tables(summary: Summary, markdown: bool) -> str:
         out += ["", f"{h}Speculative decoding", "", *table(_SPEC_HEAD, spec_rows)]
     if transfer_rows:
         out += ["", f"{h}KV transfers", "", *table(_TRANSFER_HEAD, transfer_rows)]
+    out += _extra_tables(summary, table, h)
     for g in summary.groups:
         if not g.concurrency:
             out += ["", f"{h}Throughput by concurrency: {_title(g, summary.by)}", "", "(nothing ran)"]
@@ -190,6 +194,9 @@ def _render_tables(summary: Summary, markdown: bool) -> str:
         for title, rows in (("Throughput by concurrency", g.concurrency), (_STEADY_TITLE, g.steady_decode)):
             out += ["", f"{h}{title}: {_title(g, summary.by)}", ""]
             out += table(_TABLE_HEAD, [_table_row(r) for r in rows]) if rows else ["(no such intervals)"]
+        if g.matrix is not None:
+            out += ["", f"{h}Context x concurrency (estimated, median gen tok/s (intervals)): "
+                    f"{_title(g, summary.by)}", "", *table(*matrix_table(g.matrix))]
     bullet = "- " if markdown else "  "
     out += ["", f"{h}What the columns mean", ""]
     out += [f"{bullet}{name}: {text}" for name, text in LAUNCH_COLUMNS.items()]
@@ -199,6 +206,13 @@ def _render_tables(summary: Summary, markdown: bool) -> str:
         if shown:
             out.append("")
             out += [f"{bullet}{name}: {text}" for name, text in columns.items()]
+    if any(g.mfu for g in summary.groups):
+        out += ["", *(f"{bullet}{name}: {text}" for name, text in MFU_COLUMNS.items())]
+    notes = fact_notes(summary.launches)
+    if notes:
+        out += ["", *(f"{bullet}{note}" for note in notes)]
+    if any(g.matrix for g in summary.groups):
+        out += ["", MATRIX_CAVEAT]
     out += ["", f"Steady decode: the intervals with {_STEADY}.", "", NOT_IN_LOG, ""]
     return "\n".join(out)
 
@@ -213,8 +227,21 @@ def _finite(value: Any) -> Any:
     return value
 
 
+def _extra_tables(summary: Summary, table: Any, h: str) -> list[str]:
+    """The launch facts and MFU tables, when the logs have them."""
+    out: list[str] = []
+    tables: list[tuple[str, Table | None]] = [("Launch facts", facts_table(summary.launches)),
+                                              ("MFU (--enable-mfu-metrics)", mfu_table(summary.groups))]
+    for title, found in tables:
+        if found is not None:
+            out += ["", f"{h}{title}", "", *table(*found)]
+    return out
+
+
 def _json_group(g: GroupSummary) -> dict[str, Any]:
-    data: dict[str, Any] = _finite(asdict(g))
+    # The times are set below: asdict would deep-copy their zone (a zone read from /etc/localtime
+    # cannot be copied).
+    data: dict[str, Any] = _finite(asdict(replace(g, start=None, end=None)))
     data["start"] = g.start.isoformat() if g.start else None
     data["end"] = g.end.isoformat() if g.end else None
     data["span_seconds"] = g.span_seconds
@@ -227,6 +254,8 @@ def render(summary: Summary, fmt: str = "text") -> str:
         doc = {
             "by": summary.by,
             "groups": [_json_group(g) for g in summary.groups],
+            "launches": [_finite(launch_json(la)) for la in summary.launches],
+            "matrix_caveat": MATRIX_CAVEAT,
             "columns": {**LAUNCH_COLUMNS, **TABLE_COLUMNS, **SPEC_COLUMNS, **TRANSFER_COLUMNS},
             "steady_decode": _STEADY,
             "not_in_log": NOT_IN_LOG,

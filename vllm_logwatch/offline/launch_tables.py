@@ -1,0 +1,63 @@
+"""The summary's and compare's tables of launch facts, MFU and the context x concurrency matrix, as
+(head, rows) for the text and Markdown renderers (`offline/summary_tables.py`, `offline/compare_tables.py`)
+and as JSON-able dicts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .launches import Launch
+from .launchfacts import FACT_COLUMNS, fact_text, launch_facts
+from .matrix import Matrix
+
+__all__ = ["Table", "fact_notes", "facts_table", "launch_json", "matrix_table", "mfu_table"]
+
+Table = tuple[tuple[str, ...], list[list[str]]]
+
+
+def _f(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def facts_table(launches: list[Launch]) -> Table | None:
+    """One row per launch, a column per fact any of them logged; None when none did."""
+    facts = [launch_facts(la) for la in launches]
+    keys = [key for key in FACT_COLUMNS if any(key in f for f in facts)]
+    if not keys:
+        return None
+    head = ("launch", *(FACT_COLUMNS[k][0] for k in keys))
+    rows = [[la.label, *(fact_text(f.get(k)) for k in keys)] for la, f in zip(launches, facts, strict=True)]
+    return head, rows
+
+
+def fact_notes(launches: list[Launch]) -> list[str]:
+    """`column: meaning` of the facts `facts_table` shows."""
+    facts = [launch_facts(la) for la in launches]
+    return [f"{name}: {text}" for key, (name, text) in FACT_COLUMNS.items() if any(key in f for f in facts)]
+
+
+def mfu_table(groups: list[Any]) -> Table | None:
+    """Launch, engine, MFU lines and the medians and p90s of the groups with MFU lines."""
+    rows = [[g.launch, g.engine, str(g.mfu.lines), _f(g.mfu.tflops_median), _f(g.mfu.tflops_p90),
+             _f(g.mfu.gbps_median), _f(g.mfu.gbps_p90)] for g in groups if g.mfu is not None]
+    if not rows:
+        return None
+    return ("launch", "engine", "MFU lines", "TF/s median", "TF/s p90", "GB/s median", "GB/s p90"), rows
+
+
+def matrix_table(matrix: Matrix) -> Table:
+    """Rows: context; columns: running; cells `median gen tok/s (intervals)`."""
+    rows = []
+    for row in matrix.rows:
+        cells = []
+        for column in matrix.columns:
+            cell = matrix.cell(row, column)
+            cells.append("" if cell is None else f"{cell.gen_tps_median:,.0f} ({cell.intervals})")
+        rows.append([row, *cells])
+    return ("context \\ running", *matrix.columns), rows
+
+
+def launch_json(launch: Launch) -> dict[str, Any]:
+    """A launch for `--json`: where it is, its facts and its arguments (None: not in the log)."""
+    return {"launch": launch.label, "file": launch.file, "line": launch.line, "restart": launch.restart,
+            "facts": dict(launch.facts), "args": launch.args}

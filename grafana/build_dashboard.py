@@ -42,8 +42,14 @@ UID = "vllm-logwatch"
 DS = dm.DataSourceRef(type_val="prometheus", uid="${datasource}")
 
 # Label selectors. Every series carries the scrape's job and instance; per-engine series add
-# model_name and engine. Multi-value variables expand to regexes, hence =~.
-HOST = 'job=~"$job", instance=~"$instance"'
+# model_name and engine. Multi-value variables expand to regexes, hence =~. A watch of many sources
+# labels each source's series: namespace, pod, container (a kubelet tree), container (Docker's),
+# script (a folder of launch files). Their variables' "All" is .*, which a series without the label
+# matches too, so a host with one plain log shows everything, and one pod picks its series alone.
+SOURCE_LABELS = ("namespace", "pod", "container", "script")
+SOURCE = ", ".join(f'{label}=~"${label}"' for label in SOURCE_LABELS)
+TARGET = 'job=~"$job", instance=~"$instance"'
+HOST = TARGET + ", " + SOURCE
 MODEL = HOST + ', model_name=~"$model_name"'
 ENGINE = MODEL + ', engine=~"$engine"'
 
@@ -68,6 +74,10 @@ def by_engine(short: str) -> str:
 
 def q(expr: str, legend: str = "__auto", *, instant: bool = False, table_format: bool = False
       ) -> prometheus.Dataquery:
+    # The source is named after the host wherever the host is (a label a series lacks shows as
+    # nothing): "node-1 vllm-0 vllm" for a pod's container, "gpu1:9477 serve_qwen" for a script.
+    legend = legend.replace("{{instance}}", "{{instance}}" + "".join(
+        " {{" + label + "}}" for label in SOURCE_LABELS if label != "namespace"))
     query = prometheus.Dataquery().expr(expr).legend_format(legend).datasource(DS)
     query = query.instant() if instant else query.range()
     if table_format:
@@ -93,7 +103,10 @@ class Layout:
             .timezone("browser")
             .annotation(db.AnnotationQuery().name("vLLM launches").datasource(DS).enable(True).hide(False)
                         .icon_color("orange")
-                        .expr(f"changes({m('launches')}{{{HOST}}}[1m]) > 0"))
+                        # A source that appears (a new pod, container or script) comes with its
+                        # first launch already counted: the second half marks it.
+                        .expr(f"changes({m('launches')}{{{HOST}}}[1m]) > 0 or "
+                              f"({m('launches')}{{{HOST}}} unless {m('launches')}{{{HOST}}} offset 1m)"))
             .link(db.DashboardLink("vLLM dashboards").type(dm.DashboardLinkType.DASHBOARDS)
                   .tags(["vllm"]).as_dropdown(True).include_vars(True).keep_time(True))
         )
@@ -167,8 +180,18 @@ def st(title: str, description: str, unit: str, targets: Sequence[prometheus.Dat
     return panel
 
 
+def by(labels: str) -> str:
+    """Grouping labels: one group per source where the group is per host, so two vLLM pods on one
+    node stay two lines."""
+    return labels.replace("instance", "instance, " + ", ".join(SOURCE_LABELS))
+
+
 def sum_by(labels: str, expr: str) -> str:
-    return f"sum by ({labels}) ({expr})"
+    return f"sum by ({by(labels)}) ({expr})"
+
+
+def max_by(labels: str, expr: str) -> str:
+    return f"max by ({by(labels)}) ({expr})"
 
 
 def rate(metric: str, selector: str = ENGINE, window: str = "$__rate_interval") -> str:
@@ -267,14 +290,13 @@ def concurrency(lay: Layout) -> None:
     lay.add(st(
         "KV cache capacity",
         "KV cache size in tokens, from vLLM's start-up line (\"KV cache size: N tokens\").", TOKENS,
-        [q(f"max by (instance, model_name) ({m('kv_cache_capacity_tokens')}{{{MODEL}}})",
+        [q(max_by("instance, model_name", f"{m('kv_cache_capacity_tokens')}{{{MODEL}}}"),
            "{{instance}}", instant=True)]), 6, 8)
     lay.add(st(
         "Maximum concurrency",
         "How many requests of the given length fit in the KV cache at once (vLLM's start-up line "
         "\"Maximum concurrency for N tokens per request\").", "suffix:x",
-        [q(f"max by (instance, model_name, tokens_per_request) "
-           f"({m('max_concurrency')}{{{MODEL}}})",
+        [q(max_by("instance, model_name, tokens_per_request", f"{m('max_concurrency')}{{{MODEL}}}"),
            "{{instance}} at {{tokens_per_request}} tokens/request", instant=True)]), 6, 8)
 
 
@@ -338,33 +360,34 @@ def health(lay: Layout) -> None:
         "Seconds since each engine's last stats line (by the log's own clock). An idle vLLM prints "
         "one all-zero line and then nothing, so a large age alone is not a fault: see Engine "
         "stalled.", "s",
-        [q(f"time() - max by (instance, engine) ({by_engine('last_stats_timestamp_seconds')})",
+        [q("time() - " + max_by("instance, engine", by_engine("last_stats_timestamp_seconds")),
            "{{instance}} engine {{engine}}", instant=True)],
         thresholds=((None, "green"), (60, "yellow"), (600, "orange"))), 6, 6)
     lay.add(st(
         "Engine stalled",
         "STALLED: requests were running and no stats line came for 3 stats intervals.", "none",
-        [q(f"max by (instance, engine) ({by_engine('engine_stalled')})",
+        [q(max_by("instance, engine", by_engine("engine_stalled")),
            "{{instance}} engine {{engine}}", instant=True)],
         mappings={"0": ("OK", "green"), "1": ("STALLED", "red")}, color_background=True), 6, 6)
     lay.add(st(
         "Stats lines missing",
         "MISSING: the server runs but prints no stats line (reason stats_logging_disabled: "
         "--disable-log-stats; requests_without_stats: several API servers, data parallel).", "none",
-        [q(f"max by (instance, reason) ({m('stats_missing')}{{{HOST}}})", "{{instance}} {{reason}}",
+        [q(max_by("instance, reason", f"{m('stats_missing')}{{{HOST}}}"), "{{instance}} {{reason}}",
            instant=True)],
         mappings={"0": ("OK", "green"), "1": ("MISSING", "orange")}, color_background=True), 6, 6)
     lay.add(st(
         "Exporter up",
         "Whether Prometheus could scrape each logwatch (its `up` series).", "none",
-        [q(f"up{{{HOST}}}", "{{instance}}", instant=True)],
+        # A target's labels only: one logwatch follows many sources, and up is not per source.
+        [q(f"up{{{TARGET}}}", "{{instance}}", instant=True)],
         mappings={"1": ("UP", "green"), "0": ("DOWN", "red")}, color_background=True), 6, 6)
     info = (
         table.Panel().title("vLLM servers")
         .description("vLLM version and model from each server's start-up lines.")
         .unit("none").align(common.FieldTextAlignment.AUTO).inspect(False)
         .show_header(True).cell_height(common.TableCellHeight.SM)
-        .with_target(q(f"max by (instance, model_name, model, version) ({m('server')}{{{HOST}}})",
+        .with_target(q(max_by("instance, model_name, model, version", f"{m('server')}{{{HOST}}}"),
                        instant=True, table_format=True).ref_id("A"))
         .with_transformation(dm.DataTransformerConfig(
             id_val="organize", options={"excludeByName": {"Time": True, "Value": True}}))
@@ -409,24 +432,24 @@ def run_mode(lay: Layout) -> None:
     lay.add(st(
         "vLLM process",
         "Whether the vLLM server that `logwatch run` supervises is running (run mode only).", "none",
-        [q(f"max by (instance) ({m('child_up')}{{{HOST}}})", "{{instance}}", instant=True)],
+        [q(max_by("instance", f"{m('child_up')}{{{HOST}}}"), "{{instance}}", instant=True)],
         mappings={"1": ("RUNNING", "green"), "0": ("DOWN", "red")}, color_background=True), 6, 6)
     lay.add(st(
         "vLLM process uptime",
         "Time since the supervised vLLM process started.", "s",
-        [q(f"time() - max by (instance) ({m('child_start_time_seconds')}{{{HOST}}})", "{{instance}}",
+        [q("time() - " + max_by("instance", f"{m('child_start_time_seconds')}{{{HOST}}}"), "{{instance}}",
            instant=True)]), 6, 6)
     lay.add(st(
         "Last exit code",
         "Exit code of the last vLLM process (128+N for signal N: 137 SIGKILL, often the OOM "
         "killer; 143 SIGTERM).", "none",
-        [q(f"max by (instance) ({m('child_last_exit_code')}{{{HOST}}})", "{{instance}}",
+        [q(max_by("instance", f"{m('child_last_exit_code')}{{{HOST}}}"), "{{instance}}",
            instant=True)],
         thresholds=((None, "green"), (1, "red"))), 6, 6)
     lay.add(st(
         "Restarts (range)",
         "vLLM restarts by `logwatch run` over the dashboard's time range.", COUNT,
-        [q(f"sum by (instance) (increase({m('child_restarts')}{{{HOST}}}[$__range]))", "{{instance}}",
+        [q(sum_by("instance", f"increase({m('child_restarts')}{{{HOST}}}[$__range])"), "{{instance}}",
            instant=True)],
         thresholds=((None, "green"), (1, "orange"), (3, "red"))), 6, 6)
     lay.add(ts(
@@ -506,6 +529,22 @@ def variables(lay: Layout) -> None:
     d.with_variable(query_var("instance", "Instance",
                               f"label_values({m('launches')}{{job=~\"$job\"}}, instance)",
                               "One logwatch per host."))
+    # A watch's sources (docs/metrics.md): all four listed from the launches counter, which every
+    # source has; "All" is .* so that a host whose series lack the label shows everything.
+    launches = m("launches")
+    d.with_variable(query_var("namespace", "Namespace", f"label_values({launches}{{{TARGET}}}, namespace)",
+                              "Kubernetes namespace of a vLLM pod (logwatch watch /var/log/pods).", ".*"))
+    d.with_variable(query_var("pod", "Pod",
+                              f"label_values({launches}{{{TARGET}, namespace=~\"$namespace\"}}, pod)",
+                              "vLLM pod (logwatch watch /var/log/pods).", ".*"))
+    d.with_variable(query_var("container", "Container",
+                              f"label_values({launches}{{{TARGET}, namespace=~\"$namespace\", "
+                              f"pod=~\"$pod\"}}, container)",
+                              "Container: of a pod (/var/log/pods) or Docker's, by its name "
+                              "(/var/lib/docker/containers).", ".*"))
+    d.with_variable(query_var("script", "Launch script", f"label_values({launches}{{{TARGET}}}, script)",
+                              "Launch script of a folder of launch files (serve_qwen_*.log: serve_qwen).",
+                              ".*"))
     d.with_variable(query_var("model_name", "Model",
                               f"label_values({m('requests_running')}{{{HOST}}}, model_name)",
                               "Served model name (vLLM's model_name label).", ".*"))

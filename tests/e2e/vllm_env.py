@@ -29,6 +29,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,7 +37,7 @@ from typing import Any
 
 __all__ = [
     "HERE", "InstallFailed", "RegistryUnreachable", "cache_dir", "ensure_model", "ensure_venv",
-    "record_result",
+    "record_result", "server_lock",
 ]
 
 HERE = Path(__file__).resolve().parent
@@ -112,6 +113,67 @@ def _locked(path: Path) -> Iterator[None]:
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def server_lock_path() -> Path:
+    """The lock that keeps to one real vLLM server a machine: `$LOGWATCH_VLLM_LOCK`, else
+    `logwatch-vllm.lock` in the temporary folder (shared by every checkout and by hand-run servers:
+    `flock <that file> <command>`)."""
+    explicit = os.environ.get("LOGWATCH_VLLM_LOCK")
+    return Path(explicit) if explicit else Path(tempfile.gettempdir()) / "logwatch-vllm.lock"
+
+
+def _ancestors() -> set[int]:
+    pids, pid = set(), os.getpid()
+    while pid > 1:
+        pids.add(pid)
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            break
+        pid = int(stat[stat.rfind(")") + 2:].split()[1])
+    return pids
+
+
+def _held_by_ancestor(fd: int) -> bool:
+    """Is the lock on `fd`'s file held by a process this one runs under (`flock FILE pytest ...`)?"""
+    inode = os.fstat(fd).st_ino
+    try:
+        table = Path("/proc/locks").read_text()
+    except OSError:
+        return False
+    mine = _ancestors()
+    for row in table.splitlines():
+        fields = row.split()
+        if len(fields) >= 6 and fields[1] == "FLOCK" and fields[5].endswith(f":{inode}"):
+            with contextlib.suppress(ValueError):
+                if int(fields[4]) in mine:
+                    return True
+    return False
+
+
+@contextlib.contextmanager
+def server_lock(timeout: float = 900.0) -> Iterator[None]:
+    """Hold the one-vLLM-a-machine lock while a real server runs; wait for it (polling, up to
+    `timeout`), unless a process this test runs under already holds it."""
+    path = server_lock_path()
+    with open(path, "a") as fh:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if _held_by_ancestor(fh.fileno()):
+                    yield
+                    return
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"another real vLLM held {path} for {timeout:.0f} s") from None
+                time.sleep(1.0)
         try:
             yield
         finally:

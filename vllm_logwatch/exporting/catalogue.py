@@ -56,6 +56,10 @@ METRICS: tuple[MetricSpec, ...] = (
     _m("spec_decode_drafted_tokens", "counter", _ENGINE, "Speculative tokens drafted (summed Drafted counts)."),
     _m("spec_decode_mean_acceptance_length", "gauge", _ENGINE, "Mean acceptance length of the last spec line."),
     _m("spec_decode_acceptance_ratio", "gauge", _ENGINE, "Draft acceptance rate of the last spec line, 0-1."),
+    _m("mfu_flops_per_second", "gauge", _ENGINE,
+       "Estimated model FLOP/s per device (GPU) of the last MFU line (--enable-mfu-metrics, vLLM >= 0.14)."),
+    _m("mfu_memory_bytes_per_second", "gauge", _ENGINE,
+       "Estimated memory bytes read and written per second per device, from the last MFU line (GB/s x 10^9)."),
     # KV / EC connector transfers (disaggregated prefill, KV offloading): `KV Transfer metrics:` lines.
     _m("transfers", "counter", (*_ENGINE, "cache", "result"),
        "Connector transfers (cache: kv or ec) by result: succeeded, failed, failed_recv."),

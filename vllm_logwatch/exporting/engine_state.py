@@ -28,7 +28,8 @@ from datetime import datetime
 from statistics import fmean
 from typing import Any
 
-from ..parsing.events import EngineStats, SpecDecodeStats, TransferStats
+from ..parsing.events import EngineStats, MfuStats, SpecDecodeStats, TransferStats
+from .mfu_gauges import mfu_gauges
 from .snapshot import EngineSnapshot, EngineStateName, TransferSnapshot
 from .transfer_state import TransferState
 
@@ -135,6 +136,7 @@ class EngineState:
         self.last_arrival: float | None = None
         self.spec: SpecDecodeStats | None = None
         self.transfer = TransferState()
+        self.mfu: MfuStats | None = None  # the last MFU line (--enable-mfu-metrics)
         self._last_time: datetime | None = None
         self._gaps: deque[float] = deque(maxlen=GAP_HISTORY)
         self._held: tuple[float | None, float | None] | None = None
@@ -282,7 +284,7 @@ class EngineState:
         self._held = None
         self.last = None
         self.last_arrival = None
-        self.spec = None
+        self.spec = self.mfu = None
         self.transfer.reset()
         self._last_time = None
         self._last_measured = self._credited_to = None
@@ -365,6 +367,7 @@ class EngineState:
             elif spec.accepted_tokens is not None and spec.drafted_tokens:
                 ratio = spec.accepted_tokens / spec.drafted_tokens
             _put(out, "spec_decode_acceptance_ratio", ratio)
+        out.update(mfu_gauges(self.mfu))
         return out
 
     def counters(self) -> dict[str, float]:

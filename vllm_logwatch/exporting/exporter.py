@@ -36,6 +36,7 @@ from ..parsing.events import (
     Event,
     HttpAccess,
     LogMessage,
+    MfuStats,
     PrefixCacheRates,
     ServerInfo,
     SpecDecodeStats,
@@ -234,6 +235,8 @@ class ExporterMetrics(Collector):
         elif isinstance(event, TransferStats):
             self._engine(_engine_label(event.engine)).apply_transfer(event)
             self._engine_line()
+        elif isinstance(event, MfuStats):
+            self._engine(_engine_label(event.engine)).mfu = event
         elif isinstance(event, PrefixCacheRates):
             if self._last_v0 is not None:
                 self._last_v0.apply_prefix_rates(event.gpu_pct, event.cpu_pct)

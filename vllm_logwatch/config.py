@@ -155,7 +155,8 @@ class WatchSettings(_Exporting):
     """What `logwatch watch` needs. Paths are kept as given; the follower makes them absolute."""
 
     target: str = Field(
-        min_length=1, description="a log file, a folder (follows its newest launch file), a quoted glob, or "
+        min_length=1, description="a log file, a folder (follows its newest launch file; or its many "
+        "sources: see --layout), a quoted glob, or "
         "- for standard input (a pipe from docker logs -f, kubectl logs -f, journalctl -f -o cat; a named "
         "pipe is read the same way), read to its end and served on after it")
     from_start: bool = Field(
@@ -168,14 +169,15 @@ class WatchSettings(_Exporting):
     layout: Literal["auto", "scripts", "pods", "docker"] = Field(
         default="auto", description="what a folder target holds: scripts (launch files, one source per "
         "launch-script name, label script), pods (a kubelet tree such as /var/log/pods, labels namespace, "
-        "pod, container), docker (/var/lib/docker/containers, label container: its name); auto tells them "
-        "apart from what the folder holds")
+        "pod, container), docker (/var/lib/docker/containers, label container: its name). auto: what the "
+        "folder holds at start (a kubelet or Docker tree, or two or more scripts' files); a folder of one "
+        "script's files, or still empty, is one source (its newest file), as it always was")
     select: list[str] = Field(
         default_factory=list, description="keep only the sources whose name matches this glob (repeatable; "
         "in the environment: comma-separated): pods namespace/pod/container, docker the container's "
         "name, scripts the script's name")
     max_sources: int = Field(
-        default=100, ge=1, le=10_000, description="sources read at most; the ones found beyond are read "
+        default=100, ge=1, le=1000, description="sources read at most; the ones found beyond are read "
         "into one folded source (labels _folded) and counted")
     source_grace: float = Field(
         default=300.0, description="seconds a source whose files are all gone keeps its series, then "

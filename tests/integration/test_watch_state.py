@@ -39,8 +39,8 @@ def test_a_state_file_that_is_not_a_regular_file_or_too_big_is_a_usage_error(
         state, why = str(tmp_path / "state.json"), "is not a regular file (a device, a pipe, a socket)"
         os.mkfifo(state)
     elif kind == "big":
-        state, why = str(tmp_path / "state.json"), "is 100000 bytes: not a state file (at most 64 KiB)"
-        Path(state).write_bytes(b" " * 100_000)
+        state, why = str(tmp_path / "state.json"), "is 5000000 bytes: not a state file (at most 4 MiB)"
+        Path(state).write_bytes(b" " * 5_000_000)
     else:
         state, why = str(tmp_path / "state.json"), ("is a symbolic link: give the path of the file itself "
                                                      "(it is replaced at each save)")

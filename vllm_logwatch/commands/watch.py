@@ -15,16 +15,19 @@ import os
 import signal
 import socket
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..errors import EXIT_OK, UsageError
 from ..exporting.history import History
+from ..following.layouts import SOURCE_LABELS
 from ..following.statefile import MAX_STATE_BYTES
+from ..following.targets import has_magic
 from ..web.server import EXIT_SIGINT, bind_socket, create_app, serve, url_of
 from ..web.webconfig import WebConfig
 
 if TYPE_CHECKING:
+    from ..following.many import ManyFollower
     from ..following.stream import StreamSource
 
 __all__ = ["run_watch"]
@@ -50,12 +53,20 @@ def run_watch(
 
     history = History()
     stream = _is_stream(settings.target)
+    many = not stream and _is_many(settings)
     follower: LineSource
+    metrics_for = None
     try:
         metrics = ExporterMetrics(stats_interval=settings.stats_interval, const_labels=settings.labels,
-                                  on_stats=history.record)
+                                  on_stats=None if many else history.record)
         if stream:
             follower = _open_stream(settings, stdin_open)
+        elif many:
+            follower = sources = _many(settings)
+
+            def metrics_for(labels: Mapping[str, str]) -> ExporterMetrics:
+                return ExporterMetrics(stats_interval=settings.stats_interval,
+                                       const_labels={**settings.labels, **labels})
         else:
             follower = files = Follower(
                 settings.target, pattern=settings.pattern, from_start=settings.from_start,
@@ -63,10 +74,15 @@ def run_watch(
             )
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    waiting = None if stream else _nothing_to_read(files.mode, files.target, settings.pattern)
+    if stream:
+        waiting = None
+    elif many:
+        waiting = _no_source_yet(sources)
+    else:
+        waiting = _nothing_to_read(files.mode, files.target, settings.pattern)
     _check_state_file(settings.state_file)
     sock = bind_socket(settings.listen, settings.port)  # a port in use fails before anything starts
-    pipeline = Pipeline(follower, metrics, zone=resolve_zone(settings.tz))
+    pipeline = Pipeline(follower, metrics, zone=resolve_zone(settings.tz), metrics_for=metrics_for)
     registry = CollectorRegistry()
     pipeline.register(registry)
     web = settings.web_config
@@ -79,6 +95,12 @@ def run_watch(
     if stream:
         log.info("serving %s (listening on %s:%d); reading %s to its end", url, settings.listen, port,
                  follower.status()["target"])
+    elif many:
+        start = "from their start" if settings.from_start else "from their end"
+        state = f", state in {settings.state_file}" if settings.state_file else ""
+        chosen = f", those matching {' or '.join(settings.select)}" if settings.select else ""
+        log.info("serving %s (listening on %s:%d); following the sources of %s (layout %s%s) %s%s", url,
+                 settings.listen, port, sources.target, sources.mode, chosen, start, state)
     else:
         what = {"dir": f"folder (newest {settings.pattern})", "glob": "glob", "file": "file"}[files.mode]
         start = "its start" if settings.from_start else "its end"
@@ -94,6 +116,57 @@ def run_watch(
     signum = serve(app, settings.listen, port, on_stop=pipeline.stop, sock=sock, web=web)
     log.info("stopped%s", f" on {signal.Signals(signum).name}" if signum else "")
     return EXIT_SIGINT if signum == signal.SIGINT else EXIT_OK
+
+
+def _is_many(settings: Any) -> bool:
+    """Whether the target is read as many sources: with --layout, or a folder that holds at start a
+    kubelet or Docker tree or the launch files of two or more scripts. A file, a glob, and a folder of
+    one script's files (or none yet) are one source, as they always were. --layout or --select with a
+    file or a glob is a usage error; so is a --label named like a source's label."""
+    target = settings.target
+    folder = settings.layout != "auto" or (os.path.isdir(target) and _holds_many(target, settings.pattern))
+    if settings.select and not folder and os.path.isdir(target):
+        raise UsageError(f"--select: {target} holds one launch script's files (or none yet): give --layout "
+                         "(pods, docker or scripts) to read its sources")
+    if folder and has_magic(target):
+        raise UsageError(f"--layout: {target} is a glob: give the folder that holds the sources")
+    if folder and os.path.isfile(target):
+        raise UsageError(f"--layout {settings.layout}: {target} is a file, not a folder of sources")
+    if not folder and settings.select:
+        raise UsageError(f"--select: {target} is not a folder: there is only one source to follow")
+    if folder:
+        taken = sorted(set(settings.labels) & SOURCE_LABELS)
+        if taken:
+            raise UsageError(f"--label {taken[0]}: the sources of a folder have that label already")
+    return folder
+
+
+def _holds_many(folder: str, pattern: str) -> bool:
+    from ..following.layouts import detect_layout, discover
+
+    layout = detect_layout(folder)
+    if layout in ("pods", "docker"):
+        return True
+    return layout == "scripts" and len(discover(folder, layout, pattern, (), lambda exc, path: None)) > 1
+
+
+def _many(settings: Any) -> ManyFollower:
+    from ..following.many import ManyFollower
+
+    return ManyFollower(
+        settings.target, layout=settings.layout, pattern=settings.pattern, select=settings.select,
+        max_sources=settings.max_sources, grace=settings.source_grace, from_start=settings.from_start,
+        state_file=settings.state_file, poll_interval=settings.poll_interval,
+    )
+
+
+def _no_source_yet(sources: ManyFollower) -> str | None:
+    """What to say at start when the folder holds no source yet (its files may come later)."""
+    if not os.path.isdir(sources.target):
+        return f"{sources.target} does not exist yet: waiting for it"
+    if not sources.found_now():
+        return f"no source in {sources.target} yet: waiting for one"
+    return None
 
 
 def _say_web_config(web: WebConfig | None) -> None:
@@ -186,7 +259,7 @@ def _check_state_file(path: str | None) -> None:
         raise UsageError(f"--state-file {path}: is not a regular file (a device, a pipe, a socket)")
     if st is not None and st.st_size > MAX_STATE_BYTES:
         raise UsageError(f"--state-file {path}: is {st.st_size} bytes: not a state file (at most "
-                         f"{MAX_STATE_BYTES >> 10} KiB)")
+                         f"{MAX_STATE_BYTES >> 20} MiB)")
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise UsageError(f"--state-file {path}: its folder {folder} does not exist")

@@ -25,7 +25,7 @@ from typing import Any
 from ..parsing.framing import MAX_LINE_BYTES
 from .openfile import FollowerStats, LineBlock, LogLine, OpenFile, lines_of, open_log
 from .source import deliver
-from .statefile import Checkpoint, SavedState, StateFile, describe, position_of, resume_at
+from .statefile import Checkpoint, Position, SavedState, StateFile, describe, position_of, resume_at
 from .targets import Candidate, LaunchFiles
 from .wakers import Waker, WatchdogWaker
 
@@ -68,16 +68,19 @@ class Follower:
         autosave_seconds: float = AUTOSAVE_SECONDS,
         poll_bytes: int = MAX_POLL_BYTES,
         read_bytes: int = READ_CHUNK_BYTES,
+        lister: Callable[[], list[str]] | None = None,
+        saved: SavedState | None = None,
     ) -> None:
         """``autosave=False``: the caller writes the state file (``write_checkpoint``); ``poll()``,
         ``run()`` and ``close()`` never do; else at most once per ``autosave_seconds``. ``poll_bytes``:
-        what one ``poll()`` reads at most; ``read_bytes``: one ``read()`` call."""
+        what one ``poll()`` reads at most; ``read_bytes``: one ``read()`` call. ``lister``, ``saved``: one
+        source of many (`many.py`): its files and saved position, from the caller (``target`` names it)."""
         if max_line_bytes < 1:
             raise ValueError(f"max_line_bytes must be at least 1, got {max_line_bytes}")
         if poll_interval <= 0:
             raise ValueError(f"poll_interval must be positive, got {poll_interval}")
         self.state_file = os.path.abspath(state_file) if state_file else None
-        self._files = LaunchFiles(target, pattern, self.state_file, self._error)
+        self._files = LaunchFiles(target, pattern, self.state_file, self._error, lister)
         self.from_start = from_start
         self.max_line_bytes = max_line_bytes
         self.poll_interval = poll_interval
@@ -88,7 +91,7 @@ class Follower:
         self._stop = threading.Event()
         self._cur: OpenFile | None = None
         self._begun = False
-        self._saved: SavedState | None = None
+        self._saved: SavedState | None = saved
         self._budget = 0
         self._more = False
         self._waiting_for_path = False
@@ -106,6 +109,10 @@ class Follower:
     def target(self) -> str:
         """The absolute path (or glob) followed."""
         return self._files.target
+
+    @property
+    def more(self) -> bool:  # the last poll stopped at its budget (or a storm of file changes)
+        return self._more
 
     @property
     def mode(self) -> str:
@@ -138,6 +145,7 @@ class Follower:
                 self._step(out)
             except OSError as exc:
                 self._error(exc, self._cur.path if self._cur else self.target)
+            position: Position | None
             try:
                 position = self._position_locked()
             except OSError as exc:
@@ -153,9 +161,10 @@ class Follower:
         once those lines are handled, before polling again, and writing it records exactly them."""
         return self._checkpoint
 
-    def write_checkpoint(self, state: SavedState) -> bool:
+    def write_checkpoint(self, state: Position) -> bool:
         """Write ``state`` (from ``checkpoint()``) to the state file, atomically, from any thread; True
         if written. Errors are counted in ``stats.state_errors``, never raised."""
+        assert isinstance(state, SavedState)
         return self._state is not None and self._state.write(state)
 
     def run(

@@ -47,7 +47,7 @@ class LogLine:
 class LineBlock:
     """Complete lines of one followed file, as read: `count` lines in `data`, each ending in `\\n`.
 
-    `offset` is the byte offset of the first line in `source`, `number` its line number (as in
+    `offset` is the byte offset of the first line in `source` (its path), `number` its line number (as in
     `LogLine`). `cut`: one line, longer than the cap, truncated to it (its `data` is no slice of the
     file then). The lines' `\\r` and UTF-8 are left as read: `lines()` and the block scan see to them.
     """
@@ -58,6 +58,8 @@ class LineBlock:
     data: bytes
     count: int
     cut: bool = False
+    key: tuple[tuple[str, str], ...] = ()
+    """The labels of the source it came from (a many-source watch: `following/many.py`), else ()."""
 
     def lines(self) -> list[LogLine]:
         """The block line by line, as the follower used to hand lines out."""

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from .openfile import FollowerStats, LineBlock
-from .statefile import Checkpoint, SavedState
+from .statefile import Checkpoint, Position
 
 __all__ = ["LineSource", "deliver"]
 
@@ -23,7 +23,9 @@ class LineSource(Protocol):
     autosave: bool
     poll_interval: float
     poll_bytes: int
-    stats: FollowerStats
+
+    @property
+    def stats(self) -> FollowerStats: ...
 
     @property
     def ended(self) -> bool: ...
@@ -35,7 +37,7 @@ class LineSource(Protocol):
 
     def checkpoint(self) -> Checkpoint: ...
 
-    def write_checkpoint(self, state: SavedState) -> bool: ...
+    def write_checkpoint(self, state: Position) -> bool: ...
 
     def status(self) -> dict[str, Any]: ...
 

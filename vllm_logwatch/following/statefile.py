@@ -20,19 +20,21 @@ import stat
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from .openfile import FINGERPRINT_BYTES, FollowerStats, OpenFile, fingerprint_of, read_at
 
 __all__ = [
-    "MAX_STATE_BYTES", "Checkpoint", "SavedState", "StateError", "StateFile", "check_state_path", "describe",
-    "one_line", "position_of", "read_state", "resume_at", "write_state",
+    "MAX_STATE_BYTES", "Checkpoint", "Position", "SavedState", "SourcesState", "StateError", "StateFile",
+    "check_state_path", "describe", "one_line", "position_of", "read_state", "read_state_bytes", "resume_at",
+    "saved_from", "write_atomically", "write_state",
 ]
 
 _STATE_VERSION = 1
-MAX_STATE_BYTES = 64 << 10
-"""A state file is a few hundred bytes; a path of 4 KiB still fits many times."""
-_TOO_BIG = f"larger than a state file can be ({MAX_STATE_BYTES >> 10} KiB)"
+MAX_STATE_BYTES = 4 << 20
+"""A state file is a few hundred bytes a source; a thousand sources with 4 KiB paths still fit."""
+_TOO_BIG = f"larger than a state file can be ({MAX_STATE_BYTES >> 20} MiB)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,9 +60,21 @@ class Checkpoint:
     ``state`` is what a state file would say (``saved_at`` is set when it is written; None while no
     file is open); ``lines`` and ``bytes`` count what was read up to there."""
 
-    state: SavedState | None
+    state: Position | None
     lines: int
     bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class SourcesState:
+    """Where every source of a many-source watch is (`following/many.py`): each source's labels and its
+    own checkpoint, in a fixed order, so two equal positions compare equal."""
+
+    parts: tuple[tuple[tuple[tuple[str, str], ...], Checkpoint], ...]
+
+
+Position = SavedState | SourcesState
+"""What a state file records: one file's position, or every source's."""
 
 
 class StateFile:
@@ -80,9 +94,14 @@ class StateFile:
             return None
 
     def write(self, state: SavedState) -> bool:
+        return self.write_with(
+            lambda: write_state(self.path, dataclasses.replace(state, saved_at=time.time())))
+
+    def write_with(self, write: Callable[[], None]) -> bool:
+        """Run `write` (which writes this state file) one at a time; True if it did, else counted."""
         with self._lock:
             try:
-                write_state(self.path, dataclasses.replace(state, saved_at=time.time()))
+                write()
             except StateError as exc:
                 self._failed(str(exc))
                 return False
@@ -154,7 +173,40 @@ def _not_a_state_file(st: os.stat_result) -> str | None:
 
 
 def read_state(path: str) -> SavedState | None:
-    """The saved position, or None when there is no state file yet. Raises `StateError`.
+    """The saved position, or None when there is no state file yet. Raises `StateError`."""
+    data = read_state_bytes(path)
+    if data is None:
+        return None
+    try:
+        raw = json.loads(data.decode("utf-8"))
+        if raw.get("version", _STATE_VERSION) != _STATE_VERSION:
+            raise ValueError("a state file of another kind")
+        return saved_from(raw)
+    except (ValueError, KeyError, TypeError, AttributeError):
+        raise StateError(f"state file unreadable, ignored: {one_line(path)}") from None
+
+
+def saved_from(raw: dict[str, object]) -> SavedState:
+    """A `SavedState` from its JSON object; raises ValueError, KeyError or TypeError."""
+    def number(key: str, default: object = None) -> int:
+        value = raw.get(key, default) if default is not None else raw[key]
+        if not isinstance(value, (int, float, str)):
+            raise TypeError(key)
+        return int(value)
+
+    saved_at = raw["saved_at"]
+    if not isinstance(saved_at, (int, float, str)):
+        raise TypeError("saved_at")
+    return SavedState(
+        path=str(raw["path"]), ino=number("ino"), offset=number("offset"),
+        fingerprint=str(raw["fingerprint"]), fingerprint_bytes=number("fingerprint_bytes"),
+        number=number("number"), cut_pending=bool(raw.get("cut_pending", False)),
+        saved_at=float(saved_at), dev=number("dev", 0),
+    )
+
+
+def read_state_bytes(path: str) -> bytes | None:
+    """A state file's bytes, or None when there is none yet. Raises `StateError`.
 
     Reads at most `MAX_STATE_BYTES` + 1 bytes, never blocks (``O_NONBLOCK``: a pipe is seen as one, not
     waited on) and never follows a symbolic link (``O_NOFOLLOW``)."""
@@ -179,30 +231,16 @@ def read_state(path: str) -> SavedState | None:
         raise StateError(f"cannot read state: {describe(exc, path)}") from None
     finally:
         os.close(fd)
-    try:
-        raw = json.loads(data.decode("utf-8"))
-        return SavedState(
-            path=str(raw["path"]),
-            ino=int(raw["ino"]),
-            offset=int(raw["offset"]),
-            fingerprint=str(raw["fingerprint"]),
-            fingerprint_bytes=int(raw["fingerprint_bytes"]),
-            number=int(raw["number"]),
-            cut_pending=bool(raw.get("cut_pending", False)),
-            saved_at=float(raw["saved_at"]),
-            dev=int(raw.get("dev", 0)),
-        )
-    except (ValueError, KeyError, TypeError, AttributeError):
-        raise StateError(f"state file unreadable, ignored: {one_line(path)}") from None
+    return data
 
 
 def write_state(path: str, state: SavedState) -> None:
     """Save atomically. Raises OSError, or `StateError` when ``path`` exists and is not a regular file
     (it is left as it is)."""
-    _write_atomically(path, json.dumps({"version": _STATE_VERSION, **asdict(state)}, indent=1) + "\n")
+    write_atomically(path, json.dumps({"version": _STATE_VERSION, **asdict(state)}, indent=1) + "\n")
 
 
-def _write_atomically(path: str, text: str) -> None:
+def write_atomically(path: str, text: str) -> None:
     """Write a temporary file in the same folder, fsync it, rename it over ``path``: all or nothing."""
     folder = os.path.dirname(path) or "."
     fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=folder)

@@ -27,7 +27,7 @@ from ..parsing.framing import MAX_LINE_BYTES
 from .follower import MAX_POLL_BYTES, READ_CHUNK_BYTES
 from .openfile import FollowerStats, LineBlock, LogLine, OpenFile, lines_of
 from .source import deliver
-from .statefile import Checkpoint, SavedState, describe
+from .statefile import Checkpoint, Position, describe
 
 __all__ = ["STDIN_NAME", "StreamSource"]
 
@@ -152,7 +152,7 @@ class StreamSource:
         """The totals after the lines the last poll returned; no position (`state` is None)."""
         return self._checkpoint
 
-    def write_checkpoint(self, state: SavedState) -> bool:
+    def write_checkpoint(self, state: Position) -> bool:
         """There is no state file for a stream: never written."""
         return False
 

@@ -49,14 +49,20 @@ class Candidate(NamedTuple):
 class LaunchFiles:
     """The files of a target (a file, a folder with a name pattern, or a glob), and which one is next.
 
-    ``mode`` is ``"file"``, ``"dir"`` or ``"glob"``. The follower tells it what it opened
+    ``mode`` is ``"file"``, ``"dir"``, ``"glob"`` or ``"list"``. The follower tells it what it opened
     (``opened``); it answers which file to open first (``first``), which to open when none is open
     (``next_to_open``) and whether a newer launch supersedes the current file (``newer_launch``).
     """
 
-    def __init__(self, target: str, pattern: str, state_file: str | None, on_error: OnError) -> None:
-        self.target = os.path.abspath(target)
-        if os.path.isdir(self.target) or target.endswith(os.sep):
+    def __init__(self, target: str, pattern: str, state_file: str | None, on_error: OnError,
+                 lister: Callable[[], list[str]] | None = None) -> None:
+        """``lister``: the candidate paths, given by the caller (mode ``"list"``: one source of a folder
+        of many, `following/many.py`); ``target`` then only names it."""
+        self.target = target if lister is not None else os.path.abspath(target)
+        self._lister = lister
+        if lister is not None:
+            self.mode = "list"
+        elif os.path.isdir(self.target) or target.endswith(os.sep):
             self.mode = "dir"
         elif has_magic(target):
             self.mode = "glob"
@@ -136,6 +142,8 @@ class LaunchFiles:
                 self._on_error(exc, self.target)
                 names = []
             names = [p for p in names if fnmatch.fnmatch(os.path.basename(p), self.pattern)]
+        elif self._lister is not None:
+            names = self._lister()
         else:
             names = glob.glob(self.target)
         found_all = [candidate(p) for p in names if not self._is_state_file(p)]
@@ -149,6 +157,8 @@ class LaunchFiles:
             return [self.target]
         if self.mode == "file":
             return [os.path.dirname(self.target)]
+        if self.mode == "list":
+            return sorted({os.path.dirname(c.path) for c in self._scanned})
         parts = self.target.split(os.sep)
         fixed = os.sep.join(parts[: next(i for i, p in enumerate(parts) if has_magic(p))]) or os.sep
         return sorted({fixed} | {os.path.dirname(c.path) for c in self._scanned})

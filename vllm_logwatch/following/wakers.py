@@ -135,10 +135,22 @@ class _WakeOnChange(FileSystemEventHandler):
     def __init__(self, event: threading.Event) -> None:
         super().__init__()
         self._event = event
+        self._lock = threading.Lock()
+        self.changed: set[str] = set()  # the folders events were about since `take`
 
     def on_any_event(self, event: FileSystemEvent) -> None:
         if event.event_type in _WAKING_EVENT_TYPES:
+            paths = [os.fsdecode(event.src_path), os.fsdecode(getattr(event, "dest_path", "") or "")]
+            with self._lock:
+                for path in filter(None, paths):
+                    self.changed.add(path)  # a folder's own event names the folder
+                    self.changed.add(os.path.dirname(path))  # an entry's names its folder
             self._event.set()
+
+    def take(self) -> set[str]:
+        with self._lock:
+            changed, self.changed = self.changed, set()
+        return changed
 
 
 class WatchdogWaker(PollWaker):
@@ -208,6 +220,14 @@ class WatchdogWaker(PollWaker):
                 except OSError as exc:
                     # Typically ENOSPC: the inotify watch limit. Keep polling; say so.
                     self.degraded_reason = f"cannot watch {path}, polling it: {_one_line(exc)}"
+
+    def take_changed(self) -> set[str] | None:
+        """The folders that had events since the last call, or None when that is not known (no
+        observer, or a folder that could not be watched): then every folder may have changed."""
+        changed = self._handler.take()
+        with self._lock:
+            known = self._observer is not None and self.degraded_reason is None
+        return changed if known else None
 
     def close(self) -> None:
         """Stop the observer thread and release any waiter."""

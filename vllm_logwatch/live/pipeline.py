@@ -47,12 +47,14 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from ..exporting.exporter import ExporterMetrics
 from ..following.openfile import LineBlock
 from ..following.source import LineSource
+from ..following.statefile import SavedState
 from ..parsing.assemble import Assembler
 from ..parsing.events import Event, Unparsed
 from ..parsing.line import KNOWN_EXTRA_KEYS, parse_line
-from ..parsing.stamps import YearClock, local_zone
+from ..parsing.stamps import local_zone
 from ..shown import shown_path
 from .ingest import LaunchReader
+from .sources import MetricsFactory, SourceReaders
 from .statekeeper import StateKeeper
 
 __all__ = ["Pipeline"]
@@ -74,7 +76,9 @@ class Pipeline:
     that is said once, and the metrics stay served.
 
     `zone`: the zone vLLM logged in (None: this machine's). `parse`: the line parser (tests inject a
-    faulty one). `step()` does one poll in the caller's thread, for tests stepping a `ManualWaker`.
+    faulty one). `metrics_for(labels)`: the metrics of each source of a many-source follower
+    (`following/many.py`, `sources.py`); `metrics` then holds the watch's own errors. `step()` does one
+    poll in the caller's thread, for tests stepping a `ManualWaker`.
     """
 
     def __init__(
@@ -84,18 +88,18 @@ class Pipeline:
         *,
         zone: tzinfo | None = None,
         parse: Callable[[str], Event | None] = parse_line,
+        metrics_for: MetricsFactory | None = None,
     ) -> None:
         self.follower = follower
         self.metrics = metrics
         self.zone = zone if zone is not None else local_zone()
         self._parse = parse
+        self.readers = SourceReaders(metrics, self.zone, self._new_reader, metrics_for=metrics_for,
+                                     labels_of=getattr(follower, "labels_of", None))
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._housekeeper: threading.Thread | None = None
         self._sync_lock = threading.Lock()
-        self._source: str | None = None
-        self._reader: LaunchReader | None = None
-        self._sources_seen = 0
         self._lines_applied = 0
         self._batches = 0
         self._internal_errors = 0
@@ -184,10 +188,7 @@ class Pipeline:
     def _handle(self, blocks: list[LineBlock]) -> None:
         with self.keeper.gate:
             for block in blocks:
-                if block.source != self._source:
-                    self._switch_source(block.source)
-                assert self._reader is not None
-                self._reader.read(block.data, block.number)
+                self.readers.read(block)
             self._lines_applied += sum(block.count for block in blocks)
             self._batches += 1
             self._last_batch = time.time()
@@ -198,28 +199,22 @@ class Pipeline:
         """After any poll (its lines applied): a position that moved without a line (a file opened,
         rotated, truncated; a cut line's tail skipped) is pending too."""
         self.keeper.moved(self.follower.checkpoint())
+        take_dropped = getattr(self.follower, "take_dropped", None)
+        if take_dropped is not None and (dropped := take_dropped()):
+            with self.keeper.gate:
+                for key in dropped:
+                    self.readers.drop(key)
         if self.follower.ended and not self._ended:
             self._ended = True
             with self.keeper.gate:
-                if self._reader is not None:
-                    self._reader.flush()  # a record the assembler holds: nothing will complete it now
+                self.readers.flush_all()  # a record the assembler holds: nothing will complete it now
             log.info("%s ended: nothing more to read; still serving the metrics read from it",
                      self.follower.status()["target"])
 
-    def _switch_source(self, source: str) -> None:
-        """A new file: a new vLLM launch, with its own clock (the year is in its name)."""
-        if self._reader is not None:
-            self._reader.flush()
-        zone = self.zone
-
-        def clock(first_stamp: str) -> YearClock:
-            return YearClock.for_source(source, zone, first_stamp=first_stamp)
-
-        self._reader = LaunchReader(self.metrics, Assembler(source, clock, hold_v0=False),
-                                    self._internal_error, parse=self._parse, on_cut=self._count_cut)
-        self._source = source
-        self._sources_seen += 1
-        self.metrics.new_launch(source)
+    def _new_reader(self, assembler: Assembler, metrics: ExporterMetrics) -> LaunchReader:
+        """The reader of a new file (`SourceReaders` makes one a launch)."""
+        return LaunchReader(metrics, assembler, self._internal_error, parse=self._parse,
+                            on_cut=self._count_cut)
 
     def _count_cut(self, lines: int) -> None:
         self._joined_cut += lines
@@ -246,20 +241,26 @@ class Pipeline:
         with self._sync_lock:
             stats = self.follower.stats
             applied = self.keeper.pending  # lines and bytes as far as applied: never ahead of the state file
-            self.metrics.set_follower_stats(
-                lines=applied.lines, bytes=applied.bytes, rotations=stats.rotations,
-                truncations=stats.truncations, read_errors=stats.read_errors,
-                lines_cut=stats.lines_cut + self._joined_cut,
-                state_errors=stats.state_errors,
-            )
+            per_source = getattr(self.follower, "source_stats", None)
+            if per_source is not None:
+                self.readers.sync(applied, getattr(self.follower, "own", stats), per_source())
+            else:
+                self.metrics.set_follower_stats(
+                    lines=applied.lines, bytes=applied.bytes, rotations=stats.rotations,
+                    truncations=stats.truncations, read_errors=stats.read_errors,
+                    lines_cut=stats.lines_cut + self._joined_cut,
+                    state_errors=stats.state_errors,
+                )
             follower = self.follower.status()
             for what, count in (("files_opened", stats.files_opened), ("file_switches", stats.file_switches),
                                 ("rotations", stats.rotations), ("truncations", stats.truncations)):
                 if count > self._logged_counts[what]:
                     first = self._logged_counts[what] == 0
                     self._logged_counts[what] = count
-                    if what == "files_opened":
-                        if first and follower["path"] is not None:
+                    if follower["path"] is None:
+                        pass  # a many-source watch: each source says what it reads (`sources.py`)
+                    elif what == "files_opened":
+                        if first:
                             log.info("reading %s from offset %s", follower["path"], follower["start_offset"])
                     else:
                         log.info(_FILE_EVENTS[what], follower["path"])
@@ -301,14 +302,17 @@ class Pipeline:
                     None if self._last_batch is None else round(now - self._last_batch, 3)),
                 "internal_errors": self._internal_errors,
                 "state_writes": self.keeper.writes,
-                "source": self._source,
+                "source": self.readers.current(),
                 # after the lines applied, as `lines_applied` (the follower's offset runs ahead of both
                 # while a poll's lines are applied)
-                "offset": None if applied is None else applied.offset,
-                "sources_seen": self._sources_seen,
+                "offset": applied.offset if isinstance(applied, SavedState) else None,
+                "sources_seen": self.readers.files_seen,
             },
             "follower": {"ended": self.follower.ended, **self.follower.status()},
             **snapshot,
+            **({"sources": [{"labels": dict(labels), **m.status()}
+                            for labels, m in self.readers.labelled().items()]}
+               if self.readers.labelled() else {}),
         })
         return safe
 
@@ -322,7 +326,7 @@ class _SyncedCollector(Collector):
     def collect(self) -> Iterable[Metric]:
         with self._pipeline.keeper.published():
             self._pipeline.sync()
-            return list(self._pipeline.metrics.collect())
+            return self._pipeline.readers.collect()
 
     def describe(self) -> Iterable[Metric]:
         return self._pipeline.metrics.describe()

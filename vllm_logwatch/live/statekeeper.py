@@ -23,7 +23,7 @@ import time
 from collections.abc import Iterator
 
 from ..following.source import LineSource
-from ..following.statefile import Checkpoint, SavedState
+from ..following.statefile import Checkpoint, Position
 
 __all__ = ["SAVE_INTERVAL", "SAVE_RETRY", "StateKeeper"]
 
@@ -44,7 +44,7 @@ class StateKeeper:
         self.pending: Checkpoint = follower.checkpoint()  # after the lines applied so far
         self.writes = 0
         self._write_lock = threading.Lock()  # one write at a time, each of the newest pending position
-        self._saved: SavedState | None = None  # the position last written
+        self._saved: Position | None = None  # the position last written
         self._last_write = float("-inf")  # monotonic time of the last write attempt
         self._failing = False  # the last write failed: retried after save_retry; scrapes do not wait
         self._due = threading.Event()

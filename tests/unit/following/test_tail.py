@@ -589,7 +589,7 @@ for path in sys.argv[1:]:
 def test_reading_a_state_file_is_bounded_and_never_blocks(tmp_path: Path) -> None:
     fifo, big, link = tmp_path / "fifo.json", tmp_path / "big.json", tmp_path / "null.json"
     os.mkfifo(fifo)
-    big.write_text('{"path": "' + "x" * (1 << 20) + '"}')
+    big.write_text('{"path": "' + "x" * (5 << 20) + '"}')
     link.symlink_to("/dev/null")
     paths = ["/dev/zero", "/dev/full", str(fifo), str(big), str(link)]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
@@ -600,7 +600,7 @@ def test_reading_a_state_file_is_bounded_and_never_blocks(tmp_path: Path) -> Non
         "cannot read state: not a regular file: /dev/zero",
         "cannot read state: not a regular file: /dev/full",
         f"cannot read state: not a regular file: {fifo}",
-        f"cannot read state: larger than a state file can be (64 KiB): {big}",
+        f"cannot read state: larger than a state file can be (4 MiB): {big}",
         f"cannot read state: a symbolic link, not the file itself: {link}",
     ]
 

@@ -131,8 +131,7 @@ def test_bad_records_and_long_joined_lines_are_counted(tmp_path: Path, watch: An
     assert [r.line for r in metrics.records] == [4]
     assert registry.get_sample_value("vllm_logwatch_parse_errors_total", {"what": "envelope"}) == 1
     assert registry.get_sample_value("vllm_logwatch_lines_cut_total") == 1
-    assert pipeline._reader is not None
-    pipeline._reader.flush()  # the end of the launch (a new file, stdin's end)
+    pipeline.readers.flush_all()  # the end of the launch (a new file, stdin's end)
     assert [r.line for r in metrics.records] == [4, 9]
     assert registry.get_sample_value("vllm_logwatch_stats_lines_total",
                                      {"engine": "0", "model_name": "unknown"}) == 2

@@ -1,0 +1,332 @@
+"""Follow many sources of one folder at once: launch scripts, Kubernetes containers, Docker containers.
+
+`layouts.py` says which sources the folder holds; each gets a `Follower` of its own (its files given
+by a lister, so it follows its newest launch, rotations and restarts as a one-source watch does),
+polled from this one thread: no thread, timer or descriptor per idle source beyond the open file.
+What is polled when:
+
+* a source whose folder had a file event since the last poll (the waker says which folders; a
+  busy source does not make the idle ones polled);
+* every source at the backstop: each poll interval while notifications are not known to work, else
+  every `rescan_seconds` (a missed event costs at most that);
+* the listing is made again when a folder gained or lost an entry, and at the backstop.
+
+One poll reads at most `poll_bytes` over all sources, taking them in turn, so one busy source cannot
+starve the others. Beyond `max_sources` sources, the newest ones found are still read, under the
+labels `_folded` (their counters summed in one set of series). A source whose files are all gone keeps
+its series for `grace` seconds (a pod restarted elsewhere, a container recreated), then it is dropped
+and the pipeline told (`take_dropped`). The state file holds every source's position
+(`sourcestate.py`); one write records all of them at once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from .follower import Follower
+from .layouts import Found, SourceKey, detect_layout, discover, folded_key
+from .openfile import FollowerStats, LineBlock
+from .source import deliver
+from .sourcestate import read_sources, write_sources
+from .statefile import Checkpoint, Position, SavedState, SourcesState, StateError, StateFile, describe
+from .wakers import Waker, WatchdogWaker
+
+__all__ = ["ManyFollower"]
+
+RESCAN_SECONDS = 10.0
+_SUMMED = ("lines", "bytes", "rotations", "truncations", "read_errors", "lines_cut", "files_opened",
+           "file_switches", "state_errors")
+
+
+@dataclass
+class _Source:
+    follower: Follower
+    found: Found
+    folded: bool
+
+
+class ManyFollower:
+    """The sources of the folder `target` (`layout`: scripts, pods, docker, or auto), as one `LineSource`.
+
+    Blocks carry their source's labels in `LineBlock.key`; `labels_of(key)` gives the labels its series
+    get (the folded ones beyond the cap). Errors are counted, never raised."""
+
+    ended = False
+
+    def __init__(
+        self, target: str, *, layout: str = "auto", pattern: str = "*.log", select: Iterable[str] = (),
+        max_sources: int = 100, grace: float = 300.0, from_start: bool = False, state_file: str | None = None,
+        waker: Waker | None = None, poll_interval: float = 1.0, rescan_seconds: float = RESCAN_SECONDS,
+        poll_bytes: int = 16 << 20, clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.target = os.path.abspath(target)
+        self.layout: str | None = None if layout == "auto" else layout
+        self.pattern = pattern
+        self.select = tuple(select)
+        self.max_sources = max_sources
+        self.grace = grace
+        self.from_start = from_start
+        self.state_file = os.path.abspath(state_file) if state_file else None
+        self.poll_interval = poll_interval
+        self.rescan_seconds = rescan_seconds
+        self.poll_bytes = poll_bytes
+        self.autosave = True
+        self.own = FollowerStats()  # the watch's own: listing and state file errors
+        self._clock = clock
+        self._waker = waker
+        self._owns_waker = False
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._sources: dict[SourceKey, _Source] = {}
+        self._found: dict[SourceKey, Found] = {}
+        self._gone: dict[SourceKey, float] = {}  # since when a source's files are gone
+        self._dropped: list[SourceKey] = []
+        self._names: dict[str, tuple[int, str]] = {}  # Docker container names by config path
+        self._saved: dict[SourceKey, SavedState] = {}
+        self._due: set[SourceKey] = set()
+        self._turn = 0
+        self._begun = False
+        self._closed = False
+        self._last_sweep = float("-inf")
+        self._last_listing = float("-inf")
+        self._checkpoint = Checkpoint(SourcesState(()), 0, 0)
+        self._state = StateFile(self.state_file, self.own) if self.state_file else None
+
+    # -- what the pipeline reads ------------------------------------------------------------------
+
+    @property
+    def mode(self) -> str:
+        return self.layout or "auto"
+
+    @property
+    def stats(self) -> FollowerStats:
+        """The totals over every source, and the watch's own errors."""
+        total = dataclasses.replace(self.own)
+        for source in list(self._sources.values()):
+            stats = source.follower.stats
+            for name in _SUMMED:
+                setattr(total, name, getattr(total, name) + getattr(stats, name))
+            total.last_error = stats.last_error or total.last_error
+        return total
+
+    def source_stats(self) -> dict[SourceKey, FollowerStats]:
+        """Each source's own counters."""
+        return {key: source.follower.stats for key, source in list(self._sources.items())}
+
+    def labels_of(self, key: SourceKey) -> SourceKey:
+        """The labels the series of source `key` get: its own, or the folded ones."""
+        source = self._sources.get(key)
+        if source is not None and source.folded and self.layout is not None:
+            return folded_key(self.layout)
+        return key
+
+    def found_now(self) -> int:
+        """How many sources the folder holds now (what the first poll will find); reads nothing."""
+        with self._lock:
+            self.layout = self.layout or detect_layout(self.target)
+            layout = self.layout
+        if layout is None:
+            return 0
+        return len(discover(self.target, layout, self.pattern, self.select, lambda exc, path: None))
+
+    def take_dropped(self) -> list[SourceKey]:
+        """The sources dropped (gone past the grace) since the last call."""
+        with self._lock:
+            dropped, self._dropped = self._dropped, []
+        return dropped
+
+    def checkpoint(self) -> Checkpoint:
+        return self._checkpoint
+
+    def write_checkpoint(self, state: Position) -> bool:
+        """Write every source's position (from `checkpoint()`) at once; errors counted, never raised."""
+        assert isinstance(state, SourcesState)
+        path = self.state_file
+        return self._state is not None and path is not None and self._state.write_with(
+            lambda: write_sources(path, state))
+
+    def status(self) -> dict[str, Any]:
+        sources = list(self._sources.items())
+        return {
+            "target": self.target, "mode": self.mode, "path": None, "offset": None, "start_offset": None,
+            "sources": len(sources), "folded": sum(1 for _, s in sources if s.folded),
+            "gone": len(self._gone),
+            "select": list(self.select), "max_sources": self.max_sources,
+            "waker_degraded_reason": getattr(self._waker, "degraded_reason", None),
+            "per_source": [{"labels": dict(key), "folded": s.folded, "path": s.follower.status()["path"],
+                            "offset": s.follower.status()["offset"]} for key, s in sources],
+            "stats": dataclasses.asdict(self.stats),
+        }
+
+    # -- polling ----------------------------------------------------------------------------------
+
+    def poll_blocks(self) -> list[LineBlock]:
+        """Read what is new in the sources due now (at most `poll_bytes` in all), in blocks."""
+        out: list[LineBlock] = []
+        with self._lock:
+            if self._closed:
+                return out
+            now = self._clock()
+            if not self._begun:
+                self._begin()
+            changed = self._changed()
+            backstop = self.poll_interval if changed is None else max(self.rescan_seconds, self.poll_interval)
+            full = now - self._last_sweep >= backstop
+            if full or (changed is not None and changed & self._listed_dirs()):
+                self._relist(now)
+            if full:
+                self._last_sweep = now
+                self._due.update(self._sources)
+            elif changed:
+                self._due.update(key for key, s in self._sources.items() if changed & set(s.found.dirs))
+            self._read_due(out)
+            self._checkpoint = Checkpoint(
+                SourcesState(tuple((key, self._sources[key].follower.checkpoint())
+                                   for key in sorted(self._sources))),
+                sum(s.follower.stats.lines for s in self._sources.values()),
+                sum(s.follower.stats.bytes for s in self._sources.values()))
+            if self._waker is not None:
+                self._waker.watch(self._watch_dirs())
+        return out
+
+    def _changed(self) -> set[str] | None:
+        take = getattr(self._waker, "take_changed", None)
+        return take() if callable(take) else None
+
+    def _read_due(self, out: list[LineBlock]) -> None:
+        budget = self.poll_bytes
+        keys = sorted(self._due)
+        if not keys:
+            return
+        start = self._turn % len(keys)
+        for key in keys[start:] + keys[:start]:
+            if budget <= 0:
+                break
+            source = self._sources.get(key)
+            if source is None:
+                self._due.discard(key)
+                continue
+            follower = source.follower
+            follower.poll_bytes = budget
+            before = follower.stats.bytes
+            blocks = follower.poll_blocks()
+            budget -= follower.stats.bytes - before
+            out.extend(dataclasses.replace(block, key=key) for block in blocks)
+            if not follower.more:
+                self._due.discard(key)
+        self._turn += 1
+
+    # -- the listing --------------------------------------------------------------------------------
+
+    def _begin(self) -> None:
+        self._begun = True
+        if self._state is not None and self.state_file is not None:
+            try:
+                self._saved = read_sources(self.state_file)
+            except StateError as exc:
+                self.own.state_errors += 1
+                self.own.last_state_error = str(exc)
+        self._relist(self._clock(), first=True)
+
+    def _on_error(self, exc: OSError, path: str) -> None:
+        self.own.read_errors += 1
+        self.own.last_error = describe(exc, path)
+
+    def _relist(self, now: float, *, first: bool = False) -> None:
+        """List the folder again: new sources get a follower, vanished ones start their grace."""
+        self._last_listing = now
+        if self.layout is None:
+            self.layout = detect_layout(self.target)
+            if self.layout is None:
+                return
+        found = discover(self.target, self.layout, self.pattern, self.select, self._on_error, self._names)
+        self._found = found
+        for key in sorted(found):
+            source = self._sources.get(key)
+            if source is None:
+                self._add(key, found[key], first)
+            else:
+                source.found = found[key]
+            self._gone.pop(key, None)
+        for key in [k for k in self._sources if k not in found]:
+            since = self._gone.setdefault(key, now)
+            if now - since >= self.grace:
+                self._drop(key)
+
+    def _add(self, key: SourceKey, found: Found, first: bool) -> None:
+        """A source seen at start begins where the state file says, else at its end (or its start with
+        `from_start`); one that appears later is new: read from its start."""
+        unfolded = sum(1 for s in self._sources.values() if not s.folded)
+
+        def lister() -> list[str]:
+            current = self._found.get(key)
+            return list(current.files) if current is not None else []
+
+        follower = Follower(
+            (key and "/".join(v for _, v in key)) or self.target, lister=lister, saved=self._saved.get(key),
+            from_start=self.from_start or not first, poll_interval=self.poll_interval, autosave=False,
+        )
+        self._sources[key] = _Source(follower, found, folded=unfolded >= self.max_sources)
+        self._due.add(key)
+
+    def _drop(self, key: SourceKey) -> None:
+        source = self._sources.pop(key)
+        source.follower.close()
+        self._gone.pop(key, None)
+        self._due.discard(key)
+        self._dropped.append(key)
+
+    def _listed_dirs(self) -> set[str]:
+        """The folders whose entries make the listing: the target, and for pods each pod's folders."""
+        dirs = {self.target}
+        for found in self._found.values():
+            for folder in found.dirs:
+                dirs.add(folder)
+                if self.layout == "pods":
+                    dirs.add(os.path.dirname(folder))
+        return dirs
+
+    def _watch_dirs(self) -> list[str]:
+        return sorted(self._listed_dirs())
+
+    # -- life cycle -------------------------------------------------------------------------------
+
+    def run_blocks(
+        self, on_blocks: Callable[[list[LineBlock]], None], stop: threading.Event | None = None, *,
+        on_poll: Callable[[], None] | None = None,
+    ) -> None:
+        waker = self._waker
+        if waker is None:
+            waker = self._waker = WatchdogWaker(self.poll_interval)
+            self._owns_waker = True
+            waker.start()
+
+        def stopping() -> bool:
+            return self._stop.is_set() or (stop is not None and stop.is_set())
+
+        deliver(self.poll_blocks, on_blocks, on_poll, stopping, lambda: bool(self._due), waker.wait,
+                self.poll_interval)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._waker is not None:
+            self._waker.wake()
+
+    def close(self) -> None:
+        self.stop()
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            if self.autosave and self._state is not None:
+                self.write_checkpoint(self._checkpoint.state or SourcesState(()))
+            for source in self._sources.values():
+                source.follower.close()
+        if self._owns_waker and self._waker is not None:
+            self._waker.close()

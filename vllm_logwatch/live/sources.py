@@ -1,0 +1,171 @@
+"""The sources of one watch as the metrics see them: a reader per source, a set of series per label set.
+
+A one-source watch (a file, a glob, a stream, today's folder) has one source, key (), read into the
+pipeline's own `ExporterMetrics`. A many-source watch (`following/many.py`) has one per container or
+launch script: each gets its own `LaunchReader` (its own Assembler and clock: the lines of two servers
+never meet in one record) and its own `ExporterMetrics`, made by `metrics_for(labels)` with the
+source's labels on every series; the sources folded beyond the cap share one. The families of all
+are served as one (`collect`): the same names, the samples of each.
+
+A source's file switch is its new launch (its gauges start over), as in a one-source watch. A source
+dropped after its grace loses its series; the folded series keep what a dropped folded source counted.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from datetime import tzinfo
+
+from prometheus_client.core import Metric
+
+from ..exporting.exporter import ExporterMetrics
+from ..following.layouts import SourceKey
+from ..following.openfile import FollowerStats, LineBlock
+from ..following.statefile import Checkpoint, SourcesState
+from ..parsing.assemble import Assembler
+from ..parsing.stamps import YearClock
+from .ingest import LaunchReader
+
+__all__ = ["MetricsFactory", "SourceReaders"]
+
+log = logging.getLogger(__name__)
+
+MetricsFactory = Callable[[Mapping[str, str]], ExporterMetrics]
+"""The metrics of a source, given its labels (the watch's own `--label` pairs added by the factory)."""
+_TOTALS = ("rotations", "truncations", "read_errors", "lines_cut")
+
+
+class _Reader:
+    def __init__(self, source: str, reader: LaunchReader) -> None:
+        self.source = source
+        self.reader = reader
+
+
+def described(labels: SourceKey) -> str:
+    """`namespace=vllm pod=vllm-0 container=vllm`, for the log."""
+    return " ".join(f"{name}={value}" for name, value in labels)
+
+
+class SourceReaders:
+    """Readers and metrics of a watch's sources. `labels_of(key)`: the labels a source's series get
+    (the folded ones beyond the cap); `make_reader(source, metrics)`: the reader of a new file."""
+
+    def __init__(self, base: ExporterMetrics, zone: tzinfo,
+                 make_reader: Callable[[Assembler, ExporterMetrics], LaunchReader], *,
+                 metrics_for: MetricsFactory | None = None,
+                 labels_of: Callable[[SourceKey], SourceKey] | None = None) -> None:
+        self.base = base
+        self.zone = zone
+        self._make_reader = make_reader
+        self._metrics_for = metrics_for
+        self._labels_of = labels_of or (lambda key: key)
+        self._readers: dict[SourceKey, _Reader] = {}
+        self._metrics: dict[SourceKey, ExporterMetrics] = {}
+        self._retired: dict[SourceKey, dict[str, int]] = {}  # what dropped folded sources counted
+        self._last: dict[SourceKey, dict[str, int]] = {}  # each source's totals at the last sync
+        self.files_seen = 0
+
+    def metrics_of(self, key: SourceKey) -> ExporterMetrics:
+        labels = self._labels_of(key)
+        if not labels or self._metrics_for is None:
+            return self.base
+        metrics = self._metrics.get(labels)
+        if metrics is None:
+            metrics = self._metrics[labels] = self._metrics_for(dict(labels))
+        return metrics
+
+    def read(self, block: LineBlock) -> None:
+        entry = self._readers.get(block.key)
+        if entry is None or entry.source != block.source:
+            entry = self._switch(block.key, block.source)
+        entry.reader.read(block.data, block.number)
+
+    def current(self) -> str | None:
+        """The file read last of a one-source watch (its status shows it)."""
+        entry = self._readers.get(())
+        return entry.source if entry is not None else None
+
+    def _switch(self, key: SourceKey, source: str) -> _Reader:
+        """A new file of a source: a new vLLM launch, with its own clock (the year is in its name)."""
+        old = self._readers.get(key)
+        if old is not None:
+            old.reader.flush()
+        elif key:
+            log.info("new source %s: reading %s", described(self._labels_of(key)), source)
+        zone = self.zone
+
+        def clock(first_stamp: str) -> YearClock:
+            return YearClock.for_source(source, zone, first_stamp=first_stamp)
+
+        metrics = self.metrics_of(key)
+        reader = self._make_reader(Assembler(source, clock, hold_v0=False), metrics)
+        entry = self._readers[key] = _Reader(source, reader)
+        self.files_seen += 1
+        metrics.new_launch(source)
+        return entry
+
+    def flush_all(self) -> None:
+        """The end of every source (a stream's writer is gone): records the assemblers still hold."""
+        for entry in self._readers.values():
+            entry.reader.flush()
+
+    def drop(self, key: SourceKey) -> None:
+        """A source gone past its grace: its series go (a folded one's counts stay in the folded series)."""
+        entry = self._readers.pop(key, None)
+        if entry is not None:
+            entry.reader.flush()
+        labels = self._labels_of(key)
+        last = self._last.pop(key, None)
+        if labels != key:
+            if last is not None:
+                retired = self._retired.setdefault(labels, dict.fromkeys(last, 0))
+                for name, value in last.items():
+                    retired[name] += value
+        else:
+            self._metrics.pop(labels, None)
+        log.info("source %s gone for its grace: its series are dropped", described(labels))
+
+    def sync(self, applied: Checkpoint, own: FollowerStats,
+             per_source: Mapping[SourceKey, FollowerStats]) -> None:
+        """Each source's counters into its series; `applied`: the many-source checkpoint of the lines
+        applied (never ahead of the state file), `own`: the watch's own errors (unlabelled series)."""
+        parts = dict(applied.state.parts) if isinstance(applied.state, SourcesState) else {}
+        groups: dict[SourceKey, dict[str, int]] = {}
+        for key, stats in per_source.items():
+            part = parts.get(key)
+            totals = {"lines": part.lines if part else 0, "bytes": part.bytes if part else 0,
+                      **{name: getattr(stats, name) for name in _TOTALS}}
+            self._last[key] = totals
+            labels = self._labels_of(key)
+            group = groups.setdefault(labels, dict(self._retired.get(labels, dict.fromkeys(totals, 0))))
+            for name, value in totals.items():
+                group[name] += value
+        for labels, totals in groups.items():
+            self.metrics_of(labels).set_follower_stats(**totals)
+        self.base.set_follower_stats(lines=0, bytes=0, rotations=0, truncations=0,
+                                     read_errors=own.read_errors, lines_cut=0, state_errors=own.state_errors)
+
+    def all_metrics(self) -> list[ExporterMetrics]:
+        return [self.base, *self._metrics.values()]
+
+    def labelled(self) -> dict[SourceKey, ExporterMetrics]:
+        return dict(self._metrics)
+
+    def collect(self) -> list[Metric]:
+        """The families of every source's metrics, merged by name."""
+        return merge_families(m.collect() for m in self.all_metrics())
+
+
+def merge_families(collected: Iterable[Iterable[Metric]]) -> list[Metric]:
+    """One family per name, holding the samples of every collector's family of that name."""
+    merged: dict[str, Metric] = {}
+    for families in collected:
+        for family in families:
+            first = merged.get(family.name)
+            if first is None:
+                merged[family.name] = family
+            else:
+                first.samples.extend(family.samples)
+    return list(merged.values())
+

@@ -63,6 +63,14 @@ def _cmd_plot(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from .commands.compare import run_compare
+
+    fmt = "markdown" if args.markdown else "json" if args.json else "text"
+    run_compare(args.files, fmt=fmt, output=args.output, year=args.year, tz=args.tz)
+    return EXIT_OK
+
+
 def _log_to_stderr() -> None:
     """One line per event on stderr; only the long-running commands log (the library never configures it)."""
     import logging
@@ -116,7 +124,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 _HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
     "parse": _cmd_parse, "summary": _cmd_summary, "plot": _cmd_plot,
-    "watch": _cmd_watch, "demo": _cmd_demo, "run": _cmd_run,
+    "watch": _cmd_watch, "demo": _cmd_demo, "run": _cmd_run, "compare": _cmd_compare,
 }
 
 
@@ -156,9 +164,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     return code
 
 
-_OFFLINE = frozenset({"parse", "summary", "plot"})
+_OFFLINE = frozenset({"parse", "summary", "plot", "compare"})
 """Commands whose inputs' errors all become InputError: an OSError out of them is from the output."""
-_TO_STDOUT = frozenset({"parse", "summary"})
+_TO_STDOUT = frozenset({"parse", "summary", "compare"})
 
 
 def _say(text: str) -> None:

@@ -263,3 +263,38 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         else:
             sub.add_parser(name, help=HELP[name])
     return parser
+
+
+def _add_compare(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "compare",
+        help=HELP["compare"],
+        description=(
+            "Put vLLM launches side by side: each file is a launch, and so is each restart inside one "
+            "(a new start-up banner). First the arguments that differ between the launches (only those; "
+            "host, port and model_tag are left out) and the start-up facts that differ (vLLM version, "
+            "KV cache size, ...); then per launch its throughput by running requests (median and p90 "
+            "generation tok/s, per-request tok/s, prompt tok/s, KV usage, share waiting, preemptions), "
+            "steady decode, hit rates, speculative acceptance, and the context x concurrency matrix where "
+            "the KV cache size in tokens is logged (an estimate; the output says why). A launch whose "
+            "start-up lines are not in the log is compared with its arguments unknown."
+        ),
+        epilog=("Exit codes: 0 ok, 1 no stats lines in the inputs, 2 usage or I/O error (one line on "
+                "stderr; also an image that cannot be written). A reader of stdout that goes away (| head) "
+                "ends it quietly."),
+    )
+    p.add_argument("files", nargs="+", metavar="FILE", help="log files, globs, or - for stdin")
+    fmt = p.add_mutually_exclusive_group()
+    fmt.add_argument("--markdown", action="store_true", help="Markdown tables (default: aligned text)")
+    fmt.add_argument("--json", action="store_true",
+                     help="one JSON document: launches (args, facts, by_concurrency rows, matrix) and "
+                     "differing_args")
+    p.add_argument("-o", "--output", metavar="IMAGE",
+                   help="also draw the comparison: generation tok/s and per-request tok/s against running "
+                   "requests, one line per launch (median, p10-p90 band); .png, .svg or .pdf (needs "
+                   "matplotlib)")
+    _add_year_tz(p)
+
+
+HELP["compare"] = "launches side by side: the arguments that differ, throughput by concurrency, a plot"
+COMMANDS["compare"] = _add_compare

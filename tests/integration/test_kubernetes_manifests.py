@@ -265,6 +265,7 @@ def test_daemonset_has_least_privilege() -> None:
     assert security["runAsNonRoot"] is True and security["runAsUser"] != 0
     assert security["supplementalGroups"] == [0] and security["seccompProfile"] == {"type": "RuntimeDefault"}
     assert pod["automountServiceAccountToken"] is False
+    assert pod["tolerations"] == [{"operator": "Exists"}]  # GPU nodes' taints too
     volumes = {v["name"]: v for v in pod["volumes"]}
     assert volumes["pod-logs"]["hostPath"] == {"path": "/var/log/pods", "type": "Directory"}
     assert volumes["state"]["hostPath"]["type"] == "DirectoryOrCreate"
@@ -284,6 +285,23 @@ def test_daemonset_has_least_privilege() -> None:
     for probe in ("livenessProbe", "readinessProbe"):
         assert main[probe]["httpGet"] == {"path": "/healthz", "port": "metrics"}
     assert main["ports"] == [{"name": "metrics", "containerPort": 9477, "protocol": "TCP"}]
+    assert main["resources"] == {"requests": {"cpu": "20m", "memory": "64Mi"},
+                                 "limits": {"cpu": "500m", "memory": "256Mi"}}  # as the docs say
+
+
+def test_sidecar_has_least_privilege() -> None:
+    pod = one(KUBE / "sidecar", "Deployment")["spec"]["template"]["spec"]
+    [logwatch] = pod["initContainers"]
+    context = logwatch["securityContext"]
+    assert context["runAsNonRoot"] is True and context["runAsUser"] == 65532
+    assert context["allowPrivilegeEscalation"] is False and context["readOnlyRootFilesystem"] is True
+    assert context["capabilities"] == {"drop": ["ALL"]}
+    assert context["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert {m["name"]: m.get("readOnly", False) for m in logwatch["volumeMounts"]} == {
+        "logs": True, "logwatch-state": False}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["logs"] == {"name": "logs", "emptyDir": {"sizeLimit": "4Gi"}}
+    assert "emptyDir" in volumes["logwatch-state"]
 
 
 def test_service_and_namespace() -> None:
@@ -293,7 +311,10 @@ def test_service_and_namespace() -> None:
     labels = one(KUBE, "DaemonSet")["spec"]["template"]["metadata"]["labels"]
     assert service["spec"]["selector"].items() <= labels.items()
     kustomization = yaml.safe_load((KUBE / "kustomization.yaml").read_text(encoding="utf-8"))
-    assert one(KUBE, "Namespace")["metadata"]["name"] == kustomization["namespace"]
+    namespace = one(KUBE, "Namespace")["metadata"]
+    assert namespace["name"] == kustomization["namespace"]
+    # hostPath volumes are outside the baseline and restricted Pod Security Standards.
+    assert namespace["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
 
 
 OPERATOR_TARGET_LABELS = {"namespace": "vllm-logwatch", "pod": "vllm-logwatch-x7k2p", "container": "logwatch",
@@ -341,6 +362,8 @@ def test_pod_monitor_keeps_the_vllm_pods_labels_in_a_real_prometheus(tmp_path: P
         with serve_prometheus(path, tmp_path) as prom:
             prom.wait_value('count(up{job="vllm-logwatch", instance="gpu-node-1"} == 1)', 2, timeout=30)
             series = poll_series(prom, 'vllm_logwatch_requests_running{endpoint="metrics"}', 2)
+        # The DaemonSet's memory request holds a logwatch following a log (docs: about 50 MB).
+        assert watch.rss_bytes() < 64 * 2**20
     kept = [s for s in series if "exported_namespace" not in s]
     renamed = [s for s in series if "exported_namespace" in s]
     assert len(kept) == len(renamed) == 1, series

@@ -82,7 +82,8 @@ def run_watch(
         waiting = _nothing_to_read(files.mode, files.target, settings.pattern)
     _check_state_file(settings.state_file)
     sock = bind_socket(settings.listen, settings.port)  # a port in use fails before anything starts
-    pipeline = Pipeline(follower, metrics, zone=resolve_zone(settings.tz), metrics_for=metrics_for)
+    pipeline = Pipeline(follower, metrics, zone=resolve_zone(settings.tz), metrics_for=metrics_for,
+                        labels=settings.labels)
     registry = CollectorRegistry()
     pipeline.register(registry)
     web = settings.web_config

@@ -101,6 +101,9 @@ METRICS: tuple[MetricSpec, ...] = (
     _m("lines_cut", "counter", (), "Lines longer than the cap, cut."),
     _m("state_errors", "counter", (),
        "Errors reading or writing the state file (--state-file): unreadable at start, or a save that failed."),
+    _m("sources", "gauge", ("state",),
+       "Sources of a many-source watch (--layout): followed (series of their own), folded (beyond "
+       "--max-sources), gone (files gone, series kept for --source-grace)."),
     _m("label_overflow", "counter", ("label",), "Events whose label value was folded into 'other' (bounded labels)."),
     # Run mode: the supervised vLLM child.
     _m("child_up", "gauge", (), "1 while the supervised vLLM process runs."),

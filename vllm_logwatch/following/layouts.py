@@ -55,6 +55,7 @@ MAX_LABEL_CHARS = 128
 MAX_CONFIG_BYTES = 1 << 20  # a config.v2.json is a few KiB; a bigger one is not read
 
 _STAMP = re.compile(r"[-_.]\d{4,}[\d\-_.:T+Z]*$")
+_ONLY_STAMP = re.compile(r"\d{4,}[\d\-_.:T+Z]*")
 _POD_DIR = re.compile(r"([^_]+)_([^_]+)_([^_]+)")
 _DOCKER_ID = re.compile(r"[0-9a-f]{64}")
 _DOCKER_NAME = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]*")
@@ -76,10 +77,12 @@ def script_name(filename: str) -> str:
 
     >>> script_name("serve_qwen2.5_20250705_112901.log"), script_name("vllm.log")
     ('serve_qwen2.5', 'vllm')
-    >>> script_name("20250705_112901.log")
-    '20250705_112901'
+    >>> script_name("20250705_112901.log")  # nothing but a timestamp: every such file is one script's
+    'launch'
     """
     stem = os.path.splitext(filename)[0]
+    if _ONLY_STAMP.fullmatch(stem):
+        return "launch"
     return _STAMP.sub("", stem) or stem
 
 

@@ -126,6 +126,13 @@ class ManyFollower:
             return folded_key(self.layout)
         return key
 
+    def source_counts(self) -> dict[str, int]:
+        """Sources by state: followed (series of their own), folded (beyond the cap), gone (in grace)."""
+        with self._lock:
+            folded = sum(1 for key, s in self._sources.items() if s.folded and key not in self._gone)
+            gone = len(self._gone)
+            return {"followed": len(self._sources) - folded - gone, "folded": folded, "gone": gone}
+
     def found_now(self) -> int:
         """How many sources the folder holds now (what the first poll will find); reads nothing."""
         with self._lock:

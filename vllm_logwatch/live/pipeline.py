@@ -77,7 +77,8 @@ class Pipeline:
 
     `zone`: the zone vLLM logged in (None: this machine's). `parse`: the line parser (tests inject a
     faulty one). `metrics_for(labels)`: the metrics of each source of a many-source follower
-    (`following/many.py`, `sources.py`); `metrics` then holds the watch's own errors. `step()` does one
+    (`following/many.py`, `sources.py`); `metrics` then holds the watch's own errors; `labels`: the
+    `--label` pairs, for the series of the pipeline's own (the sources' count). `step()` does one
     poll in the caller's thread, for tests stepping a `ManualWaker`.
     """
 
@@ -89,13 +90,15 @@ class Pipeline:
         zone: tzinfo | None = None,
         parse: Callable[[str], Event | None] = parse_line,
         metrics_for: MetricsFactory | None = None,
+        labels: Mapping[str, str] | None = None,
     ) -> None:
         self.follower = follower
         self.metrics = metrics
         self.zone = zone if zone is not None else local_zone()
         self._parse = parse
         self.readers = SourceReaders(metrics, self.zone, self._new_reader, metrics_for=metrics_for,
-                                     labels_of=getattr(follower, "labels_of", None))
+                                     labels_of=getattr(follower, "labels_of", None),
+                                     counts=getattr(follower, "source_counts", None), const_labels=labels)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._housekeeper: threading.Thread | None = None

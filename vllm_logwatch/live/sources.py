@@ -20,6 +20,7 @@ from datetime import tzinfo
 from prometheus_client.core import Metric
 
 from ..exporting.exporter import ExporterMetrics
+from ..exporting.families import Families
 from ..following.layouts import SourceKey
 from ..following.openfile import FollowerStats, LineBlock
 from ..following.statefile import Checkpoint, SourcesState
@@ -54,12 +55,16 @@ class SourceReaders:
     def __init__(self, base: ExporterMetrics, zone: tzinfo,
                  make_reader: Callable[[Assembler, ExporterMetrics], LaunchReader], *,
                  metrics_for: MetricsFactory | None = None,
-                 labels_of: Callable[[SourceKey], SourceKey] | None = None) -> None:
+                 labels_of: Callable[[SourceKey], SourceKey] | None = None,
+                 counts: Callable[[], Mapping[str, int]] | None = None,
+                 const_labels: Mapping[str, str] | None = None) -> None:
         self.base = base
         self.zone = zone
         self._make_reader = make_reader
         self._metrics_for = metrics_for
         self._labels_of = labels_of or (lambda key: key)
+        self._counts = counts
+        self._const = dict(const_labels or {})
         self._readers: dict[SourceKey, _Reader] = {}
         self._metrics: dict[SourceKey, ExporterMetrics] = {}
         self._retired: dict[SourceKey, dict[str, int]] = {}  # what dropped folded sources counted
@@ -153,8 +158,14 @@ class SourceReaders:
         return dict(self._metrics)
 
     def collect(self) -> list[Metric]:
-        """The families of every source's metrics, merged by name."""
-        return merge_families(m.collect() for m in self.all_metrics())
+        """The families of every source's metrics, merged by name (and how many sources there are)."""
+        collected = [m.collect() for m in self.all_metrics()]
+        if self._counts is not None:
+            own = Families(tuple(self._const), tuple(self._const.values()))
+            for state, count in self._counts().items():
+                own.add("sources", (state,), count)
+            collected.append(own.families())
+        return merge_families(collected)
 
 
 def merge_families(collected: Iterable[Iterable[Metric]]) -> list[Metric]:

@@ -27,80 +27,19 @@ exporter is down, lines are appended (and read at the restart) but files are not
 
 from __future__ import annotations
 
-import itertools
 import json
-import os
 import random
-import re
-import shutil
 import signal
 import time
 from pathlib import Path
 
 import pytest
+from chaos_support import E0, Ledger, Writer, line_before
 from support import WatchProcess, poll_until, run_watch
 
 from vllm_logwatch.live.statekeeper import SAVE_INTERVAL
 
 pytestmark = pytest.mark.timeout(60)
-
-E0 = frozenset({("engine", "0"), ("model_name", "unknown")})
-LINE = ("(APIServer pid=12) INFO {stamp} [loggers.py:259] Engine 000: Avg prompt throughput: 1.0 tokens/s, "
-        "Avg generation throughput: 1.0 tokens/s, Running: {n} reqs, Waiting: 0 reqs, GPU KV cache usage: "
-        "4.8%, Prefix cache hit rate: 0.0%\n")
-RUNNING = re.compile(rb"Running: (\d+) reqs")
-
-
-class Writer:
-    """vLLM's log: numbered stats lines with increasing stamps, and the rotations done to it."""
-
-    def __init__(self, path: Path, rng: random.Random) -> None:
-        self.path, self.rng = path, rng
-        self.n = 0  # lines written
-        self.first = 1  # the number of the current file's first line
-        self.rotated = 0
-        self.f = open(path, "ab", buffering=0)  # noqa: SIM115 - kept open like a logger's handle
-        self.events: dict[str, int] = {"rename": 0, "copytruncate": 0, "delete": 0}
-
-    def line(self) -> bytes:
-        self.n += 1
-        t = 5 * 3600 + self.n  # one second apart, from 05:00:00
-        stamp = f"07-05 {t // 3600 % 24:02d}:{t // 60 % 60:02d}:{t % 60:02d}"
-        return LINE.format(stamp=stamp, n=self.n).encode()
-
-    def append(self, count: int) -> None:
-        self.f.write(b"".join(self.line() for _ in range(count)))
-
-    def _aside(self) -> Path:
-        self.rotated += 1
-        return self.path.with_name(f"{self.path.name}.{self.rotated}")
-
-    def rename(self) -> None:
-        """logrotate's create: rename; vLLM still writes to its open file (the late write); then it
-        reopens the path, a new file."""
-        os.rename(self.path, self._aside())
-        self.append(self.rng.randint(1, 3))
-        self._reopen()
-        self.events["rename"] += 1
-
-    def delete(self) -> None:
-        os.unlink(self.path)
-        self.append(self.rng.randint(0, 2))  # into the deleted file: the follower still holds it open
-        self._reopen()
-        self.events["delete"] += 1
-
-    def copytruncate(self) -> None:
-        shutil.copyfile(self.path, self._aside())
-        os.truncate(self.path, 0)  # the handle is O_APPEND: the next line goes to offset 0
-        self.first = self.n + 1
-        # Often refill at once past the old size: only the changed first bytes tell the follower.
-        self.append(self.rng.choice([1, 5, 40, 120]))
-        self.events["copytruncate"] += 1
-
-    def _reopen(self) -> None:
-        self.f.close()
-        self.f = open(self.path, "ab", buffering=0)  # noqa: SIM115
-        self.first = self.n + 1
 
 
 class Scrapes:
@@ -129,14 +68,7 @@ def on_disk(state: Path, writer: Writer) -> int:
     """P: the number of the line just before the offset the state file names (in the current file)."""
     saved = json.loads(state.read_text())
     assert saved["ino"] == writer.path.stat().st_ino, "stopped only once the current file was reached"
-    offset = saved["offset"]
-    if offset == 0:
-        return writer.first - 1
-    data = writer.path.read_bytes()[:offset]
-    assert data.endswith(b"\n"), "a state names the end of a line"
-    match = RUNNING.search(data[data.rfind(b"\n", 0, len(data) - 1) + 1:])
-    assert match is not None
-    return int(match.group(1))
+    return line_before(writer.path, saved["offset"], writer.first)
 
 
 def one_process(log: Path, args: tuple[str, ...], writer: Writer, end: str, writes: list[tuple[int, float]],
@@ -188,31 +120,19 @@ def test_no_line_lost_and_none_counted_twice_under_rotation_restarts_and_kill_9(
     writer = Writer(log, rng)
     args = ("--from-start", "--state-file", str(state), "--poll-interval", "0.2")
     ends = ["kill"] + [rng.choice(["kill", "kill", "term"]) for _ in range(2)] + ["last"]
-    before = 0  # P of the previous process
-    counted: list[tuple[int, int]] = []  # per process: the lines it counted, first and last
+    ledger = Ledger()
     writes: list[tuple[int, float]] = []  # per process killed or stopped early: state writes, seconds up
     started = time.monotonic()
     try:
         for end in ends:
             seen, after = one_process(log, args, writer, end, writes, tmp_path)
-            for count, last, log_lines in seen:
-                assert log_lines == count, "every line is a stats line"
-                if count:
-                    assert last - count == before, (
-                        f"{end}: a scrape counted {count} lines up to {last}, but the previous process "
-                        f"had {before} on disk")
-                assert last <= after, f"{end}: a scrape showed line {last}, the state file has only {after}"
-            counted.append((before + 1, after))
-            before = after
+            ledger.process(seen, after, end)
             if end != "last":
                 writer.append(rng.randint(0, 5))  # while it is down
     finally:
         writer.f.close()
     elapsed = time.monotonic() - started
-    assert before == writer.n, f"the last process had {before} of {writer.n} lines on disk"
-    assert sum(last - first + 1 for first, last in counted) == writer.n, counted
-    for (_, last), (first, _) in itertools.pairwise(counted):
-        assert first == last + 1
+    ledger.complete(writer.n)
     up = sum(t for _, t in writes)
-    print(f"seed {seed}: {writer.n} lines, {writer.events}, ends {ends}, counted {counted}, "
+    print(f"seed {seed}: {writer.n} lines, {writer.events}, ends {ends}, counted {ledger.counted}, "
           f"{sum(w for w, _ in writes)} state writes in {up:.1f} s up, {elapsed:.1f} s")

@@ -199,7 +199,7 @@ def test_kustomization_lists_every_manifest_of_its_folder(folder: Path) -> None:
 
 
 @pytest.mark.parametrize("folder", FOLDERS, ids=lambda p: str(p.relative_to(ROOT)))
-def test_kubectl_kustomize_builds(folder: Path) -> None:
+def test_kubectl_kustomize_builds(folder: Path, tmp_path: Path) -> None:
     kubectl = shutil.which("kubectl")
     if kubectl is None:
         pytest.skip("kubectl is missing: kustomize build not tried")
@@ -211,6 +211,10 @@ def test_kubectl_kustomize_builds(folder: Path) -> None:
     assert {(d["kind"], d["metadata"]["name"]) for d in built} == names
     images = {c["image"] for d in built if d["kind"] in ("DaemonSet", "Deployment") for c in containers(d)}
     assert "vllm-logwatch:0.1.0" in images
+    # What kustomize made of them (namespace set, image tag) validates too.
+    (tmp_path / "built.yaml").write_text(result.stdout, encoding="utf-8")
+    validated = kubernetes_validate(tmp_path / "built.yaml")
+    assert validated.returncode == 0 and "ERROR" not in validated.stdout, validated.stdout
     if folder == KUBE:
         namespaces = {d["metadata"].get("namespace") for d in built if d["kind"] != "Namespace"}
         assert namespaces == {"vllm-logwatch"}

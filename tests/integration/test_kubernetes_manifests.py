@@ -387,3 +387,36 @@ def poll_series(prom: Any, expr: str, count: int) -> list[dict[str, str]]:
         return found if len(found) == count else None
 
     return poll_until(check, 30, f"{count} series of {expr}")
+
+
+def test_daemonset_command_follows_a_kubelet_tree(tmp_path: Path) -> None:
+    """The DaemonSet's own args, its host paths moved under tmp_path, over a kubelet tree: two vLLM pods
+    and a container of another name. The vLLM pods' series come with their namespace, pod and
+    container; --select leaves the other one out."""
+    from support import run_watch
+
+    [bundled] = (ROOT / "vllm_logwatch" / "data").glob("serve_*.log")
+    cri = "".join(f"2026-12-01T10:00:{i % 60:02d}.{i:09d}Z stdout F {line}\n"
+                  for i, line in enumerate(bundled.read_text(encoding="utf-8").splitlines()))
+    pods = tmp_path / "var-log-pods"
+    for namespace, pod, container in (("vllm", "vllm-0", "vllm"), ("vllm", "vllm-1", "vllm"),
+                                      ("monitoring", "exporter-0", "exporter")):
+        folder = pods / f"{namespace}_{pod}_0b7c1f7e-{pod}" / container
+        folder.mkdir(parents=True)
+        (folder / "0.log").write_text(cri, encoding="utf-8")
+    [container] = one(KUBE, "DaemonSet")["spec"]["template"]["spec"]["containers"]
+    args = list(container["args"])
+    port_at = args.index("--port")
+    del args[port_at:port_at + 2]  # run_watch gives it a free port
+    moved = {"/var/log/pods": str(pods), "/var/lib/vllm-logwatch/state.json": str(tmp_path / "state.json")}
+    args = [moved.get(word, word) for word in args]
+    assert args[:2] == ["watch", str(pods)]
+    logwatch_args(args)  # skips, naming the option, until the parser has them all
+    with run_watch(args[1], "--from-start", *args[2:]) as watch:
+        for pod in ("vllm-0", "vllm-1"):
+            watch.wait_sample("vllm_logwatch_stats_lines_total", {
+                "namespace": "vllm", "pod": pod, "container": "vllm", "engine": "0",
+                "model_name": "tiny-llama"}, expected=lambda v: v > 0, timeout=20)
+        pods_seen = {dict(labels).get("pod") for (_, labels) in watch.samples()}
+    assert pods_seen == {"vllm-0", "vllm-1", None}, pods_seen
+    assert (tmp_path / "state.json").exists()

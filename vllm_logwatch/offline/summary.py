@@ -96,6 +96,7 @@ class ConcurrencyRow:
     intervals: int
     generation_median: float
     generation_p90: float
+    generation_p10: float
     per_request_median: float
     prompt_median: float
     kv_cache_usage_median_pct: float | None
@@ -195,12 +196,12 @@ def _concurrency(g: _Group, codes: bytes, keys: list[tuple[int, int | None]],
     masks = [(number, lo, hi, _mask(codes, number, flag))
              for number, (lo, hi) in enumerate(keys, start=1)]
     every: list[float] = []
-    generation: dict[int, tuple[float, float]] = {}
+    generation: dict[int, tuple[float, float, float]] = {}
     for number, _lo, _hi, rows in masks:
         gen = sorted(compress(g.generation, rows))
         if gen:
             every.extend(gen)
-            generation[number] = (_median_sorted(gen), _quantile_sorted(gen, 0.9))
+            generation[number] = (_median_sorted(gen), _quantile_sorted(gen, 0.9), _quantile_sorted(gen, 0.1))
         del gen
     every.sort()
     median = _median_sorted(every) if every else None
@@ -218,6 +219,7 @@ def _concurrency(g: _Group, codes: bytes, keys: list[tuple[int, int | None]],
             intervals=intervals,
             generation_median=generation[number][0],
             generation_p90=generation[number][1],
+            generation_p10=generation[number][2],
             per_request_median=_median_sorted(sorted(map(truediv, compress(g.generation, rows),
                                                          compress(g.running, rows)))),
             prompt_median=_median_sorted(sorted(compress(g.prompt, rows))),

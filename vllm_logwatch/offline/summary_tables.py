@@ -13,7 +13,10 @@ from .launchfacts import MFU_COLUMNS
 from .matrix import MATRIX_CAVEAT
 from .summary import STEADY_MAX_PROMPT_SHARE, ConcurrencyRow, GroupSummary, Summary
 
-__all__ = ["LAUNCH_COLUMNS", "NOT_IN_LOG", "SPEC_COLUMNS", "TABLE_COLUMNS", "TRANSFER_COLUMNS", "render"]
+__all__ = [
+    "LAUNCH_COLUMNS", "NOT_IN_LOG", "SPEC_COLUMNS", "TABLE_COLUMNS", "TABLE_HEAD", "TRANSFER_COLUMNS",
+    "concurrency_cells", "json_ready", "render", "table_lines",
+]
 
 _STEADY = (
     f"nothing waiting and prompt tok/s at most {STEADY_MAX_PROMPT_SHARE:.0%} of generation tok/s "
@@ -142,6 +145,24 @@ def _md_table(head: tuple[str, ...], rows: list[list[str]]) -> list[str]:
     align = ["---" if _left(h) else "---:" for h in head]
     return ["| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
             for cells in (list(head), align, *rows)]
+
+
+TABLE_HEAD = _TABLE_HEAD
+
+
+def concurrency_cells(r: ConcurrencyRow) -> list[str]:
+    """A concurrency row's cells, as the summary prints them (`TABLE_HEAD`)."""
+    return _table_row(r)
+
+
+def table_lines(head: tuple[str, ...], rows: list[list[str]], markdown: bool) -> list[str]:
+    """A table as aligned text or Markdown, the summary's way."""
+    return _md_table(head, rows) if markdown else _text_table(head, rows)
+
+
+def json_ready(value: Any) -> Any:
+    """`value` with NaN and infinities as None (JSON has neither)."""
+    return _finite(value)
 
 
 def _spec_row(g: GroupSummary) -> list[str] | None:

@@ -1,0 +1,97 @@
+"""`logwatch compare` on small inputs: one launch, a launch without start-up lines, launches of two
+vLLM versions, a restart inside one file, and bad options: clear output or a one-line error."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from support import TESTS
+
+from vllm_logwatch.cli import main
+
+REAL = TESTS / "data" / "real-vllm-cpu" / "serve_20261129T192328Z.log"
+EXCERPT = TESTS / "data" / "002.log"
+# Two start-up lines as vLLM 0.13 printed them (quoted in vllm-project/vllm#31683).
+V013 = (
+    "(APIServer pid=116718) INFO 01-04 14:48:03 [api_server.py:1277] vLLM API server version "
+    "0.13.0rc2.dev185+g00a8d7628\n"
+    "(APIServer pid=116718) INFO 01-04 14:48:03 [utils.py:253] non-default args: {'model_tag': "
+    "'amd/Mixtral-8x7B-Instruct-v0.1-FP8-KV', 'port': 8002, 'model': "
+    "'amd/Mixtral-8x7B-Instruct-v0.1-FP8-KV', 'max_model_len': 8192, 'tensor_parallel_size': 2}\n"
+)
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(["compare", *args, "--tz", "UTC"])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def compare_json(capsys: pytest.CaptureFixture[str], *files: Path) -> dict:  # type: ignore[type-arg]
+    code, out, err = run(capsys, *map(str, files), "--json")
+    assert code == 0, err
+    return json.loads(out)  # type: ignore[no-any-return]
+
+
+def test_single_launch(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, str(REAL))
+    assert code == 0
+    assert "(one launch: nothing to compare it with)" in out and "Throughput by concurrency" in out
+    doc = compare_json(capsys, REAL)
+    assert len(doc["launches"]) == 1 and doc["differing_args"] == {}
+    rows = doc["launches"][0]["by_concurrency"]
+    assert all(r["running_min"] <= (r["running_max"] or r["running_min"]) for r in rows)
+    assert sum(r["intervals"] for r in rows) == doc["launches"][0]["busy_intervals"]
+
+
+def test_launch_without_start_up_lines(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    bare = tmp_path / "bare.log"
+    bare.write_text("".join(line for line in REAL.read_text().splitlines(keepends=True)
+                            if "Avg prompt throughput" in line))
+    doc = compare_json(capsys, REAL, bare)
+    assert doc["args_unknown"] == ["bare.log"] and doc["differing_args"] == {}
+    bare_launch = doc["launches"][1]
+    assert bare_launch["args"] is None and bare_launch["facts"] == {} and bare_launch["matrix"] is None
+    code, out, _ = run(capsys, str(REAL), str(bare))
+    assert code == 0
+    assert "Arguments unknown (no `non-default args:` or `args:` line in the log): bare.log" in out
+    assert "Start-up lines not in the log: arguments and facts unknown." in out
+
+
+def test_two_vllm_versions(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    old = tmp_path / "old.log"
+    old.write_text(V013 + EXCERPT.read_text())
+    doc = compare_json(capsys, old, REAL)
+    assert doc["differing_facts"]["vllm_version"] == ["0.13.0rc2.dev185+g00a8d7628", "0.32.0"]
+    assert doc["differing_args"]["max_model_len"] == [8192, 1024]
+    assert doc["differing_args"]["max_num_seqs"] == ["(default)", 16]
+    assert "port" not in doc["differing_args"] and "model_tag" not in doc["differing_args"]
+    code, out, _ = run(capsys, str(old), str(REAL), "--markdown")
+    assert code == 0 and "| vLLM | 0.13.0rc2.dev185+g00a8d7628 | 0.32.0 |" in out
+
+
+def test_restart_inside_one_file_is_a_launch(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    both = tmp_path / "serve.log"
+    both.write_text(REAL.read_text() + REAL.read_text().replace("'max_num_seqs': 16", "'max_num_seqs': 4"))
+    doc = compare_json(capsys, both)
+    assert [la["launch"] for la in doc["launches"]] == ["serve.log", "serve.log #2"]
+    assert doc["differing_args"] == {"max_num_seqs": [16, 4]}
+    assert doc["launches"][1]["label"] == "serve.log #2: max_num_seqs=4"
+
+
+@pytest.mark.parametrize(("option", "message"), [
+    ("-", "standard output carries the tables"),
+    ("cmp.gif", "the image is .png, .svg or .pdf"),
+])
+def test_bad_image_names(capsys: pytest.CaptureFixture[str], option: str, message: str) -> None:
+    code, out, err = run(capsys, str(REAL), "-o", option)
+    assert code == 2 and out == "" and message in err and len(err.splitlines()) == 1
+
+
+def test_no_stats_lines(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    empty = tmp_path / "empty.log"
+    empty.write_text(V013)
+    code, out, err = run(capsys, str(empty))
+    assert code == 1 and out == "" and "no stats lines" in err and len(err.splitlines()) == 1

@@ -1,0 +1,127 @@
+"""`logwatch compare`: launches side by side. Pure: a `Summary` by launch (offline/summary.py) and the
+preemptions counted per launch and running count in, a `Comparison` out; `offline/compare_tables.py`
+renders it, `offline/compare_plot.py` draws it.
+
+What differs is told from the launches' arguments (`non-default args:`, `args: Namespace(...)`): an
+argument differs when two launches that logged their arguments give it different values (an
+argument a launch does not name has vLLM's default there). A launch whose start-up lines are not in
+the log has its arguments unknown: it neither makes an argument differ nor hides a difference.
+The start-up facts (vLLM version, KV cache size, resolved dtype, ...) are compared the same way.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from .launches import Launch
+from .launchfacts import FACT_COLUMNS, fact_text, launch_facts
+from .summary import ConcurrencyRow, GroupSummary, Summary
+
+__all__ = ["DEFAULT", "IGNORED_ARGS", "Comparison", "LaunchComparison", "compare"]
+
+IGNORED_ARGS = ("host", "port", "model_tag")
+"""Arguments never shown as differing: where the server listened, and `model_tag` (the model again)."""
+DEFAULT = "(default)"
+"""The value shown for an argument a launch did not name (vLLM's default)."""
+_TAG_CHARS = 80
+
+
+@dataclass
+class LaunchComparison:
+    launch: Launch
+    group: GroupSummary
+    tag: str
+    """What tells it apart from the others, for legends: the differing arguments' values, else the
+    differing facts', else its label."""
+    preemptions: dict[str, int | None] = field(default_factory=dict)
+    """Concurrency row label -> preemptions summed from its lines' `Preemptions:` field (None: the
+    launch's lines have no such field)."""
+
+
+@dataclass
+class Comparison:
+    launches: list[LaunchComparison]
+    differing_args: dict[str, list[Any]]
+    """Argument -> its value in each launch, in launch order (DEFAULT: not named; None: unknown)."""
+    differing_facts: dict[str, list[Any]]
+    args_unknown: list[str]
+    """Labels of the launches without an arguments line."""
+
+
+def _key(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def _differing(values: list[dict[str, Any] | None], keys: list[str], missing: Any) -> dict[str, list[Any]]:
+    out: dict[str, list[Any]] = {}
+    for key in keys:
+        row = [None if v is None else v.get(key, missing) for v in values]
+        known = {_key(x) for x, v in zip(row, values, strict=True) if v is not None}
+        if len(known) > 1:
+            out[key] = row
+    return out
+
+
+def _short(value: Any) -> str:
+    """A value for a legend: a local path by its last part."""
+    text = fact_text(value)
+    return text.rsplit("/", 1)[-1] if text.startswith(("/", "<", ".", "~")) else text
+
+
+def _unusual(values: list[Any], index: int) -> bool:
+    """Is launch `index`'s value not the most common one among the known values?"""
+    known = [_key(v) for v in values if v is not None]
+    common = max(known, key=known.count)
+    return values[index] is not None and _key(values[index]) != common
+
+
+def _tag(index: int, launch: Launch, args: dict[str, list[Any]], facts: dict[str, list[Any]]) -> str:
+    """The launch's label and what sets it apart: the differing arguments where its value is not the
+    most common one (else all of its differing arguments), else the same of the differing facts."""
+    parts: list[str] = []
+    for table, fmt in ((args, "{}={}"), (facts, "{} {}")):
+        named = {FACT_COLUMNS[k][0] if table is facts else k: v for k, v in table.items()}
+        parts = [fmt.format(k, _short(v[index])) for k, v in named.items() if _unusual(v, index)]
+        parts = parts or [fmt.format(k, _short(v[index])) for k, v in named.items() if v[index] is not None]
+        if parts:
+            break
+    text = ", ".join(parts)
+    if len(text) > _TAG_CHARS:
+        text = text[:_TAG_CHARS - 3] + "..."
+    return f"{launch.label}: {text}" if text else launch.label
+
+
+def _row_preemptions(row: ConcurrencyRow, counts: dict[int, int]) -> int | None:
+    if not counts:
+        return None
+    hi = row.hi
+    return sum(n for running, n in counts.items() if running >= row.lo and (hi is None or running <= hi))
+
+
+def compare(summary: Summary, preemptions: dict[tuple[int, int], int] | None = None) -> Comparison:
+    """The comparison of a summary by launch; `preemptions`: (launch index, running) -> preemptions."""
+    by_index = {la.index: la for la in summary.launches}
+    pairs = [(by_index[g.launch_index], g) for g in summary.groups
+             if g.launch_index is not None and g.launch_index in by_index]
+    all_args = [la.args for la, _ in pairs]
+    arg_keys = sorted({k for a in all_args if a is not None for k in a if k not in IGNORED_ARGS})
+    logged = sum(a is not None for a in all_args)
+    differing_args = _differing(all_args, arg_keys, DEFAULT) if logged > 1 else {}
+    facts = [launch_facts(la) or None for la, _ in pairs]
+    fact_keys = [k for k in FACT_COLUMNS if any(f is not None and k in f for f in facts)]
+    differing_facts = {k: v for k, v in _differing(facts, fact_keys, None).items()
+                       if sum(x is not None for x in v) > 1}
+    counts: dict[int, dict[int, int]] = {}
+    for (index, running), n in (preemptions or {}).items():
+        counts.setdefault(index, {})[running] = counts.get(index, {}).get(running, 0) + n
+    launches = []
+    for i, (launch, group) in enumerate(pairs):
+        mine = counts.get(launch.index, {})
+        launches.append(LaunchComparison(
+            launch=launch, group=group, tag=_tag(i, launch, differing_args, differing_facts),
+            preemptions={r.running: _row_preemptions(r, mine) for r in group.concurrency},
+        ))
+    return Comparison(launches=launches, differing_args=differing_args, differing_facts=differing_facts,
+                      args_unknown=[la.label for la, _ in pairs if la.args is None])

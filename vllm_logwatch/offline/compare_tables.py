@@ -1,0 +1,164 @@
+"""Render a `Comparison` (offline/compare.py) as aligned text, Markdown or JSON: the differing
+arguments and facts first, then each launch's tables."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from typing import Any
+
+from .compare import DEFAULT, IGNORED_ARGS, Comparison, LaunchComparison
+from .launch_tables import launch_json, matrix_table
+from .launchfacts import FACT_COLUMNS, fact_text, launch_facts
+from .matrix import MATRIX_CAVEAT
+from .summary import ConcurrencyRow
+from .summary_tables import (
+    NOT_IN_LOG,
+    TABLE_COLUMNS,
+    TABLE_HEAD,
+    concurrency_cells,
+    json_ready,
+    table_lines,
+)
+
+__all__ = ["render_comparison"]
+
+_HEAD = (*TABLE_HEAD, "preemptions")
+_PREEMPTIONS = ("preemptions: summed from the lines' Preemptions field ('-': the launch's lines have none; "
+                "vLLM 0.32 on CPU never prints it)")
+
+
+def _f(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}%"
+
+
+def _value(value: Any) -> str:
+    if value is None:
+        return "? (not logged)"
+    return value if value == DEFAULT else fact_text(value)
+
+
+def _row_json(r: ConcurrencyRow, preemptions: int | None) -> dict[str, Any]:
+    return {"running": r.running, "running_min": r.lo, "running_max": r.hi, "intervals": r.intervals,
+            "gen_tps_median": r.generation_median, "gen_tps_p90": r.generation_p90,
+            "gen_tps_p10": r.generation_p10, "per_request_tps_median": r.per_request_median,
+            "prompt_tps_median": r.prompt_median, "kv_cache_usage_median_pct": r.kv_cache_usage_median_pct,
+            "waiting_share": r.waiting_share, "preemptions": preemptions}
+
+
+def _launch_json(c: LaunchComparison) -> dict[str, Any]:
+    g = c.group
+    return {
+        **launch_json(c.launch), "label": c.tag, "model_name": g.model_name,
+        "stats_lines": g.lines, "busy_intervals": g.busy_intervals,
+        "generation_tokens": g.generation_tokens, "prompt_tokens": g.prompt_tokens,
+        "median_generation_tps": g.median_generation, "peak_generation_tps": g.peak_generation,
+        "prefix_cache_hit_rate_pct": g.prefix_cache_hit_rate_pct,
+        "mm_cache_hit_rate_pct": g.mm_cache_hit_rate_pct,
+        "by_concurrency": [_row_json(r, c.preemptions.get(r.running)) for r in g.concurrency],
+        "steady_decode": [_row_json(r, None) for r in g.steady_decode],
+        "spec": asdict(g.spec) if g.spec else None, "mfu": asdict(g.mfu) if g.mfu else None,
+        "matrix": asdict(g.matrix) if g.matrix else None,
+    }
+
+
+def _json(cmp: Comparison) -> str:
+    doc = {
+        "launches": [_launch_json(c) for c in cmp.launches],
+        "differing_args": cmp.differing_args,
+        "differing_facts": cmp.differing_facts,
+        "args_unknown": cmp.args_unknown,
+        "ignored_args": list(IGNORED_ARGS),
+        "columns": {**TABLE_COLUMNS, "preemptions": _PREEMPTIONS},
+        "matrix_caveat": MATRIX_CAVEAT,
+        "not_in_log": NOT_IN_LOG,
+    }
+    return json.dumps(json_ready(doc), indent=2, default=str) + "\n"
+
+
+def _differences(cmp: Comparison, markdown: bool, h: str) -> list[str]:
+    labels = [c.launch.label for c in cmp.launches]
+    out = [f"{h}Launches", ""]
+    out += table_lines(("launch", "model", "vLLM", "file", "line", "legend"),
+                       [[c.launch.label, c.group.model_name or "-", c.launch.vllm_version or "-",
+                         c.launch.file, str(c.launch.line), c.tag] for c in cmp.launches], markdown)
+    out += ["", f"{h}Arguments that differ", ""]
+    if len(cmp.launches) < 2:
+        out.append("(one launch: nothing to compare it with)")
+    elif cmp.differing_args:
+        rows = [[k, *map(_value, v)] for k, v in cmp.differing_args.items()]
+        out += table_lines(("argument", *labels), rows, markdown)
+    elif len(cmp.args_unknown) >= len(cmp.launches) - 1:
+        out.append("(not known: fewer than two launches logged their arguments)")
+    else:
+        out.append("(none: the launches that logged their arguments give the same ones; "
+                   f"{', '.join(IGNORED_ARGS)} are not compared)")
+    if cmp.args_unknown:
+        out += ["", "Arguments unknown (no `non-default args:` or `args:` line in the log): "
+                + ", ".join(cmp.args_unknown)]
+    if cmp.differing_facts:
+        out += ["", f"{h}Start-up facts that differ", ""]
+        out += table_lines(("fact", *labels), [[FACT_COLUMNS[k][0], *map(_value, v)]
+                                               for k, v in cmp.differing_facts.items()], markdown)
+    return out
+
+
+def _heading(text: str, markdown: bool, level: int = 2) -> str:
+    return f"{'#' * level} {text}" if markdown else text
+
+
+def _launch_tables(c: LaunchComparison, markdown: bool) -> list[str]:
+    g = c.group
+    out = ["", _heading(c.tag, markdown), ""]
+    facts = launch_facts(c.launch)
+    known = ", ".join(f"{FACT_COLUMNS[k][0]} {fact_text(v)}" for k, v in facts.items())
+    out.append(f"{known}." if known else "Start-up lines not in the log: arguments and facts unknown.")
+    out.append(f"Prefix cache hit rate at the end: {_pct(g.prefix_cache_hit_rate_pct)}, MM cache hit rate: "
+               f"{_pct(g.mm_cache_hit_rate_pct)} (vLLM: over its last ~1000 requests).")
+    s = g.spec
+    out.append("Speculative decoding: none logged." if s is None else (
+        f"Speculative decoding: {s.drafted_tokens:,.0f} drafted, {s.accepted_tokens:,.0f} accepted "
+        f"({_f(s.acceptance_pct)}%), mean acceptance length {_f(s.mean_acceptance_length_median, 2)}."))
+    if g.mfu is not None:
+        out.append(f"MFU: {_f(g.mfu.tflops_median)} TF/s and {_f(g.mfu.gbps_median)} GB/s per device "
+                   "(median).")
+    if not g.concurrency:
+        return [*out, "", "(nothing ran)"]
+    rows = [[*concurrency_cells(r), _preempted(c.preemptions.get(r.running))] for r in g.concurrency]
+    out += ["", _heading("Throughput by concurrency", markdown, 3), "", *table_lines(_HEAD, rows, markdown)]
+    steady = [concurrency_cells(r) for r in g.steady_decode]
+    out += ["", _heading("Steady decode (nothing waiting, no prefill burst)", markdown, 3), ""]
+    out += table_lines(TABLE_HEAD, steady, markdown) if steady else ["(no such intervals)"]
+    if g.matrix is not None:
+        title = "Context x concurrency (estimated; median gen tok/s (intervals))"
+        out += ["", _heading(title, markdown, 3), ""]
+        out += table_lines(*matrix_table(g.matrix), markdown)
+    return out
+
+
+def _preempted(n: int | None) -> str:
+    return "-" if n is None else f"{n:,}"
+
+
+def render_comparison(cmp: Comparison, fmt: str = "text") -> str:
+    """The comparison as `text`, `markdown` or `json`."""
+    if fmt == "json":
+        return _json(cmp)
+    markdown = fmt == "markdown"
+    h = "## " if markdown else ""
+    out = [f"{h}vLLM launches compared ({len(cmp.launches)})", ""]
+    out += _differences(cmp, markdown, h)
+    for c in cmp.launches:
+        out += _launch_tables(c, markdown)
+    bullet = "- " if markdown else "  "
+    out += ["", f"{h}What the columns mean", ""]
+    out += [f"{bullet}{name}: {text}" for name, text in TABLE_COLUMNS.items()]
+    out += [f"{bullet}{_PREEMPTIONS}"]
+    if any(c.group.matrix for c in cmp.launches):
+        out += ["", MATRIX_CAVEAT]
+    out += ["", NOT_IN_LOG, ""]
+    return "\n".join(out)

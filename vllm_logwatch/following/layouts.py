@@ -116,14 +116,18 @@ def detect_layout(root: str) -> str | None:
 
 
 def discover(root: str, layout: str, pattern: str, select: Iterable[str], on_error: OnError,
-             names: dict[str, tuple[int, str]] | None = None) -> dict[SourceKey, Found]:
+             names: dict[str, tuple[int, str]] | None = None, listed: set[str] | None = None,
+             ) -> dict[SourceKey, Found]:
     """The sources in `root` now that `select` keeps (every one when it is empty). `names`: a cache of
-    Docker container names by config path (mtime, name), kept by the caller between calls."""
+    Docker container names by config path (mtime, name), kept by the caller between calls; `listed`
+    gets every folder listed (a new pod's folders, still without a file, are worth watching)."""
     globs = tuple(select)
+    listed = set() if listed is None else listed
+    listed.add(root)
     if layout == "pods":
-        found = _pods(root, on_error)
+        found = _pods(root, on_error, listed)
     elif layout == "docker":
-        found = _docker(root, on_error, {} if names is None else names)
+        found = _docker(root, on_error, {} if names is None else names, listed)
     else:
         found = _scripts(root, pattern, on_error)
     return {key: f for key, f in found.items()
@@ -176,16 +180,18 @@ def _scripts(root: str, pattern: str, on_error: OnError) -> dict[SourceKey, Foun
     return found
 
 
-def _pods(root: str, on_error: OnError) -> dict[SourceKey, Found]:
+def _pods(root: str, on_error: OnError, listed: set[str]) -> dict[SourceKey, Found]:
     found: dict[SourceKey, Found] = {}
     for pod in _list(root, on_error):
         match = _POD_DIR.fullmatch(pod.name)
         if match is None or not _is_dir(pod):
             continue
         namespace, name, _uid = match.groups()
+        listed.add(pod.path)
         for container in _list(pod.path, on_error):
             if not _is_dir(container):
                 continue
+            listed.add(container.path)
             files = [e.path for e in _list(container.path, on_error)
                      if e.name.endswith(".log") and _is_file(e)]
             if files:
@@ -195,11 +201,13 @@ def _pods(root: str, on_error: OnError) -> dict[SourceKey, Found]:
     return found
 
 
-def _docker(root: str, on_error: OnError, names: dict[str, tuple[int, str]]) -> dict[SourceKey, Found]:
+def _docker(root: str, on_error: OnError, names: dict[str, tuple[int, str]],
+            listed: set[str]) -> dict[SourceKey, Found]:
     found: dict[SourceKey, Found] = {}
     for entry in _list(root, on_error):
-        if not _is_dir(entry):
+        if not _is_dir(entry) or not _DOCKER_ID.fullmatch(entry.name):
             continue
+        listed.add(entry.path)
         log = os.path.join(entry.path, f"{entry.name}-json.log")
         if not os.path.isfile(log):
             continue

@@ -85,6 +85,7 @@ class ManyFollower:
         self._stop = threading.Event()
         self._sources: dict[SourceKey, _Source] = {}
         self._found: dict[SourceKey, Found] = {}
+        self._listed: set[str] = set()
         self._gone: dict[SourceKey, float] = {}  # since when a source's files are gone
         self._dropped: list[SourceKey] = []
         self._names: dict[str, tuple[int, str]] = {}  # Docker container names by config path
@@ -252,8 +253,10 @@ class ManyFollower:
             self.layout = detect_layout(self.target)
             if self.layout is None:
                 return
-        found = discover(self.target, self.layout, self.pattern, self.select, self._on_error, self._names)
-        self._found = found
+        listed: set[str] = set()
+        found = discover(self.target, self.layout, self.pattern, self.select, self._on_error, self._names,
+                         listed)
+        self._found, self._listed = found, listed
         for key in sorted(found):
             source = self._sources.get(key)
             if source is None:
@@ -290,14 +293,9 @@ class ManyFollower:
         self._dropped.append(key)
 
     def _listed_dirs(self) -> set[str]:
-        """The folders whose entries make the listing: the target, and for pods each pod's folders."""
-        dirs = {self.target}
-        for found in self._found.values():
-            for folder in found.dirs:
-                dirs.add(folder)
-                if self.layout == "pods":
-                    dirs.add(os.path.dirname(folder))
-        return dirs
+        """The folders whose entries make the listing (the target, each pod's and container's, each
+        Docker container's), as the last listing found them."""
+        return self._listed | {self.target}
 
     def _watch_dirs(self) -> list[str]:
         return sorted(self._listed_dirs())

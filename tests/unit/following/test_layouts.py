@@ -9,7 +9,12 @@ from pathlib import Path
 import pytest
 
 from vllm_logwatch.following.layouts import (
-    MAX_LABEL_CHARS, detect_layout, discover, folded_key, script_name, source_name,
+    MAX_LABEL_CHARS,
+    detect_layout,
+    discover,
+    folded_key,
+    script_name,
+    source_name,
 )
 
 
@@ -56,8 +61,8 @@ def test_a_kubelet_tree_has_a_source_per_container_across_pod_uids(tmp_path: Pat
     touch(tmp_path / "not-a-pod-folder" / "x" / "0.log")
     found = discover(str(tmp_path), "pods", "*.log", (), never)
     vllm = (("namespace", "vllm"), ("pod", "vllm-0"), ("container", "vllm"))
-    assert sorted(source_name(k) for k in found) == ["kube-system/coredns-7db6/coredns", "vllm/vllm-0/sidecar",
-                                                     "vllm/vllm-0/vllm"]
+    assert sorted(source_name(k) for k in found) == [
+        "kube-system/coredns-7db6/coredns", "vllm/vllm-0/sidecar", "vllm/vllm-0/vllm"]
     assert [os.path.relpath(f, tmp_path) for f in found[vllm].files] == ["vllm_vllm-0_uid1/vllm/0.log",
                                                                          "vllm_vllm-0_uid2/vllm/1.log"]
     assert len(found[vllm].dirs) == 2
@@ -75,7 +80,8 @@ def test_a_docker_container_is_named_by_its_config(tmp_path: Path) -> None:
     touch(tmp_path / ids[2] / "config.v2.json", json.dumps({"Name": "/bad name\n"}))
     names: dict[str, tuple[int, str]] = {}
     found = discover(str(tmp_path), "docker", "*.log", (), never, names)
-    assert sorted(source_name(k) for k in found) == ["bbbbbbbbbbbb", "cccccccccccc", "dddddddddddd", "vllm-qwen"]
+    assert sorted(source_name(k) for k in found) == [
+        "bbbbbbbbbbbb", "cccccccccccc", "dddddddddddd", "vllm-qwen"]
     assert found[(("container", "vllm-qwen"),)].files == (str(tmp_path / ids[0] / f"{ids[0]}-json.log"),)
     assert len(names) == 3  # cached by mtime: read again only when the config changes
     assert list(discover(str(tmp_path), "docker", "*.log", ["vllm*"], never, names)) == [

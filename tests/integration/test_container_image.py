@@ -8,7 +8,8 @@ No image is built here (no base image, no Docker daemon). What is checked instea
   matcher, `docker.utils.build.exclude_paths`), holds every file the Dockerfile copies, and pip
   builds from that context (with build isolation, as `pip wheel` in the image does) a wheel that has
   the package's data (the bundled demo log, the status page) and the `logwatch` entry point;
-* the compose file's logwatch command is one `logwatch watch` accepts, its mounts are read-only.
+* the compose file's logwatch command is one `logwatch watch` accepts, its mounts are read-only, and
+  run over a Docker containers folder (paths moved under tmp_path) it labels the vllm container's series.
 """
 
 from __future__ import annotations
@@ -122,3 +123,33 @@ def test_compose_logwatch_reads_docker_logs_read_only() -> None:
     version = re.search(r'^version = "(.+)"', (ROOT / "pyproject.toml").read_text(), re.M)
     assert version and logwatch["image"] == f"vllm-logwatch:{version[1]}"
     assert compose_service("vllm")["logging"]["driver"] == "json-file"
+
+
+def test_compose_command_follows_a_docker_containers_folder(tmp_path: Path) -> None:
+    """The compose file's logwatch command, its paths moved under tmp_path, over a Docker containers
+    folder holding vLLM's json-file log and another container's: the vllm container's series carry
+    container="vllm"; --select leaves the other out."""
+    import json
+
+    from support import run_watch
+
+    [bundled] = (ROOT / "vllm_logwatch" / "data").glob("serve_*.log")
+    records = "".join(json.dumps({"log": line + "\n", "stream": "stderr",
+                                  "time": f"2026-12-01T10:00:{i % 60:02d}.{i:09d}Z"}) + "\n"
+                      for i, line in enumerate(bundled.read_text(encoding="utf-8").splitlines()))
+    containers = tmp_path / "containers"
+    for cid, name in (("a" * 64, "/vllm"), ("b" * 64, "/redis")):
+        (containers / cid).mkdir(parents=True)
+        (containers / cid / f"{cid}-json.log").write_text(records, encoding="utf-8")
+        config = json.dumps({"ID": cid, "Name": name})
+        (containers / cid / "config.v2.json").write_text(config, encoding="utf-8")
+    moved = {"/var/lib/docker/containers": str(containers),
+             "/var/lib/vllm-logwatch/state.json": str(tmp_path / "state.json")}
+    args = [moved.get(word, word) for word in compose_service("logwatch")["command"]]
+    logwatch_args(args)
+    with run_watch(args[1], "--from-start", *args[2:]) as watch:
+        watch.wait_sample("vllm_logwatch_stats_lines_total", {
+            "container": "vllm", "engine": "0", "model_name": "tiny-llama"}, expected=lambda v: v > 0,
+            timeout=20)
+        seen = {dict(labels).get("container") for (_, labels) in watch.samples()}
+    assert seen == {"vllm", None}, seen

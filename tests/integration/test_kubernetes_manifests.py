@@ -12,6 +12,9 @@
   and settings (`config.load_settings`): an option the parser does not know yet skips that test
   only, naming the option.
 * The security settings docs/deploy-kubernetes.md describes are the ones set.
+* Run for real, their host paths moved under tmp_path: the DaemonSet's args over a kubelet tree (two
+  vLLM pods labelled, another container left out by --select), the sidecar's over its tee'd launch
+  file; and a real Prometheus through the PodMonitor's relabelings.
 """
 
 from __future__ import annotations
@@ -420,3 +423,22 @@ def test_daemonset_command_follows_a_kubelet_tree(tmp_path: Path) -> None:
         pods_seen = {dict(labels).get("pod") for (_, labels) in watch.samples()}
     assert pods_seen == {"vllm-0", "vllm-1", None}, pods_seen
     assert (tmp_path / "state.json").exists()
+
+
+def test_sidecar_command_follows_the_tee_d_launch_file(tmp_path: Path) -> None:
+    """The sidecar's args, /logs and /state moved under tmp_path, over the file vLLM's command tees to
+    (vllm_<YYYYmmdd_HHMMSS>.log): one source, script="vllm"."""
+    from support import run_watch
+
+    [bundled] = (ROOT / "vllm_logwatch" / "data").glob("serve_*.log")
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    shutil.copy(bundled, logs / "vllm_20261201_100000.log")
+    [logwatch] = one(KUBE / "sidecar", "Deployment")["spec"]["template"]["spec"]["initContainers"]
+    moved = {"/logs/": f"{logs}/", "/state/state.json": str(tmp_path / "state.json")}
+    args = [moved.get(word, word) for word in logwatch["args"]]
+    logwatch_args(args)
+    with run_watch(args[1], *args[2:]) as watch:  # --from-start is among them
+        watch.wait_sample("vllm_logwatch_stats_lines_total", {
+            "script": "vllm", "engine": "0", "model_name": "tiny-llama"}, expected=lambda v: v > 0,
+            timeout=20)

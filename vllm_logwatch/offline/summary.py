@@ -16,10 +16,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import compress
-from operator import truediv
 from typing import Literal
 
 from ..parsing.events import EngineStats, MfuStats, SpecDecodeStats, TransferStats
+from .columns import sorted_ratios, sorted_selected
 from .fastsummary import FastBlock
 from .launches import Launch
 from .launchfacts import MfuSummary, MfuTotals
@@ -198,7 +198,7 @@ def _concurrency(g: _Group, codes: bytes, keys: list[tuple[int, int | None]],
     every: list[float] = []
     generation: dict[int, tuple[float, float, float]] = {}
     for number, _lo, _hi, rows in masks:
-        gen = sorted(compress(g.generation, rows))
+        gen = sorted_selected(g.generation, rows)
         if gen:
             every.extend(gen)
             generation[number] = (_median_sorted(gen), _quantile_sorted(gen, 0.9), _quantile_sorted(gen, 0.1))
@@ -211,7 +211,7 @@ def _concurrency(g: _Group, codes: bytes, keys: list[tuple[int, int | None]],
         if number not in generation:
             continue
         intervals = rows.count(1)
-        kv = sorted(compress(g.kv, _mask(codes, number, flag | _KV)))
+        kv = sorted_selected(g.kv, _mask(codes, number, flag | _KV))
         out.append(ConcurrencyRow(
             running=_bucket_label(lo, hi),
             lo=lo,
@@ -220,9 +220,8 @@ def _concurrency(g: _Group, codes: bytes, keys: list[tuple[int, int | None]],
             generation_median=generation[number][0],
             generation_p90=generation[number][1],
             generation_p10=generation[number][2],
-            per_request_median=_median_sorted(sorted(map(truediv, compress(g.generation, rows),
-                                                         compress(g.running, rows)))),
-            prompt_median=_median_sorted(sorted(compress(g.prompt, rows))),
+            per_request_median=_median_sorted(sorted_ratios(g.generation, g.running, rows)),
+            prompt_median=_median_sorted(sorted_selected(g.prompt, rows)),
             kv_cache_usage_median_pct=_median_sorted(kv) if kv else None,
             waiting_share=_mask(codes, number, flag | _WAITING).count(1) / intervals,
         ))

@@ -1,0 +1,31 @@
+"""The summary's sorted columns by numpy (`offline/columns.py`) are `sorted(compress(...))`'s, float for
+float, signed zeros in the same order, whichever way a column goes."""
+
+from __future__ import annotations
+
+from array import array
+from itertools import compress
+from operator import truediv
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from vllm_logwatch.offline.columns import sorted_ratios, sorted_selected
+
+VALUE = st.one_of(st.sampled_from([0.0, -0.0, 1.0, 1e300, -1e-300]),
+                  st.floats(allow_nan=False, allow_infinity=False))
+ROWS = st.lists(st.tuples(VALUE, st.integers(1, 512), st.booleans()), max_size=200)
+
+
+@settings(max_examples=25, deadline=None)
+@given(ROWS)
+def test_numpy_sorts_as_sorted(rows: list[tuple[float, int, bool]]) -> None:
+    column = array("d", [v for v, _, _ in rows])
+    counts = array("q", [c for _, c, _ in rows])
+    mask = bytes(int(k) for _, _, k in rows)
+    want = sorted(compress(column, mask))
+    assert repr(sorted_selected(column, mask, numpy_from=0)) == repr(want)
+    assert repr(sorted_selected(column, mask)) == repr(want)  # a short column: `sorted` itself
+    ratios = sorted(map(truediv, compress(column, mask), compress(counts, mask)))
+    assert repr(sorted_ratios(column, counts, mask, numpy_from=0)) == repr(ratios)
+    assert all(type(v) is float for v in sorted_selected(column, mask, numpy_from=0))

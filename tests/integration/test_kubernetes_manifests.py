@@ -39,7 +39,7 @@ pytestmark = pytest.mark.timeout(120)
 KUBE = ROOT / "deploy" / "kubernetes"
 FOLDERS = [KUBE, KUBE / "sidecar"]
 MANIFESTS = sorted(p for folder in FOLDERS for p in folder.glob("*.yaml"))
-NO_SCHEMA = {"PodMonitor", "Kustomization"}
+NO_SCHEMA = {"PodMonitor", "PrometheusRule", "Kustomization"}
 """Kinds kubernetes-validate has no schema for: the only WARN lines it may print."""
 
 _DURATION = {"type": "string", "pattern": r"^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?"
@@ -109,6 +109,31 @@ POD_MONITOR: dict[str, Any] = {
 operator 0.93): every field name of `spec` and of a `podMetricsEndpoints` item (an unknown one is an
 error, as the API server's structural schema prunes it), and the types of those these manifests use."""
 
+_STRING_MAP = {"type": "object", "additionalProperties": {"type": "string"}}
+PROMETHEUS_RULE: dict[str, Any] = {
+    "type": "object", "required": ["apiVersion", "kind", "metadata", "spec"], "additionalProperties": False,
+    "properties": {
+        "apiVersion": {"const": "monitoring.coreos.com/v1"}, "kind": {"const": "PrometheusRule"},
+        "metadata": POD_MONITOR["properties"]["metadata"],
+        "spec": {"type": "object", "additionalProperties": False, "properties": {"groups": {
+            "type": "array", "items": {
+                "type": "object", "required": ["name"], "additionalProperties": False,
+                "properties": {
+                    "name": {"type": "string", "minLength": 1}, "interval": _DURATION, "labels": _STRING_MAP,
+                    "limit": {"type": "integer"}, "partial_response_strategy": {"type": "string"},
+                    "query_offset": _DURATION,
+                    "rules": {"type": "array", "items": {
+                        "type": "object", "required": ["expr"], "additionalProperties": False,
+                        "properties": {
+                            "alert": {"type": "string"}, "record": {"type": "string"},
+                            "expr": {"type": ["string", "integer"]}, "for": _DURATION,
+                            "keep_firing_for": {**_DURATION, "minLength": 1},
+                            "labels": _STRING_MAP, "annotations": _STRING_MAP}}}}}}}},
+    },
+}
+"""The PrometheusRule of the Operator's API reference (CRD monitoring.coreos.com_prometheusrules,
+operator 0.93): its groups' and rules' fields."""
+
 
 def documents(path: Path) -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if d]
@@ -170,6 +195,21 @@ def test_pod_monitor_follows_the_operator_api(folder: Path) -> None:
         re.compile(rule.get("regex", "(.*)"))
         if rule.get("action", "replace").lower() == "replace":
             assert "targetLabel" in rule, rule
+
+
+def test_prometheus_rule_is_alerts_yml_for_the_operator() -> None:
+    """deploy/kubernetes/prometheusrule.yaml is what tools/prometheus_rule.py writes from
+    grafana/alerts.yml (which promtool tests), and follows the Operator's API."""
+    check = subprocess.run([sys.executable, str(ROOT / "tools" / "prometheus_rule.py"), "--check"],
+                           capture_output=True, text=True, timeout=60)
+    assert check.returncode == 0, check.stderr
+    rule = one(KUBE, "PrometheusRule")
+    jsonschema.validate(rule, PROMETHEUS_RULE)
+    alerts = yaml.safe_load((ROOT / "grafana" / "alerts.yml").read_text(encoding="utf-8"))
+    assert rule["spec"]["groups"] == alerts["groups"]
+    bad = {**rule, "spec": {"groups": [{"name": "x", "rules": [{"alert": "A", "expr": "up", "for": "2 m"}]}]}}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, PROMETHEUS_RULE)
 
 
 @pytest.mark.parametrize("change", [

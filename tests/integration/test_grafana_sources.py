@@ -55,7 +55,7 @@ def test_source_variables_select_a_pod_and_all_keeps_unlabelled_series(tmp_path:
                 found = prom.query("vllm_logwatch_requests_running")
                 return {r["metric"]["instance"] for r in found} == {pod.address, host.address}
 
-            poll_until(read_by_both, 30, "Prometheus to scrape both exporters' stats")
+            poll_until(read_by_both, 60, "Prometheus to scrape both exporters' stats")
             both = f"({pod.address}|{host.address})".replace(".", "\\\\.")
             common = {"job": "vllm-logwatch", "instance": both, "model_name": ".*", "engine": ".*",
                       "__rate_interval": "1m", "__interval": "1m", "__range": "5m"}

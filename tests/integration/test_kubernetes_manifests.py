@@ -407,7 +407,7 @@ def test_pod_monitor_keeps_the_vllm_pods_labels_in_a_real_prometheus(tmp_path: P
         path = tmp_path / "prometheus.yml"
         path.write_text(yaml.safe_dump(config), encoding="utf-8")
         with serve_prometheus(path, tmp_path) as prom:
-            prom.wait_value('count(up{job="vllm-logwatch", instance="gpu-node-1"} == 1)', 2, timeout=30)
+            prom.wait_value('count(up{job="vllm-logwatch", instance="gpu-node-1"} == 1)', 2, timeout=60)
             series = poll_series(prom, 'vllm_logwatch_requests_running{endpoint="metrics"}', 2)
         # The DaemonSet's memory request holds a logwatch following a log (docs: about 50 MB).
         assert watch.rss_bytes() < 64 * 2**20
@@ -429,7 +429,7 @@ def poll_series(prom: Any, expr: str, count: int) -> list[dict[str, str]]:
         found = [r["metric"] for r in prom.query(expr)]
         return found if len(found) == count else None
 
-    return poll_until(check, 30, f"{count} series of {expr}")
+    return poll_until(check, 60, f"{count} series of {expr}")
 
 
 def test_daemonset_command_follows_a_kubelet_tree(tmp_path: Path) -> None:

@@ -59,6 +59,8 @@ class Matrix:
     kv_cache_tokens: int
     """KV cache size in tokens, per engine, from the start-up line."""
     engines: int
+    tokens_per_request_median: float
+    """Median of every busy interval's estimate."""
     rows: list[str] = field(default_factory=list)
     columns: list[str] = field(default_factory=list)
     cells: list[MatrixCell] = field(default_factory=list)
@@ -101,7 +103,9 @@ def build_matrix(running: Sequence[int], kv_pct: Sequence[float], generation: Se
         estimates.append(estimate)
     if not groups:
         return None
-    matrix = Matrix(kv_cache_tokens=kv_cache_tokens, engines=engines)
+    every = [e for _, estimates in groups.values() for e in estimates]
+    matrix = Matrix(kv_cache_tokens=kv_cache_tokens, engines=engines,
+                    tokens_per_request_median=round(statistics.median(every), 1))
     for (power, (lo, hi)), (gens, estimates) in sorted(groups.items(), key=lambda i: (i[0][0], i[0][1][0])):
         matrix.cells.append(MatrixCell(
             context=context_label(power), context_tokens=1 << power,

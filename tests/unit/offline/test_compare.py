@@ -95,3 +95,17 @@ def test_no_stats_lines(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> N
     empty.write_text(V013)
     code, out, err = run(capsys, str(empty))
     assert code == 1 and out == "" and "no stats lines" in err and len(err.splitlines()) == 1
+
+
+def test_preemptions_are_summed_per_row(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    log = tmp_path / "serve.log"
+    lines = []
+    for i, (running, preempted) in enumerate([(2, 3), (2, 4), (5, 0), (5, 7)]):
+        lines.append(f"(APIServer pid=1) INFO 12-01 10:00:{10 * i:02d} [loggers.py:335] Engine 000: Avg "
+                     f"prompt throughput: 1.0 tokens/s, Avg generation throughput: 10.0 tokens/s, Running: "
+                     f"{running} reqs, Waiting: 1 reqs, Preemptions: {preempted}, GPU KV cache usage: 9.0%\n")
+    log.write_text("".join(lines))
+    rows = compare_json(capsys, log)["launches"][0]["by_concurrency"]
+    assert [(r["running"], r["preemptions"]) for r in rows] == [("2", 7), ("5", 7)]
+    rows = compare_json(capsys, REAL)["launches"][0]["by_concurrency"]
+    assert {r["preemptions"] for r in rows} == {None}  # vLLM 0.32 on CPU never prints the field

@@ -148,9 +148,16 @@ def one(folder: Path, kind: str) -> dict[str, Any]:
     return doc
 
 
-def kubernetes_validate(*paths: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "kubernetes_validate", "--strict", *map(str, paths)],
-                          capture_output=True, text=True, timeout=60)
+def kubernetes_validate(*paths: Path, version: str | None = None) -> subprocess.CompletedProcess[str]:
+    """`kubernetes-validate --strict` against Kubernetes `version` (default: its newest schemas)."""
+    versions = ["-k", version] if version else []
+    return subprocess.run([sys.executable, "-m", "kubernetes_validate", "--strict", *versions,
+                           *map(str, paths)], capture_output=True, text=True, timeout=60)
+
+
+OLDEST = {KUBE: "1.25.0", KUBE / "sidecar": "1.29.0"}
+"""The oldest Kubernetes each folder's manifests are for (docs/deploy-kubernetes.md): 1.25, the oldest
+API kubernetes-validate has; the sidecar example's native sidecar is on by default from 1.29."""
 
 
 @pytest.mark.parametrize("path", MANIFESTS, ids=lambda p: str(p.relative_to(KUBE)))
@@ -163,6 +170,8 @@ def test_manifest_validates_strict(path: Path) -> None:
         if line.startswith("WARN"):
             assert any(f"kind {kind} " in line for kind in NO_SCHEMA & kinds), line
     assert result.stdout.count("INFO") == len(kinds - NO_SCHEMA), result.stdout
+    oldest = kubernetes_validate(path, version=OLDEST[path.parent])
+    assert oldest.returncode == 0 and "ERROR" not in oldest.stdout, oldest.stdout
 
 
 def test_strict_validation_rejects_a_misspelled_field(tmp_path: Path) -> None:

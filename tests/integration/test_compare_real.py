@@ -168,3 +168,18 @@ def test_the_docs_example_is_what_compare_prints() -> None:
                           capture_output=True, text=True, timeout=120, check=False, cwd=TESTS.parent)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith(shown + "\n")
+
+
+def test_standard_input_and_the_text_tables() -> None:
+    log = LOGS["fixed-noprefix"]
+    with log.open("rb") as stdin:
+        proc = subprocess.run([sys.executable, "-m", "vllm_logwatch", "compare", "-", str(LOGS["tight-kv"]),
+                               "--tz", "UTC"], stdin=stdin, capture_output=True, text=True, timeout=120,
+                              check=False)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    titles = ("Arguments that differ", "Throughput by concurrency", "Steady decode",
+              "Context x concurrency (estimated; median gen tok/s (intervals))", "Context is an estimate")
+    for title in titles:
+        assert title in out, title
+    assert "<stdin>: enable_prefix_caching=off" in out  # the launch read from standard input

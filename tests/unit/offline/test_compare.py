@@ -109,3 +109,16 @@ def test_preemptions_are_summed_per_row(capsys: pytest.CaptureFixture[str], tmp_
     assert [(r["running"], r["preemptions"]) for r in rows] == [("2", 7), ("5", 7)]
     rows = compare_json(capsys, REAL)["launches"][0]["by_concurrency"]
     assert {r["preemptions"] for r in rows} == {None}  # vLLM 0.32 on CPU never prints the field
+
+
+def test_a_namespace_lists_defaults_too(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """The documented limit: vLLM < 0.9 prints every argument, so its defaults differ from `(default)`."""
+    old = tmp_path / "old.log"
+    old.write_text("INFO 01-13 11:35:20 api_server.py:212] args: Namespace(host=None, port=8000, "
+                   "model='facebook/opt-125m', dtype='auto', max_num_seqs=16)\n" + EXCERPT.read_text())
+    differing = compare_json(capsys, old, REAL)["differing_args"]
+    assert differing["dtype"] == ["auto", "bfloat16"]
+    assert "max_num_seqs" not in differing  # 16 in both
+    new = tmp_path / "new.log"
+    new.write_text(REAL.read_text().replace("'dtype': 'bfloat16', ", ""))
+    assert compare_json(capsys, old, new)["differing_args"]["dtype"] == ["auto", "(default)"]

@@ -191,21 +191,19 @@ def _concurrency(g: _Group, codes: bytes, keys: list[tuple[int, int | None]],
                  flag: int) -> tuple[list[ConcurrencyRow], float | None]:
     """Rows over the busy intervals with `flag` (0: all; `_STEADY`): one per running count or bucket;
     and the median generation throughput of all their intervals. One column is sorted at a time (a
-    list of its row's values, then dropped); the rows' sorted generation runs, merged (`sort` finds
-    runs), give the median of all, before the other columns are sorted."""
+    list of its row's values, then dropped): the generation of all the intervals first (their median),
+    then each row's columns."""
     masks = [(number, lo, hi, _mask(codes, number, flag))
              for number, (lo, hi) in enumerate(keys, start=1)]
-    every: list[float] = []
+    every = sorted_selected(g.generation, _mask(codes, 0, flag))  # the rows' intervals, all of them
+    median = _median_sorted(every) if every else None
+    del every
     generation: dict[int, tuple[float, float, float]] = {}
     for number, _lo, _hi, rows in masks:
         gen = sorted_selected(g.generation, rows)
         if gen:
-            every.extend(gen)
             generation[number] = (_median_sorted(gen), _quantile_sorted(gen, 0.9), _quantile_sorted(gen, 0.1))
         del gen
-    every.sort()
-    median = _median_sorted(every) if every else None
-    del every
     out = []
     for number, lo, hi, rows in masks:
         if number not in generation:

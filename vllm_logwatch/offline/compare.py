@@ -77,14 +77,25 @@ def _unusual(values: list[Any], index: int) -> bool:
     return values[index] is not None and _key(values[index]) != common
 
 
+def _legend_order(table: dict[str, list[Any]], index: int) -> list[str]:
+    """The keys for a legend: the model first, the served name only without the model, none whose
+    value is `(default)` there."""
+    keys = sorted(table, key=lambda k: (k not in ("model", "served_model_name"), k))
+    if "model" in table and "served_model_name" in keys:
+        keys.remove("served_model_name")
+    return [k for k in keys if table[k][index] != DEFAULT]
+
+
 def _tag(index: int, launch: Launch, args: dict[str, list[Any]], facts: dict[str, list[Any]]) -> str:
     """The launch's label and what sets it apart: the differing arguments where its value is not the
     most common one (else all of its differing arguments), else the same of the differing facts."""
     parts: list[str] = []
-    for table, fmt in ((args, "{}={}"), (facts, "{} {}")):
-        named = {FACT_COLUMNS[k][0] if table is facts else k: v for k, v in table.items()}
-        parts = [fmt.format(k, _short(v[index])) for k, v in named.items() if _unusual(v, index)]
-        parts = parts or [fmt.format(k, _short(v[index])) for k, v in named.items() if v[index] is not None]
+    for table, is_args in ((args, True), (facts, False)):
+        keys = _legend_order(table, index)
+        shown = {k: f"{k}={_short(table[k][index])}" if is_args
+                 else f"{FACT_COLUMNS[k][0]} {_short(table[k][index])}" for k in keys}
+        parts = [shown[k] for k in keys if _unusual(table[k], index)]
+        parts = parts or [shown[k] for k in keys if table[k][index] is not None]
         if parts:
             break
     text = ", ".join(parts)

@@ -14,7 +14,8 @@ from vllm_logwatch.commands.summary import run_summary
 from vllm_logwatch.errors import NoStatsError
 
 DATA = TESTS / "data"
-LOGS = sorted(DATA.glob("*.log")) + sorted((DATA / "real-vllm-cpu").glob("*.log"))
+LOGS = (sorted(DATA.glob("*.log")) + sorted((DATA / "real-vllm-cpu").glob("*.log"))
+        + sorted(DATA.glob("compare/*/*.log")))  # the last with MFU lines (--enable-mfu-metrics)
 COMBOS = [(by, fmt) for by in ("launch", "engine", "none") for fmt in ("text", "markdown", "json")]
 
 # A fresh interpreter (the workers fork), with sizes small enough that a test-sized file takes the
@@ -65,8 +66,9 @@ def test_ranges_restarts_and_several_files(tmp_path: Path) -> None:
     and transfer lines across range edges, and several files in order."""
     parts = [(DATA / name).read_bytes() for name in ("004.log", "011.log", "012.log", "017.log", "019.log")]
     real = next((DATA / "real-vllm-cpu").glob("*.log")).read_bytes()
+    mfu = next((DATA / "compare" / "mns16-prefix").glob("*.log")).read_bytes()  # MFU lines, then a restart
     big = tmp_path / "mixed_20261129_120000.log"
-    big.write_bytes(b"".join(parts) * 20 + real * 2)
+    big.write_bytes(b"".join(parts) * 20 + real * 2 + mfu * 2 + real)
     paths = [str(big), str(DATA / "021.log")]
     expected = slow_summaries(paths)
     for range_size in (4096, 65536):

@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from ..errors import InputError, NoStatsError, OutputError, UsageError
-from ..offline.fastsummary import FastBlock
+from ..offline.fastsummary import FastBlock, FastMfu
 from ..offline.launches import Launch, iter_launch_records, iter_summary_records
 from ..offline.plot import DPI, build_figure, parse_when, require_matplotlib
 from ..offline.rangescan import DEFAULT_TUNING, VALUES, Tuning
@@ -70,7 +70,7 @@ def run_plot(
                 block = e if start is None and end is None else _select(e, within)
                 drawn += sum(1 for t in block.times if t is not None)
                 yield launch, block
-            elif not isinstance(e, (SpecDecodeStats, TransferStats, MfuStats)) and within(e.time):
+            elif not isinstance(e, (SpecDecodeStats, TransferStats, MfuStats, FastMfu)) and within(e.time):
                 drawn += 1
                 yield launch, e
 

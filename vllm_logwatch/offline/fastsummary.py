@@ -14,6 +14,7 @@ field for field (tests/integration/test_fastsummary.py).
 from __future__ import annotations
 
 import math
+import re
 from array import array
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta, tzinfo
@@ -30,13 +31,17 @@ from .fastcsv import plain_file_size
 from .inputs import Source, input_error, open_source, read_errors
 from .rangescan import DEFAULT_TUNING, STAMP, VALUES, Lane, Tuning, scan_file_chunks, stream_chunks
 
-__all__ = ["FastBlock", "FastStats", "iter_fast_events"]
+__all__ = ["FastBlock", "FastMfu", "FastStats", "iter_fast_events"]
 
 _NEEDLES = STATS_NEEDLES + SPEC_NEEDLES + LAUNCH_NEEDLES
 """The general path's (`iter_source_events(kind="spec", extra_needles=LAUNCH_NEEDLES)`)."""
 _ENVELOPE_NEEDLES = _NEEDLES + PREFIX_NEEDLES  # a container log's: the followers too (offline/enveloped.py)
 _LANE = Lane(values=True, keep=_NEEDLES + VARIANT_NEEDLES + PREFIX_NEEDLES)
 _EMPTY: dict[str, float] = {}
+_MFU = re.compile(
+    rb"(?:\([^()]*\) )?INFO \d\d-\d\d \d\d:\d\d:\d\d \[[^\]\s]+:\d+\] Engine (\d{3,15}): MFU: (\d+\.\d+) "
+    rb"TF/s/(?:GPU|device) (\d+\.\d+) GB/s/(?:GPU|device)\r?")
+"""vLLM's own MFU line, whole: between two stats rows, the summary takes it as it is (`_deferred_mfu`)."""
 _MINUTE_SECOND = {f"{m:02d}:{s:02d}".encode(): timedelta(minutes=m, seconds=s)
                   for m in range(60) for s in range(60)}
 """A stamp's `MM:SS` -> the time since its hour's start."""
@@ -58,6 +63,22 @@ class FastStats:
         self.time, self.engine, self.running, self.waiting = time, int(engine), int(running), int(waiting)
         self.prefix_cache_hit_rate_pct = None if math.isnan(prefix) else prefix
         self.mm_cache_hit_rate_pct = None if math.isnan(mm) else mm
+
+
+class FastMfu:
+    """vLLM's own MFU lines that sat alone among a run of stats rows, as columns (`MfuStats`' numbers):
+    the summary adds them in one call."""
+
+    __slots__ = ("engine", "gbps", "tflops")
+    kind: ClassVar[Literal["mfu"]] = "mfu"
+
+    def __init__(self) -> None:
+        self.engine: list[int] = []
+        self.tflops: list[float] = []
+        self.gbps: list[float] = []
+
+    def __len__(self) -> int:
+        return len(self.engine)
 
 
 class FastBlock:
@@ -137,10 +158,11 @@ class _Times:
 
 def iter_fast_events(source: Source, zone: tzinfo, year: int | None, scan: ScanStats,
                      tuning: Tuning = DEFAULT_TUNING, *,
-                     blocks: bool = False) -> Iterator[Event | FastStats | FastBlock]:
+                     blocks: bool = False) -> Iterator[Event | FastStats | FastBlock | FastMfu]:
     """What `iter_source_events(source, "spec", zone, year, scan, LAUNCH_NEEDLES)` yields, in file
     order, with a `FastStats` in place of each common stats line's `EngineStats` (with `blocks`, a
-    `FastBlock` in place of each run of them)."""
+    `FastBlock` in place of each run of them, then a `FastMfu` of the MFU lines that sat alone among
+    its rows)."""
     path = None if source.is_stdin else source.path
     clock: list[YearClock] = []
 
@@ -171,7 +193,7 @@ def iter_fast_events(source: Source, zone: tzinfo, year: int | None, scan: ScanS
 
 
 def _rows(chunks: Iterator[tuple[Any, int]], assembler: Assembler, times: _Times,
-          blocks: bool) -> Iterator[Event | FastStats | FastBlock]:
+          blocks: bool) -> Iterator[Event | FastStats | FastBlock | FastMfu]:
     for chunk, base in chunks:
         numbers, other_numbers, positions, values = array("Q"), array("Q"), array("Q"), array("d")
         numbers.frombytes(chunk.numbers)
@@ -179,6 +201,10 @@ def _rows(chunks: Iterator[tuple[Any, int]], assembler: Assembler, times: _Times
         positions.frombytes(chunk.positions)
         values.frombytes(chunk.values)
         others = chunk.others.split(b"\n") if other_numbers else []
+        mfu: list[_Mfu] = []
+        if blocks and others:
+            others, other_numbers, positions, mfu = _deferred_mfu(others, other_numbers, positions)
+        m, n_mfu = 0, len(mfu)
         stamps, j, n_pos = chunk.stamps, 0, len(positions)
         processes = chunk.tails.split(b"\n") if numbers else []
         seen, start, n = assembler.stats_seen, 0, len(processes)
@@ -194,13 +220,59 @@ def _rows(chunks: Iterator[tuple[Any, int]], assembler: Assembler, times: _Times
                 seen(process.decode() if process else None, int(values[i * VALUES]))
             if blocks:
                 yield FastBlock(times.many(stamps, start, end), values[start * VALUES:end * VALUES])
+                if m < n_mfu and mfu[m][0] <= end:
+                    run = FastMfu()
+                    while m < n_mfu and mfu[m][0] <= end:
+                        _, engine, tflops, gbps = mfu[m]
+                        run.engine.append(engine)
+                        run.tflops.append(tflops)
+                        run.gbps.append(gbps)
+                        m += 1
+                    yield run
             else:
                 for i in range(start, end):
                     yield FastStats(times(stamps[i * STAMP:(i + 1) * STAMP]),
                                     tuple(values[i * VALUES:(i + 1) * VALUES]))
             start = end
+        if m < n_mfu:  # a chunk without stats rows
+            run = FastMfu()
+            for _, engine, tflops, gbps in mfu[m:]:
+                run.engine.append(engine)
+                run.tflops.append(tflops)
+                run.gbps.append(gbps)
+            yield run
         for k in range(j, n_pos):
             yield from _slow(assembler, others[k], base + other_numbers[k])
+
+
+_Mfu = tuple[int, int, float, float]
+
+
+def _deferred_mfu(others: list[bytes], numbers: Any,
+                  positions: Any) -> tuple[list[bytes], Any, Any, list[_Mfu]]:
+    """The MFU lines that sit alone between stats rows, taken out of `others` as (position, engine,
+    TF/s, GB/s) so that they do not cut the run of rows (`_rows` yields them after it: an MFU line
+    counts for its launch whatever its place among that launch's stats lines). An MFU line that shares
+    its place with another line, or is not vLLM's own shape, stays where it is."""
+    alone = _counts(positions)
+    keep, mfu = [], []
+    for k, raw in enumerate(others):
+        m = _MFU.fullmatch(raw) if alone[positions[k]] == 1 and b"MFU: " in raw else None
+        if m is None:
+            keep.append(k)
+        else:
+            mfu.append((positions[k], int(m.group(1)), float(m.group(2)), float(m.group(3))))
+    if not mfu:
+        return others, numbers, positions, mfu
+    return ([others[k] for k in keep], array("Q", (numbers[k] for k in keep)),
+            array("Q", (positions[k] for k in keep)), mfu)
+
+
+def _counts(positions: Any) -> dict[int, int]:
+    out: dict[int, int] = {}
+    for p in positions:
+        out[p] = out.get(p, 0) + 1
+    return out
 
 
 def _slow(assembler: Assembler, raw: bytes, number: int) -> list[Event]:

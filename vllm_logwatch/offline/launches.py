@@ -17,7 +17,7 @@ from ..parsing.events import EngineStats, MfuStats, ServerInfo, SpecDecodeStats,
 from ..parsing.needles import LAUNCH_NEEDLES
 from .bulkscan import ScanStats
 from .enveloped import container_format
-from .fastsummary import FastBlock, FastStats, iter_fast_events
+from .fastsummary import FastBlock, FastMfu, FastStats, iter_fast_events
 from .inputs import resolve_inputs
 from .rangescan import Tuning
 from .writers import iter_source_events, no_stats_hint
@@ -88,7 +88,7 @@ def iter_launch_records(
 def iter_summary_records(
     inputs: list[str], *, year: int | None = None, tz: str | None = None, fast: Tuning | None = None,
     mfu: bool = False,
-) -> Iterator[tuple[Launch, EngineStats | SpecDecodeStats | TransferStats | FastBlock | MfuStats]]:
+) -> Iterator[tuple[Launch, EngineStats | SpecDecodeStats | TransferStats | FastBlock | MfuStats | FastMfu]]:
     """`iter_launch_records(inputs, spec=True, ...)`, with each run of the fast lane's common stats lines
     as one `FastBlock` (`offline/summary_rows.py` adds it to the summary in one call); with `mfu`, the
     MFU lines (`MfuStats`) too."""
@@ -98,7 +98,7 @@ def iter_summary_records(
 def _records(
     inputs: list[str], year: int | None, tz: str | None, spec: bool, fast: Tuning | None, *, blocks: bool,
     mfu: bool = False,
-) -> Iterator[tuple[Launch, EngineStats | SpecDecodeStats | TransferStats | FastBlock | MfuStats]]:
+) -> Iterator[tuple[Launch, EngineStats | SpecDecodeStats | TransferStats | FastBlock | MfuStats | FastMfu]]:
     sources, zone = resolve_inputs(inputs, tz)
     scan = ScanStats()
     kind = "spec" if spec else "stats"
@@ -128,7 +128,8 @@ def _records(
             elif isinstance(event, FastBlock):
                 launch.has_stats = any_stats = True
                 yield launch, event
-            elif isinstance(event, (SpecDecodeStats, TransferStats)) or (mfu and isinstance(event, MfuStats)):
+            elif isinstance(event, (SpecDecodeStats, TransferStats)) or (
+                    mfu and isinstance(event, (MfuStats, FastMfu))):
                 yield launch, event
         if launch.has_stats:
             index += 1

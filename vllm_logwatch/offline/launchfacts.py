@@ -12,7 +12,6 @@ from array import array
 from dataclasses import dataclass
 from typing import Any
 
-from ..parsing.events import MfuStats
 from .launches import Launch
 
 __all__ = ["FACT_COLUMNS", "MFU_COLUMNS", "MfuSummary", "MfuTotals", "fact_text", "launch_facts"]
@@ -99,10 +98,11 @@ class MfuTotals:
         self.tflops = array("d")
         self.gbps = array("d")
 
-    def add(self, e: MfuStats) -> None:
-        if math.isfinite(e.tflops_per_device) and math.isfinite(e.gbps_per_device):
-            self.tflops.append(e.tflops_per_device)
-            self.gbps.append(e.gbps_per_device)
+    def add(self, tflops: float, gbps: float) -> None:
+        """An MFU line's TF/s and GB/s per device."""
+        if math.isfinite(tflops) and math.isfinite(gbps):
+            self.tflops.append(tflops)
+            self.gbps.append(gbps)
 
     def finish(self) -> MfuSummary | None:
         if not self.tflops:

@@ -20,7 +20,7 @@ from typing import Literal
 
 from ..parsing.events import EngineStats, MfuStats, SpecDecodeStats, TransferStats
 from .columns import sorted_ratios, sorted_selected
-from .fastsummary import FastBlock
+from .fastsummary import FastBlock, FastMfu
 from .launches import Launch
 from .launchfacts import MfuSummary, MfuTotals
 from .matrix import Matrix, build_matrix
@@ -31,7 +31,7 @@ __all__ = [
     "STEADY_MAX_PROMPT_SHARE", "ConcurrencyRow", "GroupSummary", "SpecSummary", "Summary", "TransferSummary",
     "bucket_of", "quantile", "summarize",
 ]
-Record = EngineStats | SpecDecodeStats | TransferStats | MfuStats
+Record = EngineStats | SpecDecodeStats | TransferStats | MfuStats | FastMfu
 
 By = Literal["launch", "engine", "none"]
 STEADY_MAX_PROMPT_SHARE = 0.02
@@ -302,12 +302,18 @@ def summarize(records: Iterable[tuple[Launch, Record | FastBlock]], by: By = "la
         if isinstance(e, FastBlock):  # the fast lane's run of common stats lines
             _add_block(groups, launch, e, by)
             continue
+        if isinstance(e, FastMfu):  # the fast lane's MFU lines of such a run
+            whole: _Key = (launch.index,) if by == "launch" else ()
+            for engine, tflops, gbps in zip(e.engine, e.tflops, e.gbps, strict=True):
+                at = (launch.index, engine) if by == "engine" else whole
+                mfu.setdefault(at, MfuTotals()).add(tflops, gbps)
+            continue
         key: _Key = (
             (launch.index, -1 if e.engine is None else e.engine) if by == "engine"
             else (launch.index,) if by == "launch" else ()
         )
         if isinstance(e, MfuStats):
-            mfu.setdefault(key, MfuTotals()).add(e)
+            mfu.setdefault(key, MfuTotals()).add(e.tflops_per_device, e.gbps_per_device)
             continue
         group = groups.get(key)
         if isinstance(e, (SpecDecodeStats, TransferStats)):  # else stats: EngineStats, or the fast lane's

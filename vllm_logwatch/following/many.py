@@ -85,7 +85,7 @@ class ManyFollower:
         self._stop = threading.Event()
         self._sources: dict[SourceKey, _Source] = {}
         self._found: dict[SourceKey, Found] = {}
-        self._listed: set[str] = set()
+        self._listed: set[str] = {self.target}
         self._gone: dict[SourceKey, float] = {}  # since when a source's files are gone
         self._dropped: list[SourceKey] = []
         self._names: dict[str, tuple[int, str]] = {}  # Docker container names by config path
@@ -97,6 +97,14 @@ class ManyFollower:
         self._last_sweep = float("-inf")
         self._last_listing = float("-inf")
         self._checkpoint = Checkpoint(SourcesState(()), 0, 0)
+        self._parts: dict[SourceKey, Checkpoint] = {}  # each source's checkpoint after its last poll
+        self._keys: list[SourceKey] = []  # the sources in order
+        self._by_dir: dict[str, list[SourceKey]] = {}  # which sources a folder's files belong to
+        self._totals = dict.fromkeys(_SUMMED, 0)  # over the sources (those dropped too: counters go on)
+        self._counted: dict[SourceKey, tuple[int, ...]] = {}  # each source's counters, as in _totals
+        self._last_error: str | None = None
+        self._watch_due = True
+        self._checkpoint_due = False
         self._state = StateFile(self.state_file, self.own) if self.state_file else None
 
     # -- what the pipeline reads ------------------------------------------------------------------
@@ -107,13 +115,11 @@ class ManyFollower:
 
     @property
     def stats(self) -> FollowerStats:
-        """The totals over every source, and the watch's own errors."""
+        """The totals over every source (kept as the sources are polled), and the watch's own errors."""
         total = dataclasses.replace(self.own)
-        for source in list(self._sources.values()):
-            stats = source.follower.stats
-            for name in _SUMMED:
-                setattr(total, name, getattr(total, name) + getattr(stats, name))
-            total.last_error = stats.last_error or total.last_error
+        for name in _SUMMED:
+            setattr(total, name, getattr(total, name) + self._totals[name])
+        total.last_error = self._last_error or self.own.last_error
         return total
 
     def source_stats(self) -> dict[SourceKey, FollowerStats]:
@@ -167,8 +173,7 @@ class ManyFollower:
             "gone": len(self._gone),
             "select": list(self.select), "max_sources": self.max_sources,
             "waker_degraded_reason": getattr(self._waker, "degraded_reason", None),
-            "per_source": [{"labels": dict(key), "folded": s.folded, "path": s.follower.status()["path"],
-                            "offset": s.follower.status()["offset"]} for key, s in sources],
+            "per_source": [_brief(key, s) for key, s in sources],
             "stats": dataclasses.asdict(self.stats),
         }
 
@@ -183,35 +188,41 @@ class ManyFollower:
             now = self._clock()
             if not self._begun:
                 self._begin()
-            changed = self._changed()
-            backstop = self.poll_interval if changed is None else max(self.rescan_seconds, self.poll_interval)
+            told = self._changed()
+            changed = None if told is None else told[0]
+            backstop = self.poll_interval if told is None else max(self.rescan_seconds, self.poll_interval)
             full = now - self._last_sweep >= backstop
-            if full or (changed is not None and changed & self._listed_dirs()):
+            if full or (told is not None and told[1] & self._listed_dirs()):
                 self._relist(now)
             if full:
                 self._last_sweep = now
                 self._due.update(self._sources)
             elif changed:
-                self._due.update(key for key, s in self._sources.items() if changed & set(s.found.dirs))
-            self._read_due(out)
-            self._checkpoint = Checkpoint(
-                SourcesState(tuple((key, self._sources[key].follower.checkpoint())
-                                   for key in sorted(self._sources))),
-                sum(s.follower.stats.lines for s in self._sources.values()),
-                sum(s.follower.stats.bytes for s in self._sources.values()))
-            if self._waker is not None:
+                for folder in changed:
+                    self._due.update(self._by_dir.get(folder, ()))
+            if self._read_due(out) or self._checkpoint_due:
+                self._checkpoint_due = False
+                parts = tuple((key, self._parts[key]) for key in self._keys)
+                totals = self._totals
+                self._checkpoint = Checkpoint(SourcesState(parts), totals["lines"], totals["bytes"])
+            if self._waker is not None and self._watch_due:
+                self._watch_due = False
                 self._waker.watch(self._watch_dirs())
         return out
 
-    def _changed(self) -> set[str] | None:
+    def _changed(self) -> tuple[set[str], set[str]] | None:
+        """(folders with events, those of them whose entries changed), or None: not known."""
         take = getattr(self._waker, "take_changed", None)
-        return take() if callable(take) else None
+        told = take() if callable(take) else None
+        return told if isinstance(told, tuple) else None
 
-    def _read_due(self, out: list[LineBlock]) -> None:
+    def _read_due(self, out: list[LineBlock]) -> bool:
+        """Poll the sources due, in turn, within the budget; whether a source's position moved."""
         budget = self.poll_bytes
         keys = sorted(self._due)
+        moved = False
         if not keys:
-            return
+            return moved
         start = self._turn % len(keys)
         for key in keys[start:] + keys[:start]:
             if budget <= 0:
@@ -228,7 +239,24 @@ class ManyFollower:
             out.extend(dataclasses.replace(block, key=key) for block in blocks)
             if not follower.more:
                 self._due.discard(key)
+            part = follower.checkpoint()
+            if part != self._parts.get(key):
+                self._parts[key] = part
+                moved = True
+            self._count(key, follower.stats)
         self._turn += 1
+        return moved
+
+    def _count(self, key: SourceKey, stats: FollowerStats) -> None:
+        """Bring the totals up to date with what one source counted since its last poll."""
+        now = tuple(getattr(stats, name) for name in _SUMMED)
+        before = self._counted.get(key)
+        if now != before:
+            for name, new, old in zip(_SUMMED, now, before or [0] * len(now), strict=True):
+                self._totals[name] += new - old
+            self._counted[key] = now
+        if stats.last_error:
+            self._last_error = stats.last_error
 
     # -- the listing --------------------------------------------------------------------------------
 
@@ -256,6 +284,9 @@ class ManyFollower:
         listed: set[str] = set()
         found = discover(self.target, self.layout, self.pattern, self.select, self._on_error, self._names,
                          listed)
+        listed.add(self.target)
+        if listed != self._listed:
+            self._watch_due = True
         self._found, self._listed = found, listed
         for key in sorted(found):
             source = self._sources.get(key)
@@ -268,6 +299,11 @@ class ManyFollower:
             since = self._gone.setdefault(key, now)
             if now - since >= self.grace:
                 self._drop(key)
+        self._by_dir = {}
+        for key, source in self._sources.items():
+            for folder in source.found.dirs:
+                self._by_dir.setdefault(folder, []).append(key)
+        self._keys = sorted(self._sources)
 
     def _add(self, key: SourceKey, found: Found, first: bool) -> None:
         """A source seen at start begins where the state file says, else at its end (or its start with
@@ -283,11 +319,16 @@ class ManyFollower:
             from_start=self.from_start or not first, poll_interval=self.poll_interval, autosave=False,
         )
         self._sources[key] = _Source(follower, found, folded=unfolded >= self.max_sources)
+        self._parts[key] = follower.checkpoint()
+        self._checkpoint_due = True
         self._due.add(key)
 
     def _drop(self, key: SourceKey) -> None:
         source = self._sources.pop(key)
         source.follower.close()
+        self._parts.pop(key, None)
+        self._counted.pop(key, None)
+        self._checkpoint_due = True
         self._gone.pop(key, None)
         self._due.discard(key)
         self._dropped.append(key)
@@ -295,7 +336,7 @@ class ManyFollower:
     def _listed_dirs(self) -> set[str]:
         """The folders whose entries make the listing (the target, each pod's and container's, each
         Docker container's), as the last listing found them."""
-        return self._listed | {self.target}
+        return self._listed
 
     def _watch_dirs(self) -> list[str]:
         return sorted(self._listed_dirs())
@@ -335,3 +376,9 @@ class ManyFollower:
                 source.follower.close()
         if self._owns_waker and self._waker is not None:
             self._waker.close()
+
+
+def _brief(key: SourceKey, source: _Source) -> dict[str, Any]:
+    """A source as the status shows it: labels, folded or not, the file read and where."""
+    status = source.follower.status()
+    return {"labels": dict(key), "folded": source.folded, "path": status["path"], "offset": status["offset"]}

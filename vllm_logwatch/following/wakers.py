@@ -137,20 +137,27 @@ class _WakeOnChange(FileSystemEventHandler):
         self._event = event
         self._lock = threading.Lock()
         self.changed: set[str] = set()  # the folders events were about since `take`
+        self.entries: set[str] = set()  # the folders that gained, lost or renamed an entry
 
     def on_any_event(self, event: FileSystemEvent) -> None:
         if event.event_type in _WAKING_EVENT_TYPES:
             paths = [os.fsdecode(event.src_path), os.fsdecode(getattr(event, "dest_path", "") or "")]
+            written = event.event_type == EVENT_TYPE_MODIFIED
             with self._lock:
                 for path in filter(None, paths):
-                    self.changed.add(path)  # a folder's own event names the folder
-                    self.changed.add(os.path.dirname(path))  # an entry's names its folder
+                    if written and event.is_directory:
+                        self.changed.add(path)  # a folder's own event (after any write in it, too)
+                    else:
+                        self.changed.add(os.path.dirname(path))  # an entry's event names its folder
+                        if not written:
+                            self.entries.add(os.path.dirname(path))  # created, deleted, renamed
             self._event.set()
 
-    def take(self) -> set[str]:
+    def take(self) -> tuple[set[str], set[str]]:
         with self._lock:
             changed, self.changed = self.changed, set()
-        return changed
+            entries, self.entries = self.entries, set()
+        return changed, entries
 
 
 class WatchdogWaker(PollWaker):
@@ -221,9 +228,10 @@ class WatchdogWaker(PollWaker):
                     # Typically ENOSPC: the inotify watch limit. Keep polling; say so.
                     self.degraded_reason = f"cannot watch {path}, polling it: {_one_line(exc)}"
 
-    def take_changed(self) -> set[str] | None:
-        """The folders that had events since the last call, or None when that is not known (no
-        observer, or a folder that could not be watched): then every folder may have changed."""
+    def take_changed(self) -> tuple[set[str], set[str]] | None:
+        """The folders that had events since the last call, and of those the ones that gained, lost or
+        renamed an entry (a file written to is not one); None when that is not known (no observer, or a
+        folder that could not be watched): then every folder may have changed."""
         changed = self._handler.take()
         with self._lock:
             known = self._observer is not None and self.degraded_reason is None

@@ -174,7 +174,7 @@ class Pipeline:
         rotation would reach the log and the metrics only at the next scrape. Sync once a poll interval."""
         while not self._stop.wait(self.follower.poll_interval):
             try:
-                self.sync()
+                self.sync(full=False)  # a scrape syncs every source itself
             except Exception as exc:  # never let the reporter take the exporter down
                 log.error("cannot update the follower's counters: %s", type(exc).__name__)
 
@@ -196,7 +196,7 @@ class Pipeline:
             self._batches += 1
             self._last_batch = time.time()
             self.keeper.pend(self.follower.checkpoint())  # the same poll's: after exactly these lines
-        self.sync()
+        self.sync(full=False)
 
     def _polled(self) -> None:
         """After any poll (its lines applied): a position that moved without a line (a file opened,
@@ -236,17 +236,18 @@ class Pipeline:
 
     # -- the follower's counters ----------------------------------------------------------------
 
-    def sync(self) -> None:
+    def sync(self, *, full: bool = True) -> None:
         """Copy the follower's counters into the metrics; log a rotation, truncation or new error once.
 
-        Called by the worker after each batch and by the scrape thread; the lock keeps the readings in
-        order, so a counter never looks like it went down (which would read as a restart)."""
+        Called by the worker after each batch (`full=False`: of many sources, only those that moved)
+        and by the scrape thread; the lock keeps the readings in order, so a counter never looks like it
+        went down (which would read as a restart)."""
         with self._sync_lock:
             stats = self.follower.stats
             applied = self.keeper.pending  # lines and bytes as far as applied: never ahead of the state file
             per_source = getattr(self.follower, "source_stats", None)
             if per_source is not None:
-                self.readers.sync(applied, getattr(self.follower, "own", stats), per_source())
+                self.readers.sync(applied, getattr(self.follower, "own", stats), per_source(), full=full)
             else:
                 self.metrics.set_follower_stats(
                     lines=applied.lines, bytes=applied.bytes, rotations=stats.rotations,
@@ -254,15 +255,15 @@ class Pipeline:
                     lines_cut=stats.lines_cut + self._joined_cut,
                     state_errors=stats.state_errors,
                 )
-            follower = self.follower.status()
             for what, count in (("files_opened", stats.files_opened), ("file_switches", stats.file_switches),
                                 ("rotations", stats.rotations), ("truncations", stats.truncations)):
                 if count > self._logged_counts[what]:
                     first = self._logged_counts[what] == 0
                     self._logged_counts[what] = count
-                    if follower["path"] is None:
-                        pass  # a many-source watch: each source says what it reads (`sources.py`)
-                    elif what == "files_opened":
+                    if per_source is not None:
+                        continue  # a many-source watch: each source says what it reads (`sources.py`)
+                    follower = self.follower.status()
+                    if what == "files_opened":
                         if first:
                             log.info("reading %s from offset %s", follower["path"], follower["start_offset"])
                     else:

@@ -69,6 +69,8 @@ class SourceReaders:
         self._metrics: dict[SourceKey, ExporterMetrics] = {}
         self._retired: dict[SourceKey, dict[str, int]] = {}  # what dropped folded sources counted
         self._last: dict[SourceKey, dict[str, int]] = {}  # each source's totals at the last sync
+        self._seen: dict[SourceKey, Checkpoint] = {}  # each source's checkpoint at the last sync
+        self._members: dict[SourceKey, set[SourceKey]] = {}  # the sources of each set of series
         self.files_seen = 0
 
     def metrics_of(self, key: SourceKey) -> ExporterMetrics:
@@ -122,6 +124,8 @@ class SourceReaders:
             entry.reader.flush()
         labels = self._labels_of(key)
         last = self._last.pop(key, None)
+        self._seen.pop(key, None)
+        self._members.get(labels, set()).discard(key)
         if labels != key:
             if last is not None:
                 retired = self._retired.setdefault(labels, dict.fromkeys(last, 0))
@@ -131,22 +135,30 @@ class SourceReaders:
             self._metrics.pop(labels, None)
         log.info("source %s gone for its grace: its series are dropped", described(labels))
 
-    def sync(self, applied: Checkpoint, own: FollowerStats,
-             per_source: Mapping[SourceKey, FollowerStats]) -> None:
+    def sync(self, applied: Checkpoint, own: FollowerStats, per_source: Mapping[SourceKey, FollowerStats], *,
+             full: bool = True) -> None:
         """Each source's counters into its series; `applied`: the many-source checkpoint of the lines
-        applied (never ahead of the state file), `own`: the watch's own errors (unlabelled series)."""
-        parts = dict(applied.state.parts) if isinstance(applied.state, SourcesState) else {}
-        groups: dict[SourceKey, dict[str, int]] = {}
-        for key, stats in per_source.items():
-            part = parts.get(key)
-            totals = {"lines": part.lines if part else 0, "bytes": part.bytes if part else 0,
-                      **{name: getattr(stats, name) for name in _TOTALS}}
-            self._last[key] = totals
+        applied (never ahead of the state file), `own`: the watch's own errors (unlabelled series).
+        `full=False` (after each batch): only the sources whose position moved; a scrape syncs all."""
+        parts = applied.state.parts if isinstance(applied.state, SourcesState) else ()
+        changed: set[SourceKey] = set()
+        for key, part in parts:
+            if not full and self._seen.get(key) is part:
+                continue
+            self._seen[key] = part
+            stats = per_source.get(key)
+            if stats is None:
+                continue
+            self._last[key] = {"lines": part.lines, "bytes": part.bytes,
+                               **{name: getattr(stats, name) for name in _TOTALS}}
             labels = self._labels_of(key)
-            group = groups.setdefault(labels, dict(self._retired.get(labels, dict.fromkeys(totals, 0))))
-            for name, value in totals.items():
-                group[name] += value
-        for labels, totals in groups.items():
+            self._members.setdefault(labels, set()).add(key)
+            changed.add(labels)
+        for labels in changed:
+            totals = dict(self._retired.get(labels, {}))
+            for key in self._members.get(labels, ()):
+                for name, value in self._last.get(key, {}).items():
+                    totals[name] = totals.get(name, 0) + value
             self.metrics_of(labels).set_follower_stats(**totals)
         self.base.set_follower_stats(lines=0, bytes=0, rotations=0, truncations=0,
                                      read_errors=own.read_errors, lines_cut=0, state_errors=own.state_errors)

@@ -25,16 +25,18 @@ class Clock:
 
 
 class ToldWaker:
-    """A waker that says which folders changed (as watchdog's does), or None: not known."""
+    """A waker that says which folders had events and which gained or lost an entry (as watchdog's
+    does), or None: not known."""
 
     def __init__(self) -> None:
         self.changed: set[str] | None = set()
+        self.entries: set[str] = set()
         self.watched: frozenset[str] = frozenset()
 
-    def take_changed(self) -> set[str] | None:
-        changed = self.changed
-        self.changed = set() if changed is not None else None
-        return changed
+    def take_changed(self) -> tuple[set[str], set[str]] | None:
+        changed, entries = self.changed, self.entries
+        self.changed, self.entries = (set() if changed is not None else None), set()
+        return None if changed is None else (changed | entries, entries)
 
     def wait(self, timeout: float | None) -> bool:
         return False
@@ -96,6 +98,7 @@ def test_a_file_event_polls_only_its_source_and_the_backstop_all(tmp_path: Path)
     waker.changed = {str(a.parent)}
     clock.now += 1
     assert lines(follower.poll_blocks()) == {A: 1}  # b's folder had no event: not polled
+    assert follower._last_listing == clock.now - 1  # a write is no change of entries: no listing
     clock.now += 10
     assert lines(follower.poll_blocks()) == {B: 1}  # the backstop checks every source
     write(b, "b2")
@@ -110,7 +113,7 @@ def test_a_new_source_and_a_restart_are_read_from_their_start(tmp_path: Path) ->
     assert follower.poll_blocks() == []
     write(pod(tmp_path, "b-0"), "new", "pod")
     write(pod(tmp_path, "a-0", restart=1), "restarted")
-    waker.changed = {str(tmp_path), str(pod(tmp_path, "a-0").parent)}
+    waker.entries = {str(tmp_path), str(pod(tmp_path, "a-0").parent)}
     clock.now += 1
     assert lines(follower.poll_blocks()) == {A: 1, B: 2}
     assert follower.source_stats()[A].file_switches == 1
@@ -132,7 +135,7 @@ def test_a_vanished_source_is_dropped_after_its_grace(tmp_path: Path) -> None:
     follower, clock, waker = many(tmp_path, from_start=True, grace=60.0)
     follower.poll_blocks()
     shutil.rmtree(pod(tmp_path, "b-0").parent.parent)
-    waker.changed = {str(tmp_path)}
+    waker.entries = {str(tmp_path)}
     clock.now += 1
     follower.poll_blocks()
     assert follower.source_counts() == {"followed": 1, "folded": 0, "gone": 1}
@@ -186,3 +189,36 @@ def test_a_one_file_state_is_told_and_ignored(tmp_path: Path) -> None:
     assert follower.poll_blocks() == []  # from the end, as without a state file
     assert follower.stats.state_errors == 1
     assert "not of many sources" in (follower.stats.last_state_error or "")
+
+
+def test_watchdog_tells_a_write_from_a_new_entry(tmp_path: Path) -> None:
+    from support import poll_until
+
+    from vllm_logwatch.following.wakers import WatchdogWaker
+
+    log = tmp_path / "0.log"
+    log.write_text("x\n")
+    waker = WatchdogWaker(60.0)
+    waker.start()
+    try:
+        waker.watch([str(tmp_path)])
+        with log.open("a") as f:
+            f.write("y\n")
+        def written() -> tuple[set[str], set[str]] | None:
+            told = waker.take_changed()
+            return told if told is not None and told[0] else None
+
+        assert poll_until(written, 5, "the write's event") == ({str(tmp_path)}, set())
+        (tmp_path / "1.log").write_text("z\n")
+        got: tuple[set[str], set[str]] = (set(), set())
+
+        def entries() -> bool:
+            told = waker.take_changed()
+            assert told is not None
+            got[0].update(told[0])
+            got[1].update(told[1])
+            return str(tmp_path) in got[1]
+
+        poll_until(entries, 5, "the new file's event")
+    finally:
+        waker.close()

@@ -22,7 +22,7 @@ from prometheus_client.metrics_core import Metric
 from ..errors import UsageError
 from ..exporting.catalogue import METRICS, name
 from ..exporting.exporter import ExporterMetrics
-from ..parsing.events import EngineStats, Event, ServerInfo, SpecDecodeStats, TransferStats
+from ..parsing.events import EngineStats, Event, MfuStats, ServerInfo, SpecDecodeStats, TransferStats
 
 __all__ = ["BACKFILL_FAMILIES", "OpenMetricsWriter", "parse_labels"]
 
@@ -113,7 +113,7 @@ class OpenMetricsWriter:
                 self._flush()  # the launch's last values, before the exporter state starts over
             self._metrics.apply(event)
             return
-        if not isinstance(event, (EngineStats, SpecDecodeStats, TransferStats)):
+        if not isinstance(event, (EngineStats, SpecDecodeStats, TransferStats, MfuStats)):
             return
         stamp = event.time.timestamp() if event.time is not None else None
         if stamp != self._batch_time:

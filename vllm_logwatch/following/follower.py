@@ -341,6 +341,7 @@ class Follower:
         if new is None:
             return False  # keep the old descriptor; try again at the next poll
         cur.flush_partial(out, self.stats)
+        self._files.left(cur.dev, cur.ino, cur.fingerprint)
         os.close(cur.fd)
         self._cur = new
         if rotation:
@@ -361,7 +362,7 @@ class Follower:
             return None
         cur, st = opened
         self._waiting_for_path = False
-        self._files.opened(path, st.st_dev, st.st_ino)
+        self._files.opened(path, st.st_dev, st.st_ino, cur.fingerprint)
         self.stats.files_opened += 1
         self._dirty = True
         return cur

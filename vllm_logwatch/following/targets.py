@@ -8,7 +8,9 @@ current launch": its newest matching file. The rules, kept here so `following/fo
 * Files no newer than the first one are old launches and are never read. A file that appears later, or
   is newer than the first one, is a new launch, read from its start.
 * A file read once is never read again from its start, even under another name; files that are gone
-  are forgotten, so a reused inode number is not mistaken for one of them.
+  are forgotten, so a reused inode number is not mistaken for one of them. A file removed and another
+  created on its inode between two listings (ext4 and xfs reuse inode numbers at once) is told apart
+  by its first bytes.
 * A target that does not exist yet may turn out to be a folder: the mode is settled when it appears.
 """
 
@@ -20,6 +22,8 @@ import os
 import stat
 from collections.abc import Callable
 from typing import NamedTuple
+
+from .openfile import fingerprint_of, read_at
 
 __all__ = ["Candidate", "LaunchFiles", "candidate", "has_magic"]
 
@@ -75,7 +79,8 @@ class LaunchFiles:
         self._on_error = on_error
         self.initial: Candidate | None = None  # the first file, until it is opened
         self._seen: set[tuple[str, int, int]] = set()  # folder files that are not new launches
-        self._followed: set[tuple[int, int]] = set()  # (dev, ino) we have read: never again from 0
+        # (dev, ino) we have read, never again from 0: the fingerprint of its first bytes, if known
+        self._followed: dict[tuple[int, int], tuple[str, int] | None] = {}
         self._scanned: list[Candidate] = []
 
     def choose_first(self, saved: tuple[str, int] | None) -> None:
@@ -115,11 +120,17 @@ class LaunchFiles:
         newer = [c for c in candidates if self._is_new(c) and c.key > current.key]
         return max(newer, key=lambda c: c.key) if newer else None
 
-    def opened(self, path: str, dev: int, ino: int) -> None:
-        """The follower opened this file: it is no longer new, and never read from 0 again."""
+    def opened(self, path: str, dev: int, ino: int, fingerprint: tuple[str, int] | None = None) -> None:
+        """The follower opened this file (`fingerprint`: of its first bytes): it is no longer new, and
+        never read from 0 again."""
         self.initial = None
         self._seen.add((path, dev, ino))
-        self._followed.add((dev, ino))
+        self._followed[(dev, ino)] = fingerprint
+
+    def left(self, dev: int, ino: int, fingerprint: tuple[str, int] | None) -> None:
+        """The follower left this file; `fingerprint`: of its first bytes as last read."""
+        if (dev, ino) in self._followed and fingerprint is not None:
+            self._followed[(dev, ino)] = fingerprint
 
     def is_initial(self, path: str, dev: int, ino: int) -> bool:
         """Whether this is the first file (where the start position rules apply), not yet opened."""
@@ -165,7 +176,15 @@ class LaunchFiles:
 
     def _is_new(self, c: Candidate) -> bool:
         """Not an old launch seen at start, and not a file we read already (maybe renamed since)."""
-        return c.ident not in self._seen and (c.dev, c.ino) not in self._followed
+        if c.ident in self._seen:
+            return False
+        if (c.dev, c.ino) not in self._followed:
+            return True
+        known = self._followed[(c.dev, c.ino)]
+        if known is None or known[1] == 0 or _head_is(c.path, known):
+            return False  # the file we read (maybe renamed), or no way to tell
+        del self._followed[(c.dev, c.ino)]  # another file, on the inode of one removed since
+        return True
 
     def _prune(
         self, candidates: list[Candidate], current: tuple[int, int] | None
@@ -176,7 +195,7 @@ class LaunchFiles:
         keep = {(dev, ino) for _, dev, ino in ids}
         if current is not None:
             keep.add(current)
-        self._followed &= keep
+        self._followed = {k: v for k, v in self._followed.items() if k in keep}
         return ids
 
     def _is_state_file(self, path: str) -> bool:
@@ -195,6 +214,21 @@ def candidate(path: str) -> Candidate | None:
     if not stat.S_ISREG(st.st_mode):
         return None
     return Candidate(path, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def _head_is(path: str, fingerprint: tuple[str, int]) -> bool:
+    """Whether the file at `path` begins with the bytes of `fingerprint` (True when it cannot be read:
+    then nothing tells it from the file we read)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return True
+    try:
+        return fingerprint_of(read_at(fd, fingerprint[1], 0)) == fingerprint
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
 
 
 def has_magic(text: str) -> bool:

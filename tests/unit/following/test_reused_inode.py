@@ -16,6 +16,7 @@ import pytest
 
 from vllm_logwatch.following.follower import Follower
 from vllm_logwatch.following.many import ManyFollower
+from vllm_logwatch.following.openfile import LineBlock
 from vllm_logwatch.following.wakers import ManualWaker
 
 
@@ -43,8 +44,8 @@ def replace_on_same_inode(old: Path, new: Path, text: str) -> None:
         pytest.skip("this file system did not give the new file the removed file's inode")
 
 
-def texts(blocks: list[object]) -> list[bytes]:
-    return [line for block in blocks for line in block.data.splitlines()]  # type: ignore[attr-defined]
+def texts(blocks: list[LineBlock]) -> list[bytes]:
+    return [line for block in blocks for line in block.data.splitlines()]
 
 
 def test_a_pods_restart_file_on_the_inode_of_a_removed_restart_file_is_read(tmp_path: Path) -> None:

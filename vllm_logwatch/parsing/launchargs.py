@@ -78,6 +78,34 @@ _SIMPLE = re.compile(
     r"'?(\w{1,64})'?(?::|=) ?('(?:[^'\\]|\\.){0,300}'|-?[\d.]+(?:e-?\d+)?|True|False|None)(?=[,})\]]|$)")
 
 
+def _depths(text: str) -> list[int]:
+    """The bracket depth at each character; -1 inside a quoted string (`{'a': {'b': 1}}`: `'a'` starts
+    at 1, `'b'` at 2).
+
+    >>> _depths("{'a': {'b': 1}}")[1], _depths("{'a': {'b': 1}}")[7], _depths("{'a': 1}")[2]
+    (1, 2, -1)
+    """
+    out, depth, quote, escaped = [], 0, "", False
+    for c in text:
+        if quote:
+            out.append(-1)
+            if escaped:
+                escaped = False
+            elif c == "\\":
+                escaped = True
+            elif c == quote:
+                quote = ""
+            continue
+        out.append(depth)
+        if c in "'\"":
+            quote = c
+        elif c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+    return out
+
+
 def read_args(text: str) -> dict[str, Any] | None:
     """The arguments of a `{...}` or `Namespace(...)` repr as a dict (secrets masked), else None.
 
@@ -93,7 +121,10 @@ def read_args(text: str) -> dict[str, Any] | None:
         if not text.lstrip().startswith(("{", "Namespace(")):
             return None
         pairs = []
+        depth = _depths(text)
         for m in _SIMPLE.finditer(text):
+            if depth[m.start()] != 1:  # a key of a nested dict or call is not an argument
+                continue
             ok, value = _literal(ast.parse(m.group(2), mode="eval").body)
             if ok:
                 pairs.append((m.group(1), value))

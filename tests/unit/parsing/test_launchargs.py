@@ -92,3 +92,9 @@ def test_engine_config_line() -> None:
 def test_attention_backend(message: str, backend: str) -> None:
     e = parse_line("(EngineCore pid=3) INFO 11-02 12:00:40 [cuda.py:507] " + message)
     assert isinstance(e, ServerInfo) and e.attention_backend == backend
+
+
+def test_not_python_syntax_keeps_the_top_level_arguments() -> None:
+    text = ("{'model': 'm', 'compilation_config': {'mode': <CompilationMode.NONE: 0>, 'cache_dir': ''}, "
+            "'max_num_seqs': 8, 'chat_template': 'a: 1, b: 2'}")
+    assert read_args(text) == {"model": "m", "max_num_seqs": 8, "chat_template": "a: 1, b: 2"}

@@ -127,9 +127,26 @@ class YearClock:
         return cls(datetime.now(zone).year, zone)
 
     def to_datetime(self, stamp: str) -> datetime | None:
-        """`MM-DD HH:MM:SS` -> datetime, moving the year on at a December -> January step."""
+        """`MM-DD HH:MM:SS` -> datetime, moving the year on at a December -> January step. A stamp
+        with its year (`YYYY-MM-DD HH:MM:SS`: vLLM's JSON logging) is taken as it is, and sets the year.
+
+        >>> clock = YearClock(2026, ZoneInfo("UTC"))
+        >>> clock.to_datetime("2024-12-31 23:59:59").isoformat(), clock.to_datetime("2025-01-01 00:00:01").year
+        ('2024-12-31T23:59:59+00:00', 2025)
+        >>> clock.to_datetime("01-01 00:00:02").year  # a year-less stamp after it: the same year
+        2025
+        """
         if stamp == self._cache[0]:
             return self._cache[1]
+        if len(stamp) == 19 and stamp[4] == "-":
+            try:
+                year = int(stamp[:4])
+            except ValueError:
+                return None
+            self.year, self._last_month = year, 0  # no year to guess: the next stamp starts from it
+            value = self.to_datetime(stamp[5:])
+            self._cache = (stamp, value)
+            return value
         try:
             month = int(stamp[0:2])
             year = self.year
@@ -180,6 +197,8 @@ class YearClock:
 
 
 def _month_day(stamp: str) -> tuple[int, int]:
+    if len(stamp) == 19 and stamp[4] == "-":
+        stamp = stamp[5:]
     try:
         return int(stamp[0:2]), int(stamp[3:5])
     except ValueError:

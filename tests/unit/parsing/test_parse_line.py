@@ -187,10 +187,12 @@ STATS_CASES = [
           "extra": {"deferred": 1.0, "preemptions": 2.0, "external_prefix_cache_hit_rate_pct": 3.0},
       }, id="rust-frontend-optional-fields-trace"),
     # --- line prefixes (section 1) -------------------------------------------------------------
-    p(json.dumps(JSON_RECORD), "stats", {**V1_FIELDS, "process": "MainProcess"}, id="json-0.32-formatter"),
-    p("2026-11-02T12:00:10.123456789Z " + json.dumps(JSON_RECORD), "stats", {**V1_FIELDS},
+    p(json.dumps(JSON_RECORD), "stats", {**V1_FIELDS, "process": "MainProcess", "stamp": "2026-11-02 12:00:10"},
+      id="json-0.32-formatter"),
+    p("2026-11-02T12:00:10.123456789Z " + json.dumps(JSON_RECORD), "stats", {**V1_FIELDS, "stamp": "2026-11-02 12:00:10"},
       id="json-behind-docker-timestamp"),
-    p("vllm-1  | " + json.dumps(JSON_RECORD), "stats", {**V1_FIELDS}, id="json-behind-compose-prefix"),
+    p("vllm-1  | " + json.dumps(JSON_RECORD), "stats", {**V1_FIELDS, "stamp": "2026-11-02 12:00:10"},
+      id="json-behind-compose-prefix"),
     p(f"2026-11-02T12:00:10.123456789Z {V1_LINE}", "stats", V1, id="docker-timestamps"),
     p(f"vllm-1  | {V1_LINE}", "stats", V1, id="compose-prefix"),
     p(f"Nov 02 12:00:11 gpu-host-7 vllm[361991]: {V1_LINE}", "stats", V1, id="journald-prefix"),
@@ -483,7 +485,7 @@ ACCESS_CASES = [
     p(json.dumps({"asctime": "2026-11-02 12:00:11,000", "levelname": "INFO", "name": "uvicorn.access",
                   "processName": "MainProcess", "process": 1,
                   "message": '127.0.0.1:50000 - "GET /health?x=1 HTTP/1.1" 200'}),
-      "access", {"path": "/health", "status": 200, "stamp": "11-02 12:00:11"}, id="access-json"),
+      "access", {"path": "/health", "status": 200, "stamp": "2026-11-02 12:00:11"}, id="access-json"),
 ]
 
 PROBLEM_TAGS = {

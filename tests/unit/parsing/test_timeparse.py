@@ -316,3 +316,18 @@ def test_without_tz_or_a_readable_zone_the_current_offset_is_used(monkeypatch: p
     monkeypatch.setenv("TZ", "Not/A_Zone")
     zone = resolve_zone(None)
     assert zone.utcoffset(datetime.now()) is not None
+
+
+def test_vllm_json_logging_keeps_its_year_whatever_the_file_says(tmp_path: Path) -> None:
+    """vLLM's JSON formatter writes `asctime` with its year: a 2024 log in a file of a later year (its
+    mtime, its name) is 2024, New Year included; no year is guessed."""
+    log = tmp_path / "serve_20261129T192328Z.log"
+    body = ("Engine 000: Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: 2.0 tokens/s, "
+            "Running: 1 reqs, Waiting: 0 reqs, GPU KV cache usage: 1.0%")
+    stamps = ["2024-12-31 23:59:50,001", "2025-01-01 00:00:00,002", "2025-01-01 00:00:10,003"]
+    records = ({"asctime": s, "levelname": "INFO", "name": "vllm", "message": body} for s in stamps)
+    log.write_text("".join(json.dumps(record) + "\n" for record in records))
+    out = io.StringIO()
+    run_parse([str(log)], fmt="csv", tz="UTC", out=out)
+    times = [row.split(",")[0] for row in out.getvalue().splitlines()[1:]]
+    assert times == ["2024-12-31T23:59:50+00:00", "2025-01-01T00:00:00+00:00", "2025-01-01T00:00:10+00:00"]

@@ -77,8 +77,9 @@ def write_busy(paths: list[Path], per_second: int, stop: threading.Event) -> Non
             f.close()
 
 
-def measure(idle: int, seconds: float, per_second: int) -> tuple[float, float, int]:
-    """(CPU % of a core, RSS MB, sources) of a watch over `idle` idle and 2 busy sources."""
+def measure(idle: int, seconds: float, per_second: int) -> tuple[float, float, int, float, int]:
+    """(CPU % of a core, RSS MB, sources, seconds of one scrape, its bytes) of a watch over `idle` idle
+    and 2 busy sources."""
     root = Path(tempfile.mkdtemp(prefix="logwatch-sources-"))
     busy = make_tree(root / "pods", idle)
     with socket.socket() as sock:
@@ -111,8 +112,12 @@ def measure(idle: int, seconds: float, per_second: int) -> tuple[float, float, i
         time.sleep(3.0)  # the start-up backlog read, the writers running: measure from here
         cpu_before, wall_before = cpu_seconds(proc.pid), time.monotonic()
         end = wall_before + seconds
+        scrapes: list[float] = []
         while (now := time.monotonic()) < end:
-            client.get("/metrics").raise_for_status()
+            started = time.monotonic()
+            answer = client.get("/metrics")
+            answer.raise_for_status()
+            scrapes.append(time.monotonic() - started)
             time.sleep(min(15.0, end - now))
         cpu = cpu_seconds(proc.pid) - cpu_before
         wall = time.monotonic() - wall_before
@@ -125,7 +130,7 @@ def measure(idle: int, seconds: float, per_second: int) -> tuple[float, float, i
         proc.wait(15)
         err.close()
         shutil.rmtree(root, ignore_errors=True)
-    return 100 * cpu / wall, rss, sources
+    return 100 * cpu / wall, rss, sources, sorted(scrapes)[len(scrapes) // 2], len(answer.content)
 
 
 def main() -> int:
@@ -135,10 +140,12 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=60.0, help="measuring window of each run")
     parser.add_argument("--access-per-second", type=int, default=50, help="access lines a busy source writes")
     args = parser.parse_args()
-    base_cpu, base_rss, base_n = measure(0, args.seconds, args.access_per_second)
-    cpu, rss, n = measure(args.idle, args.seconds, args.access_per_second)
-    print(f"{base_n} busy sources alone:        CPU {base_cpu:.2f}% of one core, RSS {base_rss:.1f} MB")
-    print(f"{n - 2} idle + 2 busy sources:  CPU {cpu:.2f}% of one core, RSS {rss:.1f} MB")
+    base_cpu, base_rss, base_n, base_scrape, base_size = measure(0, args.seconds, args.access_per_second)
+    cpu, rss, n, scrape, size = measure(args.idle, args.seconds, args.access_per_second)
+    print(f"{base_n} busy sources alone:        CPU {base_cpu:.2f}% of one core, RSS {base_rss:.1f} MB; "
+          f"a scrape {1000 * base_scrape:.0f} ms, {base_size >> 10} KiB")
+    print(f"{n - 2} idle + 2 busy sources:  CPU {cpu:.2f}% of one core, RSS {rss:.1f} MB; "
+          f"a scrape {1000 * scrape:.0f} ms, {size >> 10} KiB")
     extra_cpu, extra_rss = cpu - base_cpu, rss - base_rss
     print(f"the idle sources add {extra_cpu:.2f}% of a core and {extra_rss:.1f} MB "
           f"({1024 * extra_rss / max(1, n - 2):.0f} KB a source)")

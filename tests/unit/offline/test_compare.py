@@ -122,3 +122,12 @@ def test_a_namespace_lists_defaults_too(capsys: pytest.CaptureFixture[str], tmp_
     new = tmp_path / "new.log"
     new.write_text(REAL.read_text().replace("'dtype': 'bfloat16', ", ""))
     assert compare_json(capsys, old, new)["differing_args"]["dtype"] == ["auto", "(default)"]
+
+
+def test_the_same_arguments_twice(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    again = tmp_path / "again.log"
+    again.write_text(REAL.read_text().replace("'port': 18000", "'port': 18001"))  # the port is not compared
+    code, out, _ = run(capsys, str(REAL), str(again))
+    assert code == 0
+    assert "(none: the launches that logged their arguments give the same ones; host, port, model_tag" in out
+    assert compare_json(capsys, REAL, again)["differing_args"] == {}

@@ -1,0 +1,53 @@
+"""A source that appeared while a many-source watch was down (a pod started during the watch's own
+restart, a DaemonSet rollout) is a new source: with a state file, its lines written meanwhile are read
+from its start, as a launch file that appeared while a one-file watch was down is (`statefile.resume_at`:
+a file newer than the saved state is one never read). Today it starts at its end: those lines, its
+launch's start-up lines among them, are never counted.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from vllm_logwatch.following.many import ManyFollower
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        self.now += 1.0  # every poll is a full sweep
+        return self.now
+
+
+def pod(root: Path, name: str) -> Path:
+    folder = root / f"vllm_{name}_uid-{name}" / "vllm"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / "0.log"
+
+
+def write(path: Path, count: int) -> None:
+    with path.open("a") as f:
+        f.writelines(f"2025-07-05T11:29:01Z stdout F line {i}\n" for i in range(count))
+
+
+@pytest.mark.xfail(strict=True, reason="a source not in the state file starts at its end, even one "
+                   "created after the state was saved")
+def test_a_pod_that_appeared_while_the_watch_was_down_is_read_from_its_start(tmp_path: Path) -> None:
+    root, state = tmp_path / "pods", str(tmp_path / "state.json")
+    write(pod(root, "a-0"), 2)
+    before = ManyFollower(str(root), layout="pods", state_file=state, clock=Clock())
+    assert before.poll_blocks() == []  # from the end: no state yet
+    before.close()  # writes the state file
+    write(pod(root, "a-0"), 1)  # while the watch is down
+    write(pod(root, "b-0"), 3)  # a pod started while the watch is down
+    after = ManyFollower(str(root), layout="pods", state_file=state, clock=Clock())
+    read: dict[str, int] = {}
+    for block in after.poll_blocks():
+        name = dict(block.key)["pod"]
+        read[name] = read.get(name, 0) + block.count
+    after.close()
+    assert read == {"a-0": 1, "b-0": 3}

@@ -105,6 +105,7 @@ class ManyFollower:
         self._last_error: str | None = None
         self._watch_due = True
         self._checkpoint_due = False
+        self._relist_due = False
         self._state = StateFile(self.state_file, self.own) if self.state_file else None
 
     # -- what the pipeline reads ------------------------------------------------------------------
@@ -192,7 +193,7 @@ class ManyFollower:
             changed = None if told is None else told[0]
             backstop = self.poll_interval if told is None else max(self.rescan_seconds, self.poll_interval)
             full = now - self._last_sweep >= backstop
-            if full or (told is not None and told[1] & self._listed_dirs()):
+            if full or self._relist_due or (told is not None and told[1] & self._listed_dirs()):
                 self._relist(now)
             if full:
                 self._last_sweep = now
@@ -205,9 +206,13 @@ class ManyFollower:
                 parts = tuple((key, self._parts[key]) for key in self._keys)
                 totals = self._totals
                 self._checkpoint = Checkpoint(SourcesState(parts), totals["lines"], totals["bytes"])
-            if self._waker is not None and self._watch_due:
+            if self._watch_due:
+                # A folder found now may have gained a file before it was watched: list once more
+                # after watching it, so that file waits for no backstop.
                 self._watch_due = False
-                self._waker.watch(self._watch_dirs())
+                self._relist_due = True
+                if self._waker is not None:
+                    self._waker.watch(self._watch_dirs())
         return out
 
     def _changed(self) -> tuple[set[str], set[str]] | None:
@@ -277,6 +282,7 @@ class ManyFollower:
     def _relist(self, now: float, *, first: bool = False) -> None:
         """List the folder again: new sources get a follower, vanished ones start their grace."""
         self._last_listing = now
+        self._relist_due = False
         if self.layout is None:
             self.layout = detect_layout(self.target)
             if self.layout is None:
@@ -292,8 +298,9 @@ class ManyFollower:
             source = self._sources.get(key)
             if source is None:
                 self._add(key, found[key], first)
-            else:
+            elif source.found != found[key]:
                 source.found = found[key]
+                self._due.add(key)  # a file came or went: its follower looks at once
             self._gone.pop(key, None)
         for key in [k for k in self._sources if k not in found]:
             since = self._gone.setdefault(key, now)
@@ -356,8 +363,8 @@ class ManyFollower:
         def stopping() -> bool:
             return self._stop.is_set() or (stop is not None and stop.is_set())
 
-        deliver(self.poll_blocks, on_blocks, on_poll, stopping, lambda: bool(self._due), waker.wait,
-                self.poll_interval)
+        deliver(self.poll_blocks, on_blocks, on_poll, stopping, lambda: bool(self._due) or self._relist_due,
+                waker.wait, self.poll_interval)
 
     def stop(self) -> None:
         self._stop.set()

@@ -45,16 +45,17 @@ from prometheus_client.core import Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from ..exporting.exporter import ExporterMetrics
+from ..following.layouts import source_name
 from ..following.openfile import LineBlock
 from ..following.source import LineSource
 from ..following.statefile import SavedState
 from ..parsing.assemble import Assembler
 from ..parsing.events import Event, Unparsed
-from ..parsing.line import KNOWN_EXTRA_KEYS, parse_line
+from ..parsing.line import parse_line
 from ..parsing.stamps import local_zone
 from ..shown import shown_path
 from .ingest import LaunchReader
-from .sources import MetricsFactory, SourceReaders
+from .sources import MetricsFactory, SourceReaders, withhold_extra
 from .statekeeper import StateKeeper
 
 __all__ = ["Pipeline"]
@@ -286,11 +287,11 @@ class Pipeline:
 
     def _status(self) -> dict[str, Any]:
         self.sync()
-        snapshot = self.metrics.status()
-        for engine in snapshot.get("engines", {}).values():
-            last = engine.get("last")
-            if isinstance(last, dict) and isinstance(last.get("extra"), dict):
-                last["extra"] = {k: v for k, v in last["extra"].items() if k in KNOWN_EXTRA_KEYS}
+        snapshot: dict[str, Any] = dict(withhold_extra(self.metrics.status()))
+        sources = self.readers.status()
+        if sources:  # many sources: every source's engines in one table, named by their source
+            snapshot["engines"] = {f"{source_name(tuple(s['labels'].items()))} #{label}": engine
+                                   for s in sources for label, engine in s.get("engines", {}).items()}
         now = time.time()
         applied = self.keeper.pending.state
         thread = self._thread
@@ -314,9 +315,7 @@ class Pipeline:
             },
             "follower": {"ended": self.follower.ended, **self.follower.status()},
             **snapshot,
-            **({"sources": [{"labels": dict(labels), **m.status()}
-                            for labels, m in self.readers.labelled().items()]}
-               if self.readers.labelled() else {}),
+            **({"sources": sources} if sources else {}),
         })
         return safe
 

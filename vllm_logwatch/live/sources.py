@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from datetime import tzinfo
+from typing import Any
 
 from prometheus_client.core import Metric
 
@@ -25,6 +26,7 @@ from ..following.layouts import SourceKey
 from ..following.openfile import FollowerStats, LineBlock
 from ..following.statefile import Checkpoint, SourcesState
 from ..parsing.assemble import Assembler
+from ..parsing.line import KNOWN_EXTRA_KEYS
 from ..parsing.stamps import YearClock
 from .ingest import LaunchReader
 
@@ -163,6 +165,10 @@ class SourceReaders:
         self.base.set_follower_stats(lines=0, bytes=0, rotations=0, truncations=0,
                                      read_errors=own.read_errors, lines_cut=0, state_errors=own.state_errors)
 
+    def status(self) -> list[dict[str, Any]]:
+        """Each labelled source's status (its labels, engines, facts, counters); [] with one source."""
+        return [{"labels": dict(labels), **withhold_extra(m.status())} for labels, m in self._metrics.items()]
+
     def all_metrics(self) -> list[ExporterMetrics]:
         return [self.base, *self._metrics.values()]
 
@@ -178,6 +184,16 @@ class SourceReaders:
                 own.add("sources", (state,), count)
             collected.append(own.families())
         return merge_families(collected)
+
+
+def withhold_extra(status: Mapping[str, Any]) -> Mapping[str, Any]:
+    """`status` with each engine's unknown stats fields, whose names come from the log, left out (only
+    the ones the parser knows are shown)."""
+    for engine in status.get("engines", {}).values():
+        last = engine.get("last")
+        if isinstance(last, dict) and isinstance(last.get("extra"), dict):
+            last["extra"] = {k: v for k, v in last["extra"].items() if k in KNOWN_EXTRA_KEYS}
+    return status
 
 
 def merge_families(collected: Iterable[Iterable[Metric]]) -> list[Metric]:

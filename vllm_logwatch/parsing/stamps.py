@@ -144,9 +144,9 @@ class YearClock:
             except ValueError:
                 return None
             self.year, self._last_month = year, 0  # no year to guess: the next stamp starts from it
-            value = self.to_datetime(stamp[5:])
-            self._cache = (stamp, value)
-            return value
+            dated = self.to_datetime(stamp[5:])
+            self._cache = (stamp, dated)
+            return dated
         try:
             month = int(stamp[0:2])
             year = self.year

@@ -123,7 +123,14 @@ def format_age(seconds: Any) -> str:
 
 
 def engine_name(label: str) -> str:
-    """How an engine label reads on the page."""
+    """How an engine label reads on the page (`SOURCE #LABEL`: an engine of one source of many).
+
+    >>> engine_name("0"), engine_name("vllm/vllm-0/vllm #0")
+    ('Engine 0', 'vllm/vllm-0/vllm: engine 0')
+    """
+    source, mark, label = label.rpartition(" #")
+    if mark:
+        return f"{source}: {engine_name(label)[0].lower()}{engine_name(label)[1:]}"
     if label == "aggregated":
         return "All engines (aggregated)"
     if label == "other":

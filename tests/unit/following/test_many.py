@@ -93,6 +93,7 @@ def test_a_file_event_polls_only_its_source_and_the_backstop_all(tmp_path: Path)
     write(b, "y")
     follower, clock, waker = many(tmp_path, from_start=True, rescan_seconds=10.0)
     follower.poll_blocks()
+    follower.poll_blocks()  # the listing once more, after watching the folders found
     write(a, "a1")
     write(b, "b1")
     waker.changed = {str(a.parent)}
@@ -222,3 +223,19 @@ def test_watchdog_tells_a_write_from_a_new_entry(tmp_path: Path) -> None:
         poll_until(entries, 5, "the new file's event")
     finally:
         waker.close()
+
+
+def test_a_pod_recreated_under_its_name_is_read_without_waiting_for_the_backstop(tmp_path: Path) -> None:
+    write(pod(tmp_path, "a-0"), "first")
+    follower, clock, waker = many(tmp_path, from_start=True)
+    follower.poll_blocks()
+    again = tmp_path / "vllm_a-0_uid-second" / "vllm" / "0.log"  # the same pod, another uid
+    again.parent.mkdir(parents=True)
+    write(again, "second", "launch")
+    waker.entries = {str(tmp_path)}  # only the root's event: the new folders were not watched yet
+    clock.now += 1
+    first = lines(follower.poll_blocks())
+    clock.now += 0.01
+    second = lines(follower.poll_blocks())  # the listing once more, after watching the new folders
+    assert first.get(A, 0) + second.get(A, 0) == 2
+    assert str(again.parent) in waker.watched

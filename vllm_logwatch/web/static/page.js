@@ -134,6 +134,11 @@
   }
 
   function engineName(label) {
+    var mark = label.lastIndexOf(" #");  // "SOURCE #LABEL": an engine of one source of many
+    if (mark >= 0) {
+      var own = engineName(label.slice(mark + 2));
+      return label.slice(0, mark) + ": " + own.charAt(0).toLowerCase() + own.slice(1);
+    }
     if (label === "aggregated") return "All engines (aggregated)";
     if (label === "other") return "Other engines (beyond the label limit)";
     return "Engine " + label;

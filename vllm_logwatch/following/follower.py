@@ -4,9 +4,8 @@ How, and why (docs/design.md, "Following files"; google/mtail's ``filestream.go`
 ``stat`` is the truth and notifications only a hint (``wakers.py``); at end of file another
 ``(st_dev, st_ino)`` at the path is a rotation, a size below our offset or a changed head a
 copytruncate (read again from 0), a missing path is waited for. A folder target follows the newest
-launch file (``targets.py``). Reads are framed in ``openfile.py`` into blocks of complete lines
-(partial last line held, long lines cut); ``poll()`` hands out lines, ``poll_blocks()`` the blocks,
-which the pipeline reads without splitting them (``parsing/blocks.py``); the state file
+launch file (``targets.py``). Reads are framed into blocks of complete lines (``openfile.py``);
+``poll()`` hands out lines, ``poll_blocks()`` the blocks, read whole by the pipeline; the state file
 (``statefile.py``) records the offset after the last line handed out. Standalone, the follower writes
 it itself, at most once a second and before reading, so it covers only lines the caller has handled;
 the pipeline takes this over (``autosave = False``) and writes each poll's ``checkpoint()`` before a

@@ -330,3 +330,37 @@ def test_every_source_no_line_lost_and_none_counted_twice(tmp_path: Path, layout
     for source in sources:
         print(f"  {source.ledger.name}: {source.writer.n} lines, {source.events}, "
               f"renames {source.writer.events['rename']}, counted {source.ledger.counted}")
+
+
+@pytest.mark.xfail(strict=True, reason="the state file names the end of a P part: a restart resumes inside "
+                   "the joined line and loses it")
+def test_a_line_in_cri_parts_split_by_a_restart_is_counted_once(tmp_path: Path) -> None:
+    """containerd writes a line over 16 KiB as `P` parts and a last `F` one. A watch stopped after a `P`
+    part was read (its state file written then) and before the `F` part must count the line once
+    after its restart: it is that restart's to count, since no scrape could show it."""
+    tree, state = tmp_path / "tree", tmp_path / "state.json"
+    sources = pods(tree, random.Random(0))
+    writer, labels = sources[0].writer, dict(E0 | sources[0].labels)
+    args = ("--layout", "pods", "--from-start", "--state-file", str(state), "--poll-interval", "0.2")
+
+    def offset(watch: WatchProcess) -> int:
+        [mine] = [s for s in watch.status()["follower"]["per_source"] if s["path"] == str(writer.path)]
+        return int(mine["offset"])
+
+    try:
+        writer.append(2)
+        with run_watch(tree, *args, log_dir=tmp_path, startup_timeout=STARTUP) as watch:
+            watch.wait_sample("vllm_logwatch_stats_lines_total", labels, 2, WAIT)
+            stamp, _, _, text = writer.line().decode().split(" ", 3)  # line 3, in two parts
+            writer.f.write(f"{stamp} stdout P {text[:100]}\n".encode())
+            size = writer.path.stat().st_size
+            poll_until(lambda: offset(watch) == size, WAIT, "the P part read")
+            assert watch.stop(signal.SIGTERM) == 0
+        writer.f.write(f"{stamp} stdout F {text[100:]}".encode())
+        writer.append(1)  # line 4
+        with run_watch(tree, *args, log_dir=tmp_path, startup_timeout=STARTUP) as watch:
+            watch.wait_sample("vllm_logwatch_requests_running", labels, 4, WAIT)
+            assert watch.sample("vllm_logwatch_stats_lines_total", labels) == 2, "lines 3 and 4"
+    finally:
+        for source in sources:
+            source.writer.f.close()

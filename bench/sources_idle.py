@@ -5,7 +5,8 @@ second and --access-per-second uvicorn access lines, as containerd writes them, 
 first the 2 busy ones alone (the baseline), then with --idle idle ones next to them (each holds the
 bundled real vLLM log, read from its start, so every source has real state: engines, start-up facts).
 CPU (utime + stime from /proc) and RSS of the watch process over --seconds, scraped every 15 s.
-Budget: the idle sources add at most 1% of a core and 100 MB; exits 1 if over.
+Budget: besides the scrapes themselves (their size grows with the series served, ~140 a source), the
+idle sources add at most 1% of a core, and 100 MB; exits 1 if over.
 
     python bench/sources_idle.py                        # 200 idle + 2 busy, 60 s a run
     python bench/sources_idle.py --idle 500 --seconds 30
@@ -147,10 +148,13 @@ def main() -> int:
     print(f"{n - 2} idle + 2 busy sources:  CPU {cpu:.2f}% of one core, RSS {rss:.1f} MB; "
           f"a scrape {1000 * scrape:.0f} ms, {size >> 10} KiB")
     extra_cpu, extra_rss = cpu - base_cpu, rss - base_rss
-    print(f"the idle sources add {extra_cpu:.2f}% of a core and {extra_rss:.1f} MB "
+    scraping = 100 * (scrape - base_scrape) / 15.0  # one scrape every 15 s, its time on one core
+    print(f"the idle sources add {extra_cpu:.2f}% of a core ({scraping:.2f}% of it their bigger scrapes, "
+          f"{extra_cpu - scraping:.2f}% the rest) and {extra_rss:.1f} MB "
           f"({1024 * extra_rss / max(1, n - 2):.0f} KB a source)")
-    ok = extra_cpu <= BUDGET_CPU_PCT and extra_rss <= BUDGET_RSS_MB
-    print(f"  budget: +{BUDGET_CPU_PCT:g}% CPU, +{BUDGET_RSS_MB:g} MB: {'ok' if ok else 'OVER'}")
+    ok = extra_cpu - scraping <= BUDGET_CPU_PCT and extra_rss <= BUDGET_RSS_MB
+    print(f"  budget: +{BUDGET_CPU_PCT:g}% CPU besides the scrapes, +{BUDGET_RSS_MB:g} MB: "
+          f"{'ok' if ok else 'OVER'}")
     return 0 if ok else 1
 
 

@@ -54,6 +54,7 @@ from ..parsing.events import Event, Unparsed
 from ..parsing.line import parse_line
 from ..parsing.stamps import local_zone
 from ..shown import shown_path
+from .arrival import ArrivalTimer
 from .ingest import LaunchReader
 from .sources import MetricsFactory, SourceReaders, withhold_extra
 from .statekeeper import StateKeeper
@@ -97,6 +98,7 @@ class Pipeline:
         self.metrics = metrics
         self.zone = zone if zone is not None else local_zone()
         self._parse = parse
+        self._timer = ArrivalTimer()  # a line read as it is written times vLLM's window (`arrival.py`)
         self.readers = SourceReaders(metrics, self.zone, self._new_reader, metrics_for=metrics_for,
                                      labels_of=getattr(follower, "labels_of", None),
                                      counts=getattr(follower, "source_counts", None), const_labels=labels)
@@ -218,7 +220,7 @@ class Pipeline:
     def _new_reader(self, assembler: Assembler, metrics: ExporterMetrics) -> LaunchReader:
         """The reader of a new file (`SourceReaders` makes one a launch)."""
         return LaunchReader(metrics, assembler, self._internal_error, parse=self._parse,
-                            on_cut=self._count_cut)
+                            on_cut=self._count_cut, timer=self._timer)
 
     def _count_cut(self, lines: int) -> None:
         self._joined_cut += lines

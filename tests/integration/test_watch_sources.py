@@ -117,6 +117,11 @@ def test_a_docker_containers_folder_through_json_file_rotation(tmp_path: Path) -
         wait_tokens(watch, {"container": "vllm-qwen"}, 6000)
         assert watch.sample("vllm_logwatch_log_rotations_total", {"container": "vllm-qwen"}) == 1
         assert tokens(watch, {"container": "vllm-llama"}) == 2000
+        status = watch.status()
+        assert sorted(status["engines"]) == ["vllm-llama #0", "vllm-qwen #0"]
+        assert sorted(s["labels"]["container"] for s in status["sources"]) == ["vllm-llama", "vllm-qwen"]
+        page = watch.get("/").text
+        assert "vllm-qwen: engine 0" in page and "vllm-llama: engine 0" in page
 
 
 def test_a_folder_with_two_launch_scripts_has_a_source_each(tmp_path: Path) -> None:

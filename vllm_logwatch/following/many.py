@@ -90,6 +90,7 @@ class ManyFollower:
         self._dropped: list[SourceKey] = []
         self._names: dict[str, tuple[int, str]] = {}  # Docker container names by config path
         self._saved: dict[SourceKey, SavedState] = {}
+        self._resumed = False  # a state file was read: a source it does not name is new
         self._due: set[SourceKey] = set()
         self._turn = 0
         self._begun = False
@@ -269,7 +270,9 @@ class ManyFollower:
         self._begun = True
         if self._state is not None and self.state_file is not None:
             try:
-                self._saved = read_sources(self.state_file)
+                saved = read_sources(self.state_file)
+                self._resumed = saved is not None
+                self._saved = saved or {}
             except StateError as exc:
                 self.own.state_errors += 1
                 self.own.last_state_error = str(exc)
@@ -314,7 +317,8 @@ class ManyFollower:
 
     def _add(self, key: SourceKey, found: Found, first: bool) -> None:
         """A source seen at start begins where the state file says, else at its end (or its start with
-        `from_start`); one that appears later is new: read from its start."""
+        `from_start`); one that appears later is new: read from its start, and so is one seen at start
+        that a state file read does not name (it appeared while the watch was down)."""
         unfolded = sum(1 for s in self._sources.values() if not s.folded)
 
         def lister() -> list[str]:
@@ -323,7 +327,8 @@ class ManyFollower:
 
         follower = Follower(
             (key and "/".join(v for _, v in key)) or self.target, lister=lister, saved=self._saved.get(key),
-            from_start=self.from_start or not first, poll_interval=self.poll_interval, autosave=False,
+            from_start=self.from_start or not first or (self._resumed and key not in self._saved),
+            poll_interval=self.poll_interval, autosave=False,
         )
         self._sources[key] = _Source(follower, found, folded=unfolded >= self.max_sources)
         self._parts[key] = follower.checkpoint()

@@ -32,11 +32,11 @@ __all__ = ["read_sources", "write_sources"]
 _VERSION = 2
 
 
-def read_sources(path: str) -> dict[SourceKey, SavedState]:
-    """Each source's saved position ({} when there is no state file yet). Raises `StateError`."""
+def read_sources(path: str) -> dict[SourceKey, SavedState] | None:
+    """Each source's saved position (None when there is no state file yet). Raises `StateError`."""
     data = read_state_bytes(path)
     if data is None:
-        return {}
+        return None
     try:
         raw = json.loads(data.decode("utf-8"))
         if raw.get("version") != _VERSION:

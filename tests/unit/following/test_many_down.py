@@ -1,15 +1,12 @@
 """A source that appeared while a many-source watch was down (a pod started during the watch's own
 restart, a DaemonSet rollout) is a new source: with a state file, its lines written meanwhile are read
 from its start, as a launch file that appeared while a one-file watch was down is (`statefile.resume_at`:
-a file newer than the saved state is one never read). Today it starts at its end: those lines, its
-launch's start-up lines among them, are never counted.
+a file newer than the saved state is one never read): a source a state file read does not name is new.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-
-import pytest
 
 from vllm_logwatch.following.many import ManyFollower
 
@@ -34,8 +31,6 @@ def write(path: Path, count: int) -> None:
         f.writelines(f"2025-07-05T11:29:01Z stdout F line {i}\n" for i in range(count))
 
 
-@pytest.mark.xfail(strict=True, reason="a source not in the state file starts at its end, even one "
-                   "created after the state was saved")
 def test_a_pod_that_appeared_while_the_watch_was_down_is_read_from_its_start(tmp_path: Path) -> None:
     root, state = tmp_path / "pods", str(tmp_path / "state.json")
     write(pod(root, "a-0"), 2)

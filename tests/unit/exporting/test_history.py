@@ -57,6 +57,7 @@ def json_size(value: Any) -> int:
     return len(json.dumps(value, separators=(",", ":")).encode())
 
 
+@pytest.mark.integration  # over 0.2 s (a process, or a day of lines): make test, not smoke
 def test_a_day_of_stats_lines_keeps_one_hour_per_engine() -> None:
     engines, per_day = 4, 8640  # vLLM's default 10 s interval for 24 h
     day = list(events(stats_lines(datetime(2026, 11, 29), per_day, 10.0, engines)))

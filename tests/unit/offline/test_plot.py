@@ -154,6 +154,7 @@ def test_missing_matplotlib_is_a_clear_message(tmp_path: Path) -> None:
     assert not (tmp_path / "x.png").exists()
 
 
+@pytest.mark.integration  # over 0.2 s (a process, or a day of lines): make test, not smoke
 def test_output_dash_writes_png_to_standard_output(tmp_path: Path) -> None:
     command = [sys.executable, "-m", "vllm_logwatch", "plot", str(REAL_CPU_LOG), "-o", "-", "--tz", "UTC"]
     proc = subprocess.run(command, capture_output=True, timeout=120, cwd=tmp_path,

@@ -245,6 +245,7 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=60)
 
 
+@pytest.mark.integration  # over 0.2 s (a process, or a day of lines): make test, not smoke
 @pytest.mark.parametrize("command", ["summary", "plot"])
 @pytest.mark.parametrize("content", ["", "not a vLLM log\n", None])
 def test_no_stats_lines_is_a_one_line_hint(tmp_path: Path, command: str, content: str | None) -> None:

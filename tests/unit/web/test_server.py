@@ -79,6 +79,7 @@ def test_no_generated_docs_and_no_other_routes(client: httpx.Client) -> None:
     assert client.post("/").status_code == 405
 
 
+@pytest.mark.integration  # over 0.2 s (a process, or a day of lines): make test, not smoke
 def test_a_port_in_use_is_a_one_line_error() -> None:
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))

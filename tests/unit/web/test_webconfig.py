@@ -215,6 +215,7 @@ def logwatch(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subpro
                           capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
 
 
+@pytest.mark.integration  # over 0.2 s (a process, or a day of lines): make test, not smoke
 @pytest.mark.parametrize("command", [["watch", "logs"], ["demo"], ["run", "--log-dir", "logs"]])
 def test_a_bad_web_config_stops_the_command_before_anything_starts(
         tmp_path: Path, command: list[str]) -> None:

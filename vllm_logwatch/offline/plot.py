@@ -106,9 +106,12 @@ def build_figure(
     data.finish()
     series, launches, by_running, zone = data.series, data.launches, data.by_running, data.zone
 
-    fig = Figure(figsize=FIGSIZE, layout="constrained")
+    fig = Figure(figsize=FIGSIZE)
     FigureCanvasAgg(fig)
-    grid = fig.add_gridspec(5, 1, height_ratios=(1.2, 1, 0.8, 0.8, 1.4))
+    # Fixed margins, room for the legends on the right: a layout engine measures every tick label
+    # at each draw (a fifth of a plot's time); the panels' sizes do not depend on the data.
+    grid = fig.add_gridspec(5, 1, height_ratios=(1.2, 1, 0.8, 0.8, 1.4), left=0.075, right=0.80,
+                            top=0.955, bottom=0.04, hspace=0.38)
     top = fig.add_subplot(grid[0])
     axes = [top, *(fig.add_subplot(grid[i], sharex=top) for i in (1, 2, 3))]
     single = len(series) == 1

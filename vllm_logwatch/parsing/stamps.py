@@ -131,8 +131,10 @@ class YearClock:
         with its year (`YYYY-MM-DD HH:MM:SS`: vLLM's JSON logging) is taken as it is, and sets the year.
 
         >>> clock = YearClock(2026, ZoneInfo("UTC"))
-        >>> clock.to_datetime("2024-12-31 23:59:59").isoformat(), clock.to_datetime("2025-01-01 00:00:01").year
-        ('2024-12-31T23:59:59+00:00', 2025)
+        >>> clock.to_datetime("2024-12-31 23:59:59").isoformat()
+        '2024-12-31T23:59:59+00:00'
+        >>> clock.to_datetime("2025-01-01 00:00:01").year
+        2025
         >>> clock.to_datetime("01-01 00:00:02").year  # a year-less stamp after it: the same year
         2025
         """

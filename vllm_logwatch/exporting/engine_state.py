@@ -15,8 +15,7 @@ interval is common. Whole-second stamps cannot show that line by line, so the in
 is the mean of the last gaps (their sum telescopes: 9 gaps resolve 0.11 s, and the truncation errors
 average out over a run), not their median. A live line timed when it was read (`measured`, on the
 monotonic clock) is credited with its own window: the time since the end of the window credited
-before it, never less than the configured interval (vLLM's timer is never early, so a shorter gap is
-our late read of the line before, paid back here).
+before it, so a run's windows add up to its measured span whatever the jitter of single reads.
 """
 
 from __future__ import annotations
@@ -39,6 +38,7 @@ __all__ = [
     "GAP_HISTORY",
     "IDLE_GAP_FACTOR",
     "MAX_FIRST_GAP",
+    "MIN_WINDOW_SHARE",
     "EngineState",
     "RunningTotal",
     "json_safe",
@@ -54,9 +54,10 @@ a longer gap is vLLM's timer running late (under load), and still the line's own
 MAX_FIRST_GAP = 60.0
 """The first gap of an engine is believed as its interval only up to this (nothing to compare with)."""
 _MIN_GAPS = 3
-_FLOOR_SLACK = 0.05  # without a configured interval, the floor is 95% of the shortest recent gap
 GAP_HISTORY = 9
 """Gaps kept for the interval: their mean resolves 1/9 s from whole-second stamps."""
+MIN_WINDOW_SHARE = 0.5
+"""A measured window is at least this share of the interval (a shorter gap pays back a late read)."""
 MAX_CARRY = 0.5
 """The credited windows may run ahead of the measured times by up to this many intervals (a late read
 paid back over the next lines); beyond it the clocks disagree, and the measured time wins."""
@@ -211,17 +212,17 @@ class EngineState:
         return self.interval()
 
     def _measured_window(self, measured: float, gap: float) -> float:
-        """A live line's own window: from the end of the window credited before it to its print time,
-        at least the configured interval (the floor; without one, 95% of the shortest recent gap).
+        """A live line's own window: from the end of the window credited before it to its print time.
 
-        So the credited windows end at `max(read, previous end + floor)`: never before vLLM printed the
-        line, and their sum is the time from the run's first line to its last, up to how late we read
-        the last (a late read over-credits its line; vLLM's next late windows pay it back)."""
+        So the windows of a run add up to the time from its first line to its last: a line read late
+        (our scheduling, or vLLM printing late after it read its clock) is over-credited and the next
+        line, whose gap is shorter by as much, pays it back. A window under half the interval is not
+        believed: half an interval is credited and the rest paid back by the next lines, up to half an
+        interval ahead of the clock; beyond that the clocks disagree and the gap itself is the window."""
         start = self._credited_to if self._credited_to is not None else measured - gap
-        trusted = self.prior is not None and self.interval() == self.prior
-        floor = self.prior if trusted and self.prior is not None else (1 - _FLOOR_SLACK) * min(self._gaps)
-        window = max(measured - start, floor)
-        if start + window - measured > MAX_CARRY * floor:  # far ahead of the clock: restart from it
+        reference = self.interval()
+        window = max(measured - start, MIN_WINDOW_SHARE * reference)
+        if start + window - measured > MAX_CARRY * reference:  # far ahead of the clock: restart from it
             window, self._credited_to = gap, measured
         else:
             self._credited_to = start + window

@@ -66,19 +66,25 @@ def test_measured_windows_follow_a_late_timer_with_jittery_reads() -> None:
     assert abs(nominal.generation_tokens.value + nominal.prompt_tokens.value - true) / true > 0.015
 
 
-def test_a_late_read_is_paid_back_by_late_windows() -> None:
-    """One read 1 s late credits that line 1 s more; the next lines' shorter gaps are floored at the
-    configured interval (no window of vLLM is shorter), and vLLM's own late windows pay the second
-    back: the total is the tokens'. Were vLLM exactly on time, the second would stay (at most the
-    delay of a read, never more)."""
+def test_a_late_read_is_paid_back_by_the_next_line() -> None:
+    """One line read (or printed) 1 s late is credited 1 s more and the next line 1 s less: the
+    total is the tokens', whether vLLM's windows run late or keep time."""
     late = EngineState(prior=5.0)
     punctual = EngineState(prior=5.0)
     for i in range(30):
-        read = 5.2 * i + (1.0 if i == 3 else 0.0)
-        late.apply_stats(line(5.2 * i, 100.0), 0.0, measured=read)
+        late.apply_stats(line(5.2 * i, 100.0), 0.0, measured=5.2 * i + (1.0 if i == 3 else 0.0))
         punctual.apply_stats(line(5.0 * i, 100.0), 0.0, measured=5.0 * i + (1.0 if i == 3 else 0.0))
     assert late.generation_tokens.value == pytest.approx(100.0 * (5.0 + 5.2 * 29))
-    assert punctual.generation_tokens.value == pytest.approx(100.0 * (5.0 * 30 + 1.0))
+    assert punctual.generation_tokens.value == pytest.approx(100.0 * 5.0 * 30)
+
+
+def test_a_gap_under_half_an_interval_is_not_believed() -> None:
+    """Two lines read 0.5 s apart (the first held up 4.5 s): the second gets half an interval and the
+    rest is paid back by the next line; the total stays the time the lines span."""
+    state = EngineState(prior=5.0)
+    for read in [0.0, 5.0, 14.5, 15.0, 20.0, 25.0]:
+        state.apply_stats(line(read, 100.0), 0.0, measured=read)
+    assert state.generation_tokens.value == pytest.approx(100.0 * (5.0 + 25.0))
 
 
 def test_an_idle_gap_is_never_a_window_when_measured() -> None:

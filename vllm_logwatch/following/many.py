@@ -1,22 +1,14 @@
 """Follow many sources of one folder at once: launch scripts, Kubernetes containers, Docker containers.
 
 `layouts.py` says which sources the folder holds; each gets a `Follower` of its own (its files given
-by a lister, so it follows its newest launch, rotations and restarts as a one-source watch does),
-polled from this one thread: no thread, timer or descriptor per idle source beyond the open file.
-What is polled when:
-
-* a source whose folder had a file event since the last poll (the waker says which folders; a
-  busy source does not make the idle ones polled);
-* every source at the backstop: each poll interval while notifications are not known to work, else
-  every `rescan_seconds` (a missed event costs at most that);
-* the listing is made again when a folder gained or lost an entry, and at the backstop.
-
-One poll reads at most `poll_bytes` over all sources, taking them in turn, so one busy source cannot
-starve the others. Beyond `max_sources` sources, the newest ones found are still read, under the
-labels `_folded` (their counters summed in one set of series). A source whose files are all gone keeps
-its series for `grace` seconds (a pod restarted elsewhere, a container recreated), then it is dropped
-and the pipeline told (`take_dropped`). The state file holds every source's position
-(`sourcestate.py`); one write records all of them at once.
+by a lister: it follows launches, rotations and restarts as a one-source watch does), all polled from
+this one thread: nothing per idle source beyond its open file. Polled: a source whose folder had a
+file event since the last poll (the waker says which folders); every source at the backstop (each
+poll interval while notifications are not known to work, else `rescan_seconds`). The folder is listed
+again when one of its folders gained or lost an entry, and at the backstop. One poll reads at most
+`poll_bytes` over all sources, in turn. Beyond `max_sources`, sources are still read, under the labels
+`_folded`. A source whose files are all gone keeps its series for `grace` seconds, then is dropped
+(`take_dropped`). The state file holds every source's position (`sourcestate.py`), all in one write.
 """
 
 from __future__ import annotations
@@ -97,7 +89,7 @@ class ManyFollower:
         self._closed = False
         self._last_sweep = float("-inf")
         self._last_listing = float("-inf")
-        self._checkpoint = Checkpoint(SourcesState(()), 0, 0)
+        self._checkpoint = Checkpoint(None, 0, 0)  # nothing to write before the first poll
         self._parts: dict[SourceKey, Checkpoint] = {}  # each source's checkpoint after its last poll
         self._keys: list[SourceKey] = []  # the sources in order
         self._by_dir: dict[str, list[SourceKey]] = {}  # which sources a folder's files belong to
@@ -245,13 +237,22 @@ class ManyFollower:
             out.extend(dataclasses.replace(block, key=key) for block in blocks)
             if not follower.more:
                 self._due.discard(key)
-            part = follower.checkpoint()
+            part = self._part(key, follower)
             if part != self._parts.get(key):
                 self._parts[key] = part
                 moved = True
             self._count(key, follower.stats)
         self._turn += 1
         return moved
+
+    def _part(self, key: SourceKey, follower: Follower) -> Checkpoint:
+        """A source's checkpoint; until it opens a file, the position the state file gave it (so a
+        write made meanwhile keeps it, and a restart resumes there, not at the source's start)."""
+        part = follower.checkpoint()
+        saved = self._saved.get(key)
+        if part.state is None and saved is not None:
+            return Checkpoint(saved, part.lines, part.bytes)
+        return part
 
     def _count(self, key: SourceKey, stats: FollowerStats) -> None:
         """Bring the totals up to date with what one source counted since its last poll."""
@@ -331,7 +332,7 @@ class ManyFollower:
             poll_interval=self.poll_interval, autosave=False,
         )
         self._sources[key] = _Source(follower, found, folded=unfolded >= self.max_sources)
-        self._parts[key] = follower.checkpoint()
+        self._parts[key] = self._part(key, follower)
         self._checkpoint_due = True
         self._due.add(key)
 
@@ -382,8 +383,9 @@ class ManyFollower:
             if self._closed:
                 return
             self._closed = True
-            if self.autosave and self._state is not None:
-                self.write_checkpoint(self._checkpoint.state or SourcesState(()))
+            if self.autosave and self._state is not None and self._checkpoint.state is not None:
+                self.write_checkpoint(self._checkpoint.state)  # never before a first poll: that would
+                # write no source at all, and the restart would read every source from its start
             for source in self._sources.values():
                 source.follower.close()
         if self._owns_waker and self._waker is not None:

@@ -239,3 +239,23 @@ def test_a_pod_recreated_under_its_name_is_read_without_waiting_for_the_backstop
     second = lines(follower.poll_blocks())  # the listing once more, after watching the new folders
     assert first.get(A, 0) + second.get(A, 0) == 2
     assert str(again.parent) in waker.watched
+
+
+def test_nothing_is_written_before_the_first_poll_and_an_unopened_source_keeps_its_place(
+        tmp_path: Path) -> None:
+    """A state write (or a close) before a source has its file open must not drop that source's saved
+    position: the restart would read it from its start and count its lines again."""
+    root, state = tmp_path / "pods", tmp_path / "state.json"
+    write(pod(root, "a-0"), "a1", "a2")
+    first, _, _ = many(root, from_start=True, state_file=str(state))
+    first.poll_blocks()
+    assert first.checkpoint().state is not None and first.write_checkpoint(first.checkpoint().state)
+    first.close()
+    saved = state.read_text()
+    early, _, _ = many(root, from_start=True, state_file=str(state))
+    assert early.checkpoint().state is None  # nothing for the state keeper to write yet
+    early.close()
+    assert state.read_text() == saved
+    write(pod(root, "a-0"), "a3")
+    again, _, _ = many(root, from_start=True, state_file=str(state))
+    assert lines(again.poll_blocks()) == {A: 1}

@@ -1,4 +1,4 @@
-.PHONY: install lint test smoke bench all
+.PHONY: install lint test test-long smoke bench all
 
 install:
 	pip install -e '.[test]'
@@ -9,6 +9,9 @@ lint:
 
 test: lint
 	python -m pytest
+
+test-long: lint
+	LOGWATCH_LONG_E2E=1 python -m pytest
 
 smoke:
 	python -m pytest tests/unit -q -m "not integration and not e2e" -p no:cacheprovider

@@ -84,6 +84,8 @@ def row(name: str, prompt: float, gen: float, want_prompt: float, want_gen: floa
             f"generation {gen:9.0f} ({100 * (gen / want_gen - 1):+6.2f}%)   {name}")
 
 
+@pytest.mark.skipif(not os.environ.get("LOGWATCH_LONG_E2E"), reason="over 90 s: set LOGWATCH_LONG_E2E=1 "
+                    "(make test-long); make test stays within its few minutes without it")
 @pytest.mark.timeout(2400)
 def test_counters_within_one_percent_of_vllm_under_a_cpu_hog(
     real_vllm: dict[str, Path], vllm_server_slot: None, tmp_path: Path

@@ -13,7 +13,6 @@ import glob
 import logging
 import os
 import signal
-import socket
 import stat
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -89,10 +88,7 @@ def run_watch(
     web = settings.web_config
     app = create_app(registry, pipeline.status, pipeline.healthy, history, web=web)
     port = sock.getsockname()[1]
-    shown_host = settings.listen
-    if settings.listen in ("0.0.0.0", "::"):
-        shown_host = socket.gethostname()
-    url = url_of(shown_host, port, scheme=web.scheme if web is not None else "http")
+    url = url_of(settings.listen, port, scheme=web.scheme if web is not None else "http")
     if stream:
         log.info("serving %s (listening on %s:%d); reading %s to its end", url, settings.listen, port,
                  follower.status()["target"])

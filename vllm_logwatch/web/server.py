@@ -225,7 +225,16 @@ def bind_socket(host: str, port: int) -> socket.socket:
 
 
 def url_of(host: str, port: int, path: str = "/metrics", *, scheme: str = "http") -> str:
-    """`http://host:port/path` (or `https://`), with brackets around an IPv6 address."""
+    """`http://host:port/path` (or `https://`), with brackets around an IPv6 address; a listen address
+    of every interface (`0.0.0.0`, `::`) is shown as this host's name, which a browser can reach.
+
+    >>> url_of("127.0.0.1", 9477), url_of("::1", 9477, "/")
+    ('http://127.0.0.1:9477/metrics', 'http://[::1]:9477/')
+    >>> url_of("0.0.0.0", 9477) == f"http://{socket.gethostname()}:9477/metrics"
+    True
+    """
+    if host in ("0.0.0.0", "::"):
+        host = socket.gethostname()
     shown = f"[{host}]" if ":" in host else host
     return f"{scheme}://{shown}:{port}{path}"
 

@@ -26,7 +26,7 @@ from .openfile import FollowerStats, LineBlock, LogLine, OpenFile, lines_of, ope
 from .source import deliver
 from .statefile import Checkpoint, Position, SavedState, StateFile, describe, position_of, resume_at
 from .targets import Candidate, LaunchFiles
-from .wakers import Waker, WatchdogWaker
+from .wakers import Waker, own_waker
 
 __all__ = ["Checkpoint", "Follower", "FollowerStats", "LineBlock", "LogLine"]
 
@@ -181,11 +181,8 @@ class Follower:
         ``autosave``). ``on_poll()`` follows every poll (after ``on_blocks``): the moment to take
         ``checkpoint()``. Without an injected waker, a ``WatchdogWaker(poll_interval)`` is made here (and
         closed by ``close()``). Exceptions from ``on_blocks`` and ``on_poll`` propagate."""
-        waker = self._waker
-        if waker is None:
-            waker = self._waker = WatchdogWaker(self.poll_interval)
-            self._owns_waker = True
-            waker.start()
+        waker, owned = own_waker(self._waker, self.poll_interval)
+        self._waker, self._owns_waker = waker, self._owns_waker or owned
 
         def stopping() -> bool:
             return self._stop.is_set() or (stop is not None and stop.is_set())

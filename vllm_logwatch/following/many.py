@@ -27,7 +27,7 @@ from .openfile import FollowerStats, LineBlock
 from .source import deliver
 from .sourcestate import read_sources, write_sources
 from .statefile import Checkpoint, Position, SavedState, SourcesState, StateError, StateFile, describe
-from .wakers import Waker, WatchdogWaker
+from .wakers import Waker, own_waker
 
 __all__ = ["ManyFollower"]
 
@@ -360,11 +360,8 @@ class ManyFollower:
         self, on_blocks: Callable[[list[LineBlock]], None], stop: threading.Event | None = None, *,
         on_poll: Callable[[], None] | None = None,
     ) -> None:
-        waker = self._waker
-        if waker is None:
-            waker = self._waker = WatchdogWaker(self.poll_interval)
-            self._owns_waker = True
-            waker.start()
+        waker, owned = own_waker(self._waker, self.poll_interval)
+        self._waker, self._owns_waker = waker, self._owns_waker or owned
 
         def stopping() -> bool:
             return self._stop.is_set() or (stop is not None and stop.is_set())

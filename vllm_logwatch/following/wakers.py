@@ -47,7 +47,7 @@ from watchdog.observers import Observer
 if TYPE_CHECKING:
     from watchdog.observers.api import BaseObserver, ObservedWatch
 
-__all__ = ["ManualWaker", "PollWaker", "Waker", "WatchdogWaker"]
+__all__ = ["ManualWaker", "PollWaker", "Waker", "WatchdogWaker", "own_waker"]
 
 # Only changes to content or names matter. Opens, closes and reads are left out on purpose: the
 # follower's own reads would otherwise wake it again and again.
@@ -246,6 +246,15 @@ class WatchdogWaker(PollWaker):
         if observer is not None:
             observer.stop()
             observer.join(timeout=5.0)
+
+
+def own_waker(waker: Waker | None, interval: float) -> tuple[Waker, bool]:
+    """`waker`, or else a started `WatchdogWaker(interval)`, and whether it is the caller's to close."""
+    if waker is not None:
+        return waker, False
+    made = WatchdogWaker(interval)
+    made.start()
+    return made, True
 
 
 class ManualWaker:

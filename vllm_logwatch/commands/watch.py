@@ -139,12 +139,10 @@ def _is_many(settings: Any) -> bool:
 
 
 def _holds_many(folder: str, pattern: str) -> bool:
-    from ..following.layouts import detect_layout, discover
+    from ..following.layouts import sources_now
 
-    layout = detect_layout(folder)
-    if layout in ("pods", "docker"):
-        return True
-    return layout == "scripts" and len(discover(folder, layout, pattern, (), lambda exc, path: None)) > 1
+    layout, count = sources_now(folder, None, pattern)
+    return layout in ("pods", "docker") or (layout == "scripts" and count > 1)
 
 
 def _many(settings: Any) -> ManyFollower:

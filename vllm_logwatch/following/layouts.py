@@ -34,6 +34,7 @@ from ..shown import shown_path
 __all__ = [
     "FOLDED",
     "LAYOUTS",
+    "SOURCE_LABELS",
     "Found",
     "SourceKey",
     "detect_layout",
@@ -41,6 +42,7 @@ __all__ = [
     "folded_key",
     "script_name",
     "source_name",
+    "sources_now",
 ]
 
 SourceKey = tuple[tuple[str, str], ...]
@@ -113,6 +115,16 @@ def detect_layout(root: str) -> str | None:
     if any(_POD_DIR.fullmatch(name) for name in dirs):
         return "pods"
     return "scripts" if files else None
+
+
+def sources_now(root: str, layout: str | None, pattern: str,
+                select: Iterable[str] = ()) -> tuple[str | None, int]:
+    """(the layout, told from the folder when None; how many sources it holds now), listing errors
+    ignored: a look before following starts, which reads nothing."""
+    layout = layout or detect_layout(root)
+    if layout is None:
+        return None, 0
+    return layout, len(discover(root, layout, pattern, select, lambda exc, path: None))
 
 
 def discover(root: str, layout: str, pattern: str, select: Iterable[str], on_error: OnError,

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .follower import Follower
-from .layouts import Found, SourceKey, detect_layout, discover, folded_key
+from .layouts import Found, SourceKey, detect_layout, discover, folded_key, sources_now
 from .openfile import FollowerStats, LineBlock
 from .source import deliver
 from .sourcestate import read_sources, write_sources
@@ -136,12 +136,10 @@ class ManyFollower:
 
     def found_now(self) -> int:
         """How many sources the folder holds now (what the first poll will find); reads nothing."""
+        layout, count = sources_now(self.target, self.layout, self.pattern, self.select)
         with self._lock:
-            self.layout = self.layout or detect_layout(self.target)
-            layout = self.layout
-        if layout is None:
-            return 0
-        return len(discover(self.target, layout, self.pattern, self.select, lambda exc, path: None))
+            self.layout = self.layout or layout
+        return count
 
     def take_dropped(self) -> list[SourceKey]:
         """The sources dropped (gone past the grace) since the last call."""

@@ -8,20 +8,14 @@ import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
+from podtree import Clock, pod, write
+
 from vllm_logwatch.following.many import ManyFollower
 from vllm_logwatch.following.openfile import LineBlock
 from vllm_logwatch.following.statefile import SourcesState
 
 A = (("namespace", "vllm"), ("pod", "a-0"), ("container", "vllm"))
 B = (("namespace", "vllm"), ("pod", "b-0"), ("container", "vllm"))
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class ToldWaker:
@@ -49,18 +43,6 @@ class ToldWaker:
 
     def close(self) -> None:
         pass
-
-
-def pod(root: Path, name: str, restart: int = 0) -> Path:
-    folder = root / f"vllm_{name}_uid-{name}" / "vllm"
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder / f"{restart}.log"
-
-
-def write(path: Path, *texts: str) -> None:
-    with path.open("a") as f:
-        for text in texts:
-            f.write(f"2025-07-05T11:29:01Z stdout F {text}\n")
 
 
 def lines(blocks: list[LineBlock]) -> dict[tuple[tuple[str, str], ...], int]:

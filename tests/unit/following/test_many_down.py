@@ -8,38 +8,25 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from podtree import Clock, pod
+from podtree import write as append
+
 from vllm_logwatch.following.many import ManyFollower
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        self.now += 1.0  # every poll is a full sweep
-        return self.now
-
-
-def pod(root: Path, name: str) -> Path:
-    folder = root / f"vllm_{name}_uid-{name}" / "vllm"
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder / "0.log"
-
-
 def write(path: Path, count: int) -> None:
-    with path.open("a") as f:
-        f.writelines(f"2025-07-05T11:29:01Z stdout F line {i}\n" for i in range(count))
+    append(path, *(f"line {i}" for i in range(count)))
 
 
 def test_a_pod_that_appeared_while_the_watch_was_down_is_read_from_its_start(tmp_path: Path) -> None:
     root, state = tmp_path / "pods", str(tmp_path / "state.json")
     write(pod(root, "a-0"), 2)
-    before = ManyFollower(str(root), layout="pods", state_file=state, clock=Clock())
+    before = ManyFollower(str(root), layout="pods", state_file=state, clock=Clock(step=1.0))
     assert before.poll_blocks() == []  # from the end: no state yet
     before.close()  # writes the state file
     write(pod(root, "a-0"), 1)  # while the watch is down
     write(pod(root, "b-0"), 3)  # a pod started while the watch is down
-    after = ManyFollower(str(root), layout="pods", state_file=state, clock=Clock())
+    after = ManyFollower(str(root), layout="pods", state_file=state, clock=Clock(step=1.0))
     read: dict[str, int] = {}
     for block in after.poll_blocks():
         name = dict(block.key)["pod"]

@@ -13,25 +13,12 @@ import os
 from pathlib import Path
 
 import pytest
+from podtree import Clock, write
 
 from vllm_logwatch.following.follower import Follower
 from vllm_logwatch.following.many import ManyFollower
 from vllm_logwatch.following.openfile import LineBlock
 from vllm_logwatch.following.wakers import ManualWaker
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        self.now += 1.0  # every poll is a full sweep
-        return self.now
-
-
-def write(path: Path, text: str) -> None:
-    with path.open("a") as f:
-        f.write(f"2025-07-05T11:29:01Z stdout F {text}\n")
 
 
 def replace_on_same_inode(old: Path, new: Path, text: str) -> None:
@@ -52,7 +39,7 @@ def test_a_pods_restart_file_on_the_inode_of_a_removed_restart_file_is_read(tmp_
     folder = tmp_path / "vllm_qwen-0_uid" / "vllm"
     folder.mkdir(parents=True)
     write(folder / "0.log", "first launch")
-    follower = ManyFollower(str(tmp_path), layout="pods", from_start=True, clock=Clock())
+    follower = ManyFollower(str(tmp_path), layout="pods", from_start=True, clock=Clock(step=1.0))
     assert texts(follower.poll_blocks())[-1].endswith(b"first launch")
     write(folder / "1.log", "second launch")  # a restart
     assert texts(follower.poll_blocks())[-1].endswith(b"second launch")

@@ -47,6 +47,7 @@ HELP: dict[str, str] = {
     "watch": "follow vLLM's log files and serve Prometheus metrics at /metrics",
     "demo": "replay a bundled real vLLM log and serve its metrics, like watch",
     "run": "launch and supervise vLLM, tee its log to a launch file, serve its metrics live",
+    "compare": "launches side by side: the arguments that differ, throughput by concurrency, a plot",
 }
 """One line per command, for the top-level --help (built without loading every command's options)."""
 
@@ -240,31 +241,6 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="the server to run, after --")
 
 
-COMMANDS: dict[str, Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]] = {
-    "parse": _add_parse, "summary": _add_summary, "plot": _add_plot,
-    "watch": _add_watch, "demo": _add_demo, "run": _add_run,
-}
-
-
-def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    """The command line, for `main` and for the committed `--help` texts. With `only`, the other
-    commands get a one-line stub: their options (and the settings models behind them) are not loaded,
-    so `logwatch parse` starts without the web server's settings."""
-    parser = argparse.ArgumentParser(
-        prog="logwatch",
-        description="Turn vLLM server logs into data: Prometheus metrics, CSV, summaries.",
-        epilog=_EPILOG,
-    )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name, add in COMMANDS.items():
-        if only is None or only == name:
-            add(sub)
-        else:
-            sub.add_parser(name, help=HELP[name])
-    return parser
-
-
 def _add_compare(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "compare",
@@ -296,5 +272,26 @@ def _add_compare(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     _add_year_tz(p)
 
 
-HELP["compare"] = "launches side by side: the arguments that differ, throughput by concurrency, a plot"
-COMMANDS["compare"] = _add_compare
+COMMANDS: dict[str, Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]] = {
+    "parse": _add_parse, "summary": _add_summary, "plot": _add_plot,
+    "watch": _add_watch, "demo": _add_demo, "run": _add_run, "compare": _add_compare,
+}
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The command line, for `main` and for the committed `--help` texts. With `only`, the other
+    commands get a one-line stub: their options (and the settings models behind them) are not loaded,
+    so `logwatch parse` starts without the web server's settings."""
+    parser = argparse.ArgumentParser(
+        prog="logwatch",
+        description="Turn vLLM server logs into data: Prometheus metrics, CSV, summaries.",
+        epilog=_EPILOG,
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, add in COMMANDS.items():
+        if only is None or only == name:
+            add(sub)
+        else:
+            sub.add_parser(name, help=HELP[name])
+    return parser

@@ -159,6 +159,18 @@ def test_sources_beyond_the_cap_are_folded_and_counted(tmp_path: Path) -> None:
         assert status["follower"]["sources"] == 3 and status["follower"]["folded"] == 2
 
 
+@pytest.mark.parametrize("option", [("--layout", "pods"), ("--select", "vllm*")])
+def test_a_stream_with_a_many_source_option_is_a_usage_error(option: tuple[str, ...]) -> None:
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-m", "vllm_logwatch", "watch", "-", "--port", "0", *option]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=30, input="")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr == (f"logwatch watch: {option[0]}: a stream (-, a pipe) is one source: give the folder "
+                           "that holds the sources instead\n")
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (("--layout", "pods", "--label", "pod=x"),
      "--label pod: the sources of a folder have that label already"),

@@ -189,6 +189,10 @@ def _open_stream(settings: Any, stdin_open: bool) -> StreamSource:
     if settings.state_file is not None:
         raise UsageError("--state-file: a stream (-, a pipe) has no position to resume at: leave "
                          "--state-file out, or follow the file the output is teed to")
+    if settings.layout != "auto" or settings.select:
+        option = "--select" if settings.select else "--layout"
+        raise UsageError(f"{option}: a stream (-, a pipe) is one source: give the folder that holds the "
+                         "sources instead")
     if settings.from_start:
         log.warning("--from-start means nothing for a stream: it is read from where it is now")
     if settings.target != "-":

@@ -167,8 +167,8 @@ def test_a_stream_with_a_many_source_option_is_a_usage_error(option: tuple[str, 
     command = [sys.executable, "-m", "vllm_logwatch", "watch", "-", "--port", "0", *option]
     done = subprocess.run(command, capture_output=True, text=True, timeout=30, input="")
     assert done.returncode == 2 and "Traceback" not in done.stderr
-    assert done.stderr == (f"logwatch watch: {option[0]}: a stream (-, a pipe) is one source: give the folder "
-                           "that holds the sources instead\n")
+    assert done.stderr == (f"logwatch watch: {option[0]}: a stream (-, a pipe) is one source: give the "
+                           "folder that holds the sources instead\n")
 
 
 @pytest.mark.parametrize(("args", "message"), [

@@ -241,3 +241,17 @@ def test_nothing_is_written_before_the_first_poll_and_an_unopened_source_keeps_i
     write(pod(root, "a-0"), "a3")
     again, _, _ = many(root, from_start=True, state_file=str(state))
     assert lines(again.poll_blocks()) == {A: 1}
+
+
+def test_a_state_file_that_cannot_be_written_is_counted_not_raised(tmp_path: Path) -> None:
+    root, folder = tmp_path / "pods", tmp_path / "state"
+    folder.mkdir()
+    write(pod(root, "a-0"), "a1")
+    follower, _, _ = many(root, from_start=True, state_file=str(folder / "state.json"))
+    follower.poll_blocks()
+    folder.rmdir()  # gone under it, as a full or unmounted disk would fail the write
+    state = follower.checkpoint().state
+    assert state is not None and follower.write_checkpoint(state) is False
+    assert follower.stats.state_errors == 1
+    assert "cannot save state" in (follower.stats.last_state_error or "")
+    follower.close()

@@ -28,6 +28,7 @@ from typing import BinaryIO, NamedTuple
 from ..parsing.framing import MAX_LINE_BYTES
 from ..parsing.needles import STATS_FOLLOWER_NEEDLES, STATS_NEEDLES, VARIANT_NEEDLES
 from .bulkscan import ScanStats, scan_stream_bytes, simd_count, simd_find
+from .children import exit_with_parent
 
 __all__ = ["CSV_LANE", "DEFAULT_TUNING", "VALUES", "Chunk", "Lane", "Tuning", "render", "scan_file_chunks",
            "stream_chunks"]
@@ -298,7 +299,8 @@ def scan_file_chunks(
     ranges = _ranges(path, size, tuning.range_bytes)
     workers = workers or min(len(ranges), os.cpu_count() or 1, 8)
     base = 0
-    with ProcessPoolExecutor(workers, mp_context=get_context("fork")) as pool:
+    with ProcessPoolExecutor(workers, mp_context=get_context("fork"), initializer=exit_with_parent,
+                             initargs=(os.getpid(),)) as pool:
 
         def submit(rng: tuple[int, int, bool]) -> Future[Chunk]:
             return pool.submit(_scan_range, path, rng[0], rng[1], needles, rng[2], rng[1] == size,

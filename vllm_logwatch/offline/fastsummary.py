@@ -17,6 +17,7 @@ import math
 import re
 from array import array
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from datetime import datetime, timedelta, tzinfo
 from typing import Any, ClassVar, Literal
 
@@ -37,6 +38,7 @@ _NEEDLES = STATS_NEEDLES + SPEC_NEEDLES + LAUNCH_NEEDLES
 """The general path's (`iter_source_events(kind="spec", extra_needles=LAUNCH_NEEDLES)`)."""
 _ENVELOPE_NEEDLES = _NEEDLES + PREFIX_NEEDLES  # a container log's: the followers too (offline/enveloped.py)
 _LANE = Lane(values=True, keep=_NEEDLES + VARIANT_NEEDLES + PREFIX_NEEDLES)
+_NUMBERLESS = replace(_LANE, numbers=False)
 _EMPTY: dict[str, float] = {}
 _MFU = re.compile(
     rb"(?:\([^()]*\) )?INFO \d\d-\d\d \d\d:\d\d:\d\d \[[^\]\s]+:\d+\] Engine (\d{3,15}): MFU: (\d+\.\d+) "
@@ -157,12 +159,13 @@ class _Times:
 
 
 def iter_fast_events(source: Source, zone: tzinfo, year: int | None, scan: ScanStats,
-                     tuning: Tuning = DEFAULT_TUNING, *,
-                     blocks: bool = False) -> Iterator[Event | FastStats | FastBlock | FastMfu]:
+                     tuning: Tuning = DEFAULT_TUNING, *, blocks: bool = False,
+                     numbers: bool = True) -> Iterator[Event | FastStats | FastBlock | FastMfu]:
     """What `iter_source_events(source, "spec", zone, year, scan, LAUNCH_NEEDLES)` yields, in file
     order, with a `FastStats` in place of each common stats line's `EngineStats` (with `blocks`, a
     `FastBlock` in place of each run of them, then a `FastMfu` of the MFU lines that sat alone among
-    its rows)."""
+    its rows). Without `numbers`, a big file's lines are not counted: the events' `line` is not
+    theirs (`Lane.numbers`), for a reader that uses none."""
     path = None if source.is_stdin else source.path
     clock: list[YearClock] = []
 
@@ -176,7 +179,8 @@ def iter_fast_events(source: Source, zone: tzinfo, year: int | None, scan: ScanS
     try:
         size = 0 if source.is_stream else plain_file_size(source.path)
         if size >= tuning.parallel_min_bytes:
-            yield from _rows(scan_file_chunks(source.path, _NEEDLES, scan, tuning=tuning, lane=_LANE),
+            lane = _LANE if numbers else _NUMBERLESS
+            yield from _rows(scan_file_chunks(source.path, _NEEDLES, scan, tuning=tuning, lane=lane),
                              assembler, times, blocks)
         else:
             with open_source(source) as raw:

@@ -87,17 +87,18 @@ def iter_launch_records(
 
 def iter_summary_records(
     inputs: list[str], *, year: int | None = None, tz: str | None = None, fast: Tuning | None = None,
-    mfu: bool = False,
+    mfu: bool = False, numbers: bool = True,
 ) -> Iterator[tuple[Launch, EngineStats | SpecDecodeStats | TransferStats | FastBlock | MfuStats | FastMfu]]:
     """`iter_launch_records(inputs, spec=True, ...)`, with each run of the fast lane's common stats lines
     as one `FastBlock` (`offline/summary_rows.py` adds it to the summary in one call); with `mfu`, the
-    MFU lines (`MfuStats`) too."""
-    return _records(inputs, year, tz, True, fast, blocks=True, mfu=mfu)
+    MFU lines (`MfuStats`) too. Without `numbers` the fast lane counts no lines: a restart's
+    `Launch.line` is not its line (`plot` shows none)."""
+    return _records(inputs, year, tz, True, fast, blocks=True, mfu=mfu, numbers=numbers)
 
 
 def _records(
     inputs: list[str], year: int | None, tz: str | None, spec: bool, fast: Tuning | None, *, blocks: bool,
-    mfu: bool = False,
+    mfu: bool = False, numbers: bool = True,
 ) -> Iterator[tuple[Launch, EngineStats | SpecDecodeStats | TransferStats | FastBlock | MfuStats | FastMfu]]:
     sources, zone = resolve_inputs(inputs, tz)
     scan = ScanStats()
@@ -108,7 +109,7 @@ def _records(
     for source in sources:
         launch = Launch(index, source.name, 1)
         fast_lane = fast is not None and spec and container_format(source) == "plain"  # offline/enveloped.py
-        events = (iter_fast_events(source, zone, year, scan, fast, blocks=blocks)
+        events = (iter_fast_events(source, zone, year, scan, fast, blocks=blocks, numbers=numbers)
                   if fast_lane and fast is not None
                   else iter_source_events(source, kind, zone, year, scan, LAUNCH_NEEDLES))
         for event in events:

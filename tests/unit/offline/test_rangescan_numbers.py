@@ -1,0 +1,43 @@
+"""The range workers without line numbers (`Lane(numbers=False)`, plot and backfill): the same rows,
+values and other lines as with them, every number 0 or within the range, no line counted."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from support import TESTS
+
+from vllm_logwatch.offline.bulkscan import ScanStats
+from vllm_logwatch.offline.fastsummary import _LANE, _NEEDLES
+from vllm_logwatch.offline.rangescan import CSV_LANE, Lane, Tuning, scan_file_chunks
+from vllm_logwatch.parsing.needles import STATS_NEEDLES
+
+DATA = TESTS / "data"
+LOGS = sorted(DATA.glob("*.log")) + sorted((DATA / "real-vllm-cpu").glob("*.log"))
+
+
+def chunks(path: Path, lane: Lane, needles: tuple[bytes, ...], range_bytes: int) -> list[tuple[bytes, ...]]:
+    tuning = Tuning(parallel_min_bytes=1, range_bytes=range_bytes, dense_probe=512)
+    out: list[tuple[bytes, ...]] = []
+    for chunk, _ in scan_file_chunks(str(path), needles, ScanStats(), workers=2, tuning=tuning,
+                                     lane=lane):
+        out.append((chunk.stamps, chunk.tails, chunk.others, chunk.positions, chunk.values))
+    return out
+
+
+@pytest.mark.parametrize("lane, needles", [(_LANE, _NEEDLES), (CSV_LANE, STATS_NEEDLES)],
+                         ids=["values", "csv"])
+@pytest.mark.parametrize("range_bytes", [4096, 1 << 16])
+def test_numberless_ranges_hold_the_same_lines(tmp_path: Path, lane: Lane, needles: tuple[bytes, ...],
+                                               range_bytes: int) -> None:
+    glued = tmp_path / "glued.log"
+    glued.write_bytes(b"".join(p.read_bytes() for p in LOGS))
+    numberless = replace(lane, numbers=False)
+    assert chunks(glued, numberless, needles, range_bytes) == chunks(glued, lane, needles, range_bytes)
+    stats = ScanStats()
+    tuning = Tuning(parallel_min_bytes=1, range_bytes=range_bytes, dense_probe=512)
+    lines = [chunk.lines for chunk, _ in scan_file_chunks(str(glued), needles, stats, tuning=tuning,
+                                                          lane=numberless)]
+    assert set(lines) == {0} and stats.lines == 0  # nothing counted

@@ -1,8 +1,8 @@
-"""`logwatch plot`: select the stats records to draw, draw them (`plot.build_figure`), write the image."""
+"""`logwatch plot`: select the stats records to draw, draw them (`plot.collect`, `offline/drawer.py`), write
+the image."""
 
 from __future__ import annotations
 
-import io
 import os
 import sys
 from array import array
@@ -11,9 +11,10 @@ from datetime import datetime
 from typing import Any
 
 from ..errors import InputError, NoStatsError, OutputError, UsageError
+from ..offline.drawer import Drawer
 from ..offline.fastsummary import FastBlock, FastMfu
 from ..offline.launches import Launch, iter_launch_records, iter_summary_records
-from ..offline.plot import DPI, build_figure, parse_when, require_matplotlib
+from ..offline.plot import DPI, collect, parse_when, require_matplotlib
 from ..offline.rangescan import DEFAULT_TUNING, VALUES, Tuning
 from ..parsing.events import EngineStats, MfuStats, SpecDecodeStats, TransferStats
 from ..parsing.stamps import resolve_zone
@@ -63,8 +64,8 @@ def run_plot(
 
     def selected() -> Iterator[tuple[Launch, EngineStats | FastBlock]]:
         nonlocal drawn
-        records = (iter_summary_records(inputs, year=year, tz=tz, fast=tuning) if tuning is not None
-                   else iter_launch_records(inputs, year=year, tz=tz))
+        records = (iter_summary_records(inputs, year=year, tz=tz, fast=tuning, numbers=False)
+                   if tuning is not None else iter_launch_records(inputs, year=year, tz=tz))
         for launch, e in records:  # EngineStats, or the fast lane's runs of stats lines (FastBlock)
             if isinstance(e, FastBlock):
                 block = e if start is None and end is None else _select(e, within)
@@ -74,31 +75,31 @@ def run_plot(
                 drawn += 1
                 yield launch, e
 
-    fig = build_figure(selected())  # streamed: the figure keeps no more points than its pixels
-    if not drawn:
-        raise NoStatsError(
-            f"no stats lines with a time between {since or 'the start'} and {until or 'the end'}")
-    # Rendered in memory, then written by us: matplotlib's own file writes lose errors such as a full
-    # disk (the command would succeed with a cut image).
-    image = io.BytesIO()
-    try:
+    with Drawer() as drawer:  # imports matplotlib while the log is read (offline/drawer.py)
+        data = collect(selected())  # streamed: no more points than the figure's pixels
+        if not drawn:
+            raise NoStatsError(
+                f"no stats lines with a time between {since or 'the start'} and {until or 'the end'}")
+        # Rendered in memory, then written by us: matplotlib's own file writes lose errors such as a
+        # full disk (the command would succeed with a cut image).
         kind = "png" if to_stdout else os.path.splitext(output)[1][1:].lower() or None
         # zlib's fastest level: 10% more bytes, a tenth of the drawing time saved (bench/RESULTS.md)
         fast: dict[str, Any] = {"pil_kwargs": {"compress_level": 1}} if kind in ("png", None) else {}
-        fig.savefig(image, dpi=DPI, format=kind, **fast)
-    except ValueError as exc:  # an unknown image format
-        raise UsageError(f"{output}: {exc}") from None
+        try:
+            image = drawer.image(data, kind, dpi=DPI, **fast)
+        except ValueError as exc:  # an unknown image format
+            raise UsageError(f"{output}: {exc}") from None
     if to_stdout:
         try:
             sys.stdout.flush()
-            sys.stdout.buffer.write(image.getbuffer())
+            sys.stdout.buffer.write(image)
             sys.stdout.buffer.flush()
         except OSError as exc:
             raise OutputError(f"cannot write the output: {exc.strerror or exc}") from None
         return drawn
     try:
         with open(output, "wb") as fh:
-            fh.write(image.getbuffer())
+            fh.write(image)
     except OSError as exc:
         raise OutputError(f"{output}: cannot write ({exc.strerror or exc})") from None
     return drawn

@@ -13,6 +13,7 @@ when a plot is drawn; the figure is built on the Agg canvas, without pyplot and 
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import os
 import statistics
@@ -30,7 +31,9 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-__all__ = ["PANEL_TITLES", "build_figure", "parse_when", "require_matplotlib"]
+    from .plot_data import PlotData
+
+__all__ = ["PANEL_TITLES", "build_figure", "collect", "draw", "parse_when", "require_matplotlib"]
 
 PANEL_TITLES = (
     "Throughput",
@@ -68,16 +71,20 @@ def _engine_name(e: EngineStats) -> str:
 
 
 def require_matplotlib() -> None:
+    """UsageError unless matplotlib is installed (found, not imported: its import takes a quarter of a
+    second, which `logwatch plot` spends while the file is read, `offline/drawer.py`)."""
     try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        raise UsageError(_MISSING_MATPLOTLIB) from None
+        found = importlib.util.find_spec("matplotlib") is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        raise UsageError(_MISSING_MATPLOTLIB)
 
 
 def build_figure(
     records: Iterable[tuple[Launch, EngineStats | SpecDecodeStats | TransferStats | FastBlock]],
 ) -> Figure:
-    """The figure of `records` (in file order; lines without a time are left out).
+    """The figure of `records` (in file order; lines without a time are left out): `draw(collect(...))`.
 
     Pure apart from matplotlib: nothing is written. Axes 0-3 are the time panels, axis 4 the scatter.
     `records` are streamed (EngineStats, or the fast lane's FastStats or FastBlock), and the figure
@@ -87,23 +94,41 @@ def build_figure(
     The scatter keeps every dot while few, then one per pixel cell; its medians are exact.
     """
     require_matplotlib()
-    import matplotlib.dates
+    return draw(collect(records))
 
-    mdates: Any = matplotlib.dates  # untyped module: calls on Any keep mypy --strict quiet
-    import numpy as np
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-    from matplotlib.ticker import MaxNLocator
 
-    from .plot_data import PlotData, epoch_days
+def collect(
+    records: Iterable[tuple[Launch, EngineStats | SpecDecodeStats | TransferStats | FastBlock]],
+) -> PlotData:
+    """What the figure of `records` draws (`build_figure`), without matplotlib: numpy alone, so the
+    drawing's imports can be made elsewhere meanwhile (`offline/drawer.py`)."""
+    from .plot_data import PlotData
 
-    data = PlotData(int(FIGSIZE[0] * DPI), epoch_days())
+    data = PlotData(int(FIGSIZE[0] * DPI), 0.0)  # times in days since 1970; `draw` shifts them
     for launch, e in records:
         if isinstance(e, FastBlock):
             data.add_block(launch, e)
         elif not isinstance(e, (SpecDecodeStats, TransferStats)) and e.time is not None:
             data.add(launch, e, None if e.engine is not None else _engine_name(e))
     data.finish()
+    return data
+
+
+def draw(data: PlotData) -> Figure:
+    """The figure of `collect`'s data (UsageError without matplotlib)."""
+    try:
+        import matplotlib.dates
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+        from matplotlib.ticker import MaxNLocator
+    except ImportError:
+        raise UsageError(_MISSING_MATPLOTLIB) from None
+    import numpy as np
+
+    from .plot_data import epoch_days
+
+    mdates: Any = matplotlib.dates  # untyped module: calls on Any keep mypy --strict quiet
+    epoch = epoch_days()  # matplotlib's date unit is days since its `date.epoch` (1970 unless set)
     series, launches, by_running, zone = data.series, data.launches, data.by_running, data.zone
 
     fig = Figure(figsize=FIGSIZE)
@@ -122,6 +147,7 @@ def build_figure(
             color = colors[engine]
             for column, name, style in columns:
                 xs, ys = s.lines[column].points()
+                xs = xs + epoch if epoch else xs
                 if not np.isfinite(ys).any():
                     continue
                 label = name if single else f"{name}, {engine}"

@@ -375,18 +375,8 @@ class ExporterMetrics(Collector):
                 problems=dict(self._problems), http_requests=sum(self._http.values()),
             )
             child: ChildMetrics | None = None
-            if self._child is not None:
-                child = ChildMetrics(
-                    child_up=self._child["child_up"], child_pid=self._child["child_pid"],
-                    child_start_time_seconds=self._child["child_start_time_seconds"],
-                    child_last_exit_code=self._child["child_last_exit_code"],
-                    child_restarts=self._child_totals["child_restarts"].value,
-                    log_file_bytes_written=self._child_totals["log_file_bytes_written"].value,
-                    log_file_write_errors=self._child_totals["log_file_write_errors"].value,
-                    log_file_bytes_dropped=self._child_totals["log_file_bytes_dropped"].value,
-                    parse_bytes_dropped=self._child_totals["parse_bytes_dropped"].value,
-                    stdout_bytes_dropped=self._child_totals["stdout_bytes_dropped"].value,
-                )
+            if self._child is not None:  # the field names are the keys
+                child = ChildMetrics(**self._child, **{key: t.value for key, t in self._child_totals.items()})
             return ExporterStatus(
                 engines=engines,
                 model_name=self._series_model,

@@ -45,10 +45,11 @@ from ..parsing.events import (
 )
 from ..parsing.startup import PROBLEM_TAGS
 from .catalogue import METRICS
-from .engine_state import DEFAULT_INTERVAL, EngineState, RunningTotal, json_safe
+from .engine_state import DEFAULT_INTERVAL, EngineState, json_safe
 from .families import Families, new_family
 from .routes import OTHER, VLLM_ROUTES, path_label
 from .snapshot import ChildMetrics, Counters, ExporterStatus, StatsMissing
+from .totals import RunningTotal
 
 __all__ = ["LEVELS", "ExporterMetrics"]
 

@@ -25,7 +25,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector, CollectorRegistry
@@ -377,7 +377,8 @@ class ExporterMetrics(Collector):
             )
             child: ChildMetrics | None = None
             if self._child is not None:  # the field names are the keys
-                child = ChildMetrics(**self._child, **{key: t.value for key, t in self._child_totals.items()})
+                totals = {key: total.value for key, total in self._child_totals.items()}
+                child = cast(ChildMetrics, {**self._child, **totals})
             return ExporterStatus(
                 engines=engines,
                 model_name=self._series_model,

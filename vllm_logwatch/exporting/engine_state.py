@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from datetime import datetime
 from statistics import fmean
 from typing import Any
@@ -329,6 +329,15 @@ class EngineState:
             _put(out, "spec_decode_acceptance_ratio", ratio)
         out.update(mfu_gauges(self.mfu))
         return out
+
+    def samples(self) -> Iterator[tuple[str, tuple[str, ...], float]]:
+        """Every series of this engine but the stall signal: (short name, the labels after `engine` and
+        `model_name`, value)."""
+        for short, value in self.gauges().items():
+            yield short, (), value
+        for short, value in self.counters().items():
+            yield short, (), value
+        yield from self.transfer.samples()
 
     def counters(self) -> dict[str, float]:
         """Short metric name -> total, for the counters this engine has data for."""

@@ -151,6 +151,16 @@ class ExporterMetrics(Collector):
                 self._count_access(method, path, status, count)
         return failed
 
+    def apply_stats(self, stats: EngineStats) -> None:
+        """One stats line, without `apply`'s count of its log level (the backfill's fast lane)."""
+        with self._lock:
+            self._stats(stats)
+
+    def engine_states(self) -> tuple[str, Mapping[str, EngineState]]:
+        """The model label and each engine label's state, for a reader in the feeding thread (the
+        backfill reads them between two lines, `offline/openmetrics.py`)."""
+        return self._series_model, self._engines
+
     def new_launch(self, source: str | None = None) -> None:
         """A new vLLM launch (e.g. a new launch file): per-engine gauges, intervals and start-up facts
         start over; counters keep counting. The launch's own version banner will not count twice."""
@@ -179,8 +189,7 @@ class ExporterMetrics(Collector):
                            "child_start_time_seconds": start_time, "child_last_exit_code": last_exit_code}
             totals = (restarts, bytes_written, write_errors, bytes_dropped, parse_bytes_dropped,
                       stdout_bytes_dropped)
-            for key, value in zip(_CHILD_COUNTERS, totals,
-                                  strict=True):
+            for key, value in zip(_CHILD_COUNTERS, totals, strict=True):
                 self._child_totals[key].observe_total(value)
 
     def _start_launch(self, source: str | None) -> None:
@@ -220,16 +229,7 @@ class ExporterMetrics(Collector):
         if event.level in self._levels:
             self._levels[event.level] += 1
         if isinstance(event, EngineStats):
-            label = self._bounded(_engine_label(event.engine, event.engines_aggregated))
-            arrival = self._clock()
-            state = self._engines[label]
-            state.apply_stats(event, arrival, measured)
-            if self._on_stats is not None:
-                self._on_stats(label, event, arrival)
-            self._unknown_fields += event.unknown_fields
-            if event.is_v0:
-                self._last_v0 = state
-            self._engine_line()
+            self._stats(event, measured)
         elif isinstance(event, SpecDecodeStats):
             self._engine(_engine_label(event.engine)).apply_spec(event)
             self._engine_line()
@@ -250,6 +250,18 @@ class ExporterMetrics(Collector):
                 self._problems[event.problem] = self._problems.get(event.problem, 0) + 1
         elif isinstance(event, Unparsed):
             self._parse_errors[event.what] = self._parse_errors.get(event.what, 0) + 1
+
+    def _stats(self, event: EngineStats, measured: float | None = None) -> None:
+        label = self._bounded(_engine_label(event.engine, event.engines_aggregated))
+        arrival = self._clock()
+        state = self._engines[label]
+        state.apply_stats(event, arrival, measured)
+        if self._on_stats is not None:
+            self._on_stats(label, event, arrival)
+        self._unknown_fields += event.unknown_fields
+        if event.is_v0:
+            self._last_v0 = state
+        self._engine_line()
 
     def _engine_line(self) -> None:
         self._stats_seen = True
@@ -319,14 +331,10 @@ class ExporterMetrics(Collector):
         out = Families(self._const_names, self._const_values)
         model = self._series_model
         for label, state in self._engines.items():
-            for short, value in state.gauges().items():
-                out.add(short, (label, model), value)
+            for short, labels, value in state.samples():
+                out.add(short, (label, model, *labels), value)
             if state.last is not None:
                 out.add("engine_stalled", (label, model), float(state.stalled(now, self._stall_intervals)))
-            for short, value in state.counters().items():
-                out.add(short, (label, model), value)
-            for short, labels, value in state.transfer.samples():
-                out.add(short, (label, model, *labels), value)
         missing = self._stats_missing(now)
         for reason in ("stats_logging_disabled", "requests_without_stats"):
             out.add("stats_missing", (reason,), float(missing == reason))

@@ -2,7 +2,7 @@
 
 CSV and JSON lines of stats records take the fast lane (`fastcsv`, `fastjsonl`: no pydantic model, no
 parser unless a line needs it); other kinds go through the general parser; OpenMetrics through the
-exporter's own state (`openmetrics`).
+exporter's own state (`openmetrics`), fed by the summary's fast lane (`fastsummary`).
 """
 
 from __future__ import annotations
@@ -127,14 +127,19 @@ def run_openmetrics(
     tz: str | None = None,
     labels: list[str] | None = None,
     out: IO[str] | None = None,
+    tuning: Tuning | None = DEFAULT_TUNING,
 ) -> OpenMetricsWriter:
     """Write the OpenMetrics backfill of `inputs` to `out` (stdout). Raises `NoStatsError`.
 
     Example: `run_openmetrics(["logs/serve_*.log"], tz="UTC")` is
     `logwatch parse 'logs/serve_*.log' --openmetrics --tz UTC`; then
     `promtool tsdb create-blocks-from openmetrics vllm.om data/`. `labels`: `KEY=VALUE` strings
-    added to every series.
+    added to every series. `tuning`: the fast lane's sizes (`offline/fastsummary.py`: the common stats
+    lines without a parser, a big file's ranges in worker processes); None reads every line through
+    the general parser (the reference).
     """
+    from ..offline.enveloped import container_format
+    from ..offline.fastsummary import iter_fast_events
     from ..offline.openmetrics import OpenMetricsWriter, parse_labels
     from ..offline.writers import iter_source_events, no_stats_hint
     from ..parsing.events import ServerInfo
@@ -148,10 +153,13 @@ def run_openmetrics(
     try:
         for source in sources:
             writer.new_launch(source.name)
-            for event in iter_source_events(source, "spec", zone, year, scan, LAUNCH_NEEDLES):
+            events = (iter_fast_events(source, zone, year, scan, tuning, numbers=False)
+                      if tuning is not None and container_format(source) == "plain"
+                      else iter_source_events(source, "spec", zone, year, scan, LAUNCH_NEEDLES))
+            for event in events:
                 if isinstance(event, ServerInfo) and event.stats_logging_disabled:
                     disabled = True
-                writer.feed(event)
+                writer.feed(event)  # type: ignore[arg-type]  # no FastBlock nor FastMfu without blocks
         if writer.stats_lines == 0:
             raise NoStatsError(no_stats_hint(sources, disabled))
         writer.write(out)

@@ -50,7 +50,8 @@ _MINUTE_SECOND = {f"{m:02d}:{s:02d}".encode(): timedelta(minutes=m, seconds=s)
 
 
 class FastStats:
-    """A common V1 stats line as the summary reads it (`EngineStats`' fields of that shape)."""
+    """A common V1 stats line as the summary and the backfill's exporter state read it (`EngineStats`'
+    fields of that shape)."""
 
     __slots__ = ("engine", "generation_throughput", "kv_cache_usage_pct", "mm_cache_hit_rate_pct",
                  "prefix_cache_hit_rate_pct", "prompt_throughput", "running", "time", "waiting")
@@ -58,6 +59,8 @@ class FastStats:
     engines_aggregated: ClassVar[None] = None
     swapped: ClassVar[None] = None
     extra: ClassVar[dict[str, float]] = _EMPTY
+    is_v0: ClassVar[bool] = False
+    unknown_fields: ClassVar[int] = 0
 
     def __init__(self, time: datetime | None, values: tuple[float, ...]) -> None:
         engine, self.prompt_throughput, self.generation_throughput, running, waiting, \

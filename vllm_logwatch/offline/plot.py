@@ -16,8 +16,6 @@ from __future__ import annotations
 import importlib.util
 import math
 import os
-import statistics
-from array import array
 from collections.abc import Iterable
 from datetime import datetime, tzinfo
 from typing import TYPE_CHECKING, Any
@@ -129,7 +127,7 @@ def draw(data: PlotData) -> Figure:
 
     mdates: Any = matplotlib.dates  # untyped module: calls on Any keep mypy --strict quiet
     epoch = epoch_days()  # matplotlib's date unit is days since its `date.epoch` (1970 unless set)
-    series, launches, by_running, zone = data.series, data.launches, data.by_running, data.zone
+    series, launches, medians, zone = data.series, data.launches, data.medians, data.zone
 
     fig = Figure(figsize=FIGSIZE)
     FigureCanvasAgg(fig)
@@ -173,7 +171,7 @@ def draw(data: PlotData) -> Figure:
     axes[3].set_xlabel(f"time ({_zone_name(zone)})")
     scatter_ax = fig.add_subplot(grid[4])
     _draw_scatter(scatter_ax, {engine: s.dots.points() for engine, s in series.items()
-                               if len(s.dots.points()[0])}, by_running, colors)
+                               if len(s.dots.points()[0])}, medians, colors)
     scatter_ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     fig.suptitle(_title([la for la, _ in launches.values()], series), fontsize=13)
     return fig
@@ -201,15 +199,15 @@ def _mark_launches(axes: list[Axes], launches: list[tuple[Launch, datetime]]) ->
             )
 
 
-def _draw_scatter(ax: Axes, scatter: dict[str, tuple[Any, Any]], by_running: dict[int, array[float]],
+def _draw_scatter(ax: Axes, scatter: dict[str, tuple[Any, Any]], medians: dict[int, float],
                   colors: dict[str, str]) -> None:
     single = len(scatter) == 1
     for engine, (running, generation) in scatter.items():
         ax.scatter(running, generation, s=12, alpha=0.5, color=colors[engine],
                    label="stats line" if single else f"stats line, {engine}")
-    if by_running:
-        xs = sorted(by_running)
-        ax.plot(xs, [statistics.median(by_running[r]) for r in xs], color="black", marker="o",
+    if medians:
+        xs = sorted(medians)
+        ax.plot(xs, [medians[r] for r in xs], color="black", marker="o",
                 markersize=3, linewidth=1, label="median per running count")
         ax.legend(loc="upper left", bbox_to_anchor=(1.005, 1), fontsize="small", borderaxespad=0)
     else:

@@ -9,6 +9,7 @@ numpy comes with matplotlib (the `plot` extra); this module is imported only whe
 from __future__ import annotations
 
 import math
+import statistics
 from array import array
 from datetime import datetime, timezone, tzinfo
 from typing import Any
@@ -93,6 +94,8 @@ class PlotData:
         self.series: dict[str, Series] = {}
         self.launches: dict[int, tuple[Launch, datetime]] = {}
         self.by_running: dict[int, array[float]] = {}
+        self.medians: dict[int, float] = {}
+        """Median generation tok/s per running count, of every busy line (`finish`)."""
         self.zone: tzinfo | None = None
         self._names: dict[int, str] = {}
 
@@ -151,8 +154,12 @@ class PlotData:
             s.add_rows(self, x[at], rows[at][:, _BLOCK_COLUMNS])
 
     def finish(self) -> None:
+        """Every held row fed; the medians computed and their values let go (the drawing needs the
+        medians only)."""
         for s in self.series.values():
             s.flush(self)
+        self.medians = {r: statistics.median(values) for r, values in sorted(self.by_running.items())}
+        self.by_running.clear()
 
 
 def epoch_days() -> float:

@@ -78,10 +78,11 @@ def _add_parse(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                    "instance=gpu1:9477 to match the live exporter's scraped series")
     p.add_argument(
         "--kind",
-        choices=("stats", "spec", "transfer", "info", "access", "log", "all"),
+        choices=("stats", "spec", "transfer", "mfu", "info", "access", "log", "all"),
         default="stats",
         help="records to write: stats (default), spec (speculative decoding), transfer (KV/EC "
-        "connector transfers), info (start-up facts), access (HTTP requests), log (warnings and errors, "
+        "connector transfers), mfu (--enable-mfu-metrics lines), info (start-up facts), access (HTTP "
+        "requests), log (warnings and errors, "
         "no text), all; exit 1 when the inputs hold none (for all: no stats line)",
     )
     _add_year_tz(p)

@@ -135,6 +135,31 @@ def test_kind_filter(capsys: pytest.CaptureFixture[str], kind: str, log: str, ex
     assert [r["kind"] for r in jsonl(out)] == expected
 
 
+def test_kind_mfu_gives_every_mfu_line_and_says_when_none(capsys: pytest.CaptureFixture[str]) -> None:
+    log = next((DATA / "compare" / "mns16-prefix").glob("serve_*.log"))  # --enable-mfu-metrics
+    code, out, err = run(capsys, "--kind", "mfu", "--tz", "UTC", str(log))
+    assert code == 0, err
+    records = jsonl(out)
+    raw = [line for line in log.read_text().splitlines() if "MFU: " in line]
+    assert len(records) == len(raw) == 32
+    assert {r["kind"] for r in records} == {"mfu"} and all(r["tflops_per_device"] >= 0 for r in records)
+    assert [r["line"] for r in records] == [n for n, line in enumerate(log.read_text().splitlines(), 1)
+                                            if "MFU: " in line]
+    code, out, err = run(capsys, "--kind", "mfu", "--tz", "UTC", str(REAL_CPU_LOG))
+    assert (code, out) == (1, "")
+    assert err == "logwatch parse: no mfu records in 1 file (no MFU lines: vLLM runs without " \
+        "--enable-mfu-metrics (vLLM >= 0.14))\n"
+
+
+def test_the_kinds_offered_are_the_kinds_written(capsys: pytest.CaptureFixture[str]) -> None:
+    from vllm_logwatch.offline.writers import KINDS
+
+    with pytest.raises(SystemExit):
+        cli.main(["parse", "--kind", "nonsense", str(REAL_CPU_LOG)])
+    offered = capsys.readouterr().err.split("(choose from ", 1)[1].split(")", 1)[0]
+    assert offered == ", ".join(f"'{kind}'" for kind in KINDS)
+
+
 def test_kind_info_real_log(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "--jsonl", "--kind", "info", "--tz", "UTC", str(REAL_CPU_LOG))
     assert code == 0

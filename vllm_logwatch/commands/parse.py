@@ -113,6 +113,7 @@ def run_parse(
 _KIND_LINES = {
     "spec": "no speculative-decoding metrics lines",
     "transfer": "no KV or EC transfer metrics lines: vLLM runs without a KV connector",
+    "mfu": "no MFU lines: vLLM runs without --enable-mfu-metrics (vLLM >= 0.14)",
     "info": "no start-up lines: the logs may begin after vLLM started",
     "access": "no HTTP access lines: vLLM may run with --disable-uvicorn-access-log",
     "log": "no warning or error lines",

@@ -20,6 +20,7 @@ from ..parsing.events import STATS_COLUMNS, EngineStats, Event, ServerInfo
 from ..parsing.line import parse_line
 from ..parsing.needles import (
     FOLLOWER_NEEDLES,
+    MFU_NEEDLES,
     NO_STATS_NEEDLES,
     SPEC_NEEDLES,
     STATS_FOLLOWER_NEEDLES,
@@ -36,8 +37,8 @@ __all__ = [
     "stats_row",
 ]
 
-Kind = Literal["stats", "spec", "transfer", "info", "access", "log", "all"]
-KINDS: tuple[str, ...] = ("stats", "spec", "transfer", "info", "access", "log", "all")
+Kind = Literal["stats", "spec", "transfer", "mfu", "info", "access", "log", "all"]
+KINDS: tuple[str, ...] = ("stats", "spec", "transfer", "mfu", "info", "access", "log", "all")
 _PROGRESS_MIN_BYTES = 64 << 20
 
 
@@ -145,6 +146,8 @@ def iter_source_events(
             lines = scan_stream(stream, STATS_NEEDLES + SPEC_NEEDLES + extra_needles, scan)
         elif kind == "transfer":
             lines = scan_stream(stream, STATS_NEEDLES + TRANSFER_NEEDLES + extra_needles, scan)
+        elif kind == "mfu":
+            lines = scan_stream(stream, STATS_NEEDLES + MFU_NEEDLES + extra_needles, scan)
         else:
             lines = read_lines(stream, scan)
         try:
@@ -166,6 +169,7 @@ def _enveloped(
         "stats": STATS_NEEDLES + STATS_FOLLOWER_NEEDLES,
         "spec": STATS_NEEDLES + SPEC_NEEDLES + FOLLOWER_NEEDLES,
         "transfer": STATS_NEEDLES + TRANSFER_NEEDLES + FOLLOWER_NEEDLES,
+        "mfu": STATS_NEEDLES + MFU_NEEDLES + FOLLOWER_NEEDLES,
     }.get(kind)
     wanted = None if needles is None else needles + extra_needles
     try:

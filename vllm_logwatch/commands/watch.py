@@ -174,7 +174,8 @@ def _say_web_config(web: WebConfig | None) -> None:
 
 
 def _is_stream(target: str) -> bool:
-    """`-` (standard input) or a named pipe: read as one stream to its end, not followed as a file."""
+    """`-` (standard input) or a named pipe: read as one stream (a pipe's, through each next writer), not
+    followed as a file."""
     try:
         return target == "-" or stat.S_ISFIFO(os.stat(target).st_mode)
     except OSError:

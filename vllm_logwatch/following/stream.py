@@ -9,7 +9,10 @@ are (the partial last line held, lines over the cap cut and counted, bad UTF-8 r
 and then `ended` is true; nothing more is read. A stream has no position to resume at: no state file.
 
 A named pipe is opened without waiting for a writer (`O_NONBLOCK`); until one has come, the stream
-has not ended.
+has not ended. When its last writer closes it (vLLM stopped), the partial last line is flushed and the
+pipe is opened again, before the old end is closed, so nothing a next writer (a restarted vLLM) writes
+is lost and it never waits for a reader; it ends only when it can no longer be opened (removed, or no
+longer a pipe).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import contextlib
 import dataclasses
 import os
 import select
+import stat
 import threading
 import time
 from collections.abc import Callable
@@ -33,6 +37,10 @@ __all__ = ["STDIN_NAME", "StreamSource"]
 
 STDIN_NAME = "<stdin>"
 _READY = select.POLLIN | select.POLLPRI | select.POLLHUP | select.POLLERR | select.POLLNVAL
+
+
+def _open_pipe(path: str) -> int:
+    return os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
 
 
 class StreamSource:
@@ -57,7 +65,9 @@ class StreamSource:
         poll_interval: float = 1.0,
         poll_bytes: int = MAX_POLL_BYTES,
         read_bytes: int = READ_CHUNK_BYTES,
+        reopen: bool = False,
     ) -> None:
+        """`reopen`: `name` is a named pipe's path, opened again for its next writer (`open_fifo`)."""
         if max_line_bytes < 1:
             raise ValueError(f"max_line_bytes must be at least 1, got {max_line_bytes}")
         if poll_interval <= 0:
@@ -67,6 +77,7 @@ class StreamSource:
         self.poll_interval = poll_interval
         self.poll_bytes = poll_bytes
         self.read_bytes = read_bytes
+        self._reopen = reopen
         self.stats = FollowerStats()
         self.ended_at: float | None = None  # Unix time of the end
         self._cur = OpenFile(fd, name, 0, 0, 0, 0, 1)  # the framing of a file read from its start
@@ -86,10 +97,11 @@ class StreamSource:
 
     @classmethod
     def open_fifo(cls, path: str, **options: Any) -> StreamSource:
-        """A named pipe, opened without waiting for its writer. Raises OSError."""
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        """A named pipe, opened without waiting for its writer, and again for each next one. Raises
+        OSError."""
+        fd = _open_pipe(path)
         try:
-            return cls(fd, path, **options)
+            return cls(fd, path, reopen=True, **options)
         except BaseException:
             os.close(fd)
             raise
@@ -144,9 +156,32 @@ class StreamSource:
 
     def _end(self, out: list[LineBlock]) -> None:
         self._cur.flush_partial(out, self.stats)  # the writer will never finish that line
+        if self._reopen and self._next_writer():
+            return
         self.ended_at = time.time()
         self._ready.unregister(self._cur.fd)
         self._waiter.unregister(self._cur.fd)
+
+    def _next_writer(self) -> bool:
+        """The named pipe opened again for its next writer (True), the old end closed after, so the pipe
+        always has a reader; False if it cannot be (the stream has ended)."""
+        try:
+            fd = _open_pipe(self.name)
+        except OSError as exc:
+            self.stats.read_errors += 1
+            self.stats.last_error = describe(exc, self.name)
+            return False
+        if not stat.S_ISFIFO(os.fstat(fd).st_mode):  # replaced by a file: not this stream any more
+            os.close(fd)
+            return False
+        old = self._cur
+        for waiter in (self._ready, self._waiter):
+            waiter.unregister(old.fd)
+            waiter.register(fd, _READY)
+        os.close(old.fd)
+        self._cur = OpenFile(fd, self.name, 0, 0, 0, 0, old.next_number)  # one stream: numbers go on
+        self.stats.files_opened += 1
+        return True
 
     def checkpoint(self) -> Checkpoint:
         """The totals after the lines the last poll returned; no position (`state` is None)."""

@@ -1,6 +1,7 @@
 """The stream source: standard input or a named pipe, read without ever blocking, framed into the
 follower's `LineBlock`s (the same partial-line, line-cap and UTF-8 handling as a file), ended once its
-writers are gone. Real pipes; waits have deadlines, never sleeps."""
+writers are gone (a named pipe: read again for its next writer, ended once it is removed). Real
+pipes; waits have deadlines, never sleeps."""
 
 from __future__ import annotations
 
@@ -138,7 +139,7 @@ def test_run_blocks_waits_for_stop_after_the_end(pipe: tuple[StreamSource, int])
     assert not thread.is_alive()
 
 
-def test_a_named_pipe_waits_for_its_writer_then_ends_with_it(tmp_path: Path) -> None:
+def test_a_named_pipe_is_read_again_for_each_next_writer_and_ends_when_removed(tmp_path: Path) -> None:
     fifo = tmp_path / "vllm.pipe"
     os.mkfifo(fifo)
     source = StreamSource.open_fifo(str(fifo), poll_interval=0.05)  # no writer yet: does not block
@@ -146,11 +147,32 @@ def test_a_named_pipe_waits_for_its_writer_then_ends_with_it(tmp_path: Path) -> 
         for _ in range(3):
             assert source.poll_blocks() == [] and not source.ended  # no writer yet is not the end
         with open(fifo, "wb") as writer:
-            writer.write(b"first\nsecond\n")
-        lines = lines_of(poll_for(source, 2))
-        assert [(x.source, x.text) for x in lines] == [(str(fifo), "first"), (str(fifo), "second")]
+            writer.write(b"first\nsecond\nhalf")
+        lines = lines_of(poll_for(source, 3))  # the writer's half line, flushed at its end
+        assert [(x.source, x.number, x.text) for x in lines] == [
+            (str(fifo), 1, "first"), (str(fifo), 2, "second"), (str(fifo), 3, "half")]
+        # A next writer (a restarted vLLM) never waits for a reader, and loses nothing, whether it
+        # comes before or after the end of the last one was seen.
+        for text, number in ((b"third\n", 4), (b"fourth\nfifth\n", 5)):
+            writer_fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)  # ENXIO if the pipe had no reader
+            os.write(writer_fd, text)
+            os.close(writer_fd)
+            got = lines_of(poll_for(source, text.count(b"\n")))
+            assert [(x.number, x.text) for x in got] == [
+                (number + i, t.decode()) for i, t in enumerate(text.split(b"\n")[:-1])]
+            assert not source.ended
+        deadline = time.monotonic() + 5
+        while source.stats.files_opened < 3:  # each writer's end seen: the pipe opened again
+            assert time.monotonic() < deadline, source.stats
+            assert source.poll_blocks() == []
+        writer_fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+        os.write(writer_fd, b"last\n")
+        fifo.unlink()  # removed: no next writer can come
+        os.close(writer_fd)
+        assert [x.text for x in lines_of(poll_for(source, 2))] == ["last"]
         poll_for(source, 1)
         assert source.ended and source.status()["target"] == str(fifo)
+        assert source.stats.read_errors == 1 and "no such file" in str(source.stats.last_error)
     finally:
         source.close()
 

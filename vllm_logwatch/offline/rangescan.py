@@ -301,6 +301,14 @@ def _ranges(path: str, size: int, range_bytes: int) -> list[tuple[int, int, bool
             for i, (begin, inside) in enumerate(bounds)]
 
 
+def _variants_in_head(path: str, needles: tuple[bytes, ...]) -> tuple[bytes, ...]:
+    """The variant needles the file's first 8 MiB hold (and `needles` do not): those 8 MiB are not
+    kept (the generator's frame lives as long as the scan, and its workers fork from it)."""
+    with open(path, "rb") as fh:
+        head = fh.read(8 << 20)
+    return tuple(n for n in VARIANT_NEEDLES if n in head and n not in needles)
+
+
 def scan_file_chunks(
     path: str,
     needles: tuple[bytes, ...],
@@ -317,9 +325,7 @@ def scan_file_chunks(
     memory stays flat whatever the file size.
     """
     size = os.path.getsize(path)
-    with open(path, "rb") as fh:
-        head = fh.read(8 << 20)
-    needles = needles + tuple(n for n in VARIANT_NEEDLES if n in head and n not in needles)
+    needles = needles + _variants_in_head(path, needles)
     ranges = _ranges(path, size, tuning.range_bytes)
     workers = workers or min(len(ranges), os.cpu_count() or 1, 8)
     base = 0

@@ -96,11 +96,12 @@ KNOWN_EXTRA_KEYS = frozenset(KNOWN_EXTRA.values()) | frozenset(_KV_FETCH_KEYS)
 
 # Every line `parse_line` gives an event for holds one of these (tests check it on every sample line of
 # every kind): stats (V1, V0, the idle Running/Waiting form, V0's prefix-cache line), spec-decode and
-# transfer lines (` metrics: `), start-up facts (their own hooks), warnings and errors; access lines
-# hold `ACCESS_NEEDLE`.
+# transfer lines (` metrics: `), start-up facts (their own hooks), warnings and errors (a JSON record's
+# level in upper or lower case); access lines hold `ACCESS_NEEDLE`.
 NEEDLES: tuple[bytes, ...] = (
     b"Avg prompt t", b"Running: ", *PREFIX_NEEDLES, *SPEC_NEEDLES, *MFU_NEEDLES,
     *(hook.encode() for hook in INFO_HOOKS), b"WARNING", b"ERROR", b"CRITICAL",
+    b'"warning"', b'"error"', b'"critical"',  # a JSON record's level as structlog and others write it
 )
 ACCESS_NEEDLE = b"HTTP/"
 ACCESS_LINE = re.compile(

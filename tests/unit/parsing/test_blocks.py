@@ -105,6 +105,7 @@ ODD = [
     '2026-11-29T19:26:05.123Z INFO:     1.2.3.4:5 - "GET /metrics HTTP/1.1" 200 OK',
     'vllm-1  | INFO:     1.2.3.4:5 - "GET /metrics HTTP/1.1" 200 OK',
     json.dumps({"levelname": "WARNING", "message": '1.2.3.4:5 - "GET /health HTTP/1.1" 503'}),
+    json.dumps({"level": "error", "message": "Engine core proc died"}),  # structlog's lower case
     "(APIServer pid=1) WARNING 11-29 19:26:05 [api.py:1] slow",
     "",
     "\r",

@@ -4,6 +4,7 @@ which filters through it, learns the same start-up facts from the same bytes as 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -35,6 +36,17 @@ def test_every_sample_line_that_parses_passes_the_filter(line: object) -> None:
     assert isinstance(line, str)
     if parse_line(line) is not None:
         assert worth_parsing(line.encode())
+
+
+@pytest.mark.parametrize("key", ["levelname", "level"])
+@pytest.mark.parametrize("level", ["WARNING", "warning", "ERROR", "error", "CRITICAL", "critical"])
+def test_a_json_records_warning_passes_the_filter_in_either_case(key: str, level: str) -> None:
+    """vLLM's JSON logging (python-json-logger: `levelname` upper case) and other JSON formatters
+    (structlog: `level` lower case): the warning is counted live as offline."""
+    line = json.dumps({"asctime": "2026-11-29 19:26:05", key: level, "message": "Engine core failed"})
+    event = parse_line(line)
+    assert event is not None and event.level == level.upper()
+    assert worth_parsing(line.encode())
 
 
 @pytest.mark.parametrize("log", REAL_LOGS, ids=lambda p: p.name)

@@ -18,9 +18,9 @@ import math
 import os
 import re
 from collections.abc import Mapping
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PlainValidator, ValidationError, field_validator
 
 from .errors import UsageError
 from .parsing.stamps import resolve_zone
@@ -66,6 +66,20 @@ def env_name(field: str) -> str:
 def option_name(field: str) -> str:
     """The command-line spelling of a settings field (`labels` is the repeatable `--label`)."""
     return _OPTION_NAMES.get(field, "--" + field.replace("_", "-"))
+
+
+def _path(value: object) -> str:
+    """A path as the command line or the environment gave it: any `str`, undecodable bytes included
+    (Python keeps them as surrogates, which pydantic's own `str` refuses), but not empty."""
+    if not isinstance(value, str):
+        raise ValueError("a path must be text")
+    if not value:
+        raise ValueError("a path must not be empty")
+    return value
+
+
+FsPath = Annotated[str, PlainValidator(_path)]
+"""A file or folder name, which need not be valid UTF-8 (a Linux name is bytes)."""
 
 
 def _finite_positive(value: float | None, what: str) -> float | None:
@@ -154,15 +168,15 @@ class _Exporting(_Listening):
 class WatchSettings(_Exporting):
     """What `logwatch watch` needs. Paths are kept as given; the follower makes them absolute."""
 
-    target: str = Field(
-        min_length=1, description="a log file, a folder (follows its newest launch file; or its many "
+    target: FsPath = Field(
+        description="a log file, a folder (follows its newest launch file; or its many "
         "sources: see --layout), a quoted glob, or "
         "- for standard input (a pipe from docker logs -f, kubectl logs -f, journalctl -f -o cat; a named "
         "pipe is read the same way), read to its end and served on after it")
     from_start: bool = Field(
         default=False,
         description="read the first file from its start, not only the lines written from now on")
-    state_file: str | None = Field(
+    state_file: FsPath | None = Field(
         default=None, description="remember the position here (written within 0.1 s, before a scrape shows "
         "a line), so a restart, even after kill -9, neither skips a line nor counts again one a scrape saw")
     pattern: str = Field(default="*.log", min_length=1, description="file names a folder target follows")
@@ -269,7 +283,7 @@ class RunSettings(_Exporting):
     """What `logwatch run` needs besides the command: where the launch files go, how to stop and
     restart vLLM, and the exporter options it shares with `watch`."""
 
-    log_dir: str = Field(default="logs", min_length=1,
+    log_dir: FsPath = Field(default="logs",
                          description="folder of the launch files <name>_<YYYYmmdd_HHMMSS>.log")
     name: str | None = Field(default=None, description="file name stem (default: the served model name "
                              "from the command line, else vllm)")

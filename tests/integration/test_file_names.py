@@ -143,3 +143,34 @@ def test_watch_status_and_page_answer_200_for_such_a_file(
     stderr = watch.stderr()
     assert "\\udcff" not in stderr and "Traceback" not in stderr, stderr
 
+
+
+def test_watch_a_folder_and_a_state_file_whose_names_are_not_utf8(
+    tmp_path: Path, logwatch_watch: Callable[..., Any],
+) -> None:
+    """The command line and the environment give such names as they are (Python keeps the bytes as
+    surrogates; the settings take them): TARGET, --state-file, and LOGWATCH_TARGET alike."""
+    folder = os.fsdecode(os.fsencode(tmp_path) + b"/logs_\xff")
+    os.mkdir(folder)
+    shutil.copyfile(DATA / "002.log", os.path.join(folder, "serve.log"))
+    state = os.path.join(folder, "state_\udcfe.json")
+    e0 = {"engine": "0", "model_name": "unknown"}
+    with logwatch_watch(folder, "--from-start", "--tz", "UTC", "--state-file", state,
+                        env={"PYTHONIOENCODING": "utf-8"}) as watch:
+        watch.wait_sample("vllm_logwatch_requests_running", e0, 20)
+        assert watch.get("/api/v1/status").status_code == 200
+    assert os.path.exists(state)
+    assert "Traceback" not in watch.stderr()
+
+
+def test_run_writes_its_launch_file_into_a_folder_whose_name_is_not_utf8(tmp_path: Path) -> None:
+    folder = os.fsdecode(os.fsencode(tmp_path) + b"/launches_\xff")
+    command = [sys.executable, "-m", "vllm_logwatch", "run", "--listen", "127.0.0.1", "--port", "0",
+               "--log-dir", folder, "--", sys.executable, "-c", "print('INFO 11-29 19:26:05 [x.py:1] hi')"]
+    proc = subprocess.run(command, capture_output=True, timeout=60, env={**STRICT, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stderr
+    files = os.listdir(os.fsencode(folder))
+    assert len(files) == 1 and files[0].startswith(b"vllm_") and files[0].endswith(b".log")
+    with open(os.path.join(os.fsencode(folder), files[0]), "rb") as launch:
+        assert b"hi" in launch.read()
+    assert b"Traceback" not in proc.stderr and b"\\udcff" not in proc.stderr

@@ -142,6 +142,9 @@ def test_a_folder_with_two_launch_scripts_has_a_source_each(tmp_path: Path) -> N
         with llama.open("a") as f:
             f.write(stats_line() + "\n")
         wait_tokens(watch, {"script": "serve_llama"}, 3000)
+        charted = watch.get("/api/v1/history").json()  # the page's charts: each source's engines
+        assert sorted(charted["engines"]) == ["serve_llama #0", "serve_qwen #0"]
+        assert len(charted["engines"]["serve_qwen #0"]["time"]) >= 3 and charted["series_left_out"] == 0
 
 
 def test_sources_beyond_the_cap_are_folded_and_counted(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import EXIT_OK, UsageError
 from ..exporting.history import History
-from ..following.layouts import SOURCE_LABELS
+from ..following.layouts import SOURCE_LABELS, source_name
 from ..following.statefile import MAX_STATE_BYTES
 from ..following.targets import has_magic
 from ..web.server import EXIT_SIGINT, bind_socket, create_app, serve, url_of
@@ -28,10 +28,14 @@ from ..web.webconfig import WebConfig
 if TYPE_CHECKING:
     from ..following.many import ManyFollower
     from ..following.stream import StreamSource
+    from ..parsing.events import EngineStats
 
-__all__ = ["run_watch"]
+__all__ = ["MANY_SOURCE_CHARTS", "run_watch"]
 
 log = logging.getLogger(__name__)
+MANY_SOURCE_CHARTS = 16
+"""A many-source watch charts this many engines of its sources on the status page (the first to
+print stats; a source silent for the charts' hour makes room)."""
 
 
 def run_watch(
@@ -50,22 +54,27 @@ def run_watch(
     from ..live.pipeline import Pipeline
     from ..parsing.stamps import resolve_zone
 
-    history = History()
     stream = _is_stream(settings.target)
     many = not stream and _is_many(settings)
+    history = History(max_series=MANY_SOURCE_CHARTS if many else None)
     follower: LineSource
     metrics_for = None
     try:
         metrics = ExporterMetrics(stats_interval=settings.stats_interval, const_labels=settings.labels,
-                                  on_stats=None if many else history.record)
+                                  on_stats=None if many else history.record)  # many: its sources chart
         if stream:
             follower = _open_stream(settings, stdin_open)
         elif many:
             follower = sources = _many(settings)
 
             def metrics_for(labels: Mapping[str, str]) -> ExporterMetrics:
+                name = source_name(tuple(labels.items()))  # as the status names its engines
+
+                def record(engine: str, stats: EngineStats, arrival: float) -> None:
+                    history.record(f"{name} #{engine}", stats, arrival)
+
                 return ExporterMetrics(stats_interval=settings.stats_interval,
-                                       const_labels={**settings.labels, **labels})
+                                       const_labels={**settings.labels, **labels}, on_stats=record)
         else:
             follower = files = Follower(
                 settings.target, pattern=settings.pattern, from_start=settings.from_start,

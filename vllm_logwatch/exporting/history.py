@@ -67,11 +67,18 @@ class History:
     """
 
     def __init__(self, *, window_seconds: float = DEFAULT_WINDOW_SECONDS,
-                 max_points: int = DEFAULT_MAX_POINTS) -> None:
+                 max_points: int = DEFAULT_MAX_POINTS, max_series: int | None = None) -> None:
+        """`max_series`: at most this many engine labels (a many-source watch: each source's engines);
+        a label beyond them is not kept (counted in `series_left_out`) unless a kept one has had no
+        point for the whole window (a source gone), which then makes room."""
         if not (math.isfinite(window_seconds) and window_seconds > 0) or max_points < 1:
             raise ValueError("the history needs a positive window and at least one point")
+        if max_series is not None and max_series < 1:
+            raise ValueError("the history needs room for at least one series")
         self.window_seconds = window_seconds
         self.max_points = max_points
+        self.max_series = max_series
+        self._left_out: set[str] = set()
         self._lock = threading.Lock()
         self._engines: dict[str, deque[Point]] = {}
         self._token = secrets.token_hex(4)
@@ -98,6 +105,10 @@ class History:
         with self._lock:
             points = self._engines.get(engine)
             if points is None:
+                if not self._room(when):
+                    self._left_out.add(engine)
+                    return
+                self._left_out.discard(engine)
                 points = self._engines[engine] = deque(maxlen=self.max_points)
             elif points and when < points[-1][0]:
                 points.clear()
@@ -106,6 +117,16 @@ class History:
             oldest = when - self.window_seconds
             while points[0][0] < oldest:
                 points.popleft()
+
+    def _room(self, when: float) -> bool:
+        """Room for one more series: under `max_series`, or once the series silent for the whole window
+        behind `when` are let go."""
+        if self.max_series is None or len(self._engines) < self.max_series:
+            return True
+        oldest = when - self.window_seconds
+        for label in [label for label, points in self._engines.items() if points[-1][0] < oldest]:
+            del self._engines[label]
+        return len(self._engines) < self.max_series
 
     def points(self, engine: str) -> int:
         """How many points `engine` holds now (0 for an unknown label)."""
@@ -122,6 +143,7 @@ class History:
             chosen = {label: [p for p in points if since is None or p[0] > since]
                       for label, points in self._engines.items()}
             instance = self.instance
+            left_out = len(self._left_out)
         engines: dict[str, dict[str, list[float | None]]] = {}
         for label, points in chosen.items():
             columns: dict[str, list[float | None]] = {"time": [round(p[0], 3) for p in points]}
@@ -136,4 +158,5 @@ class History:
             "max_points": self.max_points,
             "fields": list(FIELDS),
             "engines": engines,
+            "series_left_out": left_out,
         }

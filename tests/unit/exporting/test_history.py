@@ -169,3 +169,24 @@ def test_bad_sizes_are_refused() -> None:
         History(max_points=0)
     with pytest.raises(ValueError):
         History(window_seconds=math.inf)
+
+
+def test_a_capped_history_keeps_its_first_series_and_makes_room_once_one_is_silent_an_hour() -> None:
+    history = History(max_series=2)
+    start = datetime(2026, 11, 29, 10, 0, tzinfo=timezone.utc)
+    stats = next(e for e in events(stats_lines(start, 1, 10, 1)) if isinstance(e, EngineStats))
+    at = stats.time.timestamp() if stats.time else 0.0
+    for label in ("a #0", "b #0", "c #0"):
+        history.record(label, stats, at)
+    snapshot = history.snapshot()
+    assert list(snapshot["engines"]) == ["a #0", "b #0"] and snapshot["series_left_out"] == 1
+    later = stats.model_copy(update={"time": start + timedelta(minutes=30)})
+    history.record("a #0", later, 0.0)  # a keeps printing; b falls silent
+    history.record("c #0", later, 0.0)  # b's last point is 30 minutes old: no room yet
+    assert list(history.snapshot()["engines"]) == ["a #0", "b #0"]
+    hour_on = stats.model_copy(update={"time": start + timedelta(minutes=61)})
+    history.record("c #0", hour_on, 0.0)  # b silent for over the window: it goes, c comes
+    snapshot = history.snapshot()
+    assert list(snapshot["engines"]) == ["a #0", "c #0"] and snapshot["series_left_out"] == 0
+    with pytest.raises(ValueError, match="at least one series"):
+        History(max_series=0)

@@ -60,6 +60,8 @@ RATIO = "percentunit"
 COUNT = "short"
 
 _SPECS = {m.name[len(PREFIX):]: m for m in METRICS}
+PER_ENGINE = "{{instance}} engine {{engine}}"
+"""The legend of a per-engine series."""
 
 
 def m(short: str) -> str:
@@ -204,12 +206,11 @@ def increase(metric: str, selector: str = HOST, window: str = "$__interval") -> 
 
 def overview(lay: Layout) -> None:
     """The top block, in the positions of vLLM's own dashboard where the panels overlap."""
-    per_engine = "{{instance}} engine {{engine}}"
     lay.add(ts(
         "Generation throughput by engine",
         "Avg generation throughput of each engine's last stats line (tokens/s over vLLM's stats "
         "interval), and their sum per server.", TOKS,
-        [q(by_engine("generation_throughput_tokens_per_second"), per_engine),
+        [q(by_engine("generation_throughput_tokens_per_second"), PER_ENGINE),
          q(sum_by("instance, model_name", by_engine("generation_throughput_tokens_per_second")),
            "{{instance}} all engines")]), 12, 8)
     lay.add(ts(
@@ -225,7 +226,7 @@ def overview(lay: Layout) -> None:
         "Prompt throughput by engine",
         "Avg prompt throughput of each engine's last stats line (vLLM >= 0.16: prefill tokens "
         "computed, cache hits excluded).", TOKS,
-        [q(by_engine("prompt_throughput_tokens_per_second"), per_engine),
+        [q(by_engine("prompt_throughput_tokens_per_second"), PER_ENGINE),
          q(sum_by("instance, model_name", by_engine("prompt_throughput_tokens_per_second")),
            "{{instance}} all engines")]), 12, 8)
     lay.add(ts(
@@ -309,13 +310,13 @@ def spec_decode(lay: Layout) -> None:
         [q(f"{sum_by('instance, model_name', rate('spec_decode_accepted_tokens'))} / "
            f"{sum_by('instance, model_name', rate('spec_decode_drafted_tokens'))}",
            "{{instance}} (counters)"),
-         q(by_engine("spec_decode_acceptance_ratio"), "{{instance}} engine {{engine}} (last line)")],
+         q(by_engine("spec_decode_acceptance_ratio"), PER_ENGINE + " (last line)")],
         max_val=1), 8, 8)
     lay.add(ts(
         "Mean acceptance length",
         "Tokens produced per verification step (1 + accepted per draft) of each engine's last "
         "SpecDecoding line.", "short",
-        [q(by_engine("spec_decode_mean_acceptance_length"), "{{instance}} engine {{engine}}")]), 8, 8)
+        [q(by_engine("spec_decode_mean_acceptance_length"), PER_ENGINE)]), 8, 8)
     lay.add(ts(
         "Accepted and drafted tokens/s",
         "Speculative tokens drafted and accepted per second (from the lines' Accepted/Drafted counts).",
@@ -361,13 +362,13 @@ def health(lay: Layout) -> None:
         "one all-zero line and then nothing, so a large age alone is not a fault: see Engine "
         "stalled.", "s",
         [q("time() - " + max_by("instance, engine", by_engine("last_stats_timestamp_seconds")),
-           "{{instance}} engine {{engine}}", instant=True)],
+           PER_ENGINE, instant=True)],
         thresholds=((None, "green"), (60, "yellow"), (600, "orange"))), 6, 6)
     lay.add(st(
         "Engine stalled",
         "STALLED: requests were running and no stats line came for 3 stats intervals.", "none",
         [q(max_by("instance, engine", by_engine("engine_stalled")),
-           "{{instance}} engine {{engine}}", instant=True)],
+           PER_ENGINE, instant=True)],
         mappings={"0": ("OK", "green"), "1": ("STALLED", "red")}, color_background=True), 6, 6)
     lay.add(st(
         "Stats lines missing",
@@ -397,7 +398,7 @@ def health(lay: Layout) -> None:
         "Stats interval",
         "Typical spacing of each engine's stats lines (VLLM_LOG_STATS_INTERVAL when set with "
         "--stats-interval, else measured).", "s",
-        [q(by_engine("stats_interval_seconds"), "{{instance}} engine {{engine}}")]), 12, 6)
+        [q(by_engine("stats_interval_seconds"), PER_ENGINE)]), 12, 6)
     lay.add(ts(
         "Parse errors and unknown fields",
         "Lines that looked like stats/spec lines but could not be read (a vLLM format change), and "
@@ -469,7 +470,6 @@ def run_mode(lay: Layout) -> None:
 
 def kv_transfers(lay: Layout) -> None:
     lay.row("KV transfers (disaggregated prefill / KV offloading)")
-    per_engine = "{{instance}} engine {{engine}}"
     lay.add(ts(
         "Transfers by result",
         "KV / EC connector transfers per second (NIXL, Mooncake, offloading; the `KV Transfer "
@@ -495,34 +495,33 @@ def kv_transfers(lay: Layout) -> None:
         "Average and p90 time of one transfer in each engine's last interval with transfers (the "
         "line is printed only for intervals with transfers, so the value holds until the next one).",
         "s",
-        [q(by_engine("transfer_time_seconds"), "{{stat}} {{cache}} " + per_engine)]), 8, 8)
+        [q(by_engine("transfer_time_seconds"), "{{stat}} {{cache}} " + PER_ENGINE)]), 8, 8)
     lay.add(ts(
         "Post time",
         "Average and p90 time to post a transfer (hand it to the transport) in each engine's last "
         "interval with transfers.", "s",
-        [q(by_engine("transfer_post_time_seconds"), "{{stat}} {{cache}} " + per_engine)]), 8, 8)
+        [q(by_engine("transfer_post_time_seconds"), "{{stat}} {{cache}} " + PER_ENGINE)]), 8, 8)
     lay.add(ts(
         "Transfer throughput",
         "Throughput of the transfers in each engine's last interval with transfers, as the line "
         "prints it (bytes over transfer time, not over the interval: see Bytes transferred).", "Bps",
-        [q(by_engine("transfer_throughput_bytes_per_second"), "{{cache}} " + per_engine)]), 8, 8)
+        [q(by_engine("transfer_throughput_bytes_per_second"), "{{cache}} " + PER_ENGINE)]), 8, 8)
 
 
 def mfu(lay: Layout) -> None:
     lay.row("Model FLOPs and memory traffic (vllm serve --enable-mfu-metrics)")
-    per_engine = "{{instance}} engine {{engine}}"
     lay.add(ts(
         "Model FLOP/s per device",
         "vLLM's own estimate of the model's floating-point operations per second per device (GPU) in "
         "each engine's last MFU line (`--enable-mfu-metrics`, vLLM >= 0.14). Against the device's "
         "peak it is the model FLOPs utilisation: low at low concurrency, where decoding is memory-bound.",
-        "flops", [q(by_engine("mfu_flops_per_second"), per_engine)]), 12, 8)
+        "flops", [q(by_engine("mfu_flops_per_second"), PER_ENGINE)]), 12, 8)
     lay.add(ts(
         "Memory traffic per device",
         "vLLM's estimate of the bytes read and written per second per device (weights, KV cache, "
         "activations) in each engine's last MFU line. Against the device's memory bandwidth it tells "
         "how memory-bound decoding is.", "Bps",
-        [q(by_engine("mfu_memory_bytes_per_second"), per_engine)]), 12, 8)
+        [q(by_engine("mfu_memory_bytes_per_second"), PER_ENGINE)]), 12, 8)
 
 
 def variables(lay: Layout) -> None:

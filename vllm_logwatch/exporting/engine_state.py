@@ -102,6 +102,7 @@ class EngineState:
         self._held: tuple[float | None, float | None] | None = None
         self._last_measured: float | None = None
         self._credited_to: float | None = None  # the end of the last window credited from measured times
+        self._run = (0.0, 0)  # the windows credited since the measured times last started over, and lines
 
     # -- the interval ---------------------------------------------------------------------------
 
@@ -135,8 +136,7 @@ class EngineState:
         previous_measured, self._last_measured = self._last_measured, measured
         exact = measured is not None and previous_measured is not None
         if time is None and not exact:
-            self._credited_to = measured
-            return self.interval()
+            return self._restart(measured, self.interval())
         previous = self._last_time
         if time is not None:
             self._last_time = time
@@ -144,8 +144,7 @@ class EngineState:
         if exact:
             gap = measured - previous_measured  # type: ignore[operator]
         elif previous is None or time is None:
-            self._credited_to = measured
-            return self.prior  # None: hold the first line until a gap tells its window
+            return self._restart(measured, self.prior)  # None: hold the first line until a gap tells
         else:
             try:
                 gap = (time - previous).total_seconds()
@@ -165,10 +164,13 @@ class EngineState:
             self._held = None
         if exact and usable:
             return self._measured_window(measured, gap)  # type: ignore[arg-type]
+        return self._restart(measured, None if typical is None and not usable else self.interval())
+
+    def _restart(self, measured: float | None, window: float | None) -> float | None:
+        """The measured times start over at this line (credited `window`; None: held)."""
         self._credited_to = measured
-        if typical is None and not usable:
-            return None
-        return self.interval()
+        self._run = (window or 0.0, 1)
+        return window
 
     def _measured_window(self, measured: float, gap: float) -> float:
         """A live line's own window: from the end of the window credited before it to its print time.
@@ -177,14 +179,23 @@ class EngineState:
         (our scheduling, or vLLM printing late after it read its clock) is over-credited and the next
         line, whose gap is shorter by as much, pays it back. A window under half the interval is not
         believed: half an interval is credited and the rest paid back by the next lines, up to half an
-        interval ahead of the clock; beyond that the clocks disagree and the gap itself is the window."""
+        interval ahead of the clock; beyond that the clocks disagree and the gap itself is the window.
+        With a configured interval (run mode) a run of windows never adds up to less than one
+        interval a line."""
         start = self._credited_to if self._credited_to is not None else measured - gap
         reference = self.interval()
         window = max(measured - start, MIN_WINDOW_SHARE * reference)
         if start + window - measured > MAX_CARRY * reference:  # far ahead of the clock: restart from it
-            window, self._credited_to = gap, measured
-        else:
-            self._credited_to = start + window
+            self._restart(measured, gap)
+            return gap
+        credited, lines = self._run
+        if self.prior is not None and reference == self.prior:
+            # vLLM sleeps the configured interval between two of its lines, and then some: a run's
+            # windows are at least one interval a line. Less is our reads (its first one late), which
+            # the next lines would never pay back.
+            window = max(window, (lines + 1) * self.prior - credited)
+        self._credited_to = start + window
+        self._run = (credited + window, lines + 1)
         return window
 
     def _credit(self, prompt: float | None, generation: float | None, window: float) -> None:

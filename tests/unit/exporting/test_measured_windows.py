@@ -129,3 +129,19 @@ def test_a_wrong_configured_interval_is_not_a_floor_for_ever() -> None:
     assert state.typical_interval() == pytest.approx(2.0)
     # the held-to-10 s start overcounts a few lines; the rest are 2 s each
     assert state.generation_tokens.value < 100.0 * (2.0 * 30 + 3 * 8.0 + 1)
+
+
+def test_a_late_first_read_never_takes_a_run_below_one_interval_a_line() -> None:
+    """Run mode, vLLM keeping time (2 s windows), throughputs that change line by line: the run's first
+    line read 0.45 s late would make the next windows 0.45 s short with nothing to pay them back (the
+    measured span is short by as much); vLLM sleeps its interval between two lines, so a run is at
+    least one interval a line and the counter is vLLM's tokens."""
+    rnd = random.Random(3)
+    state = EngineState(prior=2.0)
+    true = 0.0
+    for i in range(11):
+        gen = rnd.uniform(400, 1600)
+        true += gen * 2.0
+        read = 2.0 * i + (0.45 if i == 0 else rnd.uniform(0.0, 0.02))
+        state.apply_stats(line(2.0 * i + 0.1, gen), 0.0, measured=read)
+    assert state.generation_tokens.value == pytest.approx(true, rel=0.002)

@@ -102,7 +102,7 @@ class EngineState:
         self._held: tuple[float | None, float | None] | None = None
         self._last_measured: float | None = None
         self._credited_to: float | None = None  # the end of the last window credited from measured times
-        self._run = (0.0, 0)  # the windows credited since the measured times last started over, and lines
+        self._run_lines = 0  # lines since the measured times last started over
 
     # -- the interval ---------------------------------------------------------------------------
 
@@ -169,7 +169,7 @@ class EngineState:
     def _restart(self, measured: float | None, window: float | None) -> float | None:
         """The measured times start over at this line (credited `window`; None: held)."""
         self._credited_to = measured
-        self._run = (window or 0.0, 1)
+        self._run_lines = 1
         return window
 
     def _measured_window(self, measured: float, gap: float) -> float:
@@ -180,22 +180,23 @@ class EngineState:
         line, whose gap is shorter by as much, pays it back. A window under half the interval is not
         believed: half an interval is credited and the rest paid back by the next lines, up to half an
         interval ahead of the clock; beyond that the clocks disagree and the gap itself is the window.
-        With a configured interval (run mode) a run of windows never adds up to less than one
-        interval a line."""
+        With a configured interval (run mode), a run's second line read less than one interval after
+        its first says the first was read late: it gets one interval, and the times go on from it."""
         start = self._credited_to if self._credited_to is not None else measured - gap
         reference = self.interval()
         window = max(measured - start, MIN_WINDOW_SHARE * reference)
         if start + window - measured > MAX_CARRY * reference:  # far ahead of the clock: restart from it
             self._restart(measured, gap)
             return gap
-        credited, lines = self._run
-        if self.prior is not None and reference == self.prior:
+        self._run_lines += 1
+        if self._run_lines == 2 and self.prior is not None and reference == self.prior and gap < self.prior:
             # vLLM sleeps the configured interval between two of its lines, and then some: a run's
-            # windows are at least one interval a line. Less is our reads (its first one late), which
-            # the next lines would never pay back.
-            window = max(window, (lines + 1) * self.prior - credited)
+            # first gap under it is its first line read late, which no later line would pay back (a
+            # later short gap pays back the late read before it). One interval, and the times go on
+            # from this line's.
+            self._credited_to = measured
+            return self.prior
         self._credited_to = start + window
-        self._run = (credited + window, lines + 1)
         return window
 
     def _credit(self, prompt: float | None, generation: float | None, window: float) -> None:

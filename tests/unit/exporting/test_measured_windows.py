@@ -131,11 +131,11 @@ def test_a_wrong_configured_interval_is_not_a_floor_for_ever() -> None:
     assert state.generation_tokens.value < 100.0 * (2.0 * 30 + 3 * 8.0 + 1)
 
 
-def test_a_late_first_read_never_takes_a_run_below_one_interval_a_line() -> None:
+def test_a_late_first_read_is_not_a_short_first_window() -> None:
     """Run mode, vLLM keeping time (2 s windows), throughputs that change line by line: the run's first
-    line read 0.45 s late would make the next windows 0.45 s short with nothing to pay them back (the
-    measured span is short by as much); vLLM sleeps its interval between two lines, so a run is at
-    least one interval a line and the counter is vLLM's tokens."""
+    line read 0.45 s late would make the second window 0.45 s short with nothing to pay it back (the
+    measured span is short by as much); vLLM sleeps its interval between two lines, so a first gap
+    under it is the first read late, and the counter is vLLM's tokens."""
     rnd = random.Random(3)
     state = EngineState(prior=2.0)
     true = 0.0

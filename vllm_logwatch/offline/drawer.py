@@ -63,6 +63,7 @@ def _dumps(obj: object) -> bytes:
 def _serve(conn: Connection, parent_end: Connection, parent: int) -> None:
     """The drawing process: import, wait for the data, draw, answer; every outcome is one message."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # blocked across the fork (Drawer)
     parent_end.close()  # the pipe closes when the caller closes its end (the range workers hold a copy
     exit_with_parent(parent)  # of it, so a caller killed with -9 is seen by its pid)
     from .plot import draw
@@ -100,7 +101,13 @@ class Drawer:
         self._conn, child_end = ctx.Pipe()
         self._process = ctx.Process(target=_serve, args=(child_end, self._conn, os.getpid()),
                                     name="logwatch-plot-draw", daemon=True)
-        self._process.start()
+        # A Ctrl-C between the fork and the drawing process's own SIG_IGN would kill it with a
+        # KeyboardInterrupt: SIGINT is blocked across the fork (here it is delivered just after).
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            self._process.start()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         child_end.close()
 
     @property

@@ -210,8 +210,7 @@ def _scan_range(path: str, start: int, end: int, needles: tuple[bytes, ...], ins
         skipped = simd_count(data, b"\n", 0, first)
         chunk = render(data, complete, None, start=first, first_number=skipped + 1, lane=lane)
         return chunk._replace(lines=simd_count(data, b"\n", 0, size))
-    if not lane.numbers:
-        return _numberless(data, first, complete, needles, lane)
+    counting = lane.numbers  # without: the numbers stay 0 and no newline is counted
     numbers = array("Q")
     parts: list[bytes] = []
     number, counted = 1, 0  # newlines are counted once, window by window, while the window is in cache
@@ -220,31 +219,19 @@ def _scan_range(path: str, start: int, end: int, needles: tuple[bytes, ...], ins
         # Windows of about 1 MiB, cut at a line end, so `find` and `count` read cached memory.
         stop = simd_find(data, b"\n", min(window + _WORKER_BLOCK, complete - 1), complete) + 1 or complete
         for line_start in _hit_starts(data, window, stop, complete, needles):
-            number += simd_count(data, b"\n", counted, line_start)
-            counted = line_start
-            numbers.append(number)
+            if counting:
+                number += simd_count(data, b"\n", counted, line_start)
+                counted = line_start
+            numbers.append(number if counting else 0)
             parts.append(bytes(data[line_start:data.find(b"\n", line_start, complete)]))
-        number += simd_count(data, b"\n", counted, stop)
-        counted = window = stop
-    parts.append(b"")
-    blob = b"\n".join(parts)
-    lines = number - 1 + simd_count(data, b"\n", counted, size)
-    return render(blob, len(blob), numbers, lane=lane)._replace(lines=lines)
-
-
-def _numberless(data: bytearray, first: int, complete: int, needles: tuple[bytes, ...], lane: Lane) -> Chunk:
-    """`_scan_range`'s chunk without line numbers: the lines holding a needle (and their followers),
-    found window by window; every number 0, no line counted."""
-    parts: list[bytes] = []
-    window = first
-    while window < complete:
-        stop = simd_find(data, b"\n", min(window + _WORKER_BLOCK, complete - 1), complete) + 1 or complete
-        for line_start in _hit_starts(data, window, stop, complete, needles):
-            parts.append(bytes(data[line_start:data.find(b"\n", line_start, complete)]))
+        if counting:
+            number += simd_count(data, b"\n", counted, stop)
+            counted = stop
         window = stop
     parts.append(b"")
     blob = b"\n".join(parts)
-    return render(blob, len(blob), array("Q", bytes(8 * (len(parts) - 1))), lane=lane)._replace(lines=0)
+    lines = number - 1 + simd_count(data, b"\n", counted, size) if counting else 0
+    return render(blob, len(blob), numbers, lane=lane)._replace(lines=lines)
 
 
 def _hit_starts(data: bytearray, lo: int, hi: int, size: int, needles: tuple[bytes, ...]) -> list[int]:

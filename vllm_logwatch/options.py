@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from . import __version__
+from .parsing.kinds import RECORD_KINDS
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -78,7 +79,7 @@ def _add_parse(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                    "instance=gpu1:9477 to match the live exporter's scraped series")
     p.add_argument(
         "--kind",
-        choices=("stats", "spec", "transfer", "mfu", "info", "access", "log", "all"),
+        choices=RECORD_KINDS,
         default="stats",
         help="records to write: stats (default), spec (speculative decoding), transfer (KV/EC "
         "connector transfers), mfu (--enable-mfu-metrics lines), info (start-up facts), access (HTTP "

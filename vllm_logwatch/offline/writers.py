@@ -11,12 +11,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import tzinfo
 from functools import partial
-from typing import Any, BinaryIO, Literal
+from typing import Any, BinaryIO
 
 from ..errors import InputError
 from ..parsing.assemble import Assembler
 from ..parsing.envelope import Format
 from ..parsing.events import STATS_COLUMNS, EngineStats, Event, ServerInfo
+from ..parsing.kinds import RECORD_KINDS
 from ..parsing.line import parse_line
 from ..parsing.needles import (
     FOLLOWER_NEEDLES,
@@ -37,8 +38,7 @@ __all__ = [
     "stats_row",
 ]
 
-Kind = Literal["stats", "spec", "transfer", "mfu", "info", "access", "log", "all"]
-KINDS: tuple[str, ...] = ("stats", "spec", "transfer", "mfu", "info", "access", "log", "all")
+KINDS = RECORD_KINDS
 _PROGRESS_MIN_BYTES = 64 << 20
 
 

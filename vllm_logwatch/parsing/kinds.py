@@ -1,0 +1,9 @@
+"""The kinds of records `logwatch parse --kind` writes: one list for the command line and the writers
+(this module imports nothing, so the command line is built without the parser's models)."""
+
+from __future__ import annotations
+
+__all__ = ["RECORD_KINDS"]
+
+RECORD_KINDS: tuple[str, ...] = ("stats", "spec", "transfer", "mfu", "info", "access", "log", "all")
+"""`all` is every kind at once."""

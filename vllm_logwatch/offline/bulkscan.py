@@ -13,11 +13,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
+from ..parsing.blocks import hit_lines
 from ..parsing.framing import MAX_LINE_BYTES
 from ..parsing.needles import (
     FOLLOWER_NEEDLES,
     STATS_NEEDLES,
-    VARIANT_NEEDLES,
+    with_variants,
 )
 from ..parsing.simd import simd_count, simd_find
 
@@ -71,21 +72,23 @@ def scan_stream_bytes(
     """`scan_stream` without decoding: `(line_number, raw line without its newline)`.
 
     Constant memory: one block plus the partial line at its end; a line longer than 1 MiB is
-    skipped (and counted in `stats.lines_cut`): it is never a stats line.
+    skipped (and counted in `stats.lines_cut`): it is never a stats line. The lines are found by
+    `parsing.blocks.hit_lines`, block by block (the first line of a block is a follower's place when
+    the block before ended on a hit).
     """
     stats = stats if stats is not None else ScanStats()
     carry = b""
     base = 1  # line number of the first line in the current buffer
     skipping = False  # inside an over-long line: drop bytes up to its newline
     first = True
-    check_first = False  # the previous buffer ended on a hit: its next line may be a follower
+    check_first = False  # the previous block ended on a hit: its next line may be a follower
     while True:
         chunk = stream.read(block_size)
         if not chunk:
             break
         stats.bytes += len(chunk)
         if first and detect_variants:
-            needles = needles + tuple(n for n in VARIANT_NEEDLES if n in chunk and n not in needles)
+            needles = with_variants(needles, chunk)
         first = False
         if skipping:
             nl = chunk.find(b"\n")
@@ -95,65 +98,40 @@ def scan_stream_bytes(
             base += 1
             skipping = False
         buf = carry + chunk if carry else chunk
-        end = buf.rfind(b"\n")
-        if end < 0:
-            if len(buf) > MAX_LINE_BYTES:
-                stats.lines_cut += 1
-                carry, skipping, check_first = b"", True, False
-            else:
-                carry = buf
-            continue
-        hits, check_first, cut = _hits(buf, end + 1, needles, followers, check_first)
-        stats.lines_cut += cut
-        yield from _lines(buf, end + 1, base, hits)
-        base += simd_count(buf, b"\n", 0, end + 1)
-        carry = buf[end + 1:]
+        end = buf.rfind(b"\n") + 1
+        if end:
+            yield from _block(buf, end, base, needles, followers, check_first, stats)
+            check_first = _ends_on_hit(buf, end, needles) if followers else False
+            base += simd_count(buf, b"\n", 0, end)
+        carry = buf[end:]
         if len(carry) > MAX_LINE_BYTES:
             stats.lines_cut += 1
             # the skipped line was the follower candidate: the line after it follows nothing
             carry, skipping, check_first = b"", True, False
     if carry and not skipping:
         carry += b"\n"
-        hits, _, cut = _hits(carry, len(carry), needles, followers, check_first)
-        stats.lines_cut += cut
-        yield from _lines(carry, len(carry), base, hits)
+        yield from _block(carry, len(carry), base, needles, followers, check_first, stats)
         base += 1
     elif skipping:
         base += 1  # the over-long last line, cut off by the end of the stream
     stats.lines = base - 1
 
 
-def _hits(
-    buf: bytes, end: int, needles: tuple[bytes, ...], followers: tuple[bytes, ...], check_first: bool
-) -> tuple[list[int], bool, int]:
-    """Start offsets of the wanted lines in `buf[:end]`, whether the last line was a hit, and how many
-    hit lines were over-long (skipped, like the over-long lines that cross a block boundary, so the
-    result never depends on where the blocks fall)."""
-    starts: set[int] = set()
-    cut: set[int] = set()
-    last_hit = False
-    if check_first:
+def _block(buf: bytes, end: int, base: int, needles: tuple[bytes, ...], followers: tuple[bytes, ...],
+           check_first: bool, stats: ScanStats) -> Iterator[tuple[int, bytes]]:
+    starts, cut = hit_lines(buf, 0, end, needles, followers, limit=MAX_LINE_BYTES)
+    stats.lines_cut += cut
+    if check_first and (not starts or starts[0] != 0):
         stop = buf.find(b"\n", 0, end)
         if stop <= MAX_LINE_BYTES and any(buf.find(f, 0, stop) >= 0 for f in followers):
-            starts.add(0)
-    for needle in needles:
-        pos = simd_find(buf, needle, 0, end)
-        while pos >= 0:
-            start = buf.rfind(b"\n", 0, pos) + 1
-            stop = buf.find(b"\n", pos, end)
-            nxt = stop + 1
-            if stop - start > MAX_LINE_BYTES:
-                cut.add(start)
-            else:
-                starts.add(start)
-                if nxt >= end:
-                    last_hit = True
-                else:
-                    nstop = buf.find(b"\n", nxt, end)
-                    if nstop - nxt <= MAX_LINE_BYTES and any(buf.find(f, nxt, nstop) >= 0 for f in followers):
-                        starts.add(nxt)
-            pos = simd_find(buf, needle, nxt, end)
-    return sorted(starts), last_hit, len(cut)
+            starts.insert(0, 0)
+    return _lines(buf, end, base, starts)
+
+
+def _ends_on_hit(buf: bytes, end: int, needles: tuple[bytes, ...]) -> bool:
+    """Whether the last line of `buf[:end]` holds a needle (and is not over the cap)."""
+    start = buf.rfind(b"\n", 0, end - 1) + 1
+    return end - 1 - start <= MAX_LINE_BYTES and any(buf.find(n, start, end) >= 0 for n in needles)
 
 
 def _lines(buf: bytes, end: int, base: int, starts: list[int]) -> Iterator[tuple[int, bytes]]:

@@ -12,18 +12,18 @@ cap (it is no record: the runtimes cut at 16 KiB) is skipped and counted in `lin
 
 from __future__ import annotations
 
-import io
 from collections.abc import Iterable, Iterator
 from datetime import datetime
 from typing import BinaryIO
 
 from ..parsing.assemble import Assembler
+from ..parsing.blocks import hit_lines
 from ..parsing.envelope import Format, Unwrapped, Unwrapper, container_time, detect
 from ..parsing.events import Event, Unparsed
 from ..parsing.framing import MAX_LINE_BYTES
 from ..parsing.line import parse_line
-from ..parsing.needles import STATS_FOLLOWER_NEEDLES, STATS_NEEDLES
-from .bulkscan import ScanStats, scan_stream_bytes
+from ..parsing.needles import STATS_FOLLOWER_NEEDLES, STATS_NEEDLES, with_variants
+from .bulkscan import ScanStats
 from .inputs import Source, input_error, open_source, read_errors
 
 __all__ = ["ENVELOPE_NEEDLES", "container_format", "enveloped_events", "sniff", "source_events"]
@@ -101,7 +101,10 @@ def _events(got: Unwrapped, assembler: Assembler, needles: tuple[bytes, ...] | N
     if needles is None:
         lines = enumerate(got.data.split(b"\n")[:-1], 1)
     else:
-        lines = scan_stream_bytes(io.BytesIO(got.data), needles, ScanStats(), followers=())
+        data = got.data
+        starts, _ = hit_lines(data, 0, len(data), with_variants(needles, data))
+        lines = ((index, data[start:data.find(b"\n", start)])
+                 for index, start in zip(_numbers(data, starts), starts, strict=True))
     times: dict[bytes, datetime | None] = {}
     for index, raw in lines:
         while bad and bad[-1] < got.numbers[index - 1]:
@@ -116,6 +119,15 @@ def _events(got: Unwrapped, assembler: Assembler, needles: tuple[bytes, ...] | N
         yield from assembler.feed(event, got.numbers[index - 1], when)
     while bad:
         yield Unparsed(what="envelope", file=assembler.file, line=bad.pop())
+
+
+def _numbers(data: bytes, starts: list[int]) -> Iterator[int]:
+    """The line number (from 1) of each of `starts`, in order."""
+    number, counted = 1, 0
+    for start in starts:
+        number += data.count(b"\n", counted, start)
+        counted = start
+        yield number
 
 
 def source_events(

@@ -25,8 +25,9 @@ from dataclasses import dataclass
 from multiprocessing import get_context
 from typing import BinaryIO, NamedTuple
 
+from ..parsing.blocks import hit_lines
 from ..parsing.framing import MAX_LINE_BYTES
-from ..parsing.needles import STATS_FOLLOWER_NEEDLES, STATS_NEEDLES, VARIANT_NEEDLES
+from ..parsing.needles import STATS_FOLLOWER_NEEDLES, STATS_NEEDLES, VARIANT_NEEDLES, with_variants
 from .bulkscan import ScanStats, scan_stream_bytes, simd_count, simd_find
 from .children import exit_with_parent
 
@@ -135,14 +136,16 @@ def render(data: bytes | bytearray, size: int, numbers: array[int] | None, *, st
     k, pos = 0, start
     json, keep, nan = lane.json, lane.keep, math.nan
 
-    def gap(stop: int) -> None:
+    def gap(stop: int) -> None:  # the lines between two rendered rows: those holding a `keep` needle
         nonlocal k
-        for raw in bytes(data[pos:stop]).split(b"\n")[:-1]:
-            if len(raw) <= MAX_LINE_BYTES and any(needle in raw for needle in keep):
-                others.append(raw)
-                other_numbers.append(numbers[k] if numbers is not None else k + first_number)
-                positions.append(len(canon))
-            k += 1
+        counted = pos
+        for start in hit_lines(data, pos, stop, keep, limit=MAX_LINE_BYTES)[0]:
+            k += data.count(b"\n", counted, start)
+            counted = start
+            others.append(bytes(data[start:data.find(b"\n", start, stop)]))
+            other_numbers.append(numbers[k] if numbers is not None else k + first_number)
+            positions.append(len(canon))
+        k += data.count(b"\n", counted, stop)
 
     for m in _CANON.finditer(data, start, size):
         if m.start() > pos:
@@ -218,7 +221,9 @@ def _scan_range(path: str, start: int, end: int, needles: tuple[bytes, ...], ins
     while window < complete:
         # Windows of about 1 MiB, cut at a line end, so `find` and `count` read cached memory.
         stop = simd_find(data, b"\n", min(window + _WORKER_BLOCK, complete - 1), complete) + 1 or complete
-        for line_start in _hit_starts(data, window, stop, complete, needles):
+        starts, _ = hit_lines(data, window, stop, needles, STATS_FOLLOWER_NEEDLES, end=complete,
+                              limit=MAX_LINE_BYTES)
+        for line_start in starts:
             if counting:
                 number += simd_count(data, b"\n", counted, line_start)
                 counted = line_start
@@ -232,26 +237,6 @@ def _scan_range(path: str, start: int, end: int, needles: tuple[bytes, ...], ins
     blob = b"\n".join(parts)
     lines = number - 1 + simd_count(data, b"\n", counted, size) if counting else 0
     return render(blob, len(blob), numbers, lane=lane)._replace(lines=lines)
-
-
-def _hit_starts(data: bytearray, lo: int, hi: int, size: int, needles: tuple[bytes, ...]) -> list[int]:
-    """Starts of the lines in `data[lo:hi]` holding a needle, plus follower lines right after them
-    (`size`: where whole lines end in the buffer). Lines over `MAX_LINE_BYTES` bytes are never stats lines
-    (nor followers): left out, as the streaming scanner leaves them out."""
-    starts: set[int] = set()
-    for needle in needles:
-        pos = simd_find(data, needle, lo, hi)
-        while pos >= 0:
-            line_start = data.rfind(b"\n", 0, pos) + 1
-            nxt = data.find(b"\n", pos, size) + 1
-            if nxt - 1 - line_start <= MAX_LINE_BYTES:
-                starts.add(line_start)
-                nstop = data.find(b"\n", nxt, size)
-                if 0 <= nstop - nxt <= MAX_LINE_BYTES and any(
-                        data.find(f, nxt, nstop) >= 0 for f in STATS_FOLLOWER_NEEDLES):
-                    starts.add(nxt)
-            pos = simd_find(data, needle, nxt, hi) if nxt else -1
-    return sorted(starts)
 
 
 def _ranges(path: str, size: int, range_bytes: int) -> list[tuple[int, int, bool]]:
@@ -293,7 +278,7 @@ def _variants_in_head(path: str, needles: tuple[bytes, ...]) -> tuple[bytes, ...
     kept (the generator's frame lives as long as the scan, and its workers fork from it)."""
     with open(path, "rb") as fh:
         head = fh.read(8 << 20)
-    return tuple(n for n in VARIANT_NEEDLES if n in head and n not in needles)
+    return with_variants(needles, head)
 
 
 def scan_file_chunks(

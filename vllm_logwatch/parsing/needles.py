@@ -11,13 +11,18 @@ from __future__ import annotations
 
 __all__ = [
     "FOLLOWER_NEEDLES", "LAUNCH_NEEDLES", "MFU_NEEDLES", "NO_STATS_NEEDLES", "PREFIX_NEEDLES", "SPEC_NEEDLES",
-    "STATS_FOLLOWER_NEEDLES", "STATS_NEEDLES", "TRANSFER_NEEDLES", "VARIANT_NEEDLES",
+    "STATS_FOLLOWER_NEEDLES", "STATS_NEEDLES", "TRANSFER_NEEDLES", "VARIANT_NEEDLES", "with_variants",
 ]
 
 STATS_NEEDLES: tuple[bytes, ...] = (b"Avg prompt throughput: ",)
 """Every Python stats line contains this (a long needle: fewer false starts for the search)."""
 VARIANT_NEEDLES: tuple[bytes, ...] = (b"Avg prompt tput: ", b"] Running: ")
 """The Rust front end's stats line and 0.7.0's stub: searched only in files whose first block has one."""
+
+
+def with_variants(needles: tuple[bytes, ...], head: bytes | bytearray) -> tuple[bytes, ...]:
+    """`needles` and the variant needles that `head` (a file's first block) holds."""
+    return needles + tuple(n for n in VARIANT_NEEDLES if n not in needles and n in head)
 PREFIX_NEEDLES: tuple[bytes, ...] = (b"Prefix cache hit rate: GPU",)
 """V0's separate prefix-cache line, merged into the stats record before it."""
 SPEC_NEEDLES: tuple[bytes, ...] = (b" metrics: ",)

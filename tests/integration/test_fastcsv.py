@@ -176,3 +176,20 @@ def test_stats_lines_padded_with_nul_bytes_are_rows_on_both_paths(tmp_path: Path
     assert {row.split(",", 3)[3] for row in slow.splitlines()[1:]} == {"0,10.0,20.0,3,1,,4.0,,0.0,,,"}
     assert fast_csv([str(log)]) == slow
     assert fast_csv([str(log)], parallel_min=1, range_size=4096) == slow
+
+
+def test_numbers_in_any_precision_equal_the_general_path(tmp_path: Path) -> None:
+    """The range workers and the parser read the stats line by one pattern (`parsing/shapes.py`); a
+    number with two decimals or a leading zero is rendered as the general path renders it."""
+    head = "(APIServer pid=1) INFO 11-29 19:26:{:02d} [loggers.py:259] Engine 000: "
+    bodies = [
+        "Avg prompt throughput: 1.25 tokens/s, Avg generation throughput: 0.10 tokens/s, Running: 1 reqs, "
+        "Waiting: 0 reqs, GPU KV cache usage: 01.5%, Prefix cache hit rate: 12.345%",
+        "Avg prompt throughput: 7.0 tokens/s, Avg generation throughput: 0.0 tokens/s, Running: 1 reqs, "
+        "Waiting: 0 reqs, GPU KV cache usage: 0.5%",
+    ]
+    log = tmp_path / "precision.log"
+    log.write_text("".join(head.format(i) + bodies[i % 2] + "\n" for i in range(40)))
+    fast = fast_csv([str(log)], parallel_min=1, range_size=1024, probe=512)
+    assert fast == slow_csv([str(log)])
+    assert ",0,1.25,0.1,1,0,,1.5,,12.345," in fast

@@ -25,6 +25,7 @@ from ..parsing.assemble import Assembler
 from ..parsing.events import Event
 from ..parsing.line import parse_line
 from ..parsing.needles import LAUNCH_NEEDLES, PREFIX_NEEDLES, SPEC_NEEDLES, STATS_NEEDLES, VARIANT_NEEDLES
+from ..parsing.shapes import HEADER, MFU_BODY, MFU_START
 from ..parsing.stamps import YearClock
 from .bulkscan import ScanStats
 from .enveloped import enveloped_events, sniff
@@ -40,10 +41,9 @@ _ENVELOPE_NEEDLES = _NEEDLES + PREFIX_NEEDLES  # a container log's: the follower
 _LANE = Lane(values=True, keep=_NEEDLES + VARIANT_NEEDLES + PREFIX_NEEDLES)
 _NUMBERLESS = replace(_LANE, numbers=False)
 _EMPTY: dict[str, float] = {}
-_MFU = re.compile(
-    rb"(?:\([^()]*\) )?INFO \d\d-\d\d \d\d:\d\d:\d\d \[[^\]\s]+:\d+\] Engine (\d{3,15}): MFU: (\d+\.\d+) "
-    rb"TF/s/(?:GPU|device) (\d+\.\d+) GB/s/(?:GPU|device)\r?")
-"""vLLM's own MFU line, whole: between two stats rows, the summary takes it as it is (`_deferred_mfu`)."""
+_MFU = re.compile(rf"{HEADER}{MFU_START}{MFU_BODY}\r?".encode())
+"""vLLM's own MFU line, whole (`parsing/shapes.py`): between two stats rows, the summary takes it as it
+is (`_deferred_mfu`)."""
 _MINUTE_SECOND = {f"{m:02d}:{s:02d}".encode(): timedelta(minutes=m, seconds=s)
                   for m in range(60) for s in range(60)}
 """A stamp's `MM:SS` -> the time since its hour's start."""
@@ -265,10 +265,10 @@ def _deferred_mfu(others: list[bytes], numbers: Any,
     keep, mfu = [], []
     for k, raw in enumerate(others):
         m = _MFU.fullmatch(raw) if alone[positions[k]] == 1 and b"MFU: " in raw else None
-        if m is None:
+        if m is None or m.group(3) is None:  # the Rust front end's: no engine
             keep.append(k)
         else:
-            mfu.append((positions[k], int(m.group(1)), float(m.group(2)), float(m.group(3))))
+            mfu.append((positions[k], int(m.group(3)), float(m.group(4)), float(m.group(5))))
     if not mfu:
         return others, numbers, positions, mfu
     return ([others[k] for k in keep], array("Q", (numbers[k] for k in keep)),

@@ -28,6 +28,7 @@ from typing import BinaryIO, NamedTuple
 from ..parsing.blocks import hit_lines
 from ..parsing.framing import MAX_LINE_BYTES
 from ..parsing.needles import STATS_FOLLOWER_NEEDLES, STATS_NEEDLES, VARIANT_NEEDLES, with_variants
+from ..parsing.shapes import CANONICAL_STATS, HEADER
 from .bulkscan import ScanStats, scan_stream_bytes, simd_count, simd_find
 from .children import exit_with_parent
 
@@ -79,12 +80,8 @@ VALUES = 8
 usage, prefix and MM cache hit rates (NaN when absent)."""
 
 
-_CANON = re.compile(
-    rb"(?m)^(?:\((\w+) pid=\d+\) )?(?:INFO|DEBUG) (\d\d-\d\d \d\d:\d\d:\d\d) \[[\w./]+:\d+\] "
-    rb"Engine (\d{3,}): Avg prompt throughput: (\d+\.\d) tokens/s, Avg generation throughput: (\d+\.\d) "
-    rb"tokens/s, Running: (\d{1,15}) reqs, Waiting: (\d{1,15}) reqs, ([A-Z]+) KV cache usage: (\d+\.\d)%"
-    rb"(?:, Prefix cache hit rate: (\d+\.\d)%)?(?:, MM cache hit rate: (\d+\.\d)%)?\r?\n"
-)
+_CANON = re.compile(rf"(?m)^{HEADER}{CANONICAL_STATS}\r?\n".encode())
+"""A whole line of vLLM's own header and the common stats message (`parsing/shapes.py`)."""
 
 
 class Chunk(NamedTuple):
@@ -108,9 +105,11 @@ class Chunk(NamedTuple):
 
 
 def _num(text: bytes) -> bytes:
-    """The CSV cell the general path writes for a `%.1f` number: `repr(float(x))`, which is the text
-    itself below 16 digits (and costs a conversion above)."""
-    return text if len(text) < 16 else repr(float(text)).encode()
+    """The CSV cell the general path writes for a number: `repr(float(x))`, which is the text itself
+    for vLLM's `%.1f` below 16 digits (and costs a conversion otherwise)."""
+    if len(text) < 16 and text[-2] == 0x2E and (text[0] != 0x30 or text[1] == 0x2E):  # `.` one from the end
+        return text
+    return repr(float(text)).encode()
 
 
 _JSON_TAIL = (b', "engine": %d, "prompt_throughput": %s, "generation_throughput": %s, "running": %d, '

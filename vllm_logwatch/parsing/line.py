@@ -28,6 +28,7 @@ from .events import (
 from .fields import MAX_EXTRA, Unreadable, as_kind, read_number, slug, split_fields
 from .mfu import MFU_START, parse_mfu
 from .needles import MFU_NEEDLES, PREFIX_NEEDLES, SPEC_NEEDLES
+from .shapes import CANONICAL_STATS
 from .spec import SPEC_START, parse_spec
 from .startup import INFO_HOOKS, parse_info, problem_of
 from .transfer import TRANSFER_START, parse_transfer
@@ -54,13 +55,7 @@ _STATS_START = re.compile(
     r"(?:Engine (\d{3,}): |(\d+) Engines Aggregated: )?"
     r"(?=Avg prompt t|Running: \d+ reqs, Waiting: \d+ reqs\s*$)"
 )
-# The common V1 stats message, read in one match (the general field reader below gives the same record;
-# tests check it line for line). Counts have at most 15 digits so they read as exactly as through float.
-_CANONICAL = re.compile(
-    r"Engine (\d{3,}): Avg prompt throughput: (\d+\.\d+) tokens/s, Avg generation throughput: (\d+\.\d+) "
-    r"tokens/s, Running: (\d{1,15}) reqs, Waiting: (\d{1,15}) reqs, ([A-Z]+) KV cache usage: (\d+\.\d+)%"
-    r"(?:, Prefix cache hit rate: (\d+\.\d+)%)?(?:, MM cache hit rate: (\d+\.\d+)%)?"
-)
+_CANONICAL = re.compile(CANONICAL_STATS)
 _STATS_ANYWHERE = re.compile(r"(?:Engine \d{3,}: |\d+ Engines Aggregated: )?Avg prompt t(?:hroughput|put): ")
 _V0_PREFIX = re.compile(
     r"Prefix cache hit rate: GPU: (-?[\d.]+|nan)%, CPU: (-?[\d.]+|nan)%\s*\.?\s*$"

@@ -10,13 +10,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from . import shapes
 from .events import MfuStats, Unparsed
 
 __all__ = ["MFU_START", "parse_mfu"]
 
-MFU_START = re.compile(r"(?:Engine (\d{3,}): )?MFU: ")
-_NUMBER = r"(\d+(?:\.\d+)?|nan|inf)"
-_BODY = re.compile(rf"{_NUMBER} TF/s/(?:GPU|device) {_NUMBER} GB/s/(?:GPU|device)\s*$")
+MFU_START = re.compile(shapes.MFU_START)
+_BODY = re.compile(rf"{shapes.MFU_BODY}\s*$")
 
 
 def parse_mfu(msg: str, start: re.Match[str], common: dict[str, Any]) -> MfuStats | Unparsed:

@@ -1,0 +1,27 @@
+"""The common shapes of vLLM's lines, each written once as pattern text: the parser compiles them as
+str (`line.py`, `mfu.py`), the offline range workers as bytes behind the common header (`HEADER`).
+
+Pure constants, no import: the range workers load no pydantic model.
+"""
+
+from __future__ import annotations
+
+__all__ = ["CANONICAL_STATS", "HEADER", "MFU_BODY", "MFU_START"]
+
+CANONICAL_STATS = (
+    r"Engine (\d{3,}): Avg prompt throughput: (\d+\.\d+) tokens/s, Avg generation throughput: (\d+\.\d+) "
+    r"tokens/s, Running: (\d{1,15}) reqs, Waiting: (\d{1,15}) reqs, ([A-Z]+) KV cache usage: (\d+\.\d+)%"
+    r"(?:, Prefix cache hit rate: (\d+\.\d+)%)?(?:, MM cache hit rate: (\d+\.\d+)%)?"
+)
+"""The common V1 stats message, read in one match (the general field reader gives the same record;
+tests check it line for line): engine, prompt and generation throughput, running, waiting, the KV
+cache's device and usage, prefix and MM cache hit rates. Counts have at most 15 digits, so they read
+as exactly as through float."""
+HEADER = r"(?:\((\w+) pid=\d+\) )?(?:INFO|DEBUG) (\d\d-\d\d \d\d:\d\d:\d\d) \[[\w./]+:\d+\] "
+"""vLLM's own header at the start of a line, as its logging config prints it: the process name and
+the stamp (groups 1 and 2). Lines with any other prefix take the general parser."""
+MFU_START = r"(?:Engine (\d{3,}): )?MFU: "
+"""The start of an MFU message (`--enable-mfu-metrics`); the engine is absent in the Rust front end's."""
+_NUMBER = r"(\d+(?:\.\d+)?|nan|inf)"
+MFU_BODY = rf"{_NUMBER} TF/s/(?:GPU|device) {_NUMBER} GB/s/(?:GPU|device)"
+"""The rest of an MFU message: TF/s and GB/s per device."""

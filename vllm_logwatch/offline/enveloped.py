@@ -22,13 +22,13 @@ from ..parsing.envelope import Format, Unwrapped, Unwrapper, container_time, det
 from ..parsing.events import Event, Unparsed
 from ..parsing.framing import MAX_LINE_BYTES
 from ..parsing.line import parse_line
-from ..parsing.needles import STATS_FOLLOWER_NEEDLES, STATS_NEEDLES, with_variants
+from ..parsing.needles import WANTS, with_variants
 from .bulkscan import ScanStats
 from .inputs import Source, input_error, open_source, read_errors
 
 __all__ = ["ENVELOPE_NEEDLES", "container_format", "enveloped_events", "sniff", "source_events"]
 
-ENVELOPE_NEEDLES = STATS_NEEDLES + STATS_FOLLOWER_NEEDLES
+ENVELOPE_NEEDLES = WANTS["stats"].needles + WANTS["stats"].followers
 """The lines of a container log the stats lanes parse (the followers too: a line after a stats line
 may sit in the next block)."""
 _HEAD = 512

@@ -24,7 +24,7 @@ from typing import Any, ClassVar, Literal
 from ..parsing.assemble import Assembler
 from ..parsing.events import Event
 from ..parsing.line import parse_line
-from ..parsing.needles import LAUNCH_NEEDLES, PREFIX_NEEDLES, SPEC_NEEDLES, STATS_NEEDLES, VARIANT_NEEDLES
+from ..parsing.needles import PREFIX_NEEDLES, VARIANT_NEEDLES, WANTS
 from ..parsing.shapes import HEADER, MFU_BODY, MFU_START
 from ..parsing.stamps import YearClock
 from .bulkscan import ScanStats
@@ -35,9 +35,9 @@ from .rangescan import DEFAULT_TUNING, STAMP, VALUES, Lane, Tuning, scan_file_ch
 
 __all__ = ["FastBlock", "FastMfu", "FastStats", "iter_fast_events"]
 
-_NEEDLES = STATS_NEEDLES + SPEC_NEEDLES + LAUNCH_NEEDLES
-"""The general path's (`iter_source_events(kind="spec", extra_needles=LAUNCH_NEEDLES)`)."""
-_ENVELOPE_NEEDLES = _NEEDLES + PREFIX_NEEDLES  # a container log's: the followers too (offline/enveloped.py)
+_WANT = WANTS["launches"]
+_NEEDLES = _WANT.needles
+_ENVELOPE_NEEDLES = _NEEDLES + _WANT.followers  # a container log's: the followers too (offline/enveloped.py)
 _LANE = Lane(values=True, keep=_NEEDLES + VARIANT_NEEDLES + PREFIX_NEEDLES)
 _NUMBERLESS = replace(_LANE, numbers=False)
 _EMPTY: dict[str, float] = {}
@@ -192,7 +192,7 @@ def iter_fast_events(source: Source, zone: tzinfo, year: int | None, scan: ScanS
                     yield from enveloped_events(raw, fmt, assembler, scan, _ENVELOPE_NEEDLES)
                 else:
                     yield from _rows(stream_chunks(raw, scan, lane=_LANE, needles=_NEEDLES,
-                                                   followers=PREFIX_NEEDLES + SPEC_NEEDLES),
+                                                   followers=_WANT.followers),
                                      assembler, times, blocks)
         yield from assembler.flush()
     except read_errors as exc:

@@ -19,15 +19,7 @@ from ..parsing.envelope import Format
 from ..parsing.events import STATS_COLUMNS, EngineStats, Event, ServerInfo
 from ..parsing.kinds import RECORD_KINDS
 from ..parsing.line import parse_line
-from ..parsing.needles import (
-    FOLLOWER_NEEDLES,
-    MFU_NEEDLES,
-    NO_STATS_NEEDLES,
-    SPEC_NEEDLES,
-    STATS_FOLLOWER_NEEDLES,
-    STATS_NEEDLES,
-    TRANSFER_NEEDLES,
-)
+from ..parsing.needles import NO_STATS_NEEDLES, WANTS
 from ..parsing.stamps import YearClock
 from .bulkscan import ScanStats, read_lines, scan_stream
 from .enveloped import enveloped_events, sniff
@@ -140,16 +132,9 @@ def iter_source_events(
             yield from _enveloped(raw, fmt, kind, assembler, scan, extra_needles, source)
             return
         stream = _open_progress(raw, source)
-        if kind == "stats":
-            lines = scan_stream(stream, STATS_NEEDLES + extra_needles, scan, followers=STATS_FOLLOWER_NEEDLES)
-        elif kind == "spec":
-            lines = scan_stream(stream, STATS_NEEDLES + SPEC_NEEDLES + extra_needles, scan)
-        elif kind == "transfer":
-            lines = scan_stream(stream, STATS_NEEDLES + TRANSFER_NEEDLES + extra_needles, scan)
-        elif kind == "mfu":
-            lines = scan_stream(stream, STATS_NEEDLES + MFU_NEEDLES + extra_needles, scan)
-        else:
-            lines = read_lines(stream, scan)
+        want = WANTS.get(kind)
+        lines = (read_lines(stream, scan) if want is None
+                 else scan_stream(stream, want.needles + extra_needles, scan, followers=want.followers))
         try:
             for number, text in lines:
                 event = parse_line(text)
@@ -165,13 +150,8 @@ def _enveloped(
     extra_needles: tuple[bytes, ...], source: Source,
 ) -> Iterator[Event]:
     """`iter_source_events` of a container log: the same needles for each kind, through its envelopes."""
-    needles = {  # the followers too: a line after a stats line may sit in the next block
-        "stats": STATS_NEEDLES + STATS_FOLLOWER_NEEDLES,
-        "spec": STATS_NEEDLES + SPEC_NEEDLES + FOLLOWER_NEEDLES,
-        "transfer": STATS_NEEDLES + TRANSFER_NEEDLES + FOLLOWER_NEEDLES,
-        "mfu": STATS_NEEDLES + MFU_NEEDLES + FOLLOWER_NEEDLES,
-    }.get(kind)
-    wanted = None if needles is None else needles + extra_needles
+    want = WANTS.get(kind)  # the followers as needles too: a line after a stats line may be in the next block
+    wanted = None if want is None else want.needles + want.followers + extra_needles
     try:
         yield from enveloped_events(raw, fmt, assembler, scan, wanted)
     except read_errors as exc:

@@ -3,9 +3,9 @@ lines worth a parse found by needle search. Pure: no I/O.
 
 A busy server's log is mostly uvicorn access lines, and parsing each of them costs microseconds that a
 block operation does not: `scan_block` counts them with one compiled pattern over the whole block
-(`line.ACCESS_LINE`), finds the lines that hold one of `line.NEEDLES` with StringZilla's SIMD `find`,
+(`line.ACCESS_LINE`), finds the lines that hold one of `needles.LIVE_NEEDLES` with StringZilla's SIMD `find`,
 and hands over only those, as text, with their line numbers. Every other line is one that `parse_line`
-gives None for (`line.worth_parsing` is built from the same needles; tests check it). If the block holds
+gives None for (tests check it). If the block holds
 an `HTTP/` the pattern did not count (a docker prefix, a JSON record, an odd path), the lines with
 `HTTP/` are handed over too, so they are parsed as before. Whatever the block boundaries, the result
 is that of `parse_line` on every line (tests/unit/parsing/test_blocks.py checks it, on real and
@@ -17,7 +17,8 @@ from __future__ import annotations
 from collections import Counter
 
 from .framing import trim_partial_utf8
-from .line import ACCESS_LINE, ACCESS_NEEDLE, NEEDLES
+from .line import ACCESS_LINE
+from .needles import ACCESS_NEEDLE, LIVE_NEEDLES
 from .simd import simd_count, simd_find
 
 __all__ = ["AccessCounts", "hit_lines", "scan_block", "split_lines"]
@@ -42,7 +43,7 @@ def scan_block(
         key = (method.decode(), path.decode().split("?", 1)[0], int(status))
         access[key] = access.get(key, 0) + n
     end = len(data)
-    needles = NEEDLES
+    needles = LIVE_NEEDLES
     if simd_count(data, ACCESS_NEEDLE, 0, end) != len(found):
         needles = (*needles, ACCESS_NEEDLE)  # access lines the pattern does not read: parse them
     starts, _ = hit_lines(data, 0, end, needles)

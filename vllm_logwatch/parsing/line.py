@@ -14,7 +14,7 @@ import logging
 import math
 import re
 import traceback
-from typing import Any
+from typing import Any, cast
 
 from .events import (
     EngineStats,
@@ -27,16 +27,14 @@ from .events import (
 )
 from .fields import MAX_EXTRA, Unreadable, as_kind, read_number, slug, split_fields
 from .mfu import MFU_START, parse_mfu
-from .needles import MFU_NEEDLES, PREFIX_NEEDLES, SPEC_NEEDLES
+from .needles import kind_of
 from .shapes import CANONICAL_STATS
 from .spec import SPEC_START, parse_spec
-from .startup import INFO_HOOKS, parse_info, problem_of
+from .startup import parse_info, problem_of
 from .transfer import TRANSFER_START, parse_transfer
 
 __all__ = [
-    "ACCESS_LINE", "ACCESS_NEEDLE", "KNOWN_EXTRA", "KNOWN_EXTRA_KEYS", "NEEDLES", "parse_line", "strip_ansi",
-    "worth_parsing",
-]
+    "ACCESS_LINE", "KNOWN_EXTRA", "KNOWN_EXTRA_KEYS", "parse_line", "strip_ansi"]
 
 # Colour codes, with or without the ESC byte (some collectors drop it: `[1;36m(APIServer ...)[0;0m`).
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]|\[[0-9][0-9;]*m")
@@ -89,16 +87,6 @@ KNOWN_EXTRA: dict[str, str] = {
 _KV_FETCH_KEYS = ("kv_fetch_waiting", "kv_fetch_in_progress", "kv_fetch_completed_waiting")
 KNOWN_EXTRA_KEYS = frozenset(KNOWN_EXTRA.values()) | frozenset(_KV_FETCH_KEYS)
 
-# Every line `parse_line` gives an event for holds one of these (tests check it on every sample line of
-# every kind): stats (V1, V0, the idle Running/Waiting form, V0's prefix-cache line), spec-decode and
-# transfer lines (` metrics: `), start-up facts (their own hooks), warnings and errors (a JSON record's
-# level in upper or lower case); access lines hold `ACCESS_NEEDLE`.
-NEEDLES: tuple[bytes, ...] = (
-    b"Avg prompt t", b"Running: ", *PREFIX_NEEDLES, *SPEC_NEEDLES, *MFU_NEEDLES,
-    *(hook.encode() for hook in INFO_HOOKS), b"WARNING", b"ERROR", b"CRITICAL",
-    b'"warning"', b'"error"', b'"critical"',  # a JSON record's level as structlog and others write it
-)
-ACCESS_NEEDLE = b"HTTP/"
 ACCESS_LINE = re.compile(
     rb"^(?:INFO|WARNING|ERROR):[ \t]+[0-9A-Fa-f.:\[\]]+ - "
     rb'"([A-Z]{3,10} [!-Z\\-~]+ HTTP/[0-9.]+" [0-9]{3})[ A-Za-z\'-]*\r?$',
@@ -111,20 +99,6 @@ else (tests check it), so a block's access lines can be counted without a parse.
 client address has no letter past `f`, the path is printable ASCII without `[`, nothing but a reason
 phrase follows the status; so no colour code, vLLM header, JSON record or non-ASCII space can hide in
 it. Other access lines (docker or compose prefixes, JSON records, odd paths) go through `parse_line`."""
-_WORTH_PARSING = re.compile(b"|".join(re.escape(needle) for needle in (*NEEDLES, ACCESS_NEEDLE)))
-
-
-def worth_parsing(raw: bytes) -> bool:
-    """False only for a line that `parse_line` would give None: the live path's cheap first filter.
-
-    >>> worth_parsing(b"(APIServer pid=1) INFO 11-29 19:26:05 [loggers.py:335] Engine 000: Avg prompt t")
-    True
-    >>> worth_parsing(b"(EngineCore pid=2) INFO 11-29 19:26:05 [core.py:90] Loading weights")
-    False
-    """
-    return _WORTH_PARSING.search(raw) is not None
-
-
 def strip_ansi(text: str) -> str:
     """Remove terminal colour codes, with or without their ESC byte.
 
@@ -167,22 +141,8 @@ _internal_errors: list[str] = []
 
 
 def _kind_of(text: str) -> UnparsedKind:
-    """The kind of line being read, by its marks (for a line whose reading failed)."""
-    if "Prefix cache hit rate: GPU" in text:
-        return "prefix"
-    if _STATS_ANYWHERE.search(text) or "Running: " in text:
-        return "stats"
-    if " Transfer metrics: " in text:
-        return "transfer"
-    if " metrics: " in text:
-        return "spec"
-    if "MFU: " in text:
-        return "mfu"
-    if "HTTP/" in text:
-        return "access"
-    if any(hook in text for hook in INFO_HOOKS):
-        return "info"
-    return "log"
+    """The kind of line being read, by its needles (for a line whose reading failed)."""
+    return cast(UnparsedKind, kind_of(text))
 
 
 _PADDING = " \t\r\n\v\f\x00"

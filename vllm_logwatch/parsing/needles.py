@@ -1,28 +1,27 @@
-"""The byte strings that mark each kind of vLLM line: one table for every prefilter.
+"""The byte strings that mark each kind of vLLM line: the one needle table.
 
-The live path (`line.NEEDLES`, `worth_parsing`, `blocks.scan_block`) and the offline scanners
-(`offline/bulkscan.py`, `offline/rangescan.py`, `offline/launches.py`) find candidate lines by these
-before any pattern runs, so a kind's needle sits here once, next to the others; `tests/unit/parsing/
-test_needles.py` checks every sample line of each kind holds its kind's needle. Pure constants, no
-import: the offline scanner loads no pydantic model.
+Every reader finds its candidate lines by these before any pattern runs (`blocks.hit_lines`): the live
+scanner (`LIVE_NEEDLES`), the offline readers of each `parse --kind` (`WANTS`), the range workers and
+the launch reader. A kind's needle sits here once, next to the others; `tests/unit/parsing/
+test_needles.py` checks every sample line of each kind holds its kind's needle, and that the live
+scanner hands over every line `parse_line` reads. Pure constants, no import: the offline scanner loads
+no pydantic model.
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 __all__ = [
-    "FOLLOWER_NEEDLES", "LAUNCH_NEEDLES", "MFU_NEEDLES", "NO_STATS_NEEDLES", "PREFIX_NEEDLES", "SPEC_NEEDLES",
-    "STATS_FOLLOWER_NEEDLES", "STATS_NEEDLES", "TRANSFER_NEEDLES", "VARIANT_NEEDLES", "with_variants",
+    "ACCESS_NEEDLE", "FOLLOWER_NEEDLES", "INFO_HOOKS", "LAUNCH_NEEDLES", "LIVE_NEEDLES", "MFU_NEEDLES",
+    "NO_STATS_NEEDLES", "PREFIX_NEEDLES", "SPEC_NEEDLES", "STATS_FOLLOWER_NEEDLES", "STATS_NEEDLES",
+    "TRANSFER_NEEDLES", "VARIANT_NEEDLES", "WANTS", "Want", "kind_of", "with_variants",
 ]
 
 STATS_NEEDLES: tuple[bytes, ...] = (b"Avg prompt throughput: ",)
 """Every Python stats line contains this (a long needle: fewer false starts for the search)."""
 VARIANT_NEEDLES: tuple[bytes, ...] = (b"Avg prompt tput: ", b"] Running: ")
 """The Rust front end's stats line and 0.7.0's stub: searched only in files whose first block has one."""
-
-
-def with_variants(needles: tuple[bytes, ...], head: bytes | bytearray) -> tuple[bytes, ...]:
-    """`needles` and the variant needles that `head` (a file's first block) holds."""
-    return needles + tuple(n for n in VARIANT_NEEDLES if n not in needles and n in head)
 PREFIX_NEEDLES: tuple[bytes, ...] = (b"Prefix cache hit rate: GPU",)
 """V0's separate prefix-cache line, merged into the stats record before it."""
 SPEC_NEEDLES: tuple[bytes, ...] = (b" metrics: ",)
@@ -37,6 +36,19 @@ STATS_FOLLOWER_NEEDLES: tuple[bytes, ...] = PREFIX_NEEDLES
 alone skips the spec-decode and KV-transfer lines, which would cost a full parse each."""
 MFU_NEEDLES: tuple[bytes, ...] = (b"MFU: ",)
 """`Engine 000: MFU: ... TF/s/device ... GB/s/device` (`--enable-mfu-metrics`)."""
+INFO_HOOKS: tuple[str, ...] = (
+    "version", "args:", "LLM engine", "KV cache", "concurrency", "blocks:", "took", "Graph capturing",
+    "torch.compile", "max model len", "server", "Uvicorn", "startup complete", "api_server_count", " backend",
+    "\u2580", "\u2584", "\u2588",
+)
+"""A message that holds none of these is not a start-up fact (`startup.parse_info`'s first test)."""
+LEVEL_NEEDLES: tuple[bytes, ...] = (
+    b"WARNING", b"ERROR", b"CRITICAL",
+    b'"warning"', b'"error"', b'"critical"',  # a JSON record's level as structlog and others write it
+)
+"""Warnings and errors, counted by level."""
+ACCESS_NEEDLE = b"HTTP/"
+"""Every uvicorn access line holds it."""
 LAUNCH_NEEDLES: tuple[bytes, ...] = (
     b" version ", b"args: ", b"with config: ", b"KV cache size: ", b"Maximum concurrency for ", b" backend",
     *MFU_NEEDLES,
@@ -46,3 +58,60 @@ model, the arguments and engine config, the KV cache size and concurrency, the a
 the MFU lines."""
 NO_STATS_NEEDLES: tuple[bytes, ...] = (b"disabling stats logging", b"disable_log_stats", b'HTTP/1.1" ')
 """For a log without stats lines, why: vLLM said it disabled stats logging, or served requests anyway."""
+LIVE_NEEDLES: tuple[bytes, ...] = (
+    b"Avg prompt t", b"Running: ", *PREFIX_NEEDLES, *SPEC_NEEDLES, *MFU_NEEDLES,
+    *(hook.encode() for hook in INFO_HOOKS), *LEVEL_NEEDLES,
+)
+"""Every line `parse_line` gives an event for holds one of these, or `ACCESS_NEEDLE`: stats (V1, V0,
+the idle Running/Waiting form, V0's prefix-cache line), spec-decode and transfer lines (` metrics: `),
+MFU lines, start-up facts, warnings and errors. The live scanner hands over every line holding one."""
+
+
+class Want(NamedTuple):
+    """The lines a reader wants: those holding one of `needles`, and the line right after such a line
+    when it holds one of `followers` (`blocks.hit_lines`)."""
+
+    needles: tuple[bytes, ...]
+    followers: tuple[bytes, ...]
+
+    def plus(self, extra: tuple[bytes, ...]) -> Want:
+        return Want(self.needles + extra, self.followers)
+
+
+_LAUNCHES = Want(STATS_NEEDLES + SPEC_NEEDLES + LAUNCH_NEEDLES, FOLLOWER_NEEDLES)
+WANTS: dict[str, Want] = {
+    "stats": Want(STATS_NEEDLES, STATS_FOLLOWER_NEEDLES),
+    "spec": Want(STATS_NEEDLES + SPEC_NEEDLES, FOLLOWER_NEEDLES),
+    "transfer": Want(STATS_NEEDLES + TRANSFER_NEEDLES, FOLLOWER_NEEDLES),
+    "mfu": Want(STATS_NEEDLES + MFU_NEEDLES, FOLLOWER_NEEDLES),
+    "launches": _LAUNCHES,
+}
+"""What each reader parses: a `parse --kind` (the kinds not here read every line), and `launches`:
+the stats, spec-decode and start-up lines that summary, compare, plot and the backfill read."""
+
+_MARKS: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
+    (kind, tuple(needle.decode() for needle in needles)) for kind, needles in (
+        ("prefix", PREFIX_NEEDLES), ("stats", (b"Avg prompt t", b"Running: ")),
+        ("transfer", TRANSFER_NEEDLES), ("spec", SPEC_NEEDLES), ("mfu", MFU_NEEDLES),
+        ("access", (ACCESS_NEEDLE,)),
+        ("info", tuple(hook.encode() for hook in INFO_HOOKS)),
+    )
+)
+
+
+def kind_of(text: str) -> str:
+    """The kind of a line by its needles, the first that matches in this order (for a line whose
+    reading failed, counted under its kind).
+
+    >>> kind_of("Engine 000: Avg prompt throughput: x"), kind_of("Loading weights")
+    ('stats', 'log')
+    """
+    for kind, marks in _MARKS:
+        if any(mark in text for mark in marks):
+            return kind
+    return "log"
+
+
+def with_variants(needles: tuple[bytes, ...], head: bytes | bytearray) -> tuple[bytes, ...]:
+    """`needles` and the variant needles that `head` (a file's first block) holds."""
+    return needles + tuple(n for n in VARIANT_NEEDLES if n not in needles and n in head)

@@ -13,8 +13,9 @@ from typing import Any
 
 from .events import ServerInfo
 from .launchargs import derive, engine_config_facts, read_args
+from .needles import INFO_HOOKS
 
-__all__ = ["INFO_HOOKS", "PROBLEM_TAGS", "parse_info", "problem_of"]
+__all__ = ["PROBLEM_TAGS", "parse_info", "problem_of"]
 
 
 def _int(text: str) -> int:
@@ -144,16 +145,6 @@ _TABLE: tuple[tuple[re.Pattern[str], _Builder], ...] = (
     (re.compile(r"^Defaulting api_server_count to data_parallel_size \((\d+)\)"),
      lambda m: {"api_server_count": int(m.group(1))}),
 )
-INFO_HOOKS: tuple[str, ...] = (
-    "version", "args:", "LLM engine", "KV cache", "concurrency", "blocks:", "took", "Graph capturing",
-    "torch.compile", "max model len", "server", "Uvicorn", "startup complete", "api_server_count", " backend",
-    "\u2580",
-    "\u2584", "\u2588",
-)
-"""Cheap first filter: a message that holds none of these is not a start-up fact (`parse.worth_parsing`
-builds the live prefilter from them)."""
-
-
 def parse_info(msg: str, common: dict[str, Any]) -> ServerInfo | None:
     """A start-up fact from a message, or None."""
     if not any(h in msg for h in INFO_HOOKS):

@@ -1,6 +1,6 @@
 """The needle table (`parsing/needles.py`) against every sample line of each kind: a line of a kind the
 offline scanners look for holds that kind's needle, so the bulk scan never skips one (and the live
-path's `line.NEEDLES` is built from the same table)."""
+path's `needles.LIVE_NEEDLES` is built from the same table)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from test_parse_line import INFO_CASES, PREFIX_SPEC_CASES, STATS_CASES, TRANSFER_CASES
 
 from vllm_logwatch.parsing import needles
-from vllm_logwatch.parsing.line import NEEDLES
+from vllm_logwatch.parsing.needles import LIVE_NEEDLES as NEEDLES
 
 KIND_NEEDLES = {
     "stats": needles.STATS_NEEDLES + needles.VARIANT_NEEDLES,

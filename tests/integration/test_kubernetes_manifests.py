@@ -321,7 +321,8 @@ def test_daemonset_has_least_privilege() -> None:
     assert security["runAsNonRoot"] is True and security["runAsUser"] != 0
     assert security["supplementalGroups"] == [0] and security["seccompProfile"] == {"type": "RuntimeDefault"}
     assert pod["automountServiceAccountToken"] is False
-    assert pod["tolerations"] == [{"operator": "Exists"}]  # GPU nodes' taints too
+    # GPU nodes' usual taint, and no other (an empty key with Exists would tolerate every taint)
+    assert pod["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
     volumes = {v["name"]: v for v in pod["volumes"]}
     assert volumes["pod-logs"]["hostPath"] == {"path": "/var/log/pods", "type": "Directory"}
     assert volumes["state"]["hostPath"]["type"] == "DirectoryOrCreate"
@@ -358,6 +359,21 @@ def test_sidecar_has_least_privilege() -> None:
     volumes = {v["name"]: v for v in pod["volumes"]}
     assert volumes["logs"] == {"name": "logs", "emptyDir": {"sizeLimit": "4Gi"}}
     assert "emptyDir" in volumes["logwatch-state"]
+
+
+def test_network_policy_lets_only_prometheus_reach_the_port() -> None:
+    """docs/deploy-kubernetes.md, "Who can reach it": ingress to the DaemonSet's pods from the
+    Prometheus pods of the monitoring namespace, on the metrics port, and from nothing else."""
+    policy = one(KUBE, "NetworkPolicy")["spec"]
+    labels = one(KUBE, "DaemonSet")["spec"]["template"]["metadata"]["labels"]
+    assert policy["podSelector"]["matchLabels"].items() <= labels.items()
+    assert policy["policyTypes"] == ["Ingress"]
+    [rule] = policy["ingress"]
+    namespace = {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}
+    assert rule["from"] == [{"namespaceSelector": namespace,
+                             "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}}]
+    [main] = one(KUBE, "DaemonSet")["spec"]["template"]["spec"]["containers"]
+    assert rule["ports"] == [{"port": main["ports"][0]["name"], "protocol": "TCP"}]
 
 
 def test_service_and_namespace() -> None:

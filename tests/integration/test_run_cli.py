@@ -56,12 +56,15 @@ def samples(port: int) -> dict[str, float]:
 
 @contextmanager
 def logwatch_run(
-    tmp_path: Path, *child_args: str, extra: tuple[str, ...] = (), preexec: Callable[[], None] | None = None
+    tmp_path: Path, *child_args: str, extra: tuple[str, ...] = (), preexec: Callable[[], None] | None = None,
+    child: list[str] | None = None,
 ) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+    """`logwatch run` of tests/fake_vllm.py with `child_args`, or of `python *child`."""
     port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "vllm_logwatch", "run", "--listen", "127.0.0.1", "--port", str(port),
-         "--log-dir", str(tmp_path / "logs"), *extra, "--", sys.executable, FAKE, *child_args],
+         "--log-dir", str(tmp_path / "logs"), *extra, "--", sys.executable,
+         *(child if child is not None else [FAKE, *child_args])],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=preexec,
     )
     try:

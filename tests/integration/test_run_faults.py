@@ -90,7 +90,7 @@ def test_command_that_cannot_start_is_said_on_stderr_not_in_the_log(tmp_path: Pa
     assert p.returncode == 127
     assert p.stdout == ""
     assert "cannot start /nonexistent/vllm: no such file or directory" in p.stderr
-    assert next(tmp_path.glob("vllm_*.log")).read_bytes() == b""
+    assert list(tmp_path.glob("vllm_*.log")) == []  # nothing ran: no launch file
 
 
 def test_sigkill_fallback_is_said_once(tmp_path: Path, caplog: object, monkeypatch: object) -> None:

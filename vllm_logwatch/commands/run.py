@@ -105,11 +105,13 @@ def run_run(
     if announce is not None:
         announce(url_of(settings.listen, port, scheme=web.scheme if web is not None else "http"))
     try:
-        return supervisor.run()
+        code = supervisor.run()
     finally:
         server.should_exit = True
         thread.join(10)
         sock.close()
+    log.info("exiting with code %d", code)  # the last line, whatever came before
+    return code
 
 
 def child_reporter(metrics: ExporterMetrics) -> Callable[[ChildState], None]:

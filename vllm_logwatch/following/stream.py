@@ -12,7 +12,9 @@ A named pipe is opened without waiting for a writer (`O_NONBLOCK`); until one ha
 has not ended. When its last writer closes it (vLLM stopped), the partial last line is flushed and the
 pipe is opened again, before the old end is closed, so nothing a next writer (a restarted vLLM) writes
 is lost and it never waits for a reader; it ends only when it can no longer be opened (removed, or no
-longer a pipe).
+longer a pipe). A pipe with no writer connected gives no sign of its removal: a poll that read nothing
+checks that its path still names the pipe it holds, and if not, ends it the same way (a pipe made
+again at the path is then the one read).
 """
 
 from __future__ import annotations
@@ -151,6 +153,8 @@ class StreamSource:
                 self._cur.consume(data, out, self.max_line_bytes, self.stats)
             else:
                 self._more = True
+            if self._reopen and budget == self.poll_bytes and not self.ended and not self._still_named():
+                self._end(out)  # removed (or replaced) while no writer was connected
             self._checkpoint = Checkpoint(None, self.stats.lines, self.stats.bytes)
         return out
 
@@ -161,6 +165,14 @@ class StreamSource:
         self.ended_at = time.time()
         self._ready.unregister(self._cur.fd)
         self._waiter.unregister(self._cur.fd)
+
+    def _still_named(self) -> bool:
+        """The pipe's path still names the pipe this stream holds open."""
+        try:
+            here, held = os.stat(self.name), os.fstat(self._cur.fd)
+        except OSError:
+            return False
+        return (here.st_dev, here.st_ino) == (held.st_dev, held.st_ino)
 
     def _next_writer(self) -> bool:
         """The named pipe opened again for its next writer (True), the old end closed after, so the pipe

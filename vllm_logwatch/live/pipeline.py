@@ -309,6 +309,7 @@ class Pipeline:
                     None if self._last_batch is None else round(now - self._last_batch, 3)),
                 "internal_errors": self._internal_errors,
                 "state_writes": self.keeper.writes,
+                "state_file": self.keeper.saving(),
                 "source": self.readers.current(),
                 # after the lines applied, as `lines_applied` (the follower's offset runs ahead of both
                 # while a poll's lines are applied)

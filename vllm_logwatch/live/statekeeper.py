@@ -47,6 +47,7 @@ class StateKeeper:
         self._saved: Position | None = None  # the position last written
         self._last_write = float("-inf")  # monotonic time of the last write attempt
         self._failing = False  # the last write failed: retried after save_retry; scrapes do not wait
+        self.failing_since: float | None = None  # Unix time of the first of the failed writes in a row
         self._due = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -116,6 +117,15 @@ class StateKeeper:
         self._failing = not self.follower.write_checkpoint(state)
         if not self._failing:
             self._saved = state
+            self.failing_since = None
+        elif self.failing_since is None:
+            self.failing_since = time.time()
+
+    def saving(self) -> dict[str, object]:
+        """For the status: whether the state file is being saved (the exactly-once promise holds only
+        then), and since when it is not."""
+        return {"path": self.follower.state_file, "saved": self.failing_since is None,
+                "failing_since": self.failing_since}
 
     def _keep_saved(self) -> None:
         """The writer: the pending position reaches the disk within `save_interval` of the previous

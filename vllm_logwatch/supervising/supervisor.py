@@ -28,6 +28,8 @@ from datetime import datetime
 from types import FrameType
 from typing import Literal, Protocol
 
+from .holders import pipe_holders
+from .jobcontrol import JobControl
 from .sinks import FileSink, SinkStats, StreamSink
 
 __all__ = ["ChildState", "ChunkConsumer", "Supervisor", "command_facts", "exit_code_of", "launch_name"]
@@ -166,6 +168,7 @@ class Supervisor:
         self._file: FileSink | None = None
         self._done_files = SinkStats()
         self._stop = False
+        self._group: int | None = None  # the running child's process group
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_w, False)
 
@@ -182,14 +185,18 @@ class Supervisor:
 
     def run(self) -> int:
         """Launch, supervise, restart; returns the exit code. SIGTERM, SIGINT and SIGHUP (an ssh
-        session closing) all stop vLLM's group gracefully, for the duration; the originals come back."""
+        session closing) all stop vLLM's group gracefully, for the duration; the originals come back.
+        Ctrl+Z (SIGTSTP, SIGTTIN, SIGTTOU) stops vLLM's group with logwatch (`jobcontrol.py`)."""
         previous = {s: signal.signal(s, self._on_signal) for s in _STOP_SIGNALS}
+        jobs = JobControl(lambda: self._group)
+        jobs.install()
         if self.echo is not None:
             self.echo.start()
         self.feeder.start()
         try:
             return self._loop()
         finally:
+            jobs.restore()
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
             if self.echo is not None:
@@ -246,17 +253,8 @@ class Supervisor:
         return path
 
     def _run_once(self) -> tuple[int, bool, float]:
-        """One child from start to end: (exit code, reached "started", seconds it ran)."""
-        try:
-            os.makedirs(self.log_dir, exist_ok=True)
-        except OSError as exc:  # the folder went away: the file sink counts the failed writes
-            log.warning("cannot create %s (%s): this launch's log file will fail", self.log_dir, exc.strerror)
-        self.log_path = self._new_log_path()
-        if self._file is not None:
-            self._add_done(self._file)
-        self._file = FileSink(self.log_path)
-        self._file.start()
-        self.feeder.relaunch(self.log_path)
+        """One child from start to end: (exit code, reached "started", seconds it ran). A command that
+        cannot start gets no launch file and no "started" line: its reason, then its code (127)."""
         err_r, err_w = os.pipe()
         shim = [sys.executable, "-m", "vllm_logwatch.supervising._deathsig", str(os.getpid()), str(err_w),
                 "--", *self.command]
@@ -269,22 +267,37 @@ class Supervisor:
         finally:
             os.close(err_w)
         assert proc.stdout is not None
-        cannot_start = _read_all(err_r)  # empty once the exec succeeded (it closes the pipe)
-        if cannot_start:
-            log.error("%s", cannot_start.decode("utf-8", "replace"))
         with contextlib.suppress(OSError):  # Linux: a 1 MiB pipe (default 64 KiB) absorbs bursts
             fcntl.fcntl(proc.stdout.fileno(), getattr(fcntl, "F_SETPIPE_SZ", 1031), 1 << 20)
-        self.pid, self.start_time = proc.pid, time.time()
+        cannot_start = _read_all(err_r)  # empty once the exec succeeded (it closes the pipe)
+        if cannot_start:
+            proc.stdout.close()
+            code = exit_code_of(proc.wait())
+            log.error("%s", cannot_start.decode("utf-8", "replace"))
+            return code, False, self.clock() - started_at
+        try:
+            os.makedirs(self.log_dir, exist_ok=True)
+        except OSError as exc:  # the folder went away: the file sink counts the failed writes
+            log.warning("cannot create %s (%s): this launch's log file will fail", self.log_dir, exc.strerror)
+        self.log_path = self._new_log_path()
+        if self._file is not None:
+            self._add_done(self._file)
+        self._file = FileSink(self.log_path)
+        self._file.start()
+        self.feeder.relaunch(self.log_path)
+        self.pid, self.start_time, self._group = proc.pid, time.time(), proc.pid
         log.info("started vLLM (pid %d), log %s", proc.pid, self.log_path)
         self._report(up=True)
-        started = self._pump(proc, proc.stdout.fileno())
+        try:
+            started = self._pump(proc, proc.stdout.fileno())
+        finally:
+            self._group = None
         proc.stdout.close()
         code = exit_code_of(proc.wait())
         self._file.close()
         self._report(up=False)
-        if not cannot_start:
-            ended = f" (ended by {_signal_name(code - 128)})" if code > 128 and code - 128 < 65 else ""
-            log.info("vLLM (pid %d) exited with code %d%s", proc.pid, code, ended)
+        ended = f" (ended by {_signal_name(code - 128)})" if code > 128 and code - 128 < 65 else ""
+        log.info("vLLM (pid %d) exited with code %d%s", proc.pid, code, ended)
         return code, started, self.clock() - started_at
 
     def _pump(self, proc: subprocess.Popen[bytes], fd: int) -> bool:
@@ -328,12 +341,13 @@ class Supervisor:
                 killed = True
             if proc.poll() is not None:
                 exited_at = exited_at if exited_at is not None else now
-                # Its children may still hold the pipe: let them finish, then end them.
+                # Its children may still hold the pipe (in its group, or in a session of their own):
+                # let them finish, then end them.
                 if not leftovers_termed and now - exited_at >= 1.0:
-                    self._signal_group(proc.pid, signal.SIGTERM)
+                    self._signal_leftovers(proc.pid, fd, signal.SIGTERM)
                     leftovers_termed = True
                 if now - exited_at >= _DRAIN_SECONDS:
-                    self._signal_group(proc.pid, signal.SIGKILL)
+                    self._signal_leftovers(proc.pid, fd, signal.SIGKILL)
                     break
             if now - last_report >= 1.0:
                 self._report(up=proc.poll() is None)
@@ -345,6 +359,14 @@ class Supervisor:
     def _signal_group(pgid: int, signum: int) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pgid, signum)
+
+    def _signal_leftovers(self, pgid: int, fd: int, signum: int) -> None:
+        """vLLM is gone: its group, and whoever else still holds its pipe (a helper that left the
+        group with `setsid()`), get `signum`."""
+        self._signal_group(pgid, signum)
+        for pid in pipe_holders(fd):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signum)
 
     # -- state ------------------------------------------------------------------------------------
 

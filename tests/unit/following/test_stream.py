@@ -185,3 +185,40 @@ def test_stop_and_close_are_safe_in_any_order_and_twice(pipe: tuple[StreamSource
     source.stop()
     assert source.poll_blocks() == []
     assert source.state_file is None and source.checkpoint().state is None
+
+
+def test_a_named_pipe_removed_while_no_writer_is_connected_ends(tmp_path: Path) -> None:
+    """No writer, so no end of file to see: the removal itself is noticed at the next poll."""
+    fifo = tmp_path / "vllm.pipe"
+    os.mkfifo(fifo)
+    source = StreamSource.open_fifo(str(fifo), poll_interval=0.05)
+    try:
+        with open(fifo, "wb") as writer:
+            writer.write(b"one\n")
+        poll_for(source, 1)
+        deadline = time.monotonic() + 5
+        while source.stats.files_opened < 1:  # the writer's end seen: opened again, no writer now
+            assert time.monotonic() < deadline, source.stats
+            source.poll_blocks()
+        assert not source.ended
+        fifo.unlink()
+        assert source.poll_blocks() == []
+        assert source.ended and "no such file" in str(source.stats.last_error)
+    finally:
+        source.close()
+
+
+def test_a_named_pipe_made_again_at_its_path_is_the_one_read(tmp_path: Path) -> None:
+    fifo = tmp_path / "vllm.pipe"
+    os.mkfifo(fifo)
+    source = StreamSource.open_fifo(str(fifo), poll_interval=0.05)
+    try:
+        fifo.unlink()
+        os.mkfifo(fifo)  # a new pipe: a writer opening the path reaches it, not the old one
+        assert source.poll_blocks() == [] and not source.ended
+        writer_fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)  # ENXIO unless the new pipe has a reader
+        os.write(writer_fd, b"new\n")
+        os.close(writer_fd)
+        assert [x.text for x in lines_of(poll_for(source, 1))] == ["new"]
+    finally:
+        source.close()

@@ -132,8 +132,7 @@ METRICS: tuple[MetricSpec, ...] = (
     # The exporter itself.
     _m("log_lines", "counter", (), "Log lines read."),
     _m("log_bytes", "counter", (), "Log bytes read."),
-    _m("parse_errors", "counter", ("what",), "Lines that could not be read, by kind of line (our own failures too); transfer_key: one unreadable "
-       "key of a transfer line whose other keys were read."),
+    _m("parse_errors", "counter", ("what",), "Unreadable lines by kind (ours too); transfer_key: one key of a line."),
     _m("unknown_fields", "counter", (), "Stats fields the parser did not know (kept, not lost)."),
     _m("log_rotations", "counter", (), "Log rotations (rename + create) followed."),
     _m("log_truncations", "counter", (), "Log truncations (copytruncate) followed."),

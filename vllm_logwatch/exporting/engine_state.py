@@ -366,9 +366,9 @@ class EngineState:
             yield short, (), value
         if self.last is not None:
             for stage in ("waiting", "in_progress", "completed_waiting"):
-                value = self.last.extra.get(f"kv_fetch_{stage}")
-                if value is not None:
-                    yield "kv_fetch_requests", (stage,), value
+                fetch = self.last.extra.get(f"kv_fetch_{stage}")
+                if fetch is not None:
+                    yield "kv_fetch_requests", (stage,), fetch
         yield from self.transfer.samples()
 
     def counters(self) -> dict[str, float]:

@@ -377,7 +377,8 @@ class ExporterMetrics(Collector):
                 log_lines=read["log_lines"], log_bytes=read["log_bytes"], log_rotations=read["log_rotations"],
                 log_truncations=read["log_truncations"], read_errors=read["read_errors"],
                 lines_cut=read["lines_cut"], state_errors=read["state_errors"],
-                parse_errors=errors, unknown_fields=self._unknown_fields, label_overflow=overflow, log_messages=dict(self._levels),
+                parse_errors=errors, unknown_fields=self._unknown_fields, label_overflow=overflow,
+                log_messages=dict(self._levels),
                 problems=dict(self._problems), http_requests=sum(self._http.values()),
             )
             child: ChildMetrics | None = None

@@ -19,7 +19,9 @@ __all__ = ["MAX_TIERS", "OffloadState"]
 MAX_TIERS = 8
 """Tier label values of one engine; later tiers are folded into `other`."""
 _TIER = re.compile(r"\d{1,2}:[a-z0-9_]{1,16}")
-_FAILURE_REASONS = frozenset({"dropped_cpu_full", "dropped_request_gone", "dropped_null_block", "dropped_not_hashed"})
+_FAILURE_REASONS = frozenset(
+    {"dropped_cpu_full", "dropped_request_gone", "dropped_null_block", "dropped_not_hashed"}
+)
 
 Sample = tuple[str, tuple[str, ...], float]
 
@@ -80,14 +82,18 @@ class OffloadState:
             self._add(short, (self._tier(sample.labels[0]), *fixed), sample.value)
         elif sample.name == _PROMOTION and sample.suffix and len(sample.labels) == 2:
             result = sample.labels[1] if sample.labels[1] in ("success", "failure") else "other"
-            short = "offload_tier_promotions" if sample.suffix == "count" else "offload_tier_promotion_seconds"
+            short = (
+                "offload_tier_promotions" if sample.suffix == "count" else "offload_tier_promotion_seconds"
+            )
             self._add(short, (self._tier(sample.labels[0]), result), sample.value)
         elif key == ("kv_offload_cpu_cache_usage_perc", "") and not sample.labels:
             self._gauges["offload_cpu_cache_usage_ratio"] = sample.value  # vLLM's `perc` is 0-1
         elif key == ("simple_kv_offload_save_outcomes_total", "") and len(sample.labels) == 1:
             outcome = sample.labels[0]
             if outcome != "stored":
-                self._add("offload_failures", (outcome if outcome in _FAILURE_REASONS else "other",), sample.value)
+                self._add(
+                    "offload_failures", (outcome if outcome in _FAILURE_REASONS else "other",), sample.value
+                )
 
     def _tier(self, label: str) -> str:
         if label in self._tiers:

@@ -14,10 +14,21 @@ from .engine_state import EngineState
 
 __all__ = ["RUNTIME_FIELDS", "RuntimeState", "engine_counts"]
 
-RUNTIME_FIELDS = frozenset({
-    "asleep", "sleep_seconds", "wake_seconds", "discard_seconds", "dp_unhealthy_servers", "dp_exited_servers",
-    "eplb_balancedness", "eplb_avg_tokens", "eplb_max_tokens", "eplb_rearrange_seconds", "problem",
-})
+RUNTIME_FIELDS = frozenset(
+    {
+        "asleep",
+        "sleep_seconds",
+        "wake_seconds",
+        "discard_seconds",
+        "dp_unhealthy_servers",
+        "dp_exited_servers",
+        "eplb_balancedness",
+        "eplb_avg_tokens",
+        "eplb_max_tokens",
+        "eplb_rearrange_seconds",
+        "problem",
+    }
+)
 """The `ServerInfo` fields read here rather than kept as start-up facts."""
 _TRANSITIONS = (("sleep", "sleep_seconds"), ("wake_up", "wake_seconds"), ("discard", "discard_seconds"))
 
@@ -37,7 +48,9 @@ class RuntimeState:
         self.asleep: bool | None = None
         self.gauges: dict[tuple[str, tuple[str, ...]], float] = {}
 
-    def apply(self, info: ServerInfo, engines: Iterable[EngineState], problems: dict[str, int], now: float) -> None:
+    def apply(
+        self, info: ServerInfo, engines: Iterable[EngineState], problems: dict[str, int], now: float
+    ) -> None:
         """Take an event's runtime fields: a problem tag is counted in `problems`, a sleep or wake-up
         goes to every engine (at wall time `now`)."""
         if info.problem is not None:  # an INFO line's failure (the DP supervisor's findings)
@@ -52,10 +65,12 @@ class RuntimeState:
                 self.gauges[("sleep_transition_seconds", (transition,))] = seconds
         if info.asleep is not None:
             self.asleep = info.asleep
-        for short, value in (("dp_servers_unhealthy", info.dp_unhealthy_servers),
-                             ("dp_servers_exited", info.dp_exited_servers),
-                             ("eplb_balancedness", info.eplb_balancedness),
-                             ("eplb_rearrangement_seconds", info.eplb_rearrange_seconds)):
+        for short, value in (
+            ("dp_servers_unhealthy", info.dp_unhealthy_servers),
+            ("dp_servers_exited", info.dp_exited_servers),
+            ("eplb_balancedness", info.eplb_balancedness),
+            ("eplb_rearrangement_seconds", info.eplb_rearrange_seconds),
+        ):
             if value is not None:
                 self.gauges[(short, ())] = float(value)
         if info.eplb_rearrange_seconds is not None:
@@ -80,5 +95,7 @@ def engine_counts(
     states = list(engines)
     keys = sum(state.transfer.unreadable_keys for state in states)
     tiers = sum(state.transfer.offload.folded for state in states)
-    return ({**parse_errors, **({"transfer_key": keys} if keys else {})},
-            {**overflow, **({"tier": tiers} if tiers else {})})
+    return (
+        {**parse_errors, **({"transfer_key": keys} if keys else {})},
+        {**overflow, **({"tier": tiers} if tiers else {})},
+    )

@@ -112,7 +112,8 @@ _RUNTIME: tuple[tuple[re.Pattern[str], _Builder], ...] = (
     (re.compile(r"^DPSupervisor found (\d{1,6}) exited DP Servers\.$"),
      lambda m: _dp(m.group(1), "dp_exited_servers", "dp_server_exited")),
     # EPLB (`distributed/eplb/eplb_state.py`, with `log_balancedness`).
-    (re.compile(rf"^EPLB step: \d{{1,12}} for model \S{{0,256}}: avg_tokens={_NUMBER}, max_tokens=(\d{{1,15}}), "
+    (re.compile(rf"^EPLB step: \d{{1,12}} for model \S{{0,256}}: avg_tokens={_NUMBER}, "
+                rf"max_tokens=(\d{{1,15}}), "
                 rf"balancedness={_NUMBER}, steps until the next rearrangement: -?\d{{1,12}}$"),
      lambda m: {"eplb_avg_tokens": float(m.group(1)), "eplb_max_tokens": int(m.group(2)),
                 "eplb_balancedness": float(m.group(3))}),

@@ -31,7 +31,9 @@ _MAX_OFFLOAD = 256
 """Offloading keys kept from one line (a tiered set-up prints a few dozen)."""
 # `vllm:name`, an optional label tuple `:('a', 'b')`, an optional `_count` / `_sum`: every part bounded
 # and the whole key matched (`fullmatch`), so it runs in linear time on any input.
-_OFFLOAD_KEY = re.compile(r"vllm:([a-z][a-z0-9_]{0,127}?)(?::\(((?:'[^'()]{0,64}',? ?){1,8})\))?(_count|_sum)?")
+_OFFLOAD_KEY = re.compile(
+    r"vllm:([a-z][a-z0-9_]{0,127}?)(?::\(((?:'[^'()]{0,64}',? ?){1,8})\))?(_count|_sum)?"
+)
 _LABEL = re.compile(r"'([^'()]{0,64})'")
 _MOONCAKE_ERRORS = re.compile(r"(?:load_get|save_exists|save_put)_error_count")
 """MooncakeStoreConnector's per-operation error counts (0.33): failed transfers."""
@@ -87,8 +89,8 @@ def parse_transfer(msg: str, tm: re.Match[str], common: dict[str, Any]) -> Trans
     if not values and not extra and not offload:
         return Unparsed(what="transfer", **common)
     engine = tm.group(1)
-    return TransferStats(cache=cache, engine=int(engine) if engine else None, extra=extra, offload=tuple(offload),
-                         unreadable_keys=unreadable, **values, **common)
+    return TransferStats(cache=cache, engine=int(engine) if engine else None, extra=extra,
+                         offload=tuple(offload), unreadable_keys=unreadable, **values, **common)
 
 
 def _pieces(body: str) -> list[str]:

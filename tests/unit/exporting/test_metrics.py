@@ -576,7 +576,7 @@ vllm_logwatch_log_lines_total{host="h"} 0.0
 # HELP vllm_logwatch_log_bytes_total Log bytes read.
 # TYPE vllm_logwatch_log_bytes_total counter
 vllm_logwatch_log_bytes_total{host="h"} 0.0
-# HELP vllm_logwatch_parse_errors_total Lines that could not be read, by kind of line (our own failures too); transfer_key: one unreadable key of a transfer line whose other keys were read.
+# HELP vllm_logwatch_parse_errors_total Unreadable lines by kind (ours too); transfer_key: one key of a line.
 # TYPE vllm_logwatch_parse_errors_total counter
 vllm_logwatch_parse_errors_total{host="h",what="stats"} 0.0
 vllm_logwatch_parse_errors_total{host="h",what="spec"} 0.0

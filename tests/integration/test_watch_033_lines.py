@@ -54,7 +54,7 @@ EXPECTED: list[tuple[str, dict[str, str], float]] = [
     ("offload_tier_time_seconds", {**E, "tier": "1:fs", "direction": "write"}, 0.125),
     ("offload_tier_promotions", {**E, "tier": "1:fs", "result": "success"}, 3),
     ("offload_tier_promotion_seconds", {**E, "tier": "1:fs", "result": "success"}, 0.75),
-    ("offload_tier_job_failures", {**E, "tier": "1:fs", "job": "cascade"}, 1),
+    ("offload_tier_job_failures", {**E, "tier": "1:fs", "operation": "cascade"}, 1),
     ("hisparse_lookups", {**E, "result": "hit"}, 75),
     ("hisparse_lookups", {**E, "result": "miss"}, 25),
     ("hisparse_hit_ratio", E, 0.75),

@@ -87,6 +87,10 @@ class EngineState:
         self.prompt_tokens = RunningTotal()
         self.generation_tokens = RunningTotal()
         self.preemptions = RunningTotal()
+        self.corrupted = RunningTotal()
+        self.has_corrupted = False
+        self.asleep = False  # sleep mode (the exporter sets it): a sleeping engine is never stalled
+        self.woke_at: float | None = None  # when it woke up: its silence counts from then
         self.spec_accepted = RunningTotal()
         self.spec_drafted = RunningTotal()
         self.stats_lines = 0
@@ -223,6 +227,10 @@ class EngineState:
         if preemptions is not None:
             self.has_preemptions = True
             self.preemptions.add(preemptions)
+        corrupted = stats.extra.get("corrupted")
+        if corrupted is not None:
+            self.has_corrupted = True
+            self.corrupted.add(corrupted)
         self.last = stats
         self.last_arrival = arrival
 
@@ -257,6 +265,7 @@ class EngineState:
         self.last = None
         self.last_arrival = None
         self.spec = self.mfu = None
+        self.asleep, self.woke_at = False, None
         self.transfer.reset()
         self._last_time = None
         self._last_measured = self._credited_to = None
@@ -269,12 +278,18 @@ class EngineState:
     def stalled(self, now: float, intervals: float) -> bool:
         """Requests were running and no line came for `intervals` typical intervals.
 
-        An idle engine (last line with nothing running) goes silent by design: not a stall.
+        An idle engine (last line with nothing running) goes silent by design: not a stall; nor does a
+        sleeping one (sleep mode), whose silence counts only from its wake-up.
         """
         last = self.last
-        if last is None or self.last_arrival is None or not last.running:
+        if last is None or self.last_arrival is None or not last.running or self.asleep:
             return False
-        return now - self.last_arrival > intervals * self.interval()
+        since = self.last_arrival if self.woke_at is None else max(self.last_arrival, self.woke_at)
+        return now - since > intervals * self.interval()
+
+    def set_asleep(self, asleep: bool, now: float) -> None:
+        """A sleep-mode line: asleep, or awake again (at wall time `now`)."""
+        self.woke_at, self.asleep = now if self.asleep and not asleep else self.woke_at, asleep
 
     def state(self, now: float, intervals: float) -> State:
         """`stalled`, `idle` (nothing running and nothing flowing, or silent) or `ok`."""
@@ -349,6 +364,11 @@ class EngineState:
             yield short, (), value
         for short, value in self.counters().items():
             yield short, (), value
+        if self.last is not None:
+            for stage in ("waiting", "in_progress", "completed_waiting"):
+                fetch = self.last.extra.get(f"kv_fetch_{stage}")
+                if fetch is not None:
+                    yield "kv_fetch_requests", (stage,), fetch
         yield from self.transfer.samples()
 
     def counters(self) -> dict[str, float]:
@@ -360,6 +380,8 @@ class EngineState:
             out["stats_lines"] = float(self.stats_lines)
         if self.has_preemptions:
             out["preemptions"] = self.preemptions.value
+        if self.has_corrupted:
+            out["corrupted_requests"] = self.corrupted.value
         if self.has_spec_counts:
             out["spec_decode_accepted_tokens"] = self.spec_accepted.value
             out["spec_decode_drafted_tokens"] = self.spec_drafted.value

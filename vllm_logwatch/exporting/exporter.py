@@ -46,8 +46,10 @@ from ..parsing.events import (
 from ..parsing.startup import PROBLEM_TAGS
 from .catalogue import METRICS
 from .engine_state import DEFAULT_INTERVAL, EngineState, json_safe
+from .facts import add_fact_series
 from .families import Families, new_family
 from .routes import OTHER, VLLM_ROUTES, path_label
+from .runtime_state import RUNTIME_FIELDS, RuntimeState, engine_counts
 from .snapshot import ChildMetrics, Counters, ExporterStatus, StatsMissing
 from .totals import RunningTotal
 
@@ -62,7 +64,7 @@ _FOLLOWER = ("log_lines", "log_bytes", "log_rotations", "log_truncations", "read
 _CHILD_COUNTERS = (
     "child_restarts", "log_file_bytes_written", "log_file_write_errors", "log_file_bytes_dropped",
     "parse_bytes_dropped", "stdout_bytes_dropped")
-_RECORD_KEYS = {"time", "file", "line", "stamp", "level", "process", "kind"}
+_RECORD_KEYS = {"time", "file", "line", "stamp", "level", "process", "kind", "new_launch", *RUNTIME_FIELDS}
 
 
 def _engine_label(engine: int | None, aggregated: int | None = None) -> str:
@@ -122,6 +124,7 @@ class ExporterMetrics(Collector):
         self._follower = {key: RunningTotal() for key in _FOLLOWER}
         self._child: dict[str, float | None] | None = None
         self._child_totals = {key: RunningTotal() for key in _CHILD_COUNTERS}
+        self._runtime = RuntimeState()
         self._reset_launch()
 
     # -- feeding (worker thread) ----------------------------------------------------------------
@@ -197,6 +200,7 @@ class ExporterMetrics(Collector):
         self._launch_source = source
         for state in self._engines.values():
             state.reset()
+        self._runtime.reset()
         self._reset_launch()
 
     def _reset_launch(self) -> None:
@@ -274,8 +278,8 @@ class ExporterMetrics(Collector):
             if not (self._opened_by_caller and not self._banner_seen):
                 self._start_launch(info.file)
             self._banner_seen = True
-        for key, value in info.model_dump(exclude={*_RECORD_KEYS, "new_launch"}, exclude_none=True).items():
-            self._facts[key] = value
+        self._runtime.apply(info, self._engines.values(), self._problems, self._clock())
+        self._facts.update(info.model_dump(exclude=_RECORD_KEYS, exclude_none=True))
 
     def add_http(self, method: str, path: str, status: int, count: int = 1) -> None:
         """Count `count` access lines at once (run mode aggregates a chatty server's lines per chunk)."""
@@ -338,22 +342,15 @@ class ExporterMetrics(Collector):
         missing = self._stats_missing(now)
         for reason in ("stats_logging_disabled", "requests_without_stats"):
             out.add("stats_missing", (reason,), float(missing == reason))
-        facts = self._facts
-        fact_model = self._model_name() or ""
-        if any(k in facts for k in ("vllm_version", "model", "served_model_name")):
-            out.info("server", {"version": facts.get("vllm_version", ""), "model_name": fact_model,
-                                "model": facts.get("model", "")})
-        if "kv_cache_tokens" in facts:
-            out.add("kv_cache_capacity_tokens", (fact_model,), facts["kv_cache_tokens"])
-        if "max_concurrency" in facts:
-            per_request = facts.get("max_concurrency_tokens_per_request")
-            out.add("max_concurrency", (fact_model, "" if per_request is None else str(per_request)),
-                    facts["max_concurrency"])
+        add_fact_series(out, self._facts, self._model_name() or "")
+        for short, labels, value in self._runtime.samples():
+            out.add(short, labels, value)
         out.add("launches", (), self._launches)
         for (method, path, status), count in self._http.items():
             out.add("http_requests", (method, path, status), count)
+        errors, overflow = engine_counts(self._engines.values(), self._parse_errors, self._overflow)
         for what, counts in (("log_messages", self._levels), ("problems", self._problems),
-                             ("parse_errors", self._parse_errors), ("label_overflow", self._overflow)):
+                             ("parse_errors", errors), ("label_overflow", overflow)):
             for label_value, count in counts.items():
                 out.add(what, (label_value,), count)
         for key, follower_total in self._follower.items():
@@ -375,12 +372,13 @@ class ExporterMetrics(Collector):
             engines = {label: snap for label, state in self._engines.items()
                        if (snap := state.snapshot(now, self._stall_intervals)) is not None}
             read = {key: total.value for key, total in self._follower.items()}
+            errors, overflow = engine_counts(self._engines.values(), self._parse_errors, self._overflow)
             counters = Counters(
                 log_lines=read["log_lines"], log_bytes=read["log_bytes"], log_rotations=read["log_rotations"],
                 log_truncations=read["log_truncations"], read_errors=read["read_errors"],
                 lines_cut=read["lines_cut"], state_errors=read["state_errors"],
-                parse_errors=dict(self._parse_errors), unknown_fields=self._unknown_fields,
-                label_overflow=dict(self._overflow), log_messages=dict(self._levels),
+                parse_errors=errors, unknown_fields=self._unknown_fields, label_overflow=overflow,
+                log_messages=dict(self._levels),
                 problems=dict(self._problems), http_requests=sum(self._http.values()),
             )
             child: ChildMetrics | None = None

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from ..parsing.events import TransferStats
+from .offload_state import OffloadState
 from .snapshot import TransferSnapshot
 
 __all__ = ["MIB", "TransferState"]
@@ -42,8 +43,12 @@ class TransferState:
 
     def __init__(self) -> None:
         self._caches: dict[str, _Totals] = {}
+        self.offload = OffloadState()
+        self.unreadable_keys = 0
 
     def apply(self, line: TransferStats) -> None:
+        self.offload.apply(line)
+        self.unreadable_keys += line.unreadable_keys
         totals = self._caches.setdefault(line.cache, _Totals())
         for result, count in (("succeeded", line.successful_transfers), ("failed", line.failed_transfers),
                               ("failed_recv", line.failed_recvs)):
@@ -64,6 +69,7 @@ class TransferState:
         """A new launch: the gauges go (the counters stay, as the token counters do)."""
         for totals in self._caches.values():
             totals.last = totals.timed = None
+        self.offload.reset()
 
     def samples(self) -> Iterator[Sample]:
         """Every series this engine has data for, in base units (seconds, bytes)."""
@@ -86,6 +92,7 @@ class TransferState:
                     yield short, (cache, stat), ms / 1000.0
             if last.throughput_mb_per_s is not None:
                 yield "transfer_throughput_bytes_per_second", (cache,), last.throughput_mb_per_s * MIB
+        yield from self.offload.samples()
 
     def snapshot(self) -> dict[str, TransferSnapshot]:
         """For the status endpoint: per cache, the totals and the last line's values (log units)."""
@@ -97,6 +104,7 @@ class TransferState:
                 expired_requests=totals.expired_requests if totals.reports_expiry else None,
                 last=None if last is None else last.model_dump(
                     mode="json", exclude_none=True,
-                    exclude={"file", "line", "stamp", "level", "process", "kind", "cache", "engine", "time"}),
+                    exclude={"file", "line", "stamp", "level", "process", "kind", "cache", "engine", "time",
+                             "offload"}),
             )
         return out

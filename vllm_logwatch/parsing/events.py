@@ -21,6 +21,7 @@ __all__ = [
     "HttpAccess",
     "LogMessage",
     "MfuStats",
+    "OffloadSample",
     "PrefixCacheRates",
     "ServerInfo",
     "SpecDecodeStats",
@@ -119,6 +120,18 @@ class SpecDecodeStats(_Record):
     extra: dict[str, float] = Field(default_factory=dict)
 
 
+class OffloadSample(BaseModel):
+    """One key of an offloading connector: vLLM's metric name without `vllm:`, its label values, the
+    `_count` / `_sum` of a histogram (empty for a counter or gauge), and the interval's value."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+
+    name: str
+    labels: tuple[str, ...] = ()
+    suffix: Literal["", "count", "sum"] = ""
+    value: float
+
+
 class TransferStats(_Record):
     """`KV Transfer metrics: k=v, ...` (KV connectors such as NIXL and Mooncake, vLLM >= 0.11) and
     `EC Transfer metrics: ...` (encoder-cache connector, >= 0.31): one interval's transfers, given the
@@ -143,6 +156,16 @@ class TransferStats(_Record):
     """MiB (vLLM divides by 2**20), rounded to 3 decimals."""
     throughput_mb_per_s: float | None = None
     avg_descriptors: float | None = None
+    hisparse_hits: int | None = None
+    """HiSparse (`HiSparse hot-buffer hits`, 0.33+): device hot-buffer hits in the interval."""
+    hisparse_misses: int | None = None
+    hisparse_host_to_device_bytes: int | None = None
+    hisparse_host_cache_usage_pct: float | None = None
+    offload: tuple[OffloadSample, ...] = ()
+    """The offloading connectors' metric-like keys (`vllm:kv_offload_store_bytes=N`,
+    `vllm:kv_offload_tiering_read_bytes:('1:fs',)=N`, `..._count`, `..._sum`), each read whole."""
+    unreadable_keys: int = 0
+    """Pieces of the line that could not be read (skipped and counted; the rest of the line is kept)."""
     extra: dict[str, float] = Field(default_factory=dict)
 
 
@@ -195,6 +218,26 @@ class ServerInfo(_Record):
     """vLLM's own warning that it will print no stats line (more than one API server)."""
     new_launch: bool = False
     """The first line of a vLLM start-up (version banner): per-engine state starts over."""
+    asleep: bool | None = None
+    """Sleep mode (`--enable-sleep-mode`): `It took X seconds to fall asleep.` (True), `... to wake up
+    tags [...]` (False once the KV cache is awake), `... to discard tags ...` (True)."""
+    sleep_seconds: float | None = None
+    wake_seconds: float | None = None
+    discard_seconds: float | None = None
+    dp_unhealthy_servers: int | None = None
+    """`DPSupervisor probe found N unhealthy DP Servers.` (0.33, `--data-parallel-supervisor-port`)."""
+    dp_exited_servers: int | None = None
+    """`DPSupervisor found N exited DP Servers.`"""
+    eplb_balancedness: float | None = None
+    """`EPLB step: ... balancedness=X` (`--eplb-config` with `log_balancedness`): mean over max tokens
+    per expert-parallel rank, 1 when balanced."""
+    eplb_avg_tokens: float | None = None
+    eplb_max_tokens: int | None = None
+    eplb_rearrange_seconds: float | None = None
+    """`Rearranged experts in X s.`"""
+    problem: str | None = None
+    """A failure tag an INFO line carries (`dp_server_unhealthy`, `dp_server_exited`): counted as the
+    problem of a WARNING line is."""
 
 
 class MfuStats(_Record):

@@ -238,7 +238,7 @@ def _parse_json(text: str) -> Event | None:
     asctime = record.get("asctime")
     if isinstance(asctime, str) and re.match(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d", asctime):
         stamp = f"{asctime[:10]} {asctime[11:19]}"  # with its year: the clock takes it as it is
-    process = record.get("processName")
+    process = record.get("vllm_process_name") or record.get("processName")  # 0.31+: the `(Name pid=N)` name
     am = _ACCESS.search(f"INFO:     {msg}") if " HTTP/" in msg else None
     if am is not None:
         return HttpAccess(

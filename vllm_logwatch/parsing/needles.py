@@ -39,7 +39,7 @@ MFU_NEEDLES: tuple[bytes, ...] = (b"MFU: ",)
 INFO_HOOKS: tuple[str, ...] = (
     "version", "args:", "LLM engine", "KV cache", "concurrency", "blocks:", "took", "Graph capturing",
     "torch.compile", "max model len", "server", "Uvicorn", "startup complete", "api_server_count", " backend",
-    "\u2580", "\u2584", "\u2588",
+    "num_gpu_blocks", "DPSupervisor", "EPLB step: ", "Rearranged experts", "\u2580", "\u2584", "\u2588",
 )
 """A message that holds none of these is not a start-up fact (`startup.parse_info`'s first test)."""
 LEVEL_NEEDLES: tuple[bytes, ...] = (

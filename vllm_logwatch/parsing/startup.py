@@ -86,7 +86,41 @@ def _kv_size(m: re.Match[str]) -> dict[str, Any]:
     return facts
 
 
+def _woken(m: re.Match[str]) -> dict[str, Any]:
+    """`It took X seconds to wake up tags T.`: awake once the KV cache is (T is the set of every sleeping
+    tag when none were named; `['weights']` alone leaves the KV cache asleep)."""
+    tags = m.group(2)
+    return {"wake_seconds": float(m.group(1)), "asleep": not (tags.startswith("{") or "kv_cache" in tags)}
+
+
+def _dp(count: str, key: str, tag: str) -> dict[str, Any]:
+    n = int(count)
+    return {key: n, "problem": tag if n > 0 else None}
+
+
 _Builder = Callable[[re.Match[str]], dict[str, Any]]
+_NUMBER = r"(\d{1,12}(?:\.\d{1,12})?)"
+_RUNTIME: tuple[tuple[re.Pattern[str], _Builder], ...] = (
+    # Sleep mode (`v1/executor/abstract.py`, 0.7+ ; tags since 0.10).
+    (re.compile(rf"^It took {_NUMBER} seconds to fall asleep\.$"),
+     lambda m: {"sleep_seconds": float(m.group(1)), "asleep": True}),
+    (re.compile(rf"^It took {_NUMBER} seconds to wake up tags ([\[{{][^\]}}]{{0,200}}[\]}}])\.$"), _woken),
+    (re.compile(rf"^It took {_NUMBER} seconds to discard tags ([\[{{(][^\]}})]{{0,200}}[\]}})])\.$"),
+     lambda m: {"discard_seconds": float(m.group(1)), "asleep": True}),
+    # The DP supervisor (0.33, `entrypoints/launchers/dp_supervisor.py`), at INFO before it shuts down.
+    (re.compile(r"^DPSupervisor probe found (\d{1,6}) unhealthy DP Servers\.$"),
+     lambda m: _dp(m.group(1), "dp_unhealthy_servers", "dp_server_unhealthy")),
+    (re.compile(r"^DPSupervisor found (\d{1,6}) exited DP Servers\.$"),
+     lambda m: _dp(m.group(1), "dp_exited_servers", "dp_server_exited")),
+    # EPLB (`distributed/eplb/eplb_state.py`, with `log_balancedness`).
+    (re.compile(rf"^EPLB step: \d{{1,12}} for model \S{{0,256}}: avg_tokens={_NUMBER}, "
+                rf"max_tokens=(\d{{1,15}}), "
+                rf"balancedness={_NUMBER}, steps until the next rearrangement: -?\d{{1,12}}$"),
+     lambda m: {"eplb_avg_tokens": float(m.group(1)), "eplb_max_tokens": int(m.group(2)),
+                "eplb_balancedness": float(m.group(3))}),
+    (re.compile(rf"^Rearranged experts {{1,3}}(?:\(profile\) {{1,2}})?in {_NUMBER} s\.$"),
+     lambda m: {"eplb_rearrange_seconds": float(m.group(1))}),
+)
 _TABLE: tuple[tuple[re.Pattern[str], _Builder], ...] = (
     # Anchored at the message start: a request log line quoting a prompt must never match.
     (re.compile(r"^vLLM server version ([0-9][\w.+-]{0,63}), serving model (\S{1,256})"),
@@ -97,7 +131,7 @@ _TABLE: tuple[tuple[re.Pattern[str], _Builder], ...] = (
     (re.compile(r"^[\s\u2580-\u259f]+\s version ([0-9][\w.+-]{0,63})\s*$"),
      lambda m: {"vllm_version": m.group(1), "new_launch": True}),
     (re.compile(r"^[\s\u2580-\u259f]+\s model\s+(\S{1,256})\s*$"), lambda m: {"model": m.group(1)}),
-    (re.compile(r"^(?:non-default )?args: (.*)$"), _args_facts),
+    (re.compile(r"^(?:non-default |vLLM gRPC server )?args: (.*)$"), _args_facts),
     (re.compile(r"^Initializing an? (?:V[01] )?LLM engine \(v([^)\s]+)\) with config: (.*)$"),
      _engine_config),
     (re.compile(
@@ -110,6 +144,10 @@ _TABLE: tuple[tuple[re.Pattern[str], _Builder], ...] = (
     (re.compile(r"^# ([A-Za-z]+) blocks: (\d+), # CPU blocks: (\d+)"),
      lambda m: {"gpu_blocks": int(m.group(2)), "cpu_blocks": int(m.group(3))}),
     (re.compile(r"^# GPU blocks: (\d+)$"), lambda m: {"gpu_blocks": int(m.group(1))}),
+    # 0.9-0.11 per engine, 0.11.1+ once from the aggregated logger (the per-engine one went to DEBUG).
+    (re.compile(r"^(?:Engine \d{3,6}|\d{1,6} Engines): vllm cache_config_info with initialization after "
+                r"num_gpu_blocks is: (\d{1,15})$"),
+     lambda m: {"gpu_blocks": int(m.group(1))}),
     (re.compile(r"^Available KV cache memory: ([\d.]+) GiB"),
      lambda m: {"available_kv_cache_gib": float(m.group(1))}),
     (re.compile(r"^Model loading took ([\d.]+) GiB(?: memory)? and ([\d.]+) seconds"),
@@ -144,7 +182,12 @@ _TABLE: tuple[tuple[re.Pattern[str], _Builder], ...] = (
      lambda m: {"stats_logging_disabled": True}),
     (re.compile(r"^Defaulting api_server_count to data_parallel_size \((\d+)\)"),
      lambda m: {"api_server_count": int(m.group(1))}),
+    (re.compile(r"^vLLM gRPC server started on (\S{1,300})$"),
+     lambda m: {"server_listening": True, "port": _port_of(m.group(1))}),
+    *_RUNTIME,
 )
+
+
 def parse_info(msg: str, common: dict[str, Any]) -> ServerInfo | None:
     """A start-up fact from a message, or None."""
     if not any(h in msg for h in INFO_HOOKS):
@@ -176,6 +219,8 @@ _PROBLEMS: tuple[tuple[str, str], ...] = (
     ("larger than the available KV cache memory", "kv_cache_too_small"),
     ("is preempted by", "preemption"),
     ("disabling stats logging", "stats_logging_disabled"),
+    ("unhealthy DP Servers", "dp_server_unhealthy"),
+    ("exited DP Servers", "dp_server_exited"),
 )
 
 

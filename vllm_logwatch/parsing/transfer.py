@@ -3,9 +3,12 @@
 vLLM prints the connector's reduced stats for the interval as `key=value` pairs joined by `, ` (as the
 connectors' own stats classes print them): NIXL and Mooncake use keys with spaces and parentheses
 (`Avg xfer time (ms)=3.214`), NIXL 0.11.0 used `num_successful_transfers=N`, the offloading
-connector prints metric-like keys, and a MultiConnector prints one Python dict per connector
-(`NixlConnector={'Num successful transfers': 3, ...}`). Known keys get a field; the rest are kept in
-`extra` by a bounded slug, never as text.
+connectors print metric-like keys with label tuples (`vllm:kv_offload_tiering_read_bytes:('1:fs',)=N`,
+`vllm:kv_offload_tiering_promotion_latency_seconds:('1:fs', 'success')_count=3`, vLLM 0.33), and a
+MultiConnector prints one Python dict per connector (`NixlConnector={'Num successful transfers': 3, ...}`).
+Known keys get a field, `vllm:` keys an `OffloadSample` each (name, labels, `_count`/`_sum`); the rest
+are kept in `extra` by a bounded slug, never as text. A piece that cannot be read is skipped and
+counted (`unreadable_keys`): one odd key never costs the rest of the line.
 """
 
 from __future__ import annotations
@@ -15,17 +18,27 @@ import math
 import re
 from typing import Any, Literal
 
-from .events import TransferStats, Unparsed
+from .events import OffloadSample, TransferStats, Unparsed
 
 __all__ = ["TRANSFER_START", "parse_transfer"]
 
 TRANSFER_START = re.compile(r"(?:Engine (\d{3,}): )?(KV|EC) Transfer metrics: ")
 _SLUG = re.compile(r"[^a-z0-9]+")
 _MAX_EXTRA = 32
-_MAX_DICT = 4096
+_MAX_DICT = 16384
 """A MultiConnector dict longer than this is not evaluated (a damaged line must stay cheap)."""
+_MAX_OFFLOAD = 256
+"""Offloading keys kept from one line (a tiered set-up prints a few dozen)."""
+# `vllm:name`, an optional label tuple `:('a', 'b')`, an optional `_count` / `_sum`: every part bounded
+# and the whole key matched (`fullmatch`), so it runs in linear time on any input.
+_OFFLOAD_KEY = re.compile(
+    r"vllm:([a-z][a-z0-9_]{0,127}?)(?::\(((?:'[^'()]{0,64}',? ?){1,8})\))?(_count|_sum)?"
+)
+_LABEL = re.compile(r"'([^'()]{0,64})'")
+_MOONCAKE_ERRORS = re.compile(r"(?:load_get|save_exists|save_put)_error_count")
+"""MooncakeStoreConnector's per-operation error counts (0.33): failed transfers."""
 
-# Key (lower case, `_` read as a space) -> (field, type).
+# Key (lower case, `_` read as a space) -> (field, type). Keys mapped to one int field add up.
 _FIELDS: dict[str, tuple[str, type]] = {
     "num successful transfers": ("successful_transfers", int),
     "num failed transfers": ("failed_transfers", int),
@@ -39,6 +52,16 @@ _FIELDS: dict[str, tuple[str, type]] = {
     "avg mb per transfer": ("avg_mb_per_transfer", float),
     "throughput (mb/s)": ("throughput_mb_per_s", float),
     "avg number of descriptors": ("avg_descriptors", float),
+    # HF3FSKVConnector: failed saves and loads are failed transfers, done ones successful ones.
+    "num save task failed": ("failed_transfers", int),
+    "num load task failed": ("failed_transfers", int),
+    "num save task success": ("successful_transfers", int),
+    "num load task success": ("successful_transfers", int),
+    # HiSparse (0.33)
+    "hisparse hot-buffer hits": ("hisparse_hits", int),
+    "hisparse hot-buffer misses": ("hisparse_misses", int),
+    "hisparse host-to-device bytes": ("hisparse_host_to_device_bytes", int),
+    "hisparse host kv cache usage %": ("hisparse_host_cache_usage_pct", float),
 }
 
 
@@ -52,56 +75,81 @@ def parse_transfer(msg: str, tm: re.Match[str], common: dict[str, Any]) -> Trans
     body = msg[tm.end():].strip().rstrip(".")
     values: dict[str, Any] = {}
     extra: dict[str, float] = {}
-    try:
-        for key, raw in _pairs(body):
+    offload: list[OffloadSample] = []
+    unreadable = 0
+    for piece in _pieces(body):
+        try:
+            key, raw = _pair(piece)
             if raw.startswith("{"):
-                _read_dict(_slug(key), raw, values, extra)
+                _read_dict(_slug(key), raw, values, extra, offload)
             else:
-                _store(key, _number(raw), values, extra, "")
-    except (_Unreadable, ValueError, SyntaxError, RecursionError, MemoryError, TypeError):
-        return Unparsed(what="transfer", **common)
-    if not values and not extra:
+                _store(key, _number(raw), values, extra, "", offload)
+        except (_Unreadable, ValueError, SyntaxError, RecursionError, MemoryError, TypeError):
+            unreadable += 1
+    if not values and not extra and not offload:
         return Unparsed(what="transfer", **common)
     engine = tm.group(1)
-    return TransferStats(cache=cache, engine=int(engine) if engine else None, extra=extra, **values, **common)
+    return TransferStats(cache=cache, engine=int(engine) if engine else None, extra=extra,
+                         offload=tuple(offload), unreadable_keys=unreadable, **values, **common)
 
 
-def _pairs(body: str) -> list[tuple[str, str]]:
-    """`a=1, b (ms)=2.5, C={'x': 1, 'y': 2}` -> [(a, 1), (b (ms), 2.5), (C, {'x': 1, 'y': 2})].
+def _pieces(body: str) -> list[str]:
+    """The `key=value` pieces of a line: split at `, ` outside braces and parentheses (a label tuple
+    `('1:fs', 'success')` holds `, `, so does a MultiConnector dict). A bracket left open (a damaged
+    piece) does not swallow the line: the pieces after it are split as if it were closed.
 
-    Pieces are split at `, ` outside braces; a number's key is everything before its last `=` (an
-    offloading connector's key may hold `label=value`), a dict's key everything before `={`.
-
-    >>> _pairs("Num successful transfers=3, m:kind=x_count=5, C={'a': 1, 'b': 2}")
-    [('Num successful transfers', '3'), ('m:kind=x_count', '5'), ('C', "{'a': 1, 'b': 2}")]
+    >>> _pieces("a=1, m:('x', 'y')_count=5, C={'a': 1, 'b': 2}, d (ms)=2")
+    ['a=1', "m:('x', 'y')_count=5", "C={'a': 1, 'b': 2}", 'd (ms)=2']
+    >>> _pieces("a=1, b:('x=2, c=3")
+    ['a=1', "b:('x=2", 'c=3']
     """
+    raw = body.split(", ")
+    depths = [_depth(part) for part in raw]
     pieces: list[str] = []
-    depth, start = 0, 0
-    for i, ch in enumerate(body):
-        if ch == "{":
-            depth += 1
-        elif ch == "}":
-            depth -= 1
-        elif depth == 0 and ch == "," and body.startswith(", ", i):
-            pieces.append(body[start:i])
-            start = i + 2
-    pieces.append(body[start:])
-    pairs: list[tuple[str, str]] = []
-    for piece in pieces:
-        brace = piece.find("={")
-        if brace > 0:
-            key, value = piece[:brace], piece[brace + 1:]
-        else:
-            key, sep, value = piece.rpartition("=")
-            if not sep:
-                raise _Unreadable(piece[:40])
-        if not key.strip():
+    i = 0
+    while i < len(raw):
+        depth, j = depths[i], i + 1
+        while depth > 0 and j < len(raw):  # join until the brackets close
+            depth += depths[j]
+            j += 1
+        if depth == 0:
+            pieces.append(", ".join(raw[i:j]))
+            i = j
+        else:  # never closed (or closed too often): the piece alone
+            pieces.append(raw[i])
+            i += 1
+            if depths[i - 1] > 0:  # the rest is split alone too: one damaged bracket stays linear
+                pieces.extend(raw[i:])
+                break
+    return pieces
+
+
+def _depth(text: str) -> int:
+    return text.count("{") + text.count("(") - text.count("}") - text.count(")")
+
+
+def _pair(piece: str) -> tuple[str, str]:
+    """`key=value`: a number's key is everything before its last `=` (an old offloading key held
+    `label=value`), a dict's key everything before `={`.
+
+    >>> _pair("m:kind=x_count=5"), _pair("C={'a': 1}")
+    (('m:kind=x_count', '5'), ('C', "{'a': 1}"))
+    """
+    brace = piece.find("={")
+    if brace > 0:
+        key, value = piece[:brace], piece[brace + 1:]
+    else:
+        key, sep, value = piece.rpartition("=")
+        if not sep:
             raise _Unreadable(piece[:40])
-        pairs.append((key.strip(), value.strip()))
-    return pairs
+    if not key.strip():
+        raise _Unreadable(piece[:40])
+    return key.strip(), value.strip()
 
 
-def _read_dict(connector: str, raw: str, values: dict[str, Any], extra: dict[str, float]) -> None:
+def _read_dict(
+    connector: str, raw: str, values: dict[str, Any], extra: dict[str, float], offload: list[OffloadSample]
+) -> None:
     """One MultiConnector entry: its known keys fill the fields the line has not filled yet."""
     if len(raw) > _MAX_DICT:
         raise _Unreadable("dict too long")
@@ -111,10 +159,23 @@ def _read_dict(connector: str, raw: str, values: dict[str, Any], extra: dict[str
     for key, value in data.items():
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             continue  # nested structures carry no number we chart
-        _store(str(key), float(value), values, extra, connector)
+        _store(str(key), float(value), values, extra, connector, offload)
 
 
-def _store(key: str, number: float, values: dict[str, Any], extra: dict[str, float], connector: str) -> None:
+def _store(
+    key: str, number: float, values: dict[str, Any], extra: dict[str, float], connector: str,
+    offload: list[OffloadSample],
+) -> None:
+    om = _OFFLOAD_KEY.fullmatch(key) if key.startswith("vllm:") else None
+    if om is not None:  # another shape of `vllm:` key (`name:label=value_sum`) goes to `extra`
+        if len(offload) < _MAX_OFFLOAD:
+            suffix = om.group(3)
+            offload.append(OffloadSample(
+                name=om.group(1), labels=tuple(_LABEL.findall(om.group(2) or "")), value=number,
+                suffix="count" if suffix == "_count" else "sum" if suffix else ""))
+        return
+    if _MOONCAKE_ERRORS.fullmatch(key):
+        key = "num failed transfers"
     typed = _FIELDS.get(key.replace("_", " ").strip().lower())
     if typed is not None:
         attribute, kind = typed

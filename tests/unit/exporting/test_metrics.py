@@ -568,13 +568,15 @@ vllm_logwatch_problems_total{host="h",problem="no_kv_memory"} 0.0
 vllm_logwatch_problems_total{host="h",problem="kv_cache_too_small"} 0.0
 vllm_logwatch_problems_total{host="h",problem="preemption"} 0.0
 vllm_logwatch_problems_total{host="h",problem="stats_logging_disabled"} 0.0
+vllm_logwatch_problems_total{host="h",problem="dp_server_unhealthy"} 0.0
+vllm_logwatch_problems_total{host="h",problem="dp_server_exited"} 0.0
 # HELP vllm_logwatch_log_lines_total Log lines read.
 # TYPE vllm_logwatch_log_lines_total counter
 vllm_logwatch_log_lines_total{host="h"} 0.0
 # HELP vllm_logwatch_log_bytes_total Log bytes read.
 # TYPE vllm_logwatch_log_bytes_total counter
 vllm_logwatch_log_bytes_total{host="h"} 0.0
-# HELP vllm_logwatch_parse_errors_total Lines that could not be read, by kind of line (our own failures too).
+# HELP vllm_logwatch_parse_errors_total Unreadable lines by kind (ours too); transfer_key: one key of a line.
 # TYPE vllm_logwatch_parse_errors_total counter
 vllm_logwatch_parse_errors_total{host="h",what="stats"} 0.0
 vllm_logwatch_parse_errors_total{host="h",what="spec"} 0.0

@@ -568,9 +568,11 @@ NONE_CASES = [
     p("\r\n", None, id="crlf-only"),
     p("   \t ", None, id="blank"),
     p(_read("017")[0], None, id="truncated-access-line-017"),
-    p(real("049", "cache_config_info"), None, id="lookalike-cache-config-info"),
+    # `Engine 000: vllm cache_config_info ...` starts like a stats line but is not one: a start-up fact.
+    p(real("049", "cache_config_info"), "info", {"gpu_blocks": 15745}, id="lookalike-cache-config-info"),
     p("(APIServer pid=1) INFO 11-02 12:00:10 [loggers.py:250] 4 Engines: vllm cache_config_info with "
-      "initialization after num_gpu_blocks is: 15745", None, id="lookalike-cache-config-info-aggregated"),
+      "initialization after num_gpu_blocks is: 15745", "info", {"gpu_blocks": 15745},
+      id="lookalike-cache-config-info-aggregated"),
     p(f"{HDR}MM cache usage: 3.4%", None, id="lookalike-mm-cache-usage"),
     p(f"{HDR}Engine 000: MM cache usage: 3.4%, MM cache hit rate: 10.0%", None, id="lookalike-mm-cache-usage-engine"),
     p(f"{HDR}Using FLASH_ATTN MLA prefill backend.", None, id="lookalike-mla-prefill-backend"),

@@ -152,7 +152,7 @@ def test_kind_mfu_gives_every_mfu_line_and_says_when_none(capsys: pytest.Capture
 
 
 def test_the_kinds_offered_are_the_kinds_written(capsys: pytest.CaptureFixture[str]) -> None:
-    from vllm_logwatch.offline.writers import KINDS
+    from vllm_logwatch.offline.reading.events import KINDS
 
     with pytest.raises(SystemExit):
         cli.main(["parse", "--kind", "nonsense", str(REAL_CPU_LOG)])
@@ -454,7 +454,7 @@ def test_permission_denied_simulated(
     """Root reads any file: make the open itself fail as it would for another user."""
     import builtins
 
-    from vllm_logwatch.offline import inputs as sources
+    from vllm_logwatch.offline.reading import inputs as sources
 
     log = tmp_path / "secret.log"
     shutil.copy(DATA / "003.log", log)

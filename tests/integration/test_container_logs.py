@@ -18,9 +18,9 @@ import pytest
 from envelopes import FORMATS, wrap
 from support import TESTS, run_watch
 
-from vllm_logwatch.offline.bulkscan import ScanStats
-from vllm_logwatch.offline.inputs import Source
-from vllm_logwatch.offline.writers import iter_source_events
+from vllm_logwatch.offline.reading.events import iter_source_events
+from vllm_logwatch.offline.reading.inputs import Source
+from vllm_logwatch.offline.reading.stream import ScanStats
 from vllm_logwatch.parsing.events import EngineStats
 from vllm_logwatch.parsing.stamps import resolve_zone
 

@@ -27,7 +27,7 @@ FAST = """
 import io, sys
 from vllm_logwatch.commands.parse import run_openmetrics
 from vllm_logwatch.errors import NoStatsError
-from vllm_logwatch.offline.rangescan import Tuning
+from vllm_logwatch.offline.reading.ranges import Tuning
 tuning = Tuning(parallel_min_bytes=int(sys.argv[1]), range_bytes=int(sys.argv[2]), dense_probe=512)
 labels = sys.argv[3].split(",") if sys.argv[3] else []
 for group in " ".join(sys.argv[4:]).split(" -- "):

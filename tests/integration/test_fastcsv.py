@@ -15,7 +15,7 @@ from support import TESTS
 
 from vllm_logwatch.commands.parse import run_parse
 from vllm_logwatch.errors import NoStatsError
-from vllm_logwatch.offline.inputs import Source
+from vllm_logwatch.offline.reading.inputs import Source
 
 DATA = TESTS / "data"
 LOGS = sorted(DATA.glob("*.log")) + sorted((DATA / "real-vllm-cpu").glob("*.log"))
@@ -25,7 +25,7 @@ LOGS = sorted(DATA.glob("*.log")) + sorted((DATA / "real-vllm-cpu").glob("*.log"
 FAST = """
 import sys
 from vllm_logwatch.commands.parse import run_csv
-from vllm_logwatch.offline.fastcsv import Tuning
+from vllm_logwatch.offline.output.csv_rows import Tuning
 from vllm_logwatch.errors import NoStatsError
 tuning = Tuning(parallel_min_bytes=int(sys.argv[1]), range_bytes=int(sys.argv[2]),
                 dense_probe=int(sys.argv[3]))
@@ -93,7 +93,7 @@ def test_spec_and_transfer_lines_are_never_parsed_for_csv(
 ) -> None:
     """They make no CSV row, and a full parse of each (a spec-decode or P/D log has one per stats line)
     made `parse --csv` ten times slower; the rows stay those of the general path."""
-    import vllm_logwatch.offline.fastcsv as fastcsv
+    import vllm_logwatch.offline.output.csv_rows as fastcsv
     import vllm_logwatch.parsing.line as parse
 
     log = tmp_path / "pd_20261129_100000.log"
@@ -129,7 +129,7 @@ def test_long_lines_are_left_out_as_the_streaming_scanner_leaves_them(tmp_path: 
 _PEAK = """
 import sys
 from vllm_logwatch.commands.parse import run_csv
-from vllm_logwatch.offline.fastcsv import Tuning
+from vllm_logwatch.offline.output.csv_rows import Tuning
 run_csv(sys.argv[1:], tz="UTC", tuning=Tuning(parallel_min_bytes=1, range_bytes=1 << 20))
 """
 

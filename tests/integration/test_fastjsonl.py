@@ -24,7 +24,7 @@ FAST = """
 import sys
 from vllm_logwatch.commands.parse import run_parse
 from vllm_logwatch.errors import NoStatsError
-from vllm_logwatch.offline.fastcsv import Tuning
+from vllm_logwatch.offline.output.csv_rows import Tuning
 tuning = Tuning(parallel_min_bytes=int(sys.argv[1]), range_bytes=int(sys.argv[2]),
                 dense_probe=int(sys.argv[3]))
 try:

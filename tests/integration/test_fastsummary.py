@@ -24,7 +24,7 @@ FAST = """
 import sys
 from vllm_logwatch.commands.summary import run_summary
 from vllm_logwatch.errors import NoStatsError
-from vllm_logwatch.offline.fastcsv import Tuning
+from vllm_logwatch.offline.output.csv_rows import Tuning
 tuning = Tuning(parallel_min_bytes=int(sys.argv[1]), range_bytes=int(sys.argv[2]), dense_probe=512)
 for by in ("launch", "engine", "none"):
     for fmt in ("text", "markdown", "json"):

@@ -66,7 +66,7 @@ def test_parse_shows_the_name_replaced(tmp_path: Path, args: list[str]) -> None:
 
 def test_parse_csv_of_a_big_file_takes_the_parallel_path_and_shows_the_name(tmp_path: Path) -> None:
     name = odd_log(tmp_path)
-    code = ("import sys, vllm_logwatch.offline.fastcsv as f, vllm_logwatch.commands.parse as p; "
+    code = ("import sys, vllm_logwatch.offline.output.csv_rows as f, vllm_logwatch.commands.parse as p; "
             "p.run_csv([sys.argv[1]], tz='UTC', tuning=f.Tuning(parallel_min_bytes=1))")
     proc = subprocess.run([sys.executable, "-c", code, os.path.basename(name)], capture_output=True,
                           timeout=60, cwd=tmp_path, env={**STRICT, "PYTHONPATH": str(ROOT)})
@@ -108,8 +108,8 @@ def test_input_errors_name_the_file_replaced(tmp_path: Path) -> None:
 
 def test_plot_titles_and_legends_show_the_name_replaced(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
-    from vllm_logwatch.offline.launches import iter_launch_records
-    from vllm_logwatch.offline.plot import build_figure
+    from vllm_logwatch.offline.plot.collect import build_figure
+    from vllm_logwatch.offline.reading.launches import iter_launch_records
 
     name = odd_log(tmp_path)
     figure = build_figure(iter_launch_records([name], tz="UTC", year=None))

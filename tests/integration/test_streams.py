@@ -119,7 +119,7 @@ class Trickle(io.RawIOBase):
 
 def test_gzip_whose_bytes_come_one_at_a_time_is_detected(monkeypatch: pytest.MonkeyPatch) -> None:
     """The magic is read whole even when the pipe delivers it one byte at a time."""
-    from vllm_logwatch.offline.inputs import Source, open_source
+    from vllm_logwatch.offline.reading.inputs import Source, open_source
 
     monkeypatch.setattr(sys, "stdin", types.SimpleNamespace(buffer=Trickle(gzip.compress(LOG.read_bytes()))))
     with open_source(Source("-")) as stream:

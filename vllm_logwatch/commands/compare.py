@@ -10,11 +10,11 @@ from collections.abc import Iterator
 from typing import IO
 
 from ..errors import OutputError, UsageError
-from ..offline.compare import Comparison, compare
-from ..offline.compare_tables import render_comparison
-from ..offline.launches import Launch, iter_summary_records
-from ..offline.rangescan import DEFAULT_TUNING, Tuning
-from ..offline.summary import Record, summarize
+from ..offline.compare.differences import Comparison, compare
+from ..offline.compare.tables import render_comparison
+from ..offline.reading.launches import Launch, iter_summary_records
+from ..offline.reading.ranges import DEFAULT_TUNING, Tuning
+from ..offline.summary.build import Record, summarize
 from ..parsing.events import EngineStats
 
 __all__ = ["run_compare"]
@@ -66,7 +66,7 @@ def _check_output(output: str) -> None:
     kind = os.path.splitext(output)[1][1:].lower()
     if kind not in _IMAGE_KINDS:
         raise UsageError(f"{output}: the image is .png, .svg or .pdf")
-    from ..offline.plot import require_matplotlib
+    from ..offline.plot.collect import require_matplotlib
 
     require_matplotlib()
 
@@ -77,8 +77,8 @@ def _draw(comparison: Comparison, output: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
-    from ..offline.compare_plot import build_compare_figure
-    from ..offline.plot import DPI
+    from ..offline.compare.figure import build_compare_figure
+    from ..offline.plot.collect import DPI
 
     fig = build_compare_figure(comparison)
     image = io.BytesIO()

@@ -11,14 +11,14 @@ import sys
 from typing import IO, TYPE_CHECKING, Literal
 
 from ..errors import NoStatsError
-from ..offline.bulkscan import ScanStats
-from ..offline.fastcsv import DEFAULT_TUNING, Tuning, write_csv
-from ..offline.inputs import Source, resolve_inputs
+from ..offline.output.csv_rows import DEFAULT_TUNING, Tuning, write_csv
+from ..offline.reading.inputs import Source, resolve_inputs
+from ..offline.reading.stream import ScanStats
 from ..parsing.stamps import YearClock
 
 if TYPE_CHECKING:  # the CSV lane loads no pydantic model: the general path's modules come on demand
-    from ..offline.openmetrics import OpenMetricsWriter
-    from ..offline.writers import ParseResult
+    from ..offline.output.openmetrics import OpenMetricsWriter
+    from ..offline.reading.events import ParseResult
     from ..parsing.events import Event
 
 __all__ = ["run_csv", "run_openmetrics", "run_parse"]
@@ -38,7 +38,7 @@ def run_csv(inputs: list[str], *, year: int | None = None, tz: str | None = None
     rows = write_csv(sources, sys.stdout.buffer, clock, scan, tuning)
     sys.stdout.buffer.flush()
     if rows == 0:
-        from ..offline.writers import no_stats_hint
+        from ..offline.reading.events import no_stats_hint
 
         raise NoStatsError(no_stats_hint(sources))
     return rows
@@ -65,7 +65,13 @@ def run_parse(
     import csv
     import json
 
-    from ..offline.writers import ParseResult, event_to_dict, iter_source_events, no_stats_hint, stats_csv_row
+    from ..offline.reading.events import (
+        ParseResult,
+        event_to_dict,
+        iter_source_events,
+        no_stats_hint,
+        stats_csv_row,
+    )
     from ..parsing.events import STATS_COLUMNS, EngineStats, ServerInfo
 
     out = out if out is not None else sys.stdout
@@ -73,7 +79,7 @@ def run_parse(
     result = ParseResult()
     binary = getattr(out, "buffer", None)
     if kind == "stats" and binary is not None:  # the fast lane (`fastcsv`, `fastjsonl`)
-        from ..offline.fastjsonl import write_jsonl
+        from ..offline.output.jsonl_rows import write_jsonl
 
         out.flush()
         result.files = len(sources)
@@ -139,10 +145,10 @@ def run_openmetrics(
     lines without a parser, a big file's ranges in worker processes); None reads every line through
     the general parser (the reference).
     """
-    from ..offline.enveloped import container_format
-    from ..offline.fastsummary import iter_fast_events
-    from ..offline.openmetrics import OpenMetricsWriter, parse_labels
-    from ..offline.writers import iter_source_events, no_stats_hint
+    from ..offline.output.openmetrics import OpenMetricsWriter, parse_labels
+    from ..offline.reading.containers import container_format
+    from ..offline.reading.events import iter_source_events, no_stats_hint
+    from ..offline.reading.records import iter_fast_events
     from ..parsing.events import ServerInfo
     from ..parsing.needles import LAUNCH_NEEDLES
 

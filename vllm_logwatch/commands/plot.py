@@ -11,11 +11,11 @@ from datetime import datetime
 from typing import Any
 
 from ..errors import InputError, NoStatsError, OutputError, UsageError
-from ..offline.drawer import Drawer
-from ..offline.fastsummary import FastBlock, FastMfu
-from ..offline.launches import Launch, iter_launch_records, iter_summary_records
-from ..offline.plot import DPI, collect, parse_when, require_matplotlib
-from ..offline.rangescan import DEFAULT_TUNING, VALUES, Tuning
+from ..offline.plot.collect import DPI, collect, parse_when, require_matplotlib
+from ..offline.plot.drawer import Drawer
+from ..offline.reading.launches import Launch, iter_launch_records, iter_summary_records
+from ..offline.reading.ranges import DEFAULT_TUNING, VALUES, Tuning
+from ..offline.reading.records import FastBlock, FastMfu
 from ..parsing.events import EngineStats, MfuStats, SpecDecodeStats, TransferStats
 from ..parsing.stamps import resolve_zone
 

@@ -6,10 +6,10 @@ import sys
 from typing import IO
 
 from ..errors import UsageError
-from ..offline.launches import iter_summary_records
-from ..offline.rangescan import DEFAULT_TUNING, Tuning
-from ..offline.summary import By, Summary, summarize
-from ..offline.summary_tables import render
+from ..offline.reading.launches import iter_summary_records
+from ..offline.reading.ranges import DEFAULT_TUNING, Tuning
+from ..offline.summary.build import By, Summary, summarize
+from ..offline.summary.tables import render
 
 __all__ = ["run_summary"]
 

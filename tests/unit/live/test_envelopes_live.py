@@ -22,9 +22,9 @@ from vllm_logwatch.exporting.exporter import ExporterMetrics
 from vllm_logwatch.following.follower import Follower
 from vllm_logwatch.following.wakers import ManualWaker
 from vllm_logwatch.live.pipeline import Pipeline
-from vllm_logwatch.offline.bulkscan import ScanStats
-from vllm_logwatch.offline.inputs import Source
-from vllm_logwatch.offline.writers import iter_source_events
+from vllm_logwatch.offline.reading.events import iter_source_events
+from vllm_logwatch.offline.reading.inputs import Source
+from vllm_logwatch.offline.reading.stream import ScanStats
 from vllm_logwatch.parsing.events import EngineStats, Event
 from vllm_logwatch.parsing.stamps import resolve_zone
 

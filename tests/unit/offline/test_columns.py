@@ -10,7 +10,7 @@ from operator import truediv
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vllm_logwatch.offline.columns import sorted_ratios, sorted_selected
+from vllm_logwatch.offline.summary.sorting import sorted_ratios, sorted_selected
 
 VALUE = st.one_of(st.sampled_from([0.0, -0.0, 1.0, 1e300, -1e-300]),
                   st.floats(allow_nan=False, allow_infinity=False))

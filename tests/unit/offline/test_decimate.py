@@ -12,7 +12,7 @@ np = pytest.importorskip("numpy")
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from vllm_logwatch.offline.decimate import Decimator, Dots, decimate  # noqa: E402
+from vllm_logwatch.offline.plot.decimate import Decimator, Dots, decimate  # noqa: E402
 
 values = st.one_of(st.floats(0, 1e6, allow_nan=False), st.just(math.nan))
 

@@ -15,9 +15,9 @@ from support import TESTS, poll_until
 pytest.importorskip("matplotlib")
 
 from vllm_logwatch.errors import OutputError
-from vllm_logwatch.offline.drawer import Drawer
-from vllm_logwatch.offline.launches import iter_launch_records
-from vllm_logwatch.offline.plot import build_figure, collect
+from vllm_logwatch.offline.plot.collect import build_figure, collect
+from vllm_logwatch.offline.plot.drawer import Drawer
+from vllm_logwatch.offline.reading.launches import iter_launch_records
 from vllm_logwatch.parsing.stamps import local_zone
 
 REAL_CPU_LOG = next((TESTS / "data" / "real-vllm-cpu").glob("serve_*.log"))
@@ -89,7 +89,7 @@ def test_a_killed_drawer_is_a_one_line_error() -> None:
 
 ORPHAN = """
 import sys, time
-from vllm_logwatch.offline.drawer import Drawer
+from vllm_logwatch.offline.plot.drawer import Drawer
 drawer = Drawer()
 print(drawer.pid, flush=True)
 time.sleep(60)

@@ -18,11 +18,11 @@ from support import TESTS
 
 from vllm_logwatch.commands.parse import run_parse
 from vllm_logwatch.errors import NoStatsError
-from vllm_logwatch.offline.bulkscan import ScanStats
-from vllm_logwatch.offline.inputs import Source
-from vllm_logwatch.offline.launches import iter_launch_records
-from vllm_logwatch.offline.rangescan import DEFAULT_TUNING
-from vllm_logwatch.offline.writers import iter_source_events
+from vllm_logwatch.offline.reading.events import iter_source_events
+from vllm_logwatch.offline.reading.inputs import Source
+from vllm_logwatch.offline.reading.launches import iter_launch_records
+from vllm_logwatch.offline.reading.ranges import DEFAULT_TUNING
+from vllm_logwatch.offline.reading.stream import ScanStats
 from vllm_logwatch.parsing.events import EngineStats
 from vllm_logwatch.parsing.stamps import resolve_zone
 

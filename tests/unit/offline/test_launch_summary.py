@@ -13,8 +13,8 @@ import pytest
 from support import TESTS
 
 from vllm_logwatch.cli import main
-from vllm_logwatch.offline.matrix import build_matrix
-from vllm_logwatch.offline.summary import bucket_of
+from vllm_logwatch.offline.summary.build import bucket_of
+from vllm_logwatch.offline.summary.matrix import build_matrix
 
 REAL = TESTS / "data" / "real-vllm-cpu" / "serve_20261129T192328Z.log"
 STATS = re.compile(r"Avg generation throughput: ([\d.]+) tokens/s, Running: (\d+) reqs, Waiting: \d+ reqs, "

@@ -22,8 +22,8 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from vllm_logwatch.cli import main
-from vllm_logwatch.offline.launches import iter_launch_records
-from vllm_logwatch.offline.plot import PANEL_TITLES, build_figure
+from vllm_logwatch.offline.plot.collect import PANEL_TITLES, build_figure
+from vllm_logwatch.offline.reading.launches import iter_launch_records
 from vllm_logwatch.parsing.events import EngineStats
 
 DATA = TESTS / "data"

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from support import TESTS
 
-from vllm_logwatch.offline.bulkscan import ScanStats
-from vllm_logwatch.offline.fastsummary import _LANE, _NEEDLES
-from vllm_logwatch.offline.rangescan import CSV_LANE, Lane, Tuning, scan_file_chunks
+from vllm_logwatch.offline.reading.ranges import CSV_LANE, Lane, Tuning, scan_file_chunks
+from vllm_logwatch.offline.reading.records import _LANE, _NEEDLES
+from vllm_logwatch.offline.reading.stream import ScanStats
 from vllm_logwatch.parsing.needles import STATS_NEEDLES
 
 DATA = TESTS / "data"

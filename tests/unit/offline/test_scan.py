@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support import TESTS
 
-from vllm_logwatch.offline.bulkscan import ScanStats, read_lines, scan_stream, simd_count, simd_find
+from vllm_logwatch.offline.reading.stream import ScanStats, read_lines, scan_stream, simd_count, simd_find
 from vllm_logwatch.parsing.needles import FOLLOWER_NEEDLES, SPEC_NEEDLES, STATS_NEEDLES, VARIANT_NEEDLES
 
 DATA = TESTS / "data"

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from vllm_logwatch.exporting.engine_state import EngineState
-from vllm_logwatch.offline.summary_rows import apply_stats_rows
+from vllm_logwatch.offline.summary.groups import apply_stats_rows
 from vllm_logwatch.parsing.events import EngineStats
 
 T0 = datetime(2026, 11, 1, tzinfo=timezone.utc)
@@ -60,7 +60,7 @@ def test_block_times_are_the_stamps_datetimes() -> None:
     the daylight-saving days of two zones and in UTC: values, offsets and folds."""
     from zoneinfo import ZoneInfo
 
-    from vllm_logwatch.offline.fastsummary import _Times
+    from vllm_logwatch.offline.reading.records import _Times
     from vllm_logwatch.parsing.stamps import YearClock
 
     days = ("10-25", "11-01", "03-08", "03-29")

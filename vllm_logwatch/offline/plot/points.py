@@ -16,11 +16,11 @@ from typing import Any
 
 import numpy as np
 
-from ..parsing.events import EngineStats
+from ...parsing.events import EngineStats
+from ..reading.launches import Launch
+from ..reading.ranges import VALUES
+from ..reading.records import FastBlock
 from .decimate import Decimator, Dots
-from .fastsummary import FastBlock
-from .launches import Launch
-from .rangescan import VALUES
 
 __all__ = ["COLUMNS", "PlotData", "Series"]
 

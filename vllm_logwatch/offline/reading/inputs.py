@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from datetime import tzinfo
 from typing import Any, BinaryIO
 
-from ..errors import InputError
-from ..parsing.stamps import resolve_zone
-from ..shown import shown_path
+from ...errors import InputError
+from ...parsing.stamps import resolve_zone
+from ...shown import shown_path
 
 __all__ = ["Source", "expand_inputs", "open_source", "read_errors", "resolve_inputs"]
 

@@ -21,17 +21,17 @@ from dataclasses import replace
 from datetime import datetime, timedelta, tzinfo
 from typing import Any, ClassVar, Literal
 
-from ..parsing.assemble import Assembler
-from ..parsing.events import Event
-from ..parsing.line import parse_line
-from ..parsing.needles import PREFIX_NEEDLES, VARIANT_NEEDLES, WANTS
-from ..parsing.shapes import HEADER, MFU_BODY, MFU_START
-from ..parsing.stamps import YearClock
-from .bulkscan import ScanStats
-from .enveloped import enveloped_events, sniff
-from .fastcsv import plain_file_size
+from ...parsing.assemble import Assembler
+from ...parsing.events import Event
+from ...parsing.line import parse_line
+from ...parsing.needles import PREFIX_NEEDLES, VARIANT_NEEDLES, WANTS
+from ...parsing.shapes import HEADER, MFU_BODY, MFU_START
+from ...parsing.stamps import YearClock
+from ..output.csv_rows import plain_file_size
+from .containers import enveloped_events, sniff
 from .inputs import Source, input_error, open_source, read_errors
-from .rangescan import DEFAULT_TUNING, STAMP, VALUES, Lane, Tuning, scan_file_chunks, stream_chunks
+from .ranges import DEFAULT_TUNING, STAMP, VALUES, Lane, Tuning, scan_file_chunks, stream_chunks
+from .stream import ScanStats
 
 __all__ = ["FastBlock", "FastMfu", "FastStats", "iter_fast_events"]
 

@@ -18,14 +18,14 @@ from datetime import datetime
 from itertools import compress
 from typing import Literal
 
-from ..parsing.events import EngineStats, MfuStats, SpecDecodeStats, TransferStats
-from .columns import sorted_ratios, sorted_selected
-from .fastsummary import FastBlock, FastMfu
-from .launches import Launch
-from .launchfacts import MfuSummary, MfuTotals
+from ...parsing.events import EngineStats, MfuStats, SpecDecodeStats, TransferStats
+from ..reading.launches import Launch
+from ..reading.records import FastBlock, FastMfu
+from .connectors import SpecSummary, TransferSummary
+from .facts import MfuSummary, MfuTotals
+from .groups import _Group
 from .matrix import Matrix, build_matrix
-from .summary_connectors import SpecSummary, TransferSummary
-from .summary_rows import _Group
+from .sorting import sorted_ratios, sorted_selected
 
 __all__ = [
     "STEADY_MAX_PROMPT_SHARE", "ConcurrencyRow", "GroupSummary", "SpecSummary", "Summary", "TransferSummary",

@@ -12,15 +12,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from ..errors import NoStatsError
-from ..parsing.events import EngineStats, MfuStats, ServerInfo, SpecDecodeStats, TransferStats
-from ..parsing.needles import LAUNCH_NEEDLES
-from .bulkscan import ScanStats
-from .enveloped import container_format
-from .fastsummary import FastBlock, FastMfu, FastStats, iter_fast_events
+from ...errors import NoStatsError
+from ...parsing.events import EngineStats, MfuStats, ServerInfo, SpecDecodeStats, TransferStats
+from ...parsing.needles import LAUNCH_NEEDLES
+from .containers import container_format
+from .events import iter_source_events, no_stats_hint
 from .inputs import resolve_inputs
-from .rangescan import Tuning
-from .writers import iter_source_events, no_stats_hint
+from .ranges import Tuning
+from .records import FastBlock, FastMfu, FastStats, iter_fast_events
+from .stream import ScanStats
 
 __all__ = ["Launch", "iter_launch_records", "iter_summary_records"]
 

@@ -21,11 +21,11 @@ import math
 import tempfile
 from typing import IO, cast
 
-from ..errors import UsageError
-from ..exporting.catalogue import METRICS, PREFIX, MetricSpec, name
-from ..exporting.exporter import ExporterMetrics
-from ..parsing.events import EngineStats, Event, MfuStats, ServerInfo, SpecDecodeStats, TransferStats
-from .fastsummary import FastStats
+from ...errors import UsageError
+from ...exporting.catalogue import METRICS, PREFIX, MetricSpec, name
+from ...exporting.exporter import ExporterMetrics
+from ...parsing.events import EngineStats, Event, MfuStats, ServerInfo, SpecDecodeStats, TransferStats
+from ..reading.records import FastStats
 
 __all__ = ["BACKFILL_FAMILIES", "OpenMetricsWriter", "parse_labels"]
 

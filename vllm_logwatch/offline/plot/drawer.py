@@ -26,11 +26,11 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
-from ..errors import OutputError, UsageError
-from .children import exit_with_parent
+from ...errors import OutputError, UsageError
+from ..children import exit_with_parent
 
 if TYPE_CHECKING:
-    from .plot_data import PlotData
+    from .points import PlotData
 
 __all__ = ["Drawer"]
 
@@ -66,7 +66,7 @@ def _serve(conn: Connection, parent_end: Connection, parent: int) -> None:
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # blocked across the fork (Drawer)
     parent_end.close()  # the pipe closes when the caller closes its end (the range workers hold a copy
     exit_with_parent(parent)  # of it, so a caller killed with -9 is seen by its pid)
-    from .plot import draw
+    from .collect import draw
 
     with contextlib.suppress(ImportError):  # `draw` says so, as a UsageError
         import matplotlib.figure  # noqa: F401 - the quarter of a second this process is for

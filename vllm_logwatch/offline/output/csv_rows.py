@@ -18,17 +18,17 @@ from collections.abc import Callable, Iterable
 from functools import partial
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from ..parsing.columns import STATS_COLUMNS
-from ..parsing.needles import STATS_NEEDLES
-from ..parsing.stamps import YearClock
-from .bulkscan import ScanStats
-from .enveloped import ENVELOPE_NEEDLES, container_format, enveloped_events, sniff, source_events
-from .inputs import Source, input_error, open_source, read_errors
-from .rangescan import CSV_LANE, DEFAULT_TUNING, STAMP, Chunk, Tuning, scan_file_chunks, stream_chunks
+from ...parsing.columns import STATS_COLUMNS
+from ...parsing.needles import STATS_NEEDLES
+from ...parsing.stamps import YearClock
+from ..reading.containers import ENVELOPE_NEEDLES, container_format, enveloped_events, sniff, source_events
+from ..reading.inputs import Source, input_error, open_source, read_errors
+from ..reading.ranges import CSV_LANE, DEFAULT_TUNING, STAMP, Chunk, Tuning, scan_file_chunks, stream_chunks
+from ..reading.stream import ScanStats
 
 if TYPE_CHECKING:
-    from ..parsing.assemble import Assembler
-    from ..parsing.events import Event
+    from ...parsing.assemble import Assembler
+    from ...parsing.events import Event
 
 __all__ = ["DEFAULT_TUNING", "CsvFastWriter", "RowSink", "Tuning", "write_csv", "write_rows"]
 
@@ -46,7 +46,7 @@ class RowSink:
             if data:
                 self.out.write(data)
         except OSError as exc:  # raised here, it would pass for an error of the input being read
-            from ..errors import OutputError
+            from ...errors import OutputError
 
             raise OutputError(f"cannot write the output: {exc.strerror or exc}") from None
 
@@ -88,7 +88,7 @@ class CsvFastWriter:
     @property
     def assembler(self) -> Assembler:
         if self._assembler is None:
-            from ..parsing.assemble import Assembler
+            from ...parsing.assemble import Assembler
 
             self._assembler = Assembler(self.file, self.clock_for)
         return self._assembler
@@ -160,15 +160,15 @@ class CsvFastWriter:
 
     def _slow(self, raw: bytes, number: int, rows: list[bytes]) -> None:
         """A line the workers did not render: the general parser, and the Assembler."""
-        from ..parsing.line import parse_line
+        from ...parsing.line import parse_line
 
         event = parse_line(raw.decode("utf-8", "replace"))
         if event is not None:
             self._emit_events(self.assembler.feed(event, number), rows)
 
     def _emit_events(self, events: list[Event], rows: list[bytes]) -> None:
-        from ..parsing.events import EngineStats
-        from .writers import stats_csv_row
+        from ...parsing.events import EngineStats
+        from ..reading.events import stats_csv_row
 
         for event in events:
             if isinstance(event, EngineStats):

@@ -14,8 +14,8 @@ from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ..exporting.engine_state import EngineState
-from ..parsing.events import SpecDecodeStats, TransferStats
+from ...exporting.engine_state import EngineState
+from ...parsing.events import SpecDecodeStats, TransferStats
 
 __all__ = ["SpecSummary", "SpecTotals", "TransferSummary", "TransferTotals"]
 

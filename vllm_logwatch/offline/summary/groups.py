@@ -21,17 +21,17 @@ from operator import add
 from statistics import fmean
 from typing import TypeVar, cast
 
-from ..exporting.engine_state import (
+from ...exporting.engine_state import (
     DEFAULT_INTERVAL,
     EXACT_IDLE_GAP_FACTOR,
     IDLE_GAP_FACTOR,
     MAX_FIRST_GAP,
     EngineState,
 )
-from ..parsing.events import EngineStats, SpecDecodeStats, TransferStats
-from .fastsummary import FastBlock
-from .launches import Launch
-from .summary_connectors import SpecTotals, TransferTotals
+from ...parsing.events import EngineStats, SpecDecodeStats, TransferStats
+from ..reading.launches import Launch
+from ..reading.records import FastBlock
+from .connectors import SpecTotals, TransferTotals
 
 __all__ = ["apply_stats_rows"]
 

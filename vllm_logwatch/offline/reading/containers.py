@@ -16,15 +16,15 @@ from collections.abc import Iterable, Iterator
 from datetime import datetime
 from typing import BinaryIO
 
-from ..parsing.assemble import Assembler
-from ..parsing.blocks import hit_lines
-from ..parsing.envelope import Format, Unwrapped, Unwrapper, container_time, detect
-from ..parsing.events import Event, Unparsed
-from ..parsing.framing import MAX_LINE_BYTES
-from ..parsing.line import parse_line
-from ..parsing.needles import WANTS, with_variants
-from .bulkscan import ScanStats
+from ...parsing.assemble import Assembler
+from ...parsing.blocks import hit_lines
+from ...parsing.envelope import Format, Unwrapped, Unwrapper, container_time, detect
+from ...parsing.events import Event, Unparsed
+from ...parsing.framing import MAX_LINE_BYTES
+from ...parsing.line import parse_line
+from ...parsing.needles import WANTS, with_variants
 from .inputs import Source, input_error, open_source, read_errors
+from .stream import ScanStats
 
 __all__ = ["ENVELOPE_NEEDLES", "container_format", "enveloped_events", "sniff", "source_events"]
 

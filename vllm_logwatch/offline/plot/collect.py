@@ -20,16 +20,16 @@ from collections.abc import Iterable
 from datetime import datetime, tzinfo
 from typing import TYPE_CHECKING, Any
 
-from ..errors import UsageError
-from ..parsing.events import EngineStats, SpecDecodeStats, TransferStats
-from .fastsummary import FastBlock
-from .launches import Launch
+from ...errors import UsageError
+from ...parsing.events import EngineStats, SpecDecodeStats, TransferStats
+from ..reading.launches import Launch
+from ..reading.records import FastBlock
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-    from .plot_data import PlotData
+    from .points import PlotData
 
 __all__ = ["PANEL_TITLES", "build_figure", "collect", "draw", "parse_when", "require_matplotlib"]
 
@@ -100,7 +100,7 @@ def collect(
 ) -> PlotData:
     """What the figure of `records` draws (`build_figure`), without matplotlib: numpy alone, so the
     drawing's imports can be made elsewhere meanwhile (`offline/drawer.py`)."""
-    from .plot_data import PlotData
+    from .points import PlotData
 
     data = PlotData(int(FIGSIZE[0] * DPI), 0.0)  # times in days since 1970; `draw` shifts them
     for launch, e in records:
@@ -123,7 +123,7 @@ def draw(data: PlotData) -> Figure:
         raise UsageError(_MISSING_MATPLOTLIB) from None
     import numpy as np
 
-    from .plot_data import epoch_days
+    from .points import epoch_days
 
     mdates: Any = matplotlib.dates  # untyped module: calls on Any keep mypy --strict quiet
     epoch = epoch_days()  # matplotlib's date unit is days since its `date.epoch` (1970 unless set)

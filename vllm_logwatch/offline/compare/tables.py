@@ -7,12 +7,11 @@ import json
 from dataclasses import asdict
 from typing import Any
 
-from .compare import DEFAULT, IGNORED_ARGS, Comparison, LaunchComparison
-from .launch_tables import launch_json, matrix_table
-from .launchfacts import FACT_COLUMNS, fact_text, launch_facts
-from .matrix import MATRIX_CAVEAT
-from .summary import ConcurrencyRow
-from .summary_tables import (
+from ..summary.build import ConcurrencyRow
+from ..summary.facts import FACT_COLUMNS, fact_text, launch_facts
+from ..summary.launch_tables import launch_json, matrix_table
+from ..summary.matrix import MATRIX_CAVEAT
+from ..summary.tables import (
     NOT_IN_LOG,
     TABLE_COLUMNS,
     TABLE_HEAD,
@@ -20,6 +19,7 @@ from .summary_tables import (
     json_ready,
     table_lines,
 )
+from .differences import DEFAULT, IGNORED_ARGS, Comparison, LaunchComparison
 
 __all__ = ["render_comparison"]
 

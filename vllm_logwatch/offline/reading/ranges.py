@@ -25,12 +25,12 @@ from dataclasses import dataclass
 from multiprocessing import get_context
 from typing import BinaryIO, NamedTuple
 
-from ..parsing.blocks import hit_lines
-from ..parsing.framing import MAX_LINE_BYTES
-from ..parsing.needles import STATS_FOLLOWER_NEEDLES, STATS_NEEDLES, VARIANT_NEEDLES, with_variants
-from ..parsing.shapes import CANONICAL_STATS, HEADER
-from .bulkscan import ScanStats, scan_stream_bytes, simd_count, simd_find
-from .children import exit_with_parent
+from ...parsing.blocks import hit_lines
+from ...parsing.framing import MAX_LINE_BYTES
+from ...parsing.needles import STATS_FOLLOWER_NEEDLES, STATS_NEEDLES, VARIANT_NEEDLES, with_variants
+from ...parsing.shapes import CANONICAL_STATS, HEADER
+from ..children import exit_with_parent
+from .stream import ScanStats, scan_stream_bytes, simd_count, simd_find
 
 __all__ = ["CSV_LANE", "DEFAULT_TUNING", "VALUES", "Chunk", "Lane", "Tuning", "render", "scan_file_chunks",
            "stream_chunks"]

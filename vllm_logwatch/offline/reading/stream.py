@@ -13,14 +13,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
-from ..parsing.blocks import hit_lines
-from ..parsing.framing import MAX_LINE_BYTES
-from ..parsing.needles import (
+from ...parsing.blocks import hit_lines
+from ...parsing.framing import MAX_LINE_BYTES
+from ...parsing.needles import (
     FOLLOWER_NEEDLES,
     STATS_NEEDLES,
     with_variants,
 )
-from ..parsing.simd import simd_count, simd_find
+from ...parsing.simd import simd_count, simd_find
 
 __all__ = [
     "ScanStats",

@@ -11,9 +11,9 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from .compare import Comparison
-from .plot import require_matplotlib
-from .summary import ConcurrencyRow
+from ..plot.collect import require_matplotlib
+from ..summary.build import ConcurrencyRow
+from .differences import Comparison
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -27,7 +27,7 @@ def row_x(row: ConcurrencyRow) -> float:
     """Where a concurrency row sits on the log2 running axis: its count, or its bucket's geometric middle
     (an open bucket `>128`: its lower end).
 
-    >>> from vllm_logwatch.offline.summary import ConcurrencyRow
+    >>> from vllm_logwatch.offline.summary.build import ConcurrencyRow
     >>> row_x(ConcurrencyRow("5-8", 5, 8, 1, 0, 0, 0, 0, 0, None, 0))
     6.324555320336759
     """

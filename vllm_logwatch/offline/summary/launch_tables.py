@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .launches import Launch
-from .launchfacts import FACT_COLUMNS, fact_text, launch_facts
+from ..reading.launches import Launch
+from .facts import FACT_COLUMNS, fact_text, launch_facts
 from .matrix import Matrix
 
 __all__ = ["Table", "fact_notes", "facts_table", "launch_json", "matrix_table", "mfu_table"]

@@ -13,17 +13,17 @@ from datetime import tzinfo
 from functools import partial
 from typing import Any, BinaryIO
 
-from ..errors import InputError
-from ..parsing.assemble import Assembler
-from ..parsing.envelope import Format
-from ..parsing.events import STATS_COLUMNS, EngineStats, Event, ServerInfo
-from ..parsing.kinds import RECORD_KINDS
-from ..parsing.line import parse_line
-from ..parsing.needles import NO_STATS_NEEDLES, WANTS
-from ..parsing.stamps import YearClock
-from .bulkscan import ScanStats, read_lines, scan_stream
-from .enveloped import enveloped_events, sniff
+from ...errors import InputError
+from ...parsing.assemble import Assembler
+from ...parsing.envelope import Format
+from ...parsing.events import STATS_COLUMNS, EngineStats, Event, ServerInfo
+from ...parsing.kinds import RECORD_KINDS
+from ...parsing.line import parse_line
+from ...parsing.needles import NO_STATS_NEEDLES, WANTS
+from ...parsing.stamps import YearClock
+from .containers import enveloped_events, sniff
 from .inputs import Source, input_error, open_source, read_errors
+from .stream import ScanStats, read_lines, scan_stream
 
 __all__ = [
     "KINDS", "ParseResult", "event_to_dict", "iter_source_events", "no_stats_hint", "stats_csv_row",

@@ -85,7 +85,7 @@ def build_matrix(running: Sequence[int], kv_pct: Sequence[float], generation: Se
     """The matrix of the intervals (running count, mean KV usage % over the engines, aggregate
     generation tok/s), `column` the running-count bucket; None without a busy interval with KV usage.
 
-    >>> from vllm_logwatch.offline.summary import bucket_of
+    >>> from vllm_logwatch.offline.summary.build import bucket_of
     >>> m = build_matrix([4, 4, 1], [50.0, 50.0, 3.0], [900.0, 1100.0, 400.0], 8192, 1, bucket_of)
     >>> [(c.context, c.running, c.intervals, c.gen_tps_median) for c in m.cells]
     [('256', '1', 1, 400.0), ('1K', '3-4', 2, 1000.0)]

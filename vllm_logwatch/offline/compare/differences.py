@@ -15,9 +15,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from .launches import Launch
-from .launchfacts import FACT_COLUMNS, fact_text, launch_facts
-from .summary import ConcurrencyRow, GroupSummary, Summary
+from ..reading.launches import Launch
+from ..summary.build import ConcurrencyRow, GroupSummary, Summary
+from ..summary.facts import FACT_COLUMNS, fact_text, launch_facts
 
 __all__ = ["DEFAULT", "IGNORED_ARGS", "Comparison", "LaunchComparison", "compare"]
 

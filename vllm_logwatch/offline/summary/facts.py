@@ -12,7 +12,7 @@ from array import array
 from dataclasses import dataclass
 from typing import Any
 
-from .launches import Launch
+from ..reading.launches import Launch
 
 __all__ = ["FACT_COLUMNS", "MFU_COLUMNS", "MfuSummary", "MfuTotals", "fact_text", "launch_facts"]
 

@@ -14,14 +14,14 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, BinaryIO
 
-from ..parsing.stamps import YearClock
-from .bulkscan import ScanStats
-from .fastcsv import DEFAULT_TUNING, CsvFastWriter, RowSink, Tuning, write_rows
-from .inputs import Source
-from .rangescan import Lane
+from ...parsing.stamps import YearClock
+from ..reading.inputs import Source
+from ..reading.ranges import Lane
+from ..reading.stream import ScanStats
+from .csv_rows import DEFAULT_TUNING, CsvFastWriter, RowSink, Tuning, write_rows
 
 if TYPE_CHECKING:
-    from ..parsing.events import Event
+    from ...parsing.events import Event
 
 __all__ = ["JsonlFastWriter", "write_jsonl"]
 
@@ -41,8 +41,8 @@ class JsonlFastWriter(CsvFastWriter):
         return b'"%s"' % iso if iso else b"null"
 
     def _emit_events(self, events: list[Event], rows: list[bytes]) -> None:
-        from ..parsing.events import EngineStats
-        from .writers import event_to_dict
+        from ...parsing.events import EngineStats
+        from ..reading.events import event_to_dict
 
         for event in events:
             if isinstance(event, EngineStats):

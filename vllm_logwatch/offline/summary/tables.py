@@ -8,10 +8,10 @@ from dataclasses import asdict, replace
 from datetime import datetime
 from typing import Any
 
+from .build import STEADY_MAX_PROMPT_SHARE, ConcurrencyRow, GroupSummary, Summary
+from .facts import MFU_COLUMNS
 from .launch_tables import Table, fact_notes, facts_table, launch_json, matrix_table, mfu_table
-from .launchfacts import MFU_COLUMNS
 from .matrix import MATRIX_CAVEAT
-from .summary import STEADY_MAX_PROMPT_SHARE, ConcurrencyRow, GroupSummary, Summary
 
 __all__ = [
     "LAUNCH_COLUMNS", "NOT_IN_LOG", "SPEC_COLUMNS", "TABLE_COLUMNS", "TABLE_HEAD", "TRANSFER_COLUMNS",

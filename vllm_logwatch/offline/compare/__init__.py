@@ -1,0 +1,1 @@
+"""`logwatch compare`: launches side by side, as tables and a figure."""

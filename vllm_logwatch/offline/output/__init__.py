@@ -1,0 +1,1 @@
+"""What `logwatch parse` writes: CSV, JSON lines, and OpenMetrics for backfill."""

@@ -164,12 +164,30 @@ def _many(settings: Any) -> ManyFollower:
     )
 
 
+_LAYOUT_HOLDS = {
+    "pods": "<namespace>_<pod>_<uid>/<container>/<N>.log",
+    "docker": "<id>/<id>-json.log",
+    "scripts": "launch files",
+}
+
+
 def _no_source_yet(sources: ManyFollower) -> str | None:
-    """What to say at start when the folder holds no source yet (its files may come later)."""
+    """What to say at start when the folder holds no source yet (its files may come later): a warning
+    when the folder is not empty, since its layout (or --select) then finds nothing in what it holds."""
     if not os.path.isdir(sources.target):
         return f"{sources.target} does not exist yet: waiting for it"
-    if not sources.found_now():
+    if sources.found_now():
+        return None
+    try:
+        empty = not os.listdir(sources.target)
+    except OSError:
+        empty = True
+    if empty:
         return f"no source in {sources.target} yet: waiting for one"
+    layout = sources.layout or "auto"
+    chosen = f" matching {' or '.join(sources.select)}" if sources.select else ""
+    log.warning("layout %s finds 0 sources%s in %s (it reads %s): waiting for one; give --layout if the "
+                "folder holds another layout", layout, chosen, sources.target, _LAYOUT_HOLDS.get(layout, "?"))
     return None
 
 

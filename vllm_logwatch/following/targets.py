@@ -23,7 +23,7 @@ import stat
 from collections.abc import Callable
 from typing import NamedTuple
 
-from .openfile import fingerprint_of, read_at
+from .openfile import fingerprint_of, open_regular, read_at
 
 __all__ = ["Candidate", "LaunchFiles", "candidate", "has_magic"]
 
@@ -220,7 +220,7 @@ def _head_is(path: str, fingerprint: tuple[str, int]) -> bool:
     """Whether the file at `path` begins with the bytes of `fingerprint` (True when it cannot be read:
     then nothing tells it from the file we read)."""
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        fd, _ = open_regular(path)
     except OSError:
         return True
     try:

@@ -32,6 +32,9 @@ from .wakers import Waker, own_waker
 __all__ = ["ManyFollower"]
 
 RESCAN_SECONDS = 10.0
+SAVE_SECONDS = 1.0
+"""State writes of a many-source watch are at least this far apart (scrapes included): the file holds
+every source and is rewritten whole, so at most one such write a second (a one-source file: ten)."""
 _SUMMED = ("lines", "bytes", "rotations", "truncations", "read_errors", "lines_cut", "files_opened",
            "file_switches", "state_errors")
 
@@ -69,6 +72,7 @@ class ManyFollower:
         self.rescan_seconds = rescan_seconds
         self.poll_bytes = poll_bytes
         self.autosave = True
+        self.save_interval = SAVE_SECONDS  # the pipeline's state writes, at least this far apart
         self.own = FollowerStats()  # the watch's own: listing and state file errors
         self._clock = clock
         self._waker = waker

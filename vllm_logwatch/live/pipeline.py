@@ -57,7 +57,7 @@ from ..shown import shown_path
 from .arrival import ArrivalTimer
 from .ingest import LaunchReader
 from .sources import MetricsFactory, SourceReaders, withhold_extra
-from .statekeeper import StateKeeper
+from .statekeeper import SAVE_INTERVAL, StateKeeper
 
 __all__ = ["Pipeline"]
 
@@ -123,7 +123,8 @@ class Pipeline:
         self._ended = False
         self._logged_counts = dict.fromkeys(("files_opened", "file_switches", "rotations", "truncations"), 0)
         self._logged_errors: set[str] = set()
-        self.keeper = StateKeeper(follower)  # the state file in step with what scrapes show
+        # the state file in step with what scrapes show; a many-source file, rewritten whole, less often
+        self.keeper = StateKeeper(follower, save_interval=getattr(follower, "save_interval", SAVE_INTERVAL))
         follower.poll_bytes = min(follower.poll_bytes, POLL_BYTES)
         if follower.state_file is not None:
             follower.autosave = False  # written here, in step with what the metrics show

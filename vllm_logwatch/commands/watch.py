@@ -155,12 +155,17 @@ def _holds_many(folder: str, pattern: str) -> bool:
 
 
 def _many(settings: Any) -> ManyFollower:
+    from ..following.descriptors import open_files_budget, raise_open_files_limit
     from ..following.many import ManyFollower
 
+    limit = raise_open_files_limit()
+    open_files = open_files_budget(limit)
+    log.debug("descriptor limit %d: at most %d log files open at once", limit, open_files)
     return ManyFollower(
         settings.target, layout=settings.layout, pattern=settings.pattern, select=settings.select,
         max_sources=settings.max_sources, grace=settings.source_grace, from_start=settings.from_start,
         state_file=settings.state_file, poll_interval=settings.poll_interval,
+        open_files=open_files,
     )
 
 

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..parsing.framing import MAX_LINE_BYTES
-from .openfile import FollowerStats, LineBlock, LogLine, OpenFile, lines_of, open_log
+from .openfile import FollowerStats, LineBlock, LogLine, OpenFile, lines_of, open_by_inode, open_log
 from .source import deliver
 from .statefile import Checkpoint, Position, SavedState, StateFile, describe, position_of, resume_at
 from .targets import Candidate, LaunchFiles
@@ -89,6 +89,8 @@ class Follower:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._cur: OpenFile | None = None
+        # parked (descriptor closed): the bytes read, the file's mtime and the files listed then
+        self._parked: tuple[int, int, tuple[str, ...]] | None = None
         self._begun = False
         self._saved: SavedState | None = saved
         self._budget = 0
@@ -108,6 +110,34 @@ class Follower:
     def target(self) -> str:
         """The absolute path (or glob) followed."""
         return self._files.target
+
+    @property
+    def is_open(self) -> bool:
+        """Whether a descriptor is held now (not while parked: `park()`)."""
+        return self._cur is not None and self._parked is None
+
+    def park(self) -> bool:
+        """Close the descriptor, keeping the place: the next poll that finds the file changed opens it
+        again by its (device, inode) and goes on after the last line handed out (a partial line held is
+        read again then). A file rotated away meanwhile is found in its folder by its inode and drained,
+        as through a kept descriptor; one gone for good is left as a rotation would leave it. For a
+        watch of more files than descriptors (`many.py`); True if a descriptor was closed."""
+        with self._lock:
+            cur = self._cur
+            if cur is None or self._parked is not None or self._closed:
+                return False
+            try:
+                st = os.fstat(cur.fd)
+            except OSError:
+                return False
+            read = cur.pos  # what was read: a file still this size has nothing new
+            if not cur.discarding:
+                cur.pos = cur.line_start
+                cur.buf.clear()
+            os.close(cur.fd)
+            cur.fd = -1
+            self._parked = (read, st.st_mtime_ns, tuple(self._files.listed()))
+            return True
 
     @property
     def more(self) -> bool:  # the last poll stopped at its budget (or a storm of file changes)
@@ -234,7 +264,7 @@ class Follower:
             if self.autosave:
                 self._save_locked()
             self._closed = True
-            if self._cur is not None:
+            if self._cur is not None and self._parked is None:
                 os.close(self._cur.fd)
                 self._cur = None
         if self._owns_waker and self._waker is not None:
@@ -251,6 +281,8 @@ class Follower:
     def _step(self, out: list[LineBlock]) -> None:
         if not self._begun:
             self._begin()
+        if self._parked is not None and not self._unpark():
+            return
         if self._cur is not None and self._cur.head_changed():
             self._from_zero(self._cur, out)  # truncated and written again since the last poll
         for _ in range(_MAX_HOPS):
@@ -347,6 +379,31 @@ class Follower:
         return True
 
     # -- files ---------------------------------------------------------------------------------------
+
+    def _unpark(self) -> bool:
+        """A parked file: False while nothing changed (the same file at the path, its size and time as
+        when parked, the same files listed: nothing to read, nothing opened); else open it again by its
+        (device, inode), at its place, and True (also when it is gone: then the next file is opened)."""
+        cur, parked = self._cur, self._parked
+        assert cur is not None and parked is not None
+        try:
+            st: os.stat_result | None = os.stat(cur.path)
+        except OSError:
+            st = None
+        if (st is not None and (st.st_dev, st.st_ino) == (cur.dev, cur.ino)
+                and (st.st_size, st.st_mtime_ns) == parked[:2] and tuple(self._files.listed()) == parked[2]):
+            return False
+        self._parked = None
+        fd = open_by_inode(cur.path, cur.dev, cur.ino)
+        if fd is None:  # rotated away and gone (compressed, deleted): what it held unread is lost
+            self._files.left(cur.dev, cur.ino, cur.fingerprint)
+            self._cur = None
+            self.stats.rotations += 1
+            self._dirty = True
+            return True
+        os.lseek(fd, cur.pos, os.SEEK_SET)
+        cur.fd = fd
+        return True
 
     def _open(self, path: str) -> OpenFile | None:
         try:

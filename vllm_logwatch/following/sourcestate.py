@@ -65,7 +65,8 @@ def encode_sources(state: SourcesState, now: float) -> str:
             item = asdict(saved)
             del item["saved_at"]
             sources.append({"labels": [list(pair) for pair in key], **item})
-    return json.dumps({"version": _VERSION, "saved_at": now, "sources": sources}, separators=(",", ":")) + "\n"
+    document = {"version": _VERSION, "saved_at": now, "sources": sources}
+    return json.dumps(document, separators=(",", ":")) + "\n"
 
 
 def write_sources(path: str, state: SourcesState) -> None:

@@ -98,6 +98,10 @@ class LaunchFiles:
             # launches we must still read.
             self._seen = {c.ident for c in candidates if c.key <= choice.key}
 
+    def listed(self) -> list[str]:
+        """The caller's candidate paths now (mode ``"list"``), else []: a parked follower compares them."""
+        return self._lister() if self._lister is not None else []
+
     def next_to_open(self) -> list[Candidate]:
         """The files to try, in order, when none is open: the first file while it has not been
         opened, then the newest new launch (at most one of each)."""

@@ -138,8 +138,8 @@ def test_a_fifo_where_a_config_belongs_is_never_opened(tmp_path: Path) -> None:
     touch(tmp_path / cid / f"{cid}-json.log")
     os.mkfifo(tmp_path / cid / "config.v2.json")
     result: list[dict[object, object]] = []
-    worker = threading.Thread(target=lambda: result.append(discover(str(tmp_path), "docker", "*.log", (), never)),
-                              daemon=True)
+    worker = threading.Thread(
+        target=lambda: result.append(discover(str(tmp_path), "docker", "*.log", (), never)), daemon=True)
     worker.start()
     worker.join(5.0)
     if worker.is_alive():  # unblock the listing so the test run can end, then fail

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from podtree import Clock, pod, write
+from podtree import pod, write
 
 from vllm_logwatch.commands.watch import _check_state_file
 from vllm_logwatch.exporting.exporter import ExporterMetrics

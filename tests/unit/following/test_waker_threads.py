@@ -19,7 +19,8 @@ def threads_watching(root: Path, pods: int) -> int:
         write(pod(root, f"p{i}"), "x")
     waker = WatchdogWaker(interval=0.5)
     waker.start()
-    follower = ManyFollower(str(root), layout="pods", waker=waker, select=["vllm/p0/*"], clock=Clock(step=1.0))
+    follower = ManyFollower(str(root), layout="pods", waker=waker, select=["vllm/p0/*"],
+                            clock=Clock(step=1.0))
     try:
         follower.poll_blocks()
         follower.poll_blocks()  # the folders found are watched now

@@ -5,8 +5,7 @@ by a lister: it follows launches, rotations and restarts as a one-source watch d
 this one thread: nothing per idle source beyond a `stat()` when it is polled. Polled: a source whose
 folder had a file event since the last poll (the waker says which folders); every source at the backstop (each
 poll interval while notifications are not known to work, else `rescan_seconds`). At most `open_files`
-sources keep their file open (those read last); the others are parked, their place kept, and cost a
-`stat()` when polled, their file opened again (by inode) only when it changed. The folder is listed
+sources (those polled last) keep their file open; the others are parked (`parking.py`). The folder is listed
 again when one of its folders gained or lost an entry, and at the backstop. One poll reads at most
 `poll_bytes` over all sources, in turn. Beyond `max_sources`, sources are still read, under the labels
 `_folded`. A source whose files are all gone keeps its series for `grace` seconds, then is dropped
@@ -19,7 +18,6 @@ import dataclasses
 import os
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +25,7 @@ from typing import Any
 from .follower import Follower
 from .layouts import Found, SourceKey, detect_layout, discover, folded_key, sources_now
 from .openfile import FollowerStats, LineBlock
+from .parking import OpenFiles
 from .source import deliver
 from .sourcestate import read_sources, write_sources
 from .statefile import Checkpoint, Position, SavedState, SourcesState, StateError, StateFile, describe
@@ -63,8 +62,6 @@ class ManyFollower:
         waker: Waker | None = None, poll_interval: float = 1.0, rescan_seconds: float = RESCAN_SECONDS,
         poll_bytes: int = 16 << 20, clock: Callable[[], float] = time.monotonic, open_files: int = 512,
     ) -> None:
-        """`open_files`: how many sources keep their file open at most (the ones read last); the others
-        are parked (`Follower.park`) and opened again when their file changes."""
         self.target = os.path.abspath(target)
         self.layout: str | None = None if layout == "auto" else layout
         self.pattern = pattern
@@ -76,8 +73,7 @@ class ManyFollower:
         self.poll_interval = poll_interval
         self.rescan_seconds = rescan_seconds
         self.poll_bytes = poll_bytes
-        self.open_files = max(1, open_files)
-        self._open: OrderedDict[SourceKey, None] = OrderedDict()  # the sources with a file open, LRU first
+        self._open: OpenFiles[SourceKey] = OpenFiles(open_files)
         self.autosave = True
         self.save_interval = SAVE_SECONDS  # the pipeline's state writes, at least this far apart
         self.own = FollowerStats()  # the watch's own: listing and state file errors
@@ -173,7 +169,7 @@ class ManyFollower:
         return {
             "target": self.target, "mode": self.mode, "path": None, "offset": None, "start_offset": None,
             "sources": len(sources), "folded": sum(1 for _, s in sources if s.folded),
-            "gone": len(self._gone), "open_files": len(self._open), "open_files_max": self.open_files,
+            "gone": len(self._gone), "open_files": len(self._open), "open_files_max": self._open.most,
             "select": list(self.select), "max_sources": self.max_sources,
             "waker_degraded_reason": getattr(self._waker, "degraded_reason", None),
             "per_source": [_brief(key, s) for key, s in sources],
@@ -214,7 +210,7 @@ class ManyFollower:
                 self._watch_due = False
                 self._relist_due = True
                 if self._waker is not None:
-                    self._waker.watch(self._watch_dirs())
+                    self._waker.watch(sorted(self._listed_dirs()))
         return out
 
     def _changed(self) -> tuple[set[str], set[str]] | None:
@@ -251,16 +247,7 @@ class ManyFollower:
                 self._parts[key] = part
                 moved = True
             self._count(key, follower.stats)
-            if follower.is_open:
-                self._open[key] = None
-                self._open.move_to_end(key)
-            else:
-                self._open.pop(key, None)
-            while len(self._open) > self.open_files:  # the sources read longest ago let their file go
-                oldest, _ = self._open.popitem(last=False)
-                parked = self._sources.get(oldest)
-                if parked is not None:
-                    parked.follower.park()
+            self._open.polled(key, follower)  # the source polled longest ago may let its file go
         self._turn += 1
         return moved
 
@@ -358,7 +345,7 @@ class ManyFollower:
     def _drop(self, key: SourceKey) -> None:
         source = self._sources.pop(key)
         source.follower.close()
-        self._open.pop(key, None)
+        self._open.forget(key)
         self._parts.pop(key, None)
         self._counted.pop(key, None)
         self._checkpoint_due = True
@@ -370,9 +357,6 @@ class ManyFollower:
         """The folders whose entries make the listing (the target, each pod's and container's, each
         Docker container's), as the last listing found them."""
         return self._listed
-
-    def _watch_dirs(self) -> list[str]:
-        return sorted(self._listed_dirs())
 
     # -- life cycle -------------------------------------------------------------------------------
 

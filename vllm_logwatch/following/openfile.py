@@ -22,7 +22,7 @@ from ..parsing.simd import simd_count
 
 __all__ = [
     "FINGERPRINT_BYTES", "FollowerStats", "LineBlock", "LogLine", "OpenFile", "fingerprint_of", "lines_of",
-    "open_by_inode", "open_log", "open_regular", "read_at", "trim_partial_utf8",
+    "open_log", "open_regular", "place_of", "read_at", "trim_partial_utf8",
 ]
 
 FINGERPRINT_BYTES = 1024  # the state file recognises a file by the hash of its first bytes
@@ -213,6 +213,15 @@ class OpenFile:
         return False
 
 
+def place_of(cur: OpenFile | None) -> dict[str, int | str | None]:
+    """Where the follower is in the open file (or parked one), for its status; all None with none."""
+    if cur is None:
+        return {**dict.fromkeys(("path", "offset", "read_offset", "start_offset", "dev", "inode",
+                                 "line_number")), "held_bytes": 0}
+    return {"path": cur.path, "offset": cur.committed, "read_offset": cur.pos, "start_offset": cur.start,
+            "dev": cur.dev, "inode": cur.ino, "line_number": cur.next_number - 1, "held_bytes": len(cur.buf)}
+
+
 def open_log(path: str, place: Callable[[int, os.stat_result], tuple[int, int, bool]]
              ) -> tuple[OpenFile, os.stat_result] | None:
     """`path` opened read-only at `place(fd, stat)` = (offset, next line number, inside a line), with
@@ -255,27 +264,6 @@ def open_regular(path: str) -> tuple[int, os.stat_result]:
         os.close(fd)
         raise NotRegularFile()
     return fd, st
-
-
-def open_by_inode(path: str, dev: int, ino: int) -> int | None:
-    """A descriptor of the file (dev, ino): at `path`, or renamed in its folder (a rotation: kubelet's
-    `0.log.<stamp>`, Docker's `-json.log.1`); None when it is in neither place."""
-    folder = os.path.dirname(path)
-    names = [os.path.basename(path)]
-    try:
-        with os.scandir(folder) as entries:
-            names += [e.name for e in entries if e.inode() == ino and e.name != names[0]]
-    except OSError:
-        pass
-    for name in names:
-        try:
-            fd, st = open_regular(os.path.join(folder, name))
-        except OSError:
-            continue
-        if (st.st_dev, st.st_ino) == (dev, ino):
-            return fd
-        os.close(fd)
-    return None
 
 
 def fingerprint_of(head: bytes) -> tuple[str, int]:

@@ -180,10 +180,12 @@ def run_watch(target: str | Path, *args: str, env: Mapping[str, str] | None = No
               port: int | None = None, drop_root_read: bool = False, startup_timeout: float = 20.0,
               stop_timeout: float = 10.0, log_dir: Path | None = None, scheme: str = "http",
               client_options: Mapping[str, Any] | None = None,
-              stdin: int | IO[bytes] = subprocess.DEVNULL) -> Iterator[WatchProcess]:
+              stdin: int | IO[bytes] = subprocess.DEVNULL,
+              preexec: Callable[[], None] | None = None) -> Iterator[WatchProcess]:
     """`logwatch watch TARGET *args` on `port`; ready once /healthz answers 200. For a server behind
     --web-config, `scheme="https"` and `client_options` (httpx: `verify`, `auth`) reach it. `stdin`:
-    what the child reads as standard input (`subprocess.PIPE`: write it through `watch.proc.stdin`)."""
+    what the child reads as standard input (`subprocess.PIPE`: write it through `watch.proc.stdin`);
+    `preexec`: run in the child before exec (a resource limit)."""
     port = port or free_port()
     child_env = {k: v for k, v in os.environ.items() if not k.startswith("LOGWATCH_")}
     child_env.update(env or {})
@@ -195,7 +197,7 @@ def run_watch(target: str | Path, *args: str, env: Mapping[str, str] | None = No
     with open(stderr_path, "wb") as err:
         proc = subprocess.Popen(
             cmd, stdin=stdin, stdout=err, stderr=err, env=child_env,
-            preexec_fn=drop_dac_capabilities if drop_root_read else None,
+            preexec_fn=drop_dac_capabilities if drop_root_read else preexec,
         )
     watch = WatchProcess(proc, port, stderr_path, scheme=scheme, client_options=client_options)
     try:

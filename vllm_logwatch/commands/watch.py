@@ -155,21 +155,44 @@ def _holds_many(folder: str, pattern: str) -> bool:
 
 
 def _many(settings: Any) -> ManyFollower:
+    from ..following.descriptors import open_files_budget, raise_open_files_limit
     from ..following.many import ManyFollower
 
+    limit = raise_open_files_limit()
+    open_files = open_files_budget(limit)
+    log.debug("descriptor limit %d: at most %d log files open at once", limit, open_files)
     return ManyFollower(
         settings.target, layout=settings.layout, pattern=settings.pattern, select=settings.select,
         max_sources=settings.max_sources, grace=settings.source_grace, from_start=settings.from_start,
         state_file=settings.state_file, poll_interval=settings.poll_interval,
+        open_files=open_files,
     )
 
 
+_LAYOUT_HOLDS = {
+    "pods": "<namespace>_<pod>_<uid>/<container>/<N>.log",
+    "docker": "<id>/<id>-json.log",
+    "scripts": "launch files",
+}
+
+
 def _no_source_yet(sources: ManyFollower) -> str | None:
-    """What to say at start when the folder holds no source yet (its files may come later)."""
+    """What to say at start when the folder holds no source yet (its files may come later): a warning
+    when the folder is not empty, since its layout (or --select) then finds nothing in what it holds."""
     if not os.path.isdir(sources.target):
         return f"{sources.target} does not exist yet: waiting for it"
-    if not sources.found_now():
+    if sources.found_now():
+        return None
+    try:
+        empty = not os.listdir(sources.target)
+    except OSError:
+        empty = True
+    if empty:
         return f"no source in {sources.target} yet: waiting for one"
+    layout = sources.layout or "auto"
+    chosen = f" matching {' or '.join(sources.select)}" if sources.select else ""
+    log.warning("layout %s finds 0 sources%s in %s (it reads %s): waiting for one; give --layout if the "
+                "folder holds another layout", layout, chosen, sources.target, _LAYOUT_HOLDS.get(layout, "?"))
     return None
 
 

@@ -22,7 +22,8 @@ from collections.abc import Callable
 from typing import Any
 
 from ..parsing.framing import MAX_LINE_BYTES
-from .openfile import FollowerStats, LineBlock, LogLine, OpenFile, lines_of, open_log
+from .openfile import FollowerStats, LineBlock, LogLine, OpenFile, lines_of, open_log, place_of
+from .parking import Parked, park_file, reopen
 from .source import deliver
 from .statefile import Checkpoint, Position, SavedState, StateFile, describe, position_of, resume_at
 from .targets import Candidate, LaunchFiles
@@ -54,21 +55,11 @@ class Follower:
     ended = False  # a file never ends: it may grow (``following.source.LineSource``)
 
     def __init__(
-        self,
-        target: str,
-        *,
-        pattern: str = "*.log",
-        from_start: bool = False,
-        max_line_bytes: int = MAX_LINE_BYTES,
-        state_file: str | None = None,
-        waker: Waker | None = None,
-        poll_interval: float = 1.0,
-        autosave: bool = True,
-        autosave_seconds: float = AUTOSAVE_SECONDS,
-        poll_bytes: int = MAX_POLL_BYTES,
-        read_bytes: int = READ_CHUNK_BYTES,
-        lister: Callable[[], list[str]] | None = None,
-        saved: SavedState | None = None,
+        self, target: str, *, pattern: str = "*.log", from_start: bool = False,
+        max_line_bytes: int = MAX_LINE_BYTES, state_file: str | None = None, waker: Waker | None = None,
+        poll_interval: float = 1.0, autosave: bool = True, autosave_seconds: float = AUTOSAVE_SECONDS,
+        poll_bytes: int = MAX_POLL_BYTES, read_bytes: int = READ_CHUNK_BYTES,
+        lister: Callable[[], list[str]] | None = None, saved: SavedState | None = None,
     ) -> None:
         """``autosave=False``: the caller writes the state file (``write_checkpoint``); ``poll()``,
         ``run()`` and ``close()`` never do; else at most once per ``autosave_seconds``. ``poll_bytes``:
@@ -80,27 +71,19 @@ class Follower:
             raise ValueError(f"poll_interval must be positive, got {poll_interval}")
         self.state_file = os.path.abspath(state_file) if state_file else None
         self._files = LaunchFiles(target, pattern, self.state_file, self._error, lister)
-        self.from_start = from_start
-        self.max_line_bytes = max_line_bytes
-        self.poll_interval = poll_interval
+        self.from_start, self.max_line_bytes, self.poll_interval = from_start, max_line_bytes, poll_interval
         self.stats = FollowerStats()
-        self._waker = waker
-        self._owns_waker = False
+        self._waker, self._owns_waker = waker, False
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._cur: OpenFile | None = None
-        self._begun = False
+        self._parked: Parked | None = None  # the descriptor closed, the place kept (`parking.py`)
+        self._begun = self._more = self._waiting_for_path = self._dirty = self._closed = False
         self._saved: SavedState | None = saved
         self._budget = 0
-        self._more = False
-        self._waiting_for_path = False
-        self._dirty = False
         self._last_save = float("-inf")
-        self._closed = False
-        self.autosave = autosave
-        self.autosave_seconds = autosave_seconds
-        self.poll_bytes = poll_bytes
-        self.read_bytes = read_bytes
+        self.autosave, self.autosave_seconds = autosave, autosave_seconds
+        self.poll_bytes, self.read_bytes = poll_bytes, read_bytes
         self._checkpoint = Checkpoint(None, 0, 0)
         self._state = StateFile(self.state_file, self.stats) if self.state_file else None
 
@@ -108,6 +91,19 @@ class Follower:
     def target(self) -> str:
         """The absolute path (or glob) followed."""
         return self._files.target
+
+    @property
+    def is_open(self) -> bool:
+        """Whether a descriptor is held now (not while parked: `park()`)."""
+        return self._cur is not None and self._parked is None
+
+    def park(self) -> bool:
+        """Close the descriptor, keeping the place (`parking.py`); True if one was closed."""
+        with self._lock:
+            if self._cur is None or self._parked is not None or self._closed:
+                return False
+            self._parked = park_file(self._cur, self._files.listed())
+            return self._parked is not None
 
     @property
     def more(self) -> bool:  # the last poll stopped at its budget (or a storm of file changes)
@@ -146,7 +142,7 @@ class Follower:
                 self._error(exc, self._cur.path if self._cur else self.target)
             position: Position | None
             try:
-                position = self._position_locked()
+                position = None if self._cur is None else position_of(self._cur)
             except OSError as exc:
                 self._error(exc, self._cur.path if self._cur else self.target)
                 position = self._checkpoint.state
@@ -208,18 +204,8 @@ class Follower:
 
     def status(self) -> dict[str, Any]:
         """A snapshot for the status endpoint: what we follow, where we are, the counters."""
-        cur = self._cur
         return {
-            "target": self.target,
-            "mode": self.mode,
-            "path": cur.path if cur else None,
-            "offset": cur.committed if cur else None,
-            "read_offset": cur.pos if cur else None,
-            "start_offset": cur.start if cur else None,
-            "dev": cur.dev if cur else None,
-            "inode": cur.ino if cur else None,
-            "line_number": cur.next_number - 1 if cur else None,
-            "held_bytes": len(cur.buf) if cur else 0,
+            "target": self.target, "mode": self.mode, **place_of(self._cur),
             "waiting_for_path": self._waiting_for_path,
             "waker_degraded_reason": getattr(self._waker, "degraded_reason", None),
             "stats": dataclasses.asdict(self.stats),
@@ -234,7 +220,7 @@ class Follower:
             if self.autosave:
                 self._save_locked()
             self._closed = True
-            if self._cur is not None:
+            if self._cur is not None and self._parked is None:
                 os.close(self._cur.fd)
                 self._cur = None
         if self._owns_waker and self._waker is not None:
@@ -251,6 +237,8 @@ class Follower:
     def _step(self, out: list[LineBlock]) -> None:
         if not self._begun:
             self._begin()
+        if self._parked is not None and not self._unpark():
+            return
         if self._cur is not None and self._cur.head_changed():
             self._from_zero(self._cur, out)  # truncated and written again since the last poll
         for _ in range(_MAX_HOPS):
@@ -348,6 +336,21 @@ class Follower:
 
     # -- files ---------------------------------------------------------------------------------------
 
+    def _unpark(self) -> bool:
+        """A parked file: False while unchanged; else open it again at its place (or, gone, leave it as a
+        rotation would: the next file is opened), and True."""
+        cur, parked = self._cur, self._parked
+        assert cur is not None and parked is not None
+        if parked.unchanged(cur, self._files.listed()):
+            return False
+        self._parked = None
+        if not reopen(cur):  # rotated away and gone (compressed, deleted): what it held unread is lost
+            self._files.left(cur.dev, cur.ino, cur.fingerprint)
+            self._cur = None
+            self.stats.rotations += 1
+            self._dirty = True
+        return True
+
     def _open(self, path: str) -> OpenFile | None:
         try:
             opened = open_log(path, lambda fd, st: self._start_position(fd, path, st))
@@ -372,16 +375,12 @@ class Follower:
 
     # -- state file ----------------------------------------------------------------------------------
 
-    def _position_locked(self) -> SavedState | None:
-        """What a state file would say now (``saved_at`` left 0), or None with no file open."""
-        return None if self._cur is None else position_of(self._cur)
-
     def _save_locked(self) -> bool:
         if self.state_file is None or self._cur is None:
             return False
         self._last_save = time.monotonic()
         try:
-            state = self._position_locked()
+            state = position_of(self._cur)  # what a state file would say now (saved_at left 0)
         except OSError as exc:
             self.stats.state_errors += 1
             self.stats.last_state_error = f"cannot save state: {describe(exc, self._cur.path)}"

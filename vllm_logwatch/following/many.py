@@ -2,9 +2,10 @@
 
 `layouts.py` says which sources the folder holds; each gets a `Follower` of its own (its files given
 by a lister: it follows launches, rotations and restarts as a one-source watch does), all polled from
-this one thread: nothing per idle source beyond its open file. Polled: a source whose folder had a
-file event since the last poll (the waker says which folders); every source at the backstop (each
-poll interval while notifications are not known to work, else `rescan_seconds`). The folder is listed
+this one thread: nothing per idle source beyond a `stat()` when it is polled. Polled: a source whose
+folder had a file event since the last poll (the waker says which folders); every source at the backstop (each
+poll interval while notifications are not known to work, else `rescan_seconds`). At most `open_files`
+sources (those polled last) keep their file open; the others are parked (`parking.py`). The folder is listed
 again when one of its folders gained or lost an entry, and at the backstop. One poll reads at most
 `poll_bytes` over all sources, in turn. Beyond `max_sources`, sources are still read, under the labels
 `_folded`. A source whose files are all gone keeps its series for `grace` seconds, then is dropped
@@ -24,6 +25,7 @@ from typing import Any
 from .follower import Follower
 from .layouts import Found, SourceKey, detect_layout, discover, folded_key, sources_now
 from .openfile import FollowerStats, LineBlock
+from .parking import OpenFiles
 from .source import deliver
 from .sourcestate import read_sources, write_sources
 from .statefile import Checkpoint, Position, SavedState, SourcesState, StateError, StateFile, describe
@@ -32,6 +34,9 @@ from .wakers import Waker, own_waker
 __all__ = ["ManyFollower"]
 
 RESCAN_SECONDS = 10.0
+SAVE_SECONDS = 1.0
+"""State writes of a many-source watch are at least this far apart (scrapes included): the file holds
+every source and is rewritten whole, so at most one such write a second (a one-source file: ten)."""
 _SUMMED = ("lines", "bytes", "rotations", "truncations", "read_errors", "lines_cut", "files_opened",
            "file_switches", "state_errors")
 
@@ -55,7 +60,7 @@ class ManyFollower:
         self, target: str, *, layout: str = "auto", pattern: str = "*.log", select: Iterable[str] = (),
         max_sources: int = 100, grace: float = 300.0, from_start: bool = False, state_file: str | None = None,
         waker: Waker | None = None, poll_interval: float = 1.0, rescan_seconds: float = RESCAN_SECONDS,
-        poll_bytes: int = 16 << 20, clock: Callable[[], float] = time.monotonic,
+        poll_bytes: int = 16 << 20, clock: Callable[[], float] = time.monotonic, open_files: int = 512,
     ) -> None:
         self.target = os.path.abspath(target)
         self.layout: str | None = None if layout == "auto" else layout
@@ -68,7 +73,9 @@ class ManyFollower:
         self.poll_interval = poll_interval
         self.rescan_seconds = rescan_seconds
         self.poll_bytes = poll_bytes
+        self._open: OpenFiles[SourceKey] = OpenFiles(open_files)
         self.autosave = True
+        self.save_interval = SAVE_SECONDS  # the pipeline's state writes, at least this far apart
         self.own = FollowerStats()  # the watch's own: listing and state file errors
         self._clock = clock
         self._waker = waker
@@ -162,7 +169,7 @@ class ManyFollower:
         return {
             "target": self.target, "mode": self.mode, "path": None, "offset": None, "start_offset": None,
             "sources": len(sources), "folded": sum(1 for _, s in sources if s.folded),
-            "gone": len(self._gone),
+            "gone": len(self._gone), "open_files": len(self._open), "open_files_max": self._open.most,
             "select": list(self.select), "max_sources": self.max_sources,
             "waker_degraded_reason": getattr(self._waker, "degraded_reason", None),
             "per_source": [_brief(key, s) for key, s in sources],
@@ -203,7 +210,7 @@ class ManyFollower:
                 self._watch_due = False
                 self._relist_due = True
                 if self._waker is not None:
-                    self._waker.watch(self._watch_dirs())
+                    self._waker.watch(sorted(self._listed_dirs()))
         return out
 
     def _changed(self) -> tuple[set[str], set[str]] | None:
@@ -240,6 +247,7 @@ class ManyFollower:
                 self._parts[key] = part
                 moved = True
             self._count(key, follower.stats)
+            self._open.polled(key, follower)  # the source polled longest ago may let its file go
         self._turn += 1
         return moved
 
@@ -337,6 +345,7 @@ class ManyFollower:
     def _drop(self, key: SourceKey) -> None:
         source = self._sources.pop(key)
         source.follower.close()
+        self._open.forget(key)
         self._parts.pop(key, None)
         self._counted.pop(key, None)
         self._checkpoint_due = True
@@ -348,9 +357,6 @@ class ManyFollower:
         """The folders whose entries make the listing (the target, each pod's and container's, each
         Docker container's), as the last listing found them."""
         return self._listed
-
-    def _watch_dirs(self) -> list[str]:
-        return sorted(self._listed_dirs())
 
     # -- life cycle -------------------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -21,7 +22,7 @@ from ..parsing.simd import simd_count
 
 __all__ = [
     "FINGERPRINT_BYTES", "FollowerStats", "LineBlock", "LogLine", "OpenFile", "fingerprint_of", "lines_of",
-    "open_log", "read_at", "trim_partial_utf8",
+    "open_log", "open_regular", "place_of", "read_at", "trim_partial_utf8",
 ]
 
 FINGERPRINT_BYTES = 1024  # the state file recognises a file by the hash of its first bytes
@@ -212,16 +213,24 @@ class OpenFile:
         return False
 
 
+def place_of(cur: OpenFile | None) -> dict[str, int | str | None]:
+    """Where the follower is in the open file (or parked one), for its status; all None with none."""
+    if cur is None:
+        return {**dict.fromkeys(("path", "offset", "read_offset", "start_offset", "dev", "inode",
+                                 "line_number")), "held_bytes": 0}
+    return {"path": cur.path, "offset": cur.committed, "read_offset": cur.pos, "start_offset": cur.start,
+            "dev": cur.dev, "inode": cur.ino, "line_number": cur.next_number - 1, "held_bytes": len(cur.buf)}
+
+
 def open_log(path: str, place: Callable[[int, os.stat_result], tuple[int, int, bool]]
              ) -> tuple[OpenFile, os.stat_result] | None:
     """`path` opened read-only at `place(fd, stat)` = (offset, next line number, inside a line), with
     its first bytes' fingerprint; None if it does not exist. Raises OSError (the descriptor closed)."""
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        fd, st = open_regular(path)
     except FileNotFoundError:
         return None
     try:
-        st = os.fstat(fd)
         start, number, discarding = place(fd, st)
         if start:
             os.lseek(fd, start, os.SEEK_SET)
@@ -231,6 +240,30 @@ def open_log(path: str, place: Callable[[int, os.stat_result], tuple[int, int, b
         raise
     return OpenFile(fd, path, st.st_dev, st.st_ino, start, start, number, discarding,
                     fingerprint=fingerprint, start=start), st
+
+
+class NotRegularFile(OSError):
+    """A path where a file belongs holds a pipe, a device, a socket or a folder."""
+
+    def __init__(self) -> None:
+        super().__init__("not a regular file")
+
+
+def open_regular(path: str) -> tuple[int, os.stat_result]:
+    """`path` opened read-only, never blocking: a named pipe (or a device) where a file belongs would
+    hang `open()` until a writer comes, holding whatever lock the caller holds. Opened with `O_NONBLOCK`
+    (which changes nothing for a regular file) and checked with `fstat`; anything but a regular file
+    raises `NotRegularFile` (an OSError), its descriptor closed."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        os.close(fd)
+        raise
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise NotRegularFile()
+    return fd, st
 
 
 def fingerprint_of(head: bytes) -> tuple[str, int]:

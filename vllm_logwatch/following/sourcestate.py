@@ -3,7 +3,12 @@
 The same file rules as one follower's state file (`statefile.py`: bounded, never through a link or
 a device, written atomically), version 2:
 
-    {"version": 2, "sources": [{"labels": [["namespace", "vllm"], ...], "path": ..., "offset": ...}, ...]}
+    {"version":2,"saved_at":...,"sources":[{"labels":[["namespace","vllm"],...],"path":...,"offset":...},...]}
+
+Compact (no spaces, `saved_at` once), about 250 bytes a source with kubelet's paths. It is written
+only when it fits the bound a state file is read with (`MAX_STATE_BYTES`): one that would not is not
+written (a `StateError`, counted; the last one written stays), so a restart can always read what was
+written. (A file with `saved_at` in each source, as written before, is read too.)
 
 A version 1 file (one follower's) is not a many-source state: it is said to be of another kind and
 ignored, as an unreadable one is (the sources start as without a state file).
@@ -11,13 +16,13 @@ ignored, as an unreadable one is (the sources start as without a state file).
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import time
 from dataclasses import asdict
 
 from .layouts import SourceKey
 from .statefile import (
+    MAX_STATE_BYTES,
     SavedState,
     SourcesState,
     StateError,
@@ -27,7 +32,7 @@ from .statefile import (
     write_atomically,
 )
 
-__all__ = ["read_sources", "write_sources"]
+__all__ = ["encode_sources", "read_sources", "write_sources"]
 
 _VERSION = 2
 
@@ -42,21 +47,35 @@ def read_sources(path: str) -> dict[SourceKey, SavedState] | None:
         if raw.get("version") != _VERSION:
             raise StateError(f"state file of one file, not of many sources, ignored: {one_line(path)}")
         out: dict[SourceKey, SavedState] = {}
+        saved_at = raw.get("saved_at")
         for item in raw["sources"]:
             key = tuple((str(name), str(value)) for name, value in item["labels"])
-            out[key] = saved_from(item)
+            out[key] = saved_from(item if saved_at is None else {"saved_at": saved_at, **item})
         return out
     except (ValueError, KeyError, TypeError, AttributeError):
         raise StateError(f"state file unreadable, ignored: {one_line(path)}") from None
 
 
-def write_sources(path: str, state: SourcesState) -> None:
-    """Save every source that has a file open, atomically. Raises OSError or `StateError`."""
-    now = time.time()
+def encode_sources(state: SourcesState, now: float) -> str:
+    """The state file's text for `state`: every source that has a file open."""
     sources = []
     for key, checkpoint in state.parts:
         saved = checkpoint.state
         if isinstance(saved, SavedState):
-            sources.append({"labels": [list(pair) for pair in key],
-                            **asdict(dataclasses.replace(saved, saved_at=now))})
-    write_atomically(path, json.dumps({"version": _VERSION, "sources": sources}, indent=1) + "\n")
+            item = asdict(saved)
+            del item["saved_at"]
+            sources.append({"labels": [list(pair) for pair in key], **item})
+    document = {"version": _VERSION, "saved_at": now, "sources": sources}
+    return json.dumps(document, separators=(",", ":")) + "\n"
+
+
+def write_sources(path: str, state: SourcesState) -> None:
+    """Save every source that has a file open, atomically. Raises OSError, or `StateError` when the
+    state is over `MAX_STATE_BYTES` (then the file is left as it is: a restart could not read it)."""
+    text = encode_sources(state, time.time())
+    size = len(text.encode("utf-8"))
+    if size > MAX_STATE_BYTES:
+        raise StateError(f"cannot save state: {len(state.parts)} sources take {size} bytes, over the "
+                         f"{MAX_STATE_BYTES >> 20} MiB a state file may be (the last one written is kept): "
+                         f"{one_line(path)}")
+    write_atomically(path, text)

@@ -23,7 +23,7 @@ import stat
 from collections.abc import Callable
 from typing import NamedTuple
 
-from .openfile import fingerprint_of, read_at
+from .openfile import fingerprint_of, open_regular, read_at
 
 __all__ = ["Candidate", "LaunchFiles", "candidate", "has_magic"]
 
@@ -97,6 +97,10 @@ class LaunchFiles:
             # Files newer than the first one (only when resuming an older file from state) are
             # launches we must still read.
             self._seen = {c.ident for c in candidates if c.key <= choice.key}
+
+    def listed(self) -> list[str]:
+        """The caller's candidate paths now (mode ``"list"``), else []: a parked follower compares them."""
+        return self._lister() if self._lister is not None else []
 
     def next_to_open(self) -> list[Candidate]:
         """The files to try, in order, when none is open: the first file while it has not been
@@ -220,7 +224,7 @@ def _head_is(path: str, fingerprint: tuple[str, int]) -> bool:
     """Whether the file at `path` begins with the bytes of `fingerprint` (True when it cannot be read:
     then nothing tells it from the file we read)."""
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        fd, _ = open_regular(path)
     except OSError:
         return True
     try:

@@ -163,7 +163,8 @@ class _WakeOnChange(FileSystemEventHandler):
 class WatchdogWaker(PollWaker):
     """Wakes early on file-system events in the watched directories; polls every ``interval`` anyway.
 
-    Directories are watched non-recursively (a followed file's parent, or the followed folder). If
+    A directory is watched by itself (a followed file's parent, or the followed folder), or through a
+    recursive watch of the folder above it (a many-source tree: one watch). If
     watchdog cannot start or cannot watch a directory (inotify instance or watch limits, a file system
     without notifications), the waker keeps working as a ``PollWaker`` and says why in
     ``degraded_reason``, so a status page can show it; it is never an error.
@@ -182,7 +183,8 @@ class WatchdogWaker(PollWaker):
         self.degraded_reason: str | None = None
         self._lock = threading.Lock()
         self._handler = _WakeOnChange(self._event)
-        self._watches: dict[str, ObservedWatch] = {}
+        self._watches: dict[tuple[str, bool], ObservedWatch] = {}  # by (folder, recursive)
+        self._plan: dict[tuple[str, bool], None] = {}
         self._wanted: frozenset[str] = frozenset()
         self._observer: BaseObserver | None = None
         self._started = False
@@ -204,28 +206,35 @@ class WatchdogWaker(PollWaker):
                 self._observer = observer
 
     def watch(self, paths: Iterable[str]) -> None:
-        """Watch exactly these directories (missing ones are retried on the next call)."""
+        """Watch these directories (missing ones are retried on the next call), with as few watches as
+        cover them: a folder with others of the set below it is watched recursively, once, and those
+        below it through it (watchdog runs threads per watch, not per folder: a tree of a thousand pods
+        costs one watch); a folder alone is watched by itself. A watch that cannot be made (the inotify
+        limits, no thread left to start) leaves the waker polling, said in `degraded_reason`."""
         wanted = frozenset(os.path.abspath(p) for p in paths)
         with self._lock:
             observer = self._observer
             if observer is None or self._closed:
                 return
-            if wanted == self._wanted and wanted.issubset(self._watches):
+            if wanted == self._wanted and set(self._plan).issubset(self._watches):
                 return
             self._wanted = wanted
-            for path in [p for p in self._watches if p not in wanted]:
-                watch = self._watches.pop(path)
+            self._plan = plan = _cover(wanted)
+            for key in [k for k in self._watches if k not in plan]:
+                watch = self._watches.pop(key)
                 with contextlib.suppress(KeyError, OSError):  # its emitter may have died with the folder
                     observer.unschedule(watch)
-            for path in sorted(wanted - self._watches.keys()):
+            for key in sorted(plan.keys() - self._watches.keys()):
+                path, recursive = key
                 if not os.path.isdir(path):
                     continue  # not there yet: the poll backstop covers it until it appears
                 try:
-                    self._watches[path] = observer.schedule(
-                        self._handler, path, recursive=False, event_filter=_EVENT_FILTER
+                    self._watches[key] = observer.schedule(
+                        self._handler, path, recursive=recursive, event_filter=_EVENT_FILTER
                     )
-                except OSError as exc:
-                    # Typically ENOSPC: the inotify watch limit. Keep polling; say so.
+                except (OSError, RuntimeError) as exc:
+                    # ENOSPC: the inotify watch limit; EMFILE: its instances; RuntimeError: no thread
+                    # could start (a pid limit). Keep polling; say so.
                     self.degraded_reason = f"cannot watch {path}, polling it: {_one_line(exc)}"
 
     def take_changed(self) -> tuple[set[str], set[str]] | None:
@@ -246,6 +255,26 @@ class WatchdogWaker(PollWaker):
         if observer is not None:
             observer.stop()
             observer.join(timeout=5.0)
+
+
+def _cover(folders: frozenset[str]) -> dict[tuple[str, bool], None]:
+    """The watches that cover `folders`: each folder with no other of them above it, recursive when
+    some are below it.
+
+    >>> sorted(_cover(frozenset({"/p", "/p/a", "/p/a/c", "/p-x", "/q"})))
+    [('/p', True), ('/p-x', False), ('/q', False)]
+    """
+    tops = sorted(folders, key=lambda p: p.split(os.sep))  # a folder's own below it come right after it
+    plan: dict[tuple[str, bool], None] = {}
+    i = 0
+    while i < len(tops):
+        top, prefix = tops[i], tops[i].rstrip(os.sep) + os.sep
+        j = i + 1
+        while j < len(tops) and tops[j].startswith(prefix):
+            j += 1
+        plan[(top, j > i + 1)] = None
+        i = j
+    return plan
 
 
 def own_waker(waker: Waker | None, interval: float) -> tuple[Waker, bool]:

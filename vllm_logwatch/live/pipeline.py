@@ -57,7 +57,7 @@ from ..shown import shown_path
 from .arrival import ArrivalTimer
 from .ingest import LaunchReader
 from .sources import MetricsFactory, SourceReaders, withhold_extra
-from .statekeeper import StateKeeper
+from .statekeeper import SAVE_INTERVAL, StateKeeper
 
 __all__ = ["Pipeline"]
 
@@ -65,6 +65,8 @@ log = logging.getLogger(__name__)
 
 _MAX_LOGGED = 32  # distinct follower errors logged; later ones are only counted
 POLL_BYTES = 1 << 20  # one poll's lines are applied holding the gate: a scrape waits ~0.1 s at most
+STALL_POLLS = 10  # /healthz is 503 once no poll completed for this many poll intervals ...
+STALL_FLOOR = 5.0  # ... and at least this many seconds (a scrape may hold a poll's lines back ~1 s)
 _FILE_EVENTS = {
     "file_switches": "following %s (a new launch file)",
     "rotations": "log rotated (renamed and recreated): reading %s from its start",
@@ -93,8 +95,11 @@ class Pipeline:
         parse: Callable[[str], Event | None] = parse_line,
         metrics_for: MetricsFactory | None = None,
         labels: Mapping[str, str] | None = None,
+        stall_after: float | None = None,
     ) -> None:
         self.follower = follower
+        self.stall_after = (stall_after if stall_after is not None
+                            else max(STALL_POLLS * follower.poll_interval, STALL_FLOOR))
         self.metrics = metrics
         self.zone = zone if zone is not None else local_zone()
         self._parse = parse
@@ -111,13 +116,15 @@ class Pipeline:
         self._internal_errors = 0
         self._joined_cut = 0  # a container log's joined lines cut at the cap (the follower cuts the others)
         self._last_batch: float | None = None
+        self._last_poll = time.monotonic()  # when the worker last completed a poll (or started)
         self._started_at: float | None = None
         self._failure: str | None = None
         self._stopped = False
         self._ended = False
         self._logged_counts = dict.fromkeys(("files_opened", "file_switches", "rotations", "truncations"), 0)
         self._logged_errors: set[str] = set()
-        self.keeper = StateKeeper(follower)  # the state file in step with what scrapes show
+        # the state file in step with what scrapes show; a many-source file, rewritten whole, less often
+        self.keeper = StateKeeper(follower, save_interval=getattr(follower, "save_interval", SAVE_INTERVAL))
         follower.poll_bytes = min(follower.poll_bytes, POLL_BYTES)
         if follower.state_file is not None:
             follower.autosave = False  # written here, in step with what the metrics show
@@ -129,6 +136,7 @@ class Pipeline:
         if self._thread is not None:
             raise RuntimeError("pipeline already started")
         self._started_at = time.time()
+        self._last_poll = time.monotonic()
         self._thread = threading.Thread(target=self._run, name="logwatch-pipeline", daemon=True)
         self._thread.start()
         self._housekeeper = threading.Thread(target=self._housekeep, name="logwatch-sync", daemon=True)
@@ -154,8 +162,16 @@ class Pipeline:
         self.sync()
 
     def healthy(self) -> bool:
-        """False once the worker thread died of an unexpected error (never for a bad line or file)."""
-        return self._failure is None
+        """False once the worker thread died of an unexpected error (never for a bad line or file), or
+        while it is stuck: no poll completed for `stall_after` seconds (a poll never waits on a writer,
+        so one that does not end is a bug or a hung file system)."""
+        return self._failure is None and self.stalled_for() < self.stall_after
+
+    def stalled_for(self) -> float:
+        """Seconds since the worker last completed a poll (0 before it starts and after it stops)."""
+        if self._thread is None or self._stopped:
+            return 0.0
+        return time.monotonic() - self._last_poll
 
     def step(self) -> int:
         """One poll and its lines, in this thread; the number of lines handled."""
@@ -204,6 +220,7 @@ class Pipeline:
     def _polled(self) -> None:
         """After any poll (its lines applied): a position that moved without a line (a file opened,
         rotated, truncated; a cut line's tail skipped) is pending too."""
+        self._last_poll = time.monotonic()
         self.keeper.moved(self.follower.checkpoint())
         take_dropped = getattr(self.follower, "take_dropped", None)
         if take_dropped is not None and (dropped := take_dropped()):
@@ -301,6 +318,7 @@ class Pipeline:
             "pipeline": {
                 "running": thread is not None and thread.is_alive(),
                 "healthy": self.healthy(),
+                "last_poll_age_seconds": round(self.stalled_for(), 3),
                 "failure": self._failure,
                 "started_at": self._started_at,
                 "lines_applied": self._lines_applied,

@@ -74,6 +74,7 @@ class SourceReaders:
         self._seen: dict[SourceKey, Checkpoint] = {}  # each source's checkpoint at the last sync
         self._members: dict[SourceKey, set[SourceKey]] = {}  # the sources of each set of series
         self.files_seen = 0
+        self._folded_said = False
 
     def metrics_of(self, key: SourceKey) -> ExporterMetrics:
         labels = self._labels_of(key)
@@ -100,8 +101,12 @@ class SourceReaders:
         old = self._readers.get(key)
         if old is not None:
             old.reader.flush()
-        elif key:
-            log.info("new source %s: reading %s", described(self._labels_of(key)), source)
+        elif key and self._labels_of(key) == key:
+            log.info("new source %s: reading %s", described(key), source)
+        elif key and not self._folded_said:  # beyond the cap: said once, not once a source
+            self._folded_said = True
+            log.info("sources beyond --max-sources are read into the series labelled %s (counted in "
+                     "vllm_logwatch_sources{state=\"folded\"})", described(self._labels_of(key)))
         zone = self.zone
 
         def clock(first_stamp: str) -> YearClock:

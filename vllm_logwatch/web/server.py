@@ -49,6 +49,7 @@ from prometheus_client.registry import CollectorRegistry
 
 from ..errors import InputError, UsageError
 from ..exporting.history import History
+from .accepterrors import count_accept_errors
 from .assets import static_files
 
 if TYPE_CHECKING:
@@ -95,6 +96,7 @@ def create_app(
     from . import page
 
     history = history if history is not None else History()
+    accept_errors = count_accept_errors()
     # No redirect for a trailing slash: Starlette's names the Host header the client sent.
     app = FastAPI(title="vllm-logwatch", docs_url=None, redoc_url=None, openapi_url=None,
                   redirect_slashes=False)
@@ -114,7 +116,7 @@ def create_app(
 
     @app.api_route("/api/v1/status", methods=_READ)
     def api_status() -> JSONResponse:
-        return JSONResponse(status())
+        return JSONResponse({**status(), "http": {"accept_errors": accept_errors.count}})
 
     @app.api_route("/api/v1/history", methods=_READ)
     def api_history(request: Request) -> JSONResponse:
@@ -245,6 +247,7 @@ def uvicorn_config(app: Any, web: WebConfig | None = None) -> uvicorn.Config:
     `tls_server_config`, with its lowest TLS version set on the context uvicorn makes."""
     import uvicorn
 
+    count_accept_errors()
     tls = web.tls if web is not None else None
     minimum = tls.minimum_version if tls is not None else None
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from vllm_logwatch.following.layouts import (
     script_name,
     source_name,
 )
+from vllm_logwatch.following.openfile import open_regular
 
 
 def touch(path: Path, text: str = "x\n") -> Path:
@@ -45,10 +47,25 @@ def test_the_layout_is_told_from_what_the_folder_holds(tmp_path: Path) -> None:
     assert detect_layout(str(tmp_path)) is None  # empty: nothing told yet
     touch(tmp_path / "scripts" / "serve_1.log")
     assert detect_layout(str(tmp_path / "scripts")) == "scripts"
-    touch(tmp_path / "pods" / "vllm_vllm-0_0b1f" / "vllm" / "0.log")
+    touch(tmp_path / "pods" / "vllm_vllm-0_3f1c2b8e-5d0a-4c11-9e6f-0b1f2a3c4d5e" / "vllm" / "0.log")
     assert detect_layout(str(tmp_path / "pods")) == "pods"
+    touch(tmp_path / "static" / "kube-system_etcd-node1_0b1f2a3c4d5e6f708192a3b4c5d6e7f8" / "etcd" / "3.log")
+    assert detect_layout(str(tmp_path / "static")) == "pods"  # a static pod: its uid is a hash
     touch(tmp_path / "docker" / ("a" * 64) / f"{'a' * 64}-json.log")
     assert detect_layout(str(tmp_path / "docker")) == "docker"
+
+
+@pytest.mark.parametrize("archive", [
+    "logs_2025_07",  # a dated archive: a_b_c, but no uid
+    "old_runs_3f1c2b8e-5d0a-4c11-9e6f-0b1f2a3c4d5e",  # uid-shaped, but no container folder of N.log
+])
+def test_a_launch_file_folder_with_an_archive_folder_is_scripts_not_a_kubelet_tree(
+        tmp_path: Path, archive: str) -> None:
+    touch(tmp_path / "serve_qwen_20250705_112901.log")
+    touch(tmp_path / "serve_llama_20250705_120000.log")
+    touch(tmp_path / archive / "serve_qwen_20250601_080000.log")
+    touch(tmp_path / archive / "sub" / "notes.log")
+    assert detect_layout(str(tmp_path)) == "scripts"
 
 
 def test_a_kubelet_tree_has_a_source_per_container_across_pod_uids(tmp_path: Path) -> None:
@@ -112,3 +129,22 @@ def test_a_folder_that_cannot_be_listed_is_an_error_told_not_raised(tmp_path: Pa
     assert discover(str(target), "pods", "*.log", (), lambda exc, path: errors.append(path)) == {}
     assert errors == [str(target)]
     assert folded_key("pods") == (("namespace", "_folded"), ("pod", "_folded"), ("container", "_folded"))
+
+
+def test_a_fifo_where_a_config_belongs_is_never_opened(tmp_path: Path) -> None:
+    """A named pipe in place of config.v2.json (or a log) would block open() until a writer comes,
+    under the lock a scrape needs: it is never opened; the container is named by its short id."""
+    cid = "e" * 64
+    touch(tmp_path / cid / f"{cid}-json.log")
+    os.mkfifo(tmp_path / cid / "config.v2.json")
+    result: list[dict[object, object]] = []
+    worker = threading.Thread(
+        target=lambda: result.append(discover(str(tmp_path), "docker", "*.log", (), never)), daemon=True)
+    worker.start()
+    worker.join(5.0)
+    if worker.is_alive():  # unblock the listing so the test run can end, then fail
+        os.close(os.open(tmp_path / cid / "config.v2.json", os.O_WRONLY | os.O_NONBLOCK))
+        pytest.fail("the listing blocked in open() on a named pipe")
+    assert [source_name(k) for k in result[0]] == ["eeeeeeeeeeee"]
+    with pytest.raises(OSError, match="not a regular file"):
+        open_regular(str(tmp_path / cid / "config.v2.json"))

@@ -13,6 +13,7 @@ from typing import Any
 
 from .events import ServerInfo
 from .launchargs import derive, engine_config_facts, read_args
+from .masking import masked
 
 __all__ = ["INFO_HOOKS", "PROBLEM_TAGS", "parse_info", "problem_of"]
 
@@ -155,13 +156,14 @@ builds the live prefilter from them)."""
 
 
 def parse_info(msg: str, common: dict[str, Any]) -> ServerInfo | None:
-    """A start-up fact from a message, or None."""
+    """A start-up fact from a message, or None. Its values are masked (`masking.masked`): no secret
+    nor URL credential of the model name goes further."""
     if not any(h in msg for h in INFO_HOOKS):
         return None
     for pattern, build in _TABLE:
         m = pattern.search(msg)
         if m is not None:
-            facts = {k: v for k, v in build(m).items() if v is not None}
+            facts = {k: masked(v) for k, v in build(m).items() if v is not None}
             return ServerInfo(**facts, **common)
     return None
 

@@ -9,7 +9,8 @@ The subset logwatch implements, with exporter-toolkit's meaning and defaults:
   `RequireAndVerifyClientCert`, which need `client_ca_file`), `client_ca_file`, `min_version`
   (`TLS10` to `TLS13`, default `TLS12`). Relative paths are relative to the file's folder.
 * `basic_auth_users`: user name -> bcrypt hash (`htpasswd -nBC 10 "" | tr -d ':\\n'`); with any user,
-  every request needs one of them.
+  every request needs one of them. A cost above `MAX_BCRYPT_COST` (12: ~0.25 s a check on one core)
+  is refused: exporter-toolkit takes any cost up to 31, but a cost-16 hash makes every check ~4 s.
 * `http_server_config.headers`: added to every response (the five headers exporter-toolkit allows,
   with its allowed values); `http2: false` is accepted (logwatch serves HTTP/1.1 only).
 
@@ -17,7 +18,8 @@ Anything else is refused with a one-line `UsageError`, never ignored: exporter-t
 (`cert`, `key`, `client_ca` inline, `client_allowed_sans`, `max_version`, `cipher_suites`,
 `curve_preferences`, `prefer_server_cipher_suites`, `rate_limit`, `http2: true`) and
 `RequestClientCert` / `RequireAnyClientCert`, which accept a client certificate without verifying
-it: Python's TLS cannot. The file is read once, at start: a new certificate needs a restart.
+it: Python's TLS cannot. The file is read once, at start: a new certificate needs a restart. The file
+and the TLS files must be regular files (a named pipe would hang the start).
 
 Example::
 
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import errno
 import functools
 import hashlib
 import hmac
@@ -37,6 +40,7 @@ import os
 import re
 import secrets
 import ssl
+import stat
 import threading
 from collections.abc import Mapping
 from typing import Any
@@ -45,7 +49,14 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from ..errors import UsageError
 
-__all__ = ["BasicAuth", "HTTPServerConfig", "TLSServerConfig", "WebConfig", "load_web_config"]
+__all__ = ["MAX_BCRYPT_COST", "MAX_PENDING_CHECKS", "BasicAuth", "HTTPServerConfig", "TLSServerConfig",
+           "WebConfig", "load_web_config"]
+
+MAX_BCRYPT_COST = 12
+"""The highest bcrypt cost accepted (each step doubles a check's time: 10 is ~70 ms, 12 ~0.25 s)."""
+MAX_PENDING_CHECKS = 4
+"""bcrypt checks running or waiting at once; a request past them is refused at once (401), so a
+flood of wrong passwords can neither queue a good one for long nor grow a queue."""
 
 _TLS_VERSIONS = {
     "TLS10": ssl.TLSVersion.TLSv1, "TLS11": ssl.TLSVersion.TLSv1_1,
@@ -178,6 +189,10 @@ class WebConfig(_Strict):
             if _BCRYPT.fullmatch(hashed) is None:
                 raise ValueError(f"user {user!r}: not a bcrypt hash ($2y$10$ and 53 more characters, as "
                                  "htpasswd -nBC 10 makes)")
+            if int(hashed[4:6]) > MAX_BCRYPT_COST:
+                raise ValueError(f"user {user!r}: bcrypt cost {int(hashed[4:6])} is above "
+                                 f"{MAX_BCRYPT_COST} (each check would take seconds): hash it again "
+                                 f"with htpasswd -nBC {MAX_BCRYPT_COST} or less")
         return value
 
     @property
@@ -209,8 +224,7 @@ def load_web_config(path: str) -> WebConfig:
     import yaml
 
     try:
-        with open(path, "rb") as file:
-            raw = file.read(1 << 20)
+        raw = _read_regular(path, 1 << 20)
     except OSError as exc:
         raise UsageError(f"cannot read it ({_reason(exc)})") from None
     try:
@@ -250,9 +264,12 @@ class BasicAuth:
 
     bcrypt is slow on purpose (about 70 ms at cost 10), so a user's last good password is remembered,
     as an HMAC with a key of this process (not the password itself): a scrape every 10 s costs one bcrypt,
-    not one each. An unknown user costs a bcrypt check too (on a hash of the same cost), so user names
-    cannot be told from the time an answer takes; comparisons are constant-time; one bcrypt runs at a
-    time, so a flood of wrong passwords takes at most one core.
+    not one each, and `cached` answers it without bcrypt (the server asks it on the event loop). An
+    unknown user costs a bcrypt check too (on a hash of the same cost, made here, at start), so user
+    names cannot be told from the time an answer takes; comparisons are constant-time; one bcrypt runs
+    at a time, so a flood of wrong passwords takes at most one core; and at most `MAX_PENDING_CHECKS`
+    checks run or wait (`admit`, `release`): past them a request is refused without a check, so a good
+    password never waits behind more than that many.
     """
 
     def __init__(self, users: Mapping[str, str]) -> None:
@@ -265,6 +282,15 @@ class BasicAuth:
         self._key = secrets.token_bytes(32)
         self._good: dict[bytes, bytes] = {}
         self._lock = threading.Lock()
+        self._slots = threading.BoundedSemaphore(MAX_PENDING_CHECKS)
+
+    def admit(self) -> bool:
+        """Take one of the `MAX_PENDING_CHECKS` places for a bcrypt check; False (at once) when none
+        is free. Give it back with `release`."""
+        return self._slots.acquire(blocking=False)
+
+    def release(self) -> None:
+        self._slots.release()
 
     def cached(self, authorization: bytes | None) -> bool:
         """True when these credentials were checked good before (no bcrypt: cheap)."""
@@ -328,10 +354,26 @@ def _resolved(tls: TLSServerConfig, folder: str) -> TLSServerConfig:
     return tls.model_copy(update=update)
 
 
+def _read_regular(path: str, limit: int) -> bytes:
+    """Up to `limit` bytes of the regular file at `path`; `OSError` for anything else. Opened without
+    blocking, so a named pipe or a device is refused instead of hanging the start."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
+        if not stat.S_ISREG(mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb", closefd=False) as file:
+            return file.read(limit)
+    finally:
+        os.close(fd)
+
+
 def _check_readable(what: str, path: str) -> None:
     try:
-        with open(path, "rb"):
-            pass
+        _read_regular(path, 1)
     except OSError as exc:
         raise UsageError(f"tls_server_config: {what} {path}: cannot read it ({_reason(exc)})") from None
 
@@ -340,7 +382,9 @@ def _reason(exc: BaseException) -> str:
     if isinstance(exc, ssl.SSLError):
         return str(exc.reason or exc).lower().replace("_", " ")
     if isinstance(exc, OSError) and exc.strerror:
-        return exc.strerror.lower() if exc.errno is None else os.strerror(exc.errno).lower()
+        if exc.errno is None or exc.strerror == "not a regular file":
+            return exc.strerror.lower()
+        return os.strerror(exc.errno).lower()
     return str(exc) or type(exc).__name__
 
 

@@ -55,7 +55,8 @@ if TYPE_CHECKING:
     import uvicorn
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-    from .webconfig import BasicAuth, WebConfig
+    from .basicauth import BasicAuth
+    from .webconfig import WebConfig
 
 __all__ = ["EXIT_SIGINT", "bind_socket", "create_app", "serve", "url_of", "uvicorn_config"]
 
@@ -145,7 +146,7 @@ def create_app(
         return Response(found.body, media_type=found.media_type, headers=headers)
 
     if web is not None and (web.basic_auth_users or web.headers):
-        from .webconfig import BasicAuth
+        from .basicauth import BasicAuth
 
         # Made here, at start: its dummy hash costs a bcrypt, which must not fall on the first request.
         auth = BasicAuth(web.basic_auth_users) if web.basic_auth_users else None

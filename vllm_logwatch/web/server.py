@@ -44,10 +44,12 @@ from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
+from prometheus_client.core import CounterMetricFamily
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import CollectorRegistry
 
 from ..errors import InputError, UsageError
+from ..exporting import catalogue
 from ..exporting.history import History
 from .assets import static_files
 
@@ -145,6 +147,7 @@ def create_app(
             return Response(status_code=304, headers=headers)
         return Response(found.body, media_type=found.media_type, headers=headers)
 
+    _count_invalid_requests(registry)
     if web is not None and (web.basic_auth_users or web.headers):
         from .basicauth import BasicAuth
 
@@ -152,6 +155,38 @@ def create_app(
         auth = BasicAuth(web.basic_auth_users) if web.basic_auth_users else None
         app.add_middleware(_WebGuard, web=web, auth=auth)
     return app
+
+
+class _InvalidRequests(logging.Filter):
+    """uvicorn's `Invalid HTTP request received.` warnings (one per malformed request: a port scanner
+    writes hundreds a second) counted instead of logged, as `vllm_logwatch_http_invalid_requests`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.getMessage() == "Invalid HTTP request received.":
+            self.count += 1
+            return False
+        return True
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        spec = next(m for m in catalogue.METRICS if m.name == catalogue.name("http_invalid_requests"))
+        family = CounterMetricFamily(spec.name, spec.help)
+        family.add_metric([], self.count)
+        yield family
+
+
+_INVALID = _InvalidRequests()
+
+
+def _count_invalid_requests(registry: CollectorRegistry) -> None:
+    """uvicorn's warning for each malformed request into a counter of `registry` (one filter per process)."""
+    logger = logging.getLogger("uvicorn.error")
+    if _INVALID not in logger.filters:
+        logger.addFilter(_INVALID)
+    registry.register(_INVALID)
 
 
 _UNAUTHORIZED = b"Unauthorized\n"

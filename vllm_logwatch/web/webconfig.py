@@ -9,7 +9,7 @@ The subset logwatch implements, with exporter-toolkit's meaning and defaults:
   `RequireAndVerifyClientCert`, which need `client_ca_file`), `client_ca_file`, `min_version`
   (`TLS10` to `TLS13`, default `TLS12`). Relative paths are relative to the file's folder.
 * `basic_auth_users`: user name -> bcrypt hash (`htpasswd -nBC 10 "" | tr -d ':\\n'`); with any user,
-  every request needs one of them. A cost above `MAX_BCRYPT_COST` (12: ~0.25 s a check on one core)
+  every request needs one of them. A cost above `MAX_BCRYPT_COST` (12: 0.25-0.45 s a check on one core)
   is refused: exporter-toolkit takes any cost up to 31, but a cost-16 hash makes every check ~4 s.
 * `http_server_config.headers`: added to every response (the five headers exporter-toolkit allows,
   with its allowed values); `http2: false` is accepted (logwatch serves HTTP/1.1 only).
@@ -44,7 +44,7 @@ from ..errors import UsageError
 __all__ = ["MAX_BCRYPT_COST", "HTTPServerConfig", "TLSServerConfig", "WebConfig", "load_web_config"]
 
 MAX_BCRYPT_COST = 12
-"""The highest bcrypt cost accepted (each step doubles a check's time: 10 is ~70 ms, 12 ~0.25 s)."""
+"""The highest bcrypt cost accepted (each step doubles a check's time: 10 is 70-110 ms, 12 0.25-0.45 s)."""
 
 _TLS_VERSIONS = {
     "TLS10": ssl.TLSVersion.TLSv1, "TLS11": ssl.TLSVersion.TLSv1_1,

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 
 from .errors import EXIT_OK, EXIT_USAGE, LogwatchError, OutputError
 from .options import COMMANDS, build_parser
+from .shown import shown_path
 
 __all__ = ["build_parser", "main"]
 
@@ -150,14 +151,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except LogwatchError as exc:
         if isinstance(exc, OutputError):
             _drop_stdout()
-        print(f"logwatch {args.command}: {exc}", file=sys.stderr)
+        print(f"logwatch {args.command}: {shown_path(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except OSError as exc:
         if args.command not in _OFFLINE:
             raise
         # The offline commands turn every input error into an InputError: this is their output.
         _drop_stdout()
-        print(f"logwatch {args.command}: cannot write the output: {exc.strerror or exc}", file=sys.stderr)
+        print(f"logwatch {args.command}: cannot write the output: {shown_path(str(exc.strerror or exc))}",
+              file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130

@@ -3,20 +3,42 @@
 A name that is not valid UTF-8 (`serve_\\xff.log`) reaches Python as a str with surrogate escapes
 (`serve_\\udcff.log`), which no UTF-8 output can hold: a JSON response, a CSV cell, a plot title or a
 terminal line would fail on it. Opening and statting use the real name; everything that shows one
-goes through `shown_path`, which replaces the undecodable bytes with U+FFFD. Imports nothing of the
-package: the offline commands and the live exporter both use it.
+goes through `shown_path`, which replaces the undecodable bytes with U+FFFD and escapes control
+characters (a newline or a terminal escape in a name must not start a line or drive the terminal).
+`printable` does the latter for any text shown (arguments, error messages, every line logged). Imports
+nothing of the package: the offline commands and the live exporter both use it.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 
-__all__ = ["ShownFormatter", "shown_path"]
+__all__ = ["ShownFormatter", "printable", "shown_path"]
+
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape(m: re.Match[str]) -> str:
+    c = m.group()
+    return _NAMED.get(c) or (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
+
+
+def printable(text: str) -> str:
+    """`text` with every control character (C0, DEL, C1, the Unicode line and paragraph separators)
+    escaped as Python writes it, so that it stays one line and cannot drive a terminal.
+
+    >>> printable("serve\\n\\x1b[31m.log"), printable("plain")
+    ('serve\\\\n\\\\x1b[31m.log', 'plain')
+    """
+    return _CONTROL.sub(_escape, text) if _CONTROL.search(text) else text
 
 
 def shown_path(path: str | bytes | os.PathLike[str] | os.PathLike[bytes]) -> str:
-    """The name with every byte that is not UTF-8 replaced by U+FFFD; any other text unchanged.
+    """The name with every byte that is not UTF-8 replaced by U+FFFD and control characters escaped
+    (`printable`); any other text unchanged.
 
     >>> shown_path(os.fsdecode(b"logs/serve_\\xff.log"))
     'logs/serve_\\ufffd.log'
@@ -24,8 +46,11 @@ def shown_path(path: str | bytes | os.PathLike[str] | os.PathLike[bytes]) -> str
     'logs/serve.log'
     """
     raw = os.fspath(path)
-    if isinstance(raw, bytes):
-        return raw.decode("utf-8", "replace")
+    return printable(raw.decode("utf-8", "replace") if isinstance(raw, bytes) else _utf8(raw))
+
+
+def _utf8(raw: str) -> str:
+    """`raw` with its surrogate escapes (undecodable bytes of a name) replaced by U+FFFD."""
     try:
         raw.encode("utf-8")
         return raw  # the common case: nothing to replace, no copy
@@ -39,7 +64,11 @@ def shown_path(path: str | bytes | os.PathLike[str] | os.PathLike[bytes]) -> str
 
 class ShownFormatter(logging.Formatter):
     """Log lines with the file names in them shown as `shown_path` shows them (stderr would print a
-    surrogate escape as the text `\\udcff`; a UTF-8 log collector could refuse the line)."""
+    surrogate escape as the text `\\udcff`; a UTF-8 log collector could refuse the line; a newline in a
+    name would forge a line). A traceback after the message keeps its lines."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        return shown_path(super().formatMessage(record))
 
     def format(self, record: logging.LogRecord) -> str:
-        return shown_path(super().format(record))
+        return _utf8(super().format(record))

@@ -53,6 +53,7 @@ def run_run(
     from ..exporting.exporter import ExporterMetrics
     from ..exporting.history import History
     from ..live.feed import LineFeeder
+    from ..parsing.masking import masked
     from ..parsing.stamps import resolve_zone
     from ..supervising.supervisor import Supervisor, command_facts, launch_name
     from ..web.server import bind_socket, create_app, url_of, uvicorn_config
@@ -71,7 +72,7 @@ def run_run(
         raise UsageError(str(exc)) from None
     registry = CollectorRegistry()
     metrics.register(registry)
-    feeder = LineFeeder(metrics, resolve_zone(settings.tz), facts=command_facts(command))
+    feeder = LineFeeder(metrics, resolve_zone(settings.tz), facts=masked(command_facts(command)))
     supervisor = Supervisor(
         command, log_dir=settings.log_dir, name=launch_name(settings.name, command),
         feeder=feeder, on_state=child_reporter(metrics), stop_timeout=settings.stop_timeout,

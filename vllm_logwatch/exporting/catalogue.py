@@ -144,6 +144,8 @@ METRICS: tuple[MetricSpec, ...] = (
        "Sources of a many-source watch (--layout): followed (series of their own), folded (beyond "
        "--max-sources), gone (files gone, series kept for --source-grace)."),
     _m("label_overflow", "counter", ("label",), "Events whose label value was folded into 'other' (bounded labels)."),
+    _m("http_invalid_requests", "counter", (),
+       "Malformed HTTP requests to this exporter, answered 400 (counted here, not logged)."),
     # Run mode: the supervised vLLM child.
     _m("child_up", "gauge", (), "1 while the supervised vLLM process runs."),
     _m("child_pid", "gauge", (), "PID of the supervised vLLM process."),

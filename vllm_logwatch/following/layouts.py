@@ -23,6 +23,7 @@ label value is never unbounded or undecodable.
 from __future__ import annotations
 
 import fnmatch
+import hashlib
 import json
 import os
 import re
@@ -167,7 +168,18 @@ def discover(root: str, layout: str, pattern: str, select: Iterable[str], on_err
 
 
 def _label(text: str) -> str:
-    return shown_path(text)[:MAX_LABEL_CHARS]
+    """A folder or file name as a label value: itself when it is short, valid UTF-8 without control
+    characters and not `FOLDED`; else what can be shown of it, cut, then `~` and 8 hex digits of a hash
+    of the whole name, so that two names never become one source (nor a real source the folded one).
+
+    >>> _label("serve"), _label("_folded"), len(_label("x" * 200)), _label("x" * 200) == _label("x" * 201)
+    ('serve', '_folded~9ba58269', 128, False)
+    """
+    shown = shown_path(text)
+    if shown == text and len(text) <= MAX_LABEL_CHARS and text != FOLDED:
+        return text
+    digest = hashlib.sha256(os.fsencode(text)).hexdigest()[:8]
+    return f"{shown[:MAX_LABEL_CHARS - 9]}~{digest}"
 
 
 def _list(folder: str, on_error: OnError) -> list[os.DirEntry[str]]:

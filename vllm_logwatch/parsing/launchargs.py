@@ -3,7 +3,9 @@
 
 `read_args(text)` turns the repr into a plain dict with `ast.literal_eval` (a literal, never code), a
 value at a time when the whole is not one literal (an enum repr among them): bounded in size, secrets
-masked (vLLM 0.33 masks `api_key`, `hf_token`; older versions print them), every value JSON-able.
+masked by `masking.masked` before anything else sees them (vLLM 0.33 masks `api_key`, `hf_token`;
+older versions print them, and no version masks a nested key, a JSON config's or a URL's), every
+value JSON-able.
 `derive(args)` and `engine_config_facts(config)` give the launch facts the summary compares
 (quantization, dtype, parallel sizes, ...), each a number or a short validated word.
 """
@@ -14,7 +16,9 @@ import ast
 import re
 from typing import Any
 
-__all__ = ["MAX_ARGS_CHARS", "derive", "engine_config_facts", "read_args"]
+from .masking import MASK, masked
+
+__all__ = ["MASK", "MAX_ARGS_CHARS", "derive", "engine_config_facts", "read_args"]
 
 MAX_ARGS_CHARS = 65536
 """A longer arguments repr is not read as a dict (its named facts still are, by pattern)."""
@@ -22,9 +26,7 @@ _MAX_KEYS = 300
 _MAX_STR = 300
 _MAX_DEPTH = 4
 _MAX_ITEMS = 64
-_SECRET = re.compile(r"(?:^|_)(?:api_key|key|token|secret|password|passwd|credentials?)$|^watermark_config$")
 _WORD = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:+-]{0,63}$")
-MASK = "***"
 
 
 def _plain(value: Any, depth: int = 0) -> Any:
@@ -128,11 +130,8 @@ def read_args(text: str) -> dict[str, Any] | None:
             ok, value = _literal(ast.parse(m.group(2), mode="eval").body)
             if ok:
                 pairs.append((m.group(1), value))
-    out: dict[str, Any] = {}
-    for key, value in pairs[:_MAX_KEYS]:
-        key = key[:_MAX_STR]
-        out[key] = MASK if _SECRET.search(key) and value not in (None, "", []) else _plain(value)
-    return out
+    clean = masked({key[:_MAX_STR]: value for key, value in pairs[:_MAX_KEYS]})
+    return {key: _plain(value) for key, value in clean.items()}
 
 
 def _word(value: Any) -> str | None:

@@ -13,6 +13,7 @@ from typing import Any
 
 from .events import ServerInfo
 from .launchargs import derive, engine_config_facts, read_args
+from .masking import masked
 from .needles import INFO_HOOKS
 
 __all__ = ["PROBLEM_TAGS", "parse_info", "problem_of"]
@@ -189,13 +190,14 @@ _TABLE: tuple[tuple[re.Pattern[str], _Builder], ...] = (
 
 
 def parse_info(msg: str, common: dict[str, Any]) -> ServerInfo | None:
-    """A start-up fact from a message, or None."""
+    """A start-up fact from a message, or None. Its values are masked (`masking.masked`): no secret
+    nor URL credential of the model name goes further."""
     if not any(h in msg for h in INFO_HOOKS):
         return None
     for pattern, build in _TABLE:
         m = pattern.search(msg)
         if m is not None:
-            facts = {k: v for k, v in build(m).items() if v is not None}
+            facts = {k: masked(v) for k, v in build(m).items() if v is not None}
             return ServerInfo(**facts, **common)
     return None
 

@@ -44,10 +44,12 @@ from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
+from prometheus_client.core import CounterMetricFamily
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import CollectorRegistry
 
 from ..errors import InputError, UsageError
+from ..exporting import catalogue
 from ..exporting.history import History
 from .accepterrors import count_accept_errors
 from .assets import static_files
@@ -56,6 +58,7 @@ if TYPE_CHECKING:
     import uvicorn
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+    from .basicauth import BasicAuth
     from .webconfig import WebConfig
 
 __all__ = ["EXIT_SIGINT", "bind_socket", "create_app", "serve", "url_of", "uvicorn_config"]
@@ -146,9 +149,46 @@ def create_app(
             return Response(status_code=304, headers=headers)
         return Response(found.body, media_type=found.media_type, headers=headers)
 
+    _count_invalid_requests(registry)
     if web is not None and (web.basic_auth_users or web.headers):
-        app.add_middleware(_WebGuard, web=web)
+        from .basicauth import BasicAuth
+
+        # Made here, at start: its dummy hash costs a bcrypt, which must not fall on the first request.
+        auth = BasicAuth(web.basic_auth_users) if web.basic_auth_users else None
+        app.add_middleware(_WebGuard, web=web, auth=auth)
     return app
+
+
+class _InvalidRequests(logging.Filter):
+    """uvicorn's `Invalid HTTP request received.` warnings (one per malformed request: a port scanner
+    writes hundreds a second) counted instead of logged, as `vllm_logwatch_http_invalid_requests`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.getMessage() == "Invalid HTTP request received.":
+            self.count += 1
+            return False
+        return True
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        spec = next(m for m in catalogue.METRICS if m.name == catalogue.name("http_invalid_requests"))
+        family = CounterMetricFamily(spec.name, spec.help)
+        family.add_metric([], self.count)
+        yield family
+
+
+_INVALID = _InvalidRequests()
+
+
+def _count_invalid_requests(registry: CollectorRegistry) -> None:
+    """uvicorn's warning for each malformed request into a counter of `registry` (one filter per process)."""
+    logger = logging.getLogger("uvicorn.error")
+    if _INVALID not in logger.filters:
+        logger.addFilter(_INVALID)
+    registry.register(_INVALID)
 
 
 _UNAUTHORIZED = b"Unauthorized\n"
@@ -159,18 +199,19 @@ _DENIED = [(b"content-type", b"text/plain; charset=utf-8"), (b"www-authenticate"
 class _WebGuard:
     """ASGI middleware: the web configuration's headers on every response (replacing ours of the same
     name), and basic auth before any route, 404s included. A wrong or missing password is a 401 with
-    `WWW-Authenticate: Basic` and a fixed body; bcrypt runs off the event loop, one check at a time."""
+    `WWW-Authenticate: Basic` and a fixed body. Credentials checked good before are answered on the
+    event loop without bcrypt; others run bcrypt off the loop, one check at a time, at most
+    `MAX_PENDING_CHECKS` running or waiting: past that a request is a 401 at once, so a flood of wrong
+    passwords neither blocks the loop nor holds a good password in a long queue."""
 
-    def __init__(self, app: ASGIApp, web: WebConfig) -> None:
+    def __init__(self, app: ASGIApp, web: WebConfig, auth: BasicAuth | None) -> None:
         import anyio
-
-        from .webconfig import BasicAuth
 
         self.app = app
         self.headers = [(name.lower().encode("ascii"), value.encode("ascii"))
                         for name, value in web.headers.items()]
         self.names = {name for name, _ in self.headers}
-        self.auth = BasicAuth(web.basic_auth_users) if web.basic_auth_users else None
+        self.auth = auth
         self.limiter = anyio.CapacityLimiter(1)  # a waiting check holds no thread of the pool
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -185,15 +226,23 @@ class _WebGuard:
             await send(message)
 
         if self.auth is not None:
-            import anyio.to_thread
-
             given = next((value for name, value in scope["headers"] if name == b"authorization"), None)
-            if not self.auth.cached(given) and not await anyio.to_thread.run_sync(
-                    self.auth.check, given, limiter=self.limiter):
+            if not self.auth.cached(given) and not await self._checked(given):
                 await send_with_headers({"type": "http.response.start", "status": 401, "headers": _DENIED})
                 await send_with_headers({"type": "http.response.body", "body": _UNAUTHORIZED})
                 return
         await self.app(scope, receive, send_with_headers)
+
+    async def _checked(self, given: bytes | None) -> bool:
+        """bcrypt's answer, off the event loop; False at once when `MAX_PENDING_CHECKS` are under way."""
+        import anyio.to_thread
+
+        if self.auth is None or given is None or not self.auth.admit():
+            return False
+        try:
+            return await anyio.to_thread.run_sync(self.auth.check, given, limiter=self.limiter)
+        finally:
+            self.auth.release()
 
 
 def bind_socket(host: str, port: int) -> socket.socket:

@@ -9,7 +9,8 @@ The subset logwatch implements, with exporter-toolkit's meaning and defaults:
   `RequireAndVerifyClientCert`, which need `client_ca_file`), `client_ca_file`, `min_version`
   (`TLS10` to `TLS13`, default `TLS12`). Relative paths are relative to the file's folder.
 * `basic_auth_users`: user name -> bcrypt hash (`htpasswd -nBC 10 "" | tr -d ':\\n'`); with any user,
-  every request needs one of them.
+  every request needs one of them. A cost above `MAX_BCRYPT_COST` (12: 0.25-0.45 s a check on one core)
+  is refused: exporter-toolkit takes any cost up to 31, but a cost-16 hash makes every check ~4 s.
 * `http_server_config.headers`: added to every response (the five headers exporter-toolkit allows,
   with its allowed values); `http2: false` is accepted (logwatch serves HTTP/1.1 only).
 
@@ -17,35 +18,33 @@ Anything else is refused with a one-line `UsageError`, never ignored: exporter-t
 (`cert`, `key`, `client_ca` inline, `client_allowed_sans`, `max_version`, `cipher_suites`,
 `curve_preferences`, `prefer_server_cipher_suites`, `rate_limit`, `http2: true`) and
 `RequestClientCert` / `RequireAnyClientCert`, which accept a client certificate without verifying
-it: Python's TLS cannot. The file is read once, at start: a new certificate needs a restart.
+it: Python's TLS cannot. The file is read once, at start: a new certificate needs a restart. The file
+and the TLS files must be regular files (a named pipe would hang the start).
 
 Example::
 
     web = load_web_config("/etc/vllm-logwatch/web.yml")   # UsageError with the reason if bad
-    auth = BasicAuth(web.basic_auth_users)
-    auth.check(b"Basic YWxpY2U6c2VjcmV0")                   # True for alice's password
+    web.basic_auth_users                                  # checked by basicauth.BasicAuth
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
+import errno
 import functools
-import hashlib
-import hmac
 import os
 import re
-import secrets
 import ssl
-import threading
-from collections.abc import Mapping
+import stat
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from ..errors import UsageError
 
-__all__ = ["BasicAuth", "HTTPServerConfig", "TLSServerConfig", "WebConfig", "load_web_config"]
+__all__ = ["MAX_BCRYPT_COST", "HTTPServerConfig", "TLSServerConfig", "WebConfig", "load_web_config"]
+
+MAX_BCRYPT_COST = 12
+"""The highest bcrypt cost accepted (each step doubles a check's time: 10 is 70-110 ms, 12 0.25-0.45 s)."""
 
 _TLS_VERSIONS = {
     "TLS10": ssl.TLSVersion.TLSv1, "TLS11": ssl.TLSVersion.TLSv1_1,
@@ -178,6 +177,10 @@ class WebConfig(_Strict):
             if _BCRYPT.fullmatch(hashed) is None:
                 raise ValueError(f"user {user!r}: not a bcrypt hash ($2y$10$ and 53 more characters, as "
                                  "htpasswd -nBC 10 makes)")
+            if int(hashed[4:6]) > MAX_BCRYPT_COST:
+                raise ValueError(f"user {user!r}: bcrypt cost {int(hashed[4:6])} is above "
+                                 f"{MAX_BCRYPT_COST} (each check would take seconds): hash it again "
+                                 f"with htpasswd -nBC {MAX_BCRYPT_COST} or less")
         return value
 
     @property
@@ -209,8 +212,7 @@ def load_web_config(path: str) -> WebConfig:
     import yaml
 
     try:
-        with open(path, "rb") as file:
-            raw = file.read(1 << 20)
+        raw = _read_regular(path, 1 << 20)
     except OSError as exc:
         raise UsageError(f"cannot read it ({_reason(exc)})") from None
     try:
@@ -245,82 +247,6 @@ def load_web_config(path: str) -> WebConfig:
     return config
 
 
-class BasicAuth:
-    """Checks `Authorization: Basic ...` header values against bcrypt hashes, as exporter-toolkit does.
-
-    bcrypt is slow on purpose (about 70 ms at cost 10), so a user's last good password is remembered,
-    as an HMAC with a key of this process (not the password itself): a scrape every 10 s costs one bcrypt,
-    not one each. An unknown user costs a bcrypt check too (on a hash of the same cost), so user names
-    cannot be told from the time an answer takes; comparisons are constant-time; one bcrypt runs at a
-    time, so a flood of wrong passwords takes at most one core.
-    """
-
-    def __init__(self, users: Mapping[str, str]) -> None:
-        import bcrypt
-
-        self._bcrypt = bcrypt
-        self._users = {user.encode(): hashed.encode() for user, hashed in users.items()}
-        cost = max((int(hashed[4:6]) for hashed in self._users.values()), default=10)
-        self._unknown = bcrypt.hashpw(secrets.token_bytes(16), bcrypt.gensalt(cost))
-        self._key = secrets.token_bytes(32)
-        self._good: dict[bytes, bytes] = {}
-        self._lock = threading.Lock()
-
-    def cached(self, authorization: bytes | None) -> bool:
-        """True when these credentials were checked good before (no bcrypt: cheap)."""
-        found = _credentials(authorization)
-        if found is None:
-            return False
-        user, password = found
-        known = self._good.get(user)
-        return known is not None and hmac.compare_digest(known, self._mac(user, password))
-
-    def check(self, authorization: bytes | None) -> bool:
-        """True when the header names a configured user with the right password."""
-        found = _credentials(authorization)
-        if found is None:
-            return False
-        user, password = found
-        mac = self._mac(user, password)
-        known = self._good.get(user)
-        if known is not None and hmac.compare_digest(known, mac):
-            return True
-        hashed = self._users.get(user)
-        with self._lock:
-            ok = self._checkpw(password, self._unknown if hashed is None else hashed)
-        if ok and hashed is not None:
-            self._good[user] = mac
-            return True
-        return False
-
-    def _checkpw(self, password: bytes, hashed: bytes) -> bool:
-        if len(password) > 72:  # bcrypt reads 72 bytes; refuse, but spend the same time
-            self._bcrypt.checkpw(password[:72], self._unknown)
-            return False
-        try:
-            return bool(self._bcrypt.checkpw(password, hashed))
-        except ValueError:
-            return False
-
-    def _mac(self, user: bytes, password: bytes) -> bytes:
-        return hmac.new(self._key, len(user).to_bytes(4, "big") + user + password, hashlib.sha256).digest()
-
-
-def _credentials(authorization: bytes | None) -> tuple[bytes, bytes] | None:
-    """(user, password) from a `Basic` header value, or None."""
-    if not authorization:
-        return None
-    scheme, _, param = authorization.strip().partition(b" ")
-    if scheme.lower() != b"basic":
-        return None
-    try:
-        decoded = base64.b64decode(param.strip(), validate=True)
-    except (binascii.Error, ValueError):
-        return None
-    user, sep, password = decoded.partition(b":")
-    return (user, password) if sep else None
-
-
 def _resolved(tls: TLSServerConfig, folder: str) -> TLSServerConfig:
     """File paths relative to the configuration file's folder, as exporter-toolkit reads them."""
     update = {key: os.path.join(folder, value) for key in ("cert_file", "key_file", "client_ca_file")
@@ -328,10 +254,26 @@ def _resolved(tls: TLSServerConfig, folder: str) -> TLSServerConfig:
     return tls.model_copy(update=update)
 
 
+def _read_regular(path: str, limit: int) -> bytes:
+    """Up to `limit` bytes of the regular file at `path`; `OSError` for anything else. Opened without
+    blocking, so a named pipe or a device is refused instead of hanging the start."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
+        if not stat.S_ISREG(mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb", closefd=False) as file:
+            return file.read(limit)
+    finally:
+        os.close(fd)
+
+
 def _check_readable(what: str, path: str) -> None:
     try:
-        with open(path, "rb"):
-            pass
+        _read_regular(path, 1)
     except OSError as exc:
         raise UsageError(f"tls_server_config: {what} {path}: cannot read it ({_reason(exc)})") from None
 
@@ -340,7 +282,9 @@ def _reason(exc: BaseException) -> str:
     if isinstance(exc, ssl.SSLError):
         return str(exc.reason or exc).lower().replace("_", " ")
     if isinstance(exc, OSError) and exc.strerror:
-        return exc.strerror.lower() if exc.errno is None else os.strerror(exc.errno).lower()
+        if exc.errno is None or exc.strerror == "not a regular file":
+            return exc.strerror.lower()
+        return os.strerror(exc.errno).lower()
     return str(exc) or type(exc).__name__
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 from pathlib import Path
 
@@ -117,10 +118,26 @@ def test_label_values_are_valid_utf8_and_bounded(tmp_path: Path) -> None:
     long = "p" * 200
     touch(tmp_path / f"ns_{long}_uid" / "c" / "0.log")
     touch(Path(os.fsdecode(bytes(tmp_path) + b"/ns\xff_pod_uid/c/0.log")))
+    touch(tmp_path / f"ns_{long}x_uid" / "c" / "0.log")  # alike in its first 128 characters
+    touch(Path(os.fsdecode(bytes(tmp_path) + b"/ns_pod\n\x1b[31m_uid/c/0.log")))
     found = discover(str(tmp_path), "pods", "*.log", (), never)
     pods = sorted(dict(k)["pod"] for k in found)
-    assert pods == ["pod", "p" * MAX_LABEL_CHARS]
-    assert sorted(dict(k)["namespace"] for k in found) == ["ns", "ns\ufffd"]
+    assert len(found) == 4 and len(set(pods)) == 4, pods
+    assert all(len(p) <= MAX_LABEL_CHARS and "\n" not in p and "\x1b" not in p for p in pods)
+    longs = [p for p in pods if p.startswith("p" * 100)]
+    assert len(longs) == 2 and all(re.fullmatch(r"p{119}~[0-9a-f]{8}", p) for p in longs), longs
+    assert "pod\\n\\x1b[31m~" in " ".join(pods), "control characters escaped, and the name marked changed"
+    namespaces = sorted(dict(k)["namespace"] for k in found)
+    assert namespaces[:3] == ["ns"] * 3 and re.fullmatch(r"ns\ufffd~[0-9a-f]{8}", namespaces[3])
+
+
+def test_a_source_named_like_the_folded_one_keeps_its_own_series(tmp_path: Path) -> None:
+    touch(tmp_path / "_folded_20250101T000000Z.log")
+    touch(tmp_path / "serve_20250101T000000Z.log")
+    found = discover(str(tmp_path), "scripts", "*.log", (), never)
+    scripts = sorted(dict(k)["script"] for k in found)
+    assert len(scripts) == 2 and "_folded" not in scripts and scripts[0].startswith("_folded~"), scripts
+    assert folded_key("scripts") not in found
 
 
 def test_a_folder_that_cannot_be_listed_is_an_error_told_not_raised(tmp_path: Path) -> None:

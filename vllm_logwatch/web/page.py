@@ -106,6 +106,19 @@ def format_number(value: Any, digits: int) -> str:
     return f"{value:,.{digits}f}"
 
 
+def format_quantity(value: Any, digits: int) -> str:
+    """A count that may have a fraction: a whole value without decimals (`512`, not `512.0`), any
+    other with `digits` (the script formats alike).
+
+    >>> format_quantity(512.0, 1), format_quantity(12.5, 1), format_quantity(None, 1)
+    ('512', '12.5', '—')
+    """
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) \
+            and float(value).is_integer():
+        digits = 0
+    return format_number(value, digits)
+
+
 def format_age(seconds: Any) -> str:
     """`4 s ago`, `2 min 5 s ago`, `1 h 3 min ago` (the script formats alike).
 
@@ -194,7 +207,7 @@ def _facts(status: Mapping[str, Any]) -> str:
         ("Model", "server.served_model_name|server.model|model_name", "text", 0, ""),
         ("vLLM", "server.vllm_version", "text", 0, ""),
         ("KV cache", "server.kv_cache_tokens", "number", 0, "tokens"),
-        ("Max concurrency", "server.max_concurrency", "number", 1, "requests of max length"),
+        ("Max concurrency", "server.max_concurrency", "quantity", 1, "requests of max length"),
         ("Max model length", "server.max_model_len", "number", 0, "tokens"),
     ]
     out = []
@@ -210,6 +223,8 @@ def _facts(status: Mapping[str, Any]) -> str:
 def _shown(value: Any, kind: str, digits: int) -> str:
     if kind == "number":
         return format_number(value, digits)
+    if kind == "quantity":
+        return format_quantity(value, digits)
     return "—" if value is None or value == "" else str(value)
 
 

@@ -269,3 +269,11 @@ def test_run_mode_page_shows_the_supervised_child(tmp_path: Path, free_port: int
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(30)
+
+
+def test_whole_counts_read_as_integers() -> None:
+    """`512 requests`, not `512.0 requests`; a fraction keeps its digit (issue 25, point 14)."""
+    page = Page(render({"engines": {}, "server": {"max_concurrency": 512.0}}))
+    assert page.keyed["server.max_concurrency"] == "512"
+    page = Page(render({"engines": {}, "server": {"max_concurrency": 21.33}}))
+    assert page.keyed["server.max_concurrency"] == "21.3"

@@ -52,6 +52,10 @@
     return value.toLocaleString("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits });
   }
 
+  function formatQuantity(value, digits) { // a whole count without decimals: "512", not "512.0"
+    return formatNumber(value, typeof value === "number" && Math.floor(value) === value ? 0 : digits);
+  }
+
   function formatAge(seconds) {
     if (typeof seconds !== "number" || !isFinite(seconds)) return "\u2014";
     var whole = Math.max(0, Math.floor(seconds));
@@ -115,6 +119,7 @@
       else {
         var value = first(status, key);
         if (kind === "number") text = formatNumber(value, Number(element.getAttribute("data-digits")));
+        else if (kind === "quantity") text = formatQuantity(value, Number(element.getAttribute("data-digits")));
         else text = value === null ? "\u2014" : String(value);
       }
       setText(element, text);

@@ -76,10 +76,13 @@ STATS_MISSING = {
     "requests_without_stats": "No stats lines: requests are served but no stats line came. vLLM prints "
                               "none when more than one API server runs (the data-parallel default, "
                               "--api-server-count above 1).",
+    "unreadable_stats": "{n} lines look like stats lines but could not be read: vLLM's format may be one "
+                        "this version of logwatch does not know (see the exporter's parse errors below).",
     "waiting": "Waiting for the first stats line (vLLM prints one every VLLM_LOG_STATS_INTERVAL "
                "seconds, 10 by default, while it serves requests).",
 }
-"""What the page says when no engine has a stats line yet, by `stats_missing` reason."""
+"""What the page says when no engine has a stats line yet, by `stats_missing` reason (`unreadable_stats`:
+lines looked like stats lines but none could be read; `{n}` is their count)."""
 
 def _asset(name: str) -> str:
     """A static URL that changes with the file, so a browser never mixes an old script with a new page."""
@@ -196,6 +199,9 @@ def _notice(status: Mapping[str, Any]) -> tuple[str, str]:
     """The notice text and its reason key ("" when every engine has lines)."""
     if status.get("engines"):
         return "", ""
+    unreadable = _get(status, "counters.parse_errors.stats")
+    if isinstance(unreadable, int) and unreadable > 0:
+        return STATS_MISSING["unreadable_stats"].replace("{n}", f"{unreadable:,}"), "unreadable_stats"
     reason = status.get("stats_missing")
     key = reason if reason in STATS_MISSING else "waiting"
     return STATS_MISSING[key], key

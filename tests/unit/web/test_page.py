@@ -277,3 +277,19 @@ def test_whole_counts_read_as_integers() -> None:
     assert page.keyed["server.max_concurrency"] == "512"
     page = Page(render({"engines": {}, "server": {"max_concurrency": 21.33}}))
     assert page.keyed["server.max_concurrency"] == "21.3"
+
+
+def test_unreadable_stats_lines_are_said_not_waited_for() -> None:
+    """Lines that look like stats lines but cannot be read: said with their count (issue 25, point 9)."""
+    metrics = ExporterMetrics()
+    for second in range(3):
+        metrics.apply(*iter_events([f"INFO 11-29 19:26:0{second} [loggers.py:335] Engine 000: Avg prompt "
+                                    "throughput: lots tokens/s, Avg generation throughput: many"],
+                                   clock=YearClock(2026, timezone.utc)))
+    status = metrics.status()
+    assert status["counters"]["parse_errors"]["stats"] == 3
+    html = render(status)
+    notice = re.search(r'<p id="notice"[^>]*data-reason="unreadable_stats"[^>]*>(.*?)</p>', html, re.S)
+    assert notice is not None, html
+    assert notice.group(1).startswith("3 lines look like stats lines but could not be read")
+    assert "Waiting" not in notice.group(1)

@@ -132,9 +132,11 @@
       notice.hidden = true;
       return;
     }
+    var unreadable = get(status, "counters.parse_errors.stats");
     var reason = messages[status.stats_missing] ? status.stats_missing : "waiting";
+    if (typeof unreadable === "number" && unreadable > 0) reason = "unreadable_stats";
     notice.setAttribute("data-reason", reason);
-    setText(notice, messages[reason]);
+    setText(notice, messages[reason].replace("{n}", formatNumber(unreadable, 0)));
     notice.hidden = false;
   }
 

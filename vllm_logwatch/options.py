@@ -138,7 +138,7 @@ def _add_plot(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             "Draw one image: stacked panels over time (prompt and generation tok/s; running and "
             "waiting requests; KV cache usage; prefix and MM cache hit rates), launches marked, one "
             "line per engine, and below them generation tok/s against running requests. Needs "
-            "matplotlib: pip install 'vllm-logwatch[plot]'."
+            "matplotlib: pip install matplotlib (in a clone: pip install '.[plot]')."
         ),
         epilog=_OFFLINE_EPILOG,
     )

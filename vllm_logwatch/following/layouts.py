@@ -26,12 +26,10 @@ import fnmatch
 import json
 import os
 import re
-import stat
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from ..shown import shown_path
-from .openfile import open_regular
 
 __all__ = [
     "FOLDED",
@@ -61,10 +59,6 @@ MAX_CONFIG_BYTES = 1 << 20  # a config.v2.json is a few KiB; a bigger one is not
 _STAMP = re.compile(r"[-_.]\d{4,}[\d\-_.:T+Z]*$")
 _ONLY_STAMP = re.compile(r"\d{4,}[\d\-_.:T+Z]*")
 _POD_DIR = re.compile(r"([^_]+)_([^_]+)_([^_]+)")
-_POD_UID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|[0-9a-f]{32}")
-"""A pod's uid as kubelet names its log folder: a UUID, or a static pod's 32-hex hash."""
-_RESTART_LOG = re.compile(r"\d+\.log")
-_PROBE_PODS = 64  # pod-like folders looked into when telling the layout
 _DOCKER_ID = re.compile(r"[0-9a-f]{64}")
 _DOCKER_NAME = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]*")
 OnError = Callable[[OSError, str], None]
@@ -118,23 +112,9 @@ def detect_layout(root: str) -> str | None:
         return None
     if any(_DOCKER_ID.fullmatch(name) for name in dirs):
         return "docker"
-    if _is_kubelet_tree(root, dirs):
+    if any(_POD_DIR.fullmatch(name) for name in dirs):
         return "pods"
     return "scripts" if files else None
-
-
-def _is_kubelet_tree(root: str, dirs: list[str]) -> bool:
-    """Whether a folder holds kubelet's pod log folders: one named `<namespace>_<pod>_<uid>` with a
-    uid-shaped last part, holding a container folder with a restart file `<N>.log`. A folder of launch
-    files with a dated archive folder (`logs_2025_07`) is not one."""
-    pods = [name for name in dirs if (m := _POD_DIR.fullmatch(name)) and _POD_UID.fullmatch(m.group(3))]
-    for name in pods[:_PROBE_PODS]:
-        for container in _list(os.path.join(root, name), lambda exc, path: None):
-            if _is_dir(container) and any(
-                    _RESTART_LOG.fullmatch(e.name) and _is_file(e)
-                    for e in _list(container.path, lambda exc, path: None)):
-                return True
-    return False
 
 
 def sources_now(root: str, layout: str | None, pattern: str,
@@ -255,16 +235,13 @@ def _container_name(config: str, names: dict[str, tuple[int, str]]) -> str | Non
         st = os.stat(config)
     except OSError:
         return None
-    if not stat.S_ISREG(st.st_mode):
-        return None  # a pipe there would block the listing in open(): never opened
     cached = names.get(config)
     if cached is not None and cached[0] == st.st_mtime_ns:
         return cached[1] or None
     name = ""
     if st.st_size <= MAX_CONFIG_BYTES:
         try:
-            fd, _ = open_regular(config)
-            with os.fdopen(fd, "rb") as f:
+            with open(config, "rb") as f:
                 raw = json.loads(f.read(MAX_CONFIG_BYTES))
             value = raw.get("Name") if isinstance(raw, dict) else None
             if isinstance(value, str) and _DOCKER_NAME.fullmatch(value.lstrip("/")):

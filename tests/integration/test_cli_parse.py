@@ -564,7 +564,8 @@ def test_a_misspelt_option_names_the_command_and_the_nearest_option() -> None:
     proc = logwatch(str(DATA / "003.log"), "--cvs")
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.startswith("usage: logwatch parse "), proc.stderr
-    assert proc.stderr.endswith("logwatch parse: error: unrecognized arguments: --cvs (did you mean --csv?)\n")
+    assert proc.stderr.endswith(
+        "logwatch parse: error: unrecognized arguments: --cvs (did you mean --csv?)\n")
 
 
 def test_a_glob_in_a_folder_it_may_not_list_says_permission_denied(tmp_path: Path) -> None:

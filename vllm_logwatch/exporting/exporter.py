@@ -46,8 +46,9 @@ from ..parsing.events import (
 from ..parsing.startup import PROBLEM_TAGS
 from .catalogue import METRICS
 from .engine_state import DEFAULT_INTERVAL, EngineState, json_safe
-from .families import Families, new_family
+from .families import new_family
 from .routes import OTHER, VLLM_ROUTES, path_label
+from .scrape import metric_families
 from .snapshot import ChildMetrics, Counters, ExporterStatus, StatsMissing
 from .totals import RunningTotal
 
@@ -62,6 +63,8 @@ _FOLLOWER = ("log_lines", "log_bytes", "log_rotations", "log_truncations", "read
 _CHILD_COUNTERS = (
     "child_restarts", "log_file_bytes_written", "log_file_write_errors", "log_file_bytes_dropped",
     "parse_bytes_dropped", "stdout_bytes_dropped")
+_DEATHS = frozenset({"engine_dead", "engine_fatal"})
+"""Problems after which the launch's engines serve no more (the page shows them `dead`)."""
 _RECORD_KEYS = {"time", "file", "line", "stamp", "level", "process", "kind"}
 
 
@@ -122,6 +125,9 @@ class ExporterMetrics(Collector):
         self._follower = {key: RunningTotal() for key in _FOLLOWER}
         self._child: dict[str, float | None] | None = None
         self._child_totals = {key: RunningTotal() for key in _CHILD_COUNTERS}
+        self._replay = False
+        self._skipped_bytes: int | None = None
+        self._banner_seen = False
         self._reset_launch()
 
     # -- feeding (worker thread) ----------------------------------------------------------------
@@ -192,6 +198,29 @@ class ExporterMetrics(Collector):
             for key, value in zip(_CHILD_COUNTERS, totals, strict=True):
                 self._child_totals[key].observe_total(value)
 
+    def set_replay(self, replay: bool) -> None:
+        """While `replay` (a backlog being read), a stats line not read as it was written is timed by
+        its own stamp: ages come from the log. Off, by the clock (a live stamp may be in another zone)."""
+        with self._lock:
+            self._replay = replay
+
+    def mark_shutdown(self) -> None:
+        """The current launch shut down (its shutdown lines were read): its engines are `ended`."""
+        with self._lock:
+            self._ended = True
+
+    def set_startup_facts(self, facts: Mapping[str, Any], skipped_bytes: int | None = None) -> None:
+        """Start-up facts read from before where reading started (`watch` at a file's end): shown, never
+        counted; ignored once a banner was read. `skipped_bytes`: the part not read (the page says so)."""
+        with self._lock:
+            self._skipped_bytes = skipped_bytes
+            if self._banner_seen:
+                return
+            for key, value in facts.items():
+                self._facts.setdefault(key, value)
+            self._banner_seen = True
+            self._series_model = self._model_name() or self._series_model
+
     def _start_launch(self, source: str | None) -> None:
         self._launches += 1
         self._launch_source = source
@@ -206,6 +235,8 @@ class ExporterMetrics(Collector):
         self._first_request: float | None = None
         self._opened_by_caller = False
         self._banner_seen = False
+        self._ended = False  # the launch shut down (`mark_shutdown`)
+        self._dead = False  # an engine-dead line came in this launch
 
     def _engine(self, label: str) -> EngineState:
         """The state of an engine label; beyond `max_engines` labels, the shared `other` state."""
@@ -248,12 +279,16 @@ class ExporterMetrics(Collector):
         elif isinstance(event, LogMessage):
             if event.problem is not None:
                 self._problems[event.problem] = self._problems.get(event.problem, 0) + 1
+                if event.problem in _DEATHS:
+                    self._dead = True
         elif isinstance(event, Unparsed):
             self._parse_errors[event.what] = self._parse_errors.get(event.what, 0) + 1
 
     def _stats(self, event: EngineStats, measured: float | None = None) -> None:
         label = self._bounded(_engine_label(event.engine, event.engines_aggregated))
         arrival = self._clock()
+        if self._replay and measured is None and event.time is not None:
+            arrival = min(arrival, event.time.timestamp())  # a backlog line: its own stamp
         state = self._engines[label]
         state.apply_stats(event, arrival, measured)
         if self._on_stats is not None:
@@ -325,47 +360,7 @@ class ExporterMetrics(Collector):
     def collect(self) -> Iterable[Metric]:
         """The metric families now (custom-collector interface)."""
         with self._lock:
-            return self._families(self._clock())
-
-    def _families(self, now: float) -> list[Metric]:
-        out = Families(self._const_names, self._const_values)
-        model = self._series_model
-        for label, state in self._engines.items():
-            for short, labels, value in state.samples():
-                out.add(short, (label, model, *labels), value)
-            if state.last is not None:
-                out.add("engine_stalled", (label, model), float(state.stalled(now, self._stall_intervals)))
-        missing = self._stats_missing(now)
-        for reason in ("stats_logging_disabled", "requests_without_stats"):
-            out.add("stats_missing", (reason,), float(missing == reason))
-        facts = self._facts
-        fact_model = self._model_name() or ""
-        if any(k in facts for k in ("vllm_version", "model", "served_model_name")):
-            out.info("server", {"version": facts.get("vllm_version", ""), "model_name": fact_model,
-                                "model": facts.get("model", "")})
-        if "kv_cache_tokens" in facts:
-            out.add("kv_cache_capacity_tokens", (fact_model,), facts["kv_cache_tokens"])
-        if "max_concurrency" in facts:
-            per_request = facts.get("max_concurrency_tokens_per_request")
-            out.add("max_concurrency", (fact_model, "" if per_request is None else str(per_request)),
-                    facts["max_concurrency"])
-        out.add("launches", (), self._launches)
-        for (method, path, status), count in self._http.items():
-            out.add("http_requests", (method, path, status), count)
-        for what, counts in (("log_messages", self._levels), ("problems", self._problems),
-                             ("parse_errors", self._parse_errors), ("label_overflow", self._overflow)):
-            for label_value, count in counts.items():
-                out.add(what, (label_value,), count)
-        for key, follower_total in self._follower.items():
-            out.add(key, (), follower_total.value)
-        out.add("unknown_fields", (), self._unknown_fields)
-        if self._child is not None:
-            for key, child_value in self._child.items():
-                if child_value is not None:
-                    out.add(key, (), child_value)
-            for key, child_total in self._child_totals.items():
-                out.add(key, (), child_total.value)
-        return out.families()
+            return metric_families(self, self._clock())
 
     def status(self) -> ExporterStatus:
         """A JSON-able snapshot for `/api/v1/status`: values in the log's own units (percent stays
@@ -374,6 +369,9 @@ class ExporterMetrics(Collector):
             now = self._clock()
             engines = {label: snap for label, state in self._engines.items()
                        if (snap := state.snapshot(now, self._stall_intervals)) is not None}
+            for snap in engines.values():  # a shut-down launch ended (its engine-dead lines with it)
+                if self._ended or self._dead:
+                    snap["state"] = "ended" if self._ended else "dead"
             read = {key: total.value for key, total in self._follower.items()}
             counters = Counters(
                 log_lines=read["log_lines"], log_bytes=read["log_bytes"], log_rotations=read["log_rotations"],
@@ -395,6 +393,7 @@ class ExporterMetrics(Collector):
                 launches=self._launches,
                 launch_source=self._launch_source,
                 stats_interval_seconds=self._interval,
+                skipped_bytes=self._skipped_bytes,
                 counters=counters,
                 child=child,
             )

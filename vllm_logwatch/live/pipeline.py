@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import os
 import threading
 import time
 import traceback
@@ -45,6 +46,7 @@ from prometheus_client.core import Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from ..exporting.exporter import ExporterMetrics
+from ..following.follower import Follower
 from ..following.layouts import source_name
 from ..following.openfile import LineBlock
 from ..following.source import LineSource
@@ -57,6 +59,7 @@ from ..shown import shown_path
 from .arrival import ArrivalTimer
 from .ingest import LaunchReader
 from .sources import MetricsFactory, SourceReaders, withhold_extra
+from .startfacts import launch_facts
 from .statekeeper import StateKeeper
 
 __all__ = ["Pipeline"]
@@ -118,6 +121,12 @@ class Pipeline:
         self._logged_counts = dict.fromkeys(("files_opened", "file_switches", "rotations", "truncations"), 0)
         self._logged_errors: set[str] = set()
         self.keeper = StateKeeper(follower)  # the state file in step with what scrapes show
+        # A backlog is timed by its stamps until a poll finds nothing new (`set_replay`); a file read
+        # from its end gets its launch's start-up facts from before that end (`startfacts.py`).
+        self._replaying, self._had_lines = True, False
+        metrics.set_replay(True)
+        self._facts_read = not isinstance(follower, Follower) or follower.from_start
+        self._resumed = follower.state_file is not None and os.path.exists(follower.state_file)
         follower.poll_bytes = min(follower.poll_bytes, POLL_BYTES)
         if follower.state_file is not None:
             follower.autosave = False  # written here, in step with what the metrics show
@@ -159,6 +168,7 @@ class Pipeline:
 
     def step(self) -> int:
         """One poll and its lines, in this thread; the number of lines handled."""
+        self._had_lines = False  # this poll's (run_blocks resets it in `_polled`)
         blocks = self.follower.poll_blocks()
         if blocks:
             self._handle(blocks)
@@ -198,6 +208,7 @@ class Pipeline:
             self._lines_applied += sum(block.count for block in blocks)
             self._batches += 1
             self._last_batch = time.time()
+            self._had_lines = True
             self.keeper.pend(self.follower.checkpoint())  # the same poll's: after exactly these lines
         self.sync(full=False)
 
@@ -205,6 +216,7 @@ class Pipeline:
         """After any poll (its lines applied): a position that moved without a line (a file opened,
         rotated, truncated; a cut line's tail skipped) is pending too."""
         self.keeper.moved(self.follower.checkpoint())
+        self._caught_up()
         take_dropped = getattr(self.follower, "take_dropped", None)
         if take_dropped is not None and (dropped := take_dropped()):
             with self.keeper.gate:
@@ -216,6 +228,25 @@ class Pipeline:
                 self.readers.flush_all()  # a record the assembler holds: nothing will complete it now
             log.info("%s ended: nothing more to read; still serving the metrics read from it",
                      self.follower.status()["target"])
+
+    def _caught_up(self) -> None:
+        """After a poll: a poll with no line ends the replay of a backlog; the first poll that opened a
+        file at an offset reads its launch's start-up facts from before it."""
+        if self._replaying and not self._had_lines:
+            self._replaying = False
+            self.metrics.set_replay(False)
+        self._had_lines = False
+        if self._facts_read:
+            return
+        where = self.follower.status()
+        path, start = where.get("path"), where.get("start_offset")
+        if path is None:
+            return
+        self._facts_read = True
+        if start:
+            facts = launch_facts(path, start)
+            with self.keeper.gate:
+                self.metrics.set_startup_facts(facts, None if self._resumed else start)
 
     def _new_reader(self, assembler: Assembler, metrics: ExporterMetrics) -> LaunchReader:
         """The reader of a new file (`SourceReaders` makes one a launch)."""

@@ -113,9 +113,11 @@ def test_first_paint_is_a_table_of_the_current_numbers_with_units() -> None:
     assert page.keyed["server.kv_cache_tokens"] == "524,288"
 
 
-def test_the_end_of_the_log_reads_idle_and_counts_problems() -> None:
+def test_the_end_of_the_log_reads_dead_and_counts_problems() -> None:
+    """Its events alone (the live reader, which also sees the shutdown lines before the EngineDeadError,
+    says `ended`: tests/unit/live/test_replay_and_start.py): an engine that died is not idle."""
     page = Page(render(real_status()))
-    assert page.rows["0"]["state"]["text"] == "idle"
+    assert page.rows["0"]["state"]["text"] == "dead"
     assert page.rows["0"]["last.generation_throughput"]["text"] == "0.0"
     assert page.keyed["counters.problems"] == "engine_dead ×1"
     assert page.keyed["counters.log_messages.ERROR"] == "1"

@@ -101,6 +101,13 @@
     return seen.join(", ") || "none";
   }
 
+  function skippedText(skipped) { // page.py skipped_text
+    if (typeof skipped !== "number" || skipped <= 0) return "";
+    return "Started at the end of the log: " + formatNumber(skipped, 0) + " bytes of older lines were " +
+      "skipped (only the launch's start-up facts were read from them); the numbers count lines from " +
+      "then on. To read the older lines, start watch with --from-start.";
+  }
+
   function setText(element, text) {
     if (element.textContent !== text) element.textContent = text;
   }
@@ -116,6 +123,10 @@
       var text;
       if (kind === "child") text = childState(status.child);
       else if (kind === "problems") text = problems(status.counters);
+      else if (kind === "skipped") {
+        text = skippedText(status.skipped_bytes);
+        element.hidden = !text;
+      }
       else {
         var value = first(status, key);
         if (kind === "number") text = formatNumber(value, Number(element.getAttribute("data-digits")));

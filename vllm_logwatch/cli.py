@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from .errors import EXIT_OK, EXIT_USAGE, LogwatchError, OutputError
-from .options import COMMANDS, build_parser
+from .options import COMMANDS, build_parser, parse_command_line
 from .shown import shown_path
 
 __all__ = ["build_parser", "main"]
@@ -133,7 +133,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `logwatch` console script; returns the exit code."""
     words = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(words[0] if words and words[0] in COMMANDS else None)
-    args = parser.parse_args(words)
+    args = parse_command_line(parser, words)
     if args.command in _OFFLINE:
         # A closed pipe (`logwatch parse x.log | head`) ends an offline command quietly, like any Unix
         # filter. Never in watch, run or demo: there a vanished reader of stdout must not end us (nor,

@@ -7,6 +7,7 @@ the web server's settings (each live command's options come from its settings mo
 from __future__ import annotations
 
 import argparse
+import difflib
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -138,7 +139,7 @@ def _add_plot(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             "Draw one image: stacked panels over time (prompt and generation tok/s; running and "
             "waiting requests; KV cache usage; prefix and MM cache hit rates), launches marked, one "
             "line per engine, and below them generation tok/s against running requests. Needs "
-            "matplotlib: pip install 'vllm-logwatch[plot]'."
+            "matplotlib: pip install matplotlib (in a clone: pip install '.[plot]')."
         ),
         epilog=_OFFLINE_EPILOG,
     )
@@ -278,6 +279,28 @@ COMMANDS: dict[str, Callable[[argparse._SubParsersAction[argparse.ArgumentParser
     "parse": _add_parse, "summary": _add_summary, "plot": _add_plot,
     "watch": _add_watch, "demo": _add_demo, "run": _add_run, "compare": _add_compare,
 }
+
+
+def parse_command_line(parser: argparse.ArgumentParser, words: list[str]) -> argparse.Namespace:
+    """`parser.parse_args(words)`, but an unknown option is refused by its command's own parser (its
+    usage, not the top-level one) with the nearest option it has: `--cvs` -> "did you mean --csv?"."""
+    args, extras = parser.parse_known_args(words)
+    if extras:
+        command = _subparser(parser, args.command)
+        message = f"unrecognized arguments: {' '.join(extras)}"
+        known = [o for action in command._actions for o in action.option_strings if o.startswith("--")]
+        unknown = next((word.split("=", 1)[0] for word in extras if word.startswith("-")), None)
+        close = difflib.get_close_matches(unknown, known, n=1, cutoff=0.75) if unknown else []
+        command.error(message + (f" (did you mean {close[0]}?)" if close else ""))
+    return args
+
+
+def _subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            found: argparse.ArgumentParser = action.choices[name]
+            return found
+    return parser
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:

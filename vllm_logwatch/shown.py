@@ -12,10 +12,13 @@ nothing of the package: the offline commands and the live exporter both use it.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import re
+from collections.abc import Callable, Mapping
+from typing import Any
 
-__all__ = ["ShownFormatter", "printable", "shown_path"]
+__all__ = ["ShownFormatter", "finite", "json_safe", "printable", "shown_path"]
 
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
@@ -72,3 +75,31 @@ class ShownFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         return _utf8(super().format(record))
+
+
+def finite(value: float | None) -> float | None:
+    """`value`, or None for a missing, NaN or infinite one (vLLM prints `nan%`): the one rule for
+    numbers that JSON, CSV cells, the status page and the token counters cannot hold.
+
+    >>> finite(1.5), finite(float("nan")), finite(float("inf")), finite(None)
+    (1.5, None, None, None)
+    """
+    return value if value is not None and math.isfinite(value) else None
+
+
+def json_safe(value: Any, text: Callable[[str], str] | None = None) -> Any:
+    """A copy of `value` fit for strict JSON, at any depth: NaN and infinities null (`finite`), tuples
+    lists, keys strings; with `text`, every string (keys too) passed through it (`shown_path`).
+
+    >>> json_safe({"a": float("nan"), "b": (1, {"c": float("-inf")})})
+    {'a': None, 'b': [1, {'c': None}]}
+    """
+    if isinstance(value, float):
+        return finite(value)
+    if isinstance(value, str):
+        return value if text is None else text(value)
+    if isinstance(value, Mapping):
+        return {(str(k) if text is None else text(str(k))): json_safe(v, text) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v, text) for v in value]
+    return value

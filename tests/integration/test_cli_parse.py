@@ -557,3 +557,32 @@ def test_year_out_of_range_is_a_usage_error(year: str) -> None:
     proc = logwatch("--year", year, str(REAL_CPU_LOG))
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.strip().endswith(f"argument --year: '{year}' is not a year such as 2026")
+
+
+def test_a_misspelt_option_names_the_command_and_the_nearest_option() -> None:
+    """`parse --cvs`: the subcommand's usage and "did you mean --csv?", not the top-level usage."""
+    proc = logwatch(str(DATA / "003.log"), "--cvs")
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.startswith("usage: logwatch parse "), proc.stderr
+    assert proc.stderr.endswith(
+        "logwatch parse: error: unrecognized arguments: --cvs (did you mean --csv?)\n")
+
+
+def test_a_glob_in_a_folder_it_may_not_list_says_permission_denied(tmp_path: Path) -> None:
+    """Not "no file matches": the folder holds files, logwatch may not list them (root without its
+    power to read any folder, as another user)."""
+    from support import drop_dac_capabilities
+
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    shutil.copy(DATA / "003.log", locked / "serve.log")
+    locked.chmod(0o300)  # write and enter, no listing
+    try:
+        proc = subprocess.run([sys.executable, "-m", "vllm_logwatch", "parse", str(locked / "*.log")],
+                              capture_output=True, text=True, timeout=60, cwd=ROOT,
+                              preexec_fn=drop_dac_capabilities)
+    finally:
+        locked.chmod(0o755)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert_one_line_error(proc.stderr, f"{locked}: permission denied")
+    assert "no file matches" not in proc.stderr

@@ -65,8 +65,8 @@ def test_command_line_beats_environment_beats_defaults() -> None:
     (["--tz", "Mars/Olympus"], {}, "--tz 'Mars/Olympus': unknown time zone 'Mars/Olympus'"),
     (["--label", "engine=x"], {}, "--label 'engine': not a valid label name, or one the exporter uses"),
     (["--state-file", "/", "--port", "0"], {}, "--state-file /: is a folder: give the path of a file"),
-    (["--state-file", "/no-such-folder-7f3a/state.json", "--port", "0"], {},
-     "--state-file /no-such-folder-7f3a/state.json: its folder /no-such-folder-7f3a does not exist"),
+    (["--state-file", "/dev/null/state/state.json", "--port", "0"], {},
+     "--state-file /dev/null/state/state.json: cannot make its folder /dev/null/state: not a directory"),
 ])
 def test_invalid_values_are_one_line_usage_errors(
     argv: list[str], env: dict[str, str], message: str, tmp_path: Path,

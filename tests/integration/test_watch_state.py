@@ -79,3 +79,17 @@ def test_a_symlink_loop_as_target_is_a_usage_error(tmp_path: Path) -> None:
     done = watch(str(a), cwd=tmp_path)
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr == f"logwatch watch: {a}: a loop of symbolic links: it can never be read\n"
+
+
+def test_a_missing_state_folder_is_made_and_the_state_saved(tmp_path: Path) -> None:
+    """A fresh host: `--state-file /var/lib/logwatch/state.json` with no such folder yet works as the
+    docs show it, with no mkdir step: the folder is made (mode 0700) and the state written at stop."""
+    from support import poll_until, run_watch
+
+    log = tmp_path / "serve.log"
+    log.write_text("INFO 11-29 19:26:05 [api_server.py:1] vLLM API server version 0.32.0\n")
+    state = tmp_path / "fresh" / "logwatch" / "state.json"
+    with run_watch(log, "--state-file", str(state), "--from-start", log_dir=tmp_path) as watch:
+        poll_until(lambda: watch.status()["counters"]["log_lines"] >= 1, 10, "the line read")
+        assert "made the state file's folder" in watch.stderr()
+    assert state.is_file() and (state.parent.stat().st_mode & 0o777) == 0o700

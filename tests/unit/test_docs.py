@@ -163,3 +163,29 @@ def test_every_repository_path_a_page_names_exists(page: Path) -> None:
     named = set(re.findall(REPO_PATH, text))
     missing = sorted(path for path in named if not (REPO / path).exists() and "*" not in path)
     assert missing == []
+
+
+def test_the_readme_tour_installs_what_it_uses() -> None:
+    """The first "Try it" command installs every extra the commands of the README's tour need (`plot`
+    needs matplotlib), so the next command a new user types works (issue 25, point 13)."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    tour = readme.split("## Try it", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
+    first = tour.splitlines()[0]
+    assert re.match(r"pip install '\.\[([\w,]+)\]' && logwatch demo", first), first
+    extras = re.match(r"pip install '\.\[([\w,]+)\]'", first).group(1).split(",")  # type: ignore[union-attr]
+    assert "plot" in extras and "logwatch plot" in readme
+
+
+def test_no_page_says_python_where_debian_has_python3_only() -> None:
+    for page in PAGES:
+        text = page.read_text(encoding="utf-8")
+        assert re.search(r"(?<![\w/])python -m json\.tool", text) is None, page.name
+
+
+def test_one_scrape_interval_across_the_pages_and_configs() -> None:
+    """The docs' scrape configs and the shipped one agree (the federation's own 30 s aside)."""
+    found = {}
+    for path in [*PAGES, REPO / "grafana" / "prometheus.yml", REPO / "grafana" / "prometheus-https.yml"]:
+        for value in re.findall(r"scrape_interval: (\w+)", path.read_text(encoding="utf-8")):
+            found.setdefault(value, []).append(path.name)
+    assert list(found) == ["10s"], found

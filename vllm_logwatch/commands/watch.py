@@ -274,7 +274,8 @@ def _nothing_to_read(mode: str, target: str, pattern: str) -> str | None:
 def _check_state_file(path: str | None) -> None:
     """A state file that can never be written is a usage error at start, not an error counted forever;
     so is one that cannot be ours: not a regular file (a device, a pipe: reading it would never end or
-    never begin; a link: each save replaces it) or bigger than a state file can be."""
+    never begin; a link: each save replaces it) or bigger than a state file can be. A missing folder
+    is made (with its parents, mode 0700), as a user who names a path on a fresh host expects."""
     if path is None:
         return
     try:
@@ -293,6 +294,11 @@ def _check_state_file(path: str | None) -> None:
         raise UsageError(f"--state-file {path}: is {st.st_size} bytes: not a state file (at most "
                          f"{MAX_STATE_BYTES >> 20} MiB)")
     folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        raise UsageError(f"--state-file {path}: its folder {folder} does not exist")
+    if not os.path.isdir(folder):  # a fresh host: made like `mkdir -p`, readable by us alone
+        try:
+            os.makedirs(folder, mode=0o700, exist_ok=True)
+        except OSError as exc:
+            reason = os.strerror(exc.errno or 0).lower()
+            raise UsageError(f"--state-file {path}: cannot make its folder {folder}: {reason}") from None
+        log.info("made the state file's folder %s", folder)
 

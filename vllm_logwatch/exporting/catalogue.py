@@ -7,9 +7,13 @@ Percentages from the log become 0-1 ratios; times are seconds.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from typing import Literal, NamedTuple
 
-__all__ = ["METRICS", "PREFIX", "MetricSpec", "name"]
+from ..errors import UsageError
+
+__all__ = ["METRICS", "PREFIX", "MetricSpec", "check_const_labels", "name"]
 
 PREFIX = "vllm_logwatch_"
 
@@ -169,3 +173,14 @@ def name(short: str) -> str:
     'vllm_logwatch_requests_running'
     """
     return _BY_SHORT[short].name
+
+
+_LABEL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def check_const_labels(const_labels: Mapping[str, str]) -> None:
+    """Raise `UsageError` for a `--label` name that is not a label name, or one a series has already."""
+    reserved = {label for m in METRICS for label in m.labels}
+    for key in const_labels:
+        if _LABEL_NAME.fullmatch(key) is None or key.startswith("__") or key in reserved:
+            raise UsageError(f"--label {key!r}: not a valid label name, or one the exporter uses itself")

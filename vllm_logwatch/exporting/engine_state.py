@@ -20,14 +20,13 @@ before it, so a run's windows add up to its measured span whatever the jitter of
 
 from __future__ import annotations
 
-import math
 from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from datetime import datetime
 from statistics import fmean
-from typing import Any
 
 from ..parsing.events import EngineStats, MfuStats, SpecDecodeStats, TransferStats
+from ..shown import finite, json_safe
 from .mfu_gauges import mfu_gauges
 from .snapshot import EngineSnapshot, EngineStateName, TransferSnapshot
 from .totals import RunningTotal
@@ -41,7 +40,7 @@ __all__ = [
     "MAX_FIRST_GAP",
     "MIN_WINDOW_SHARE",
     "EngineState",
-    "json_safe",
+    "engine_label",
 ]
 
 DEFAULT_INTERVAL = 10.0
@@ -65,8 +64,12 @@ paid back over the next lines); beyond it the clocks disagree, and the measured 
 State = EngineStateName
 
 
-def _finite(value: float | None) -> float | None:
-    return value if value is not None and math.isfinite(value) else None
+def engine_label(engine: int | None, aggregated: int | None = None) -> str:
+    """The `engine` label of a line's engine: its number, `0` for a line without one (the Rust front
+    end, V0), `aggregated` for an aggregated line."""
+    if aggregated is not None:
+        return "aggregated"
+    return "0" if engine is None else str(engine)
 
 
 class EngineState:
@@ -214,7 +217,7 @@ class EngineState:
     def apply_stats(self, stats: EngineStats, arrival: float, measured: float | None = None) -> None:
         """One stats line of this engine, read at wall-clock time `arrival`; `measured`: when it was
         printed, on the monotonic clock, if it was read live (`live/arrival.py`)."""
-        prompt, generation = _finite(stats.prompt_throughput), _finite(stats.generation_throughput)
+        prompt, generation = finite(stats.prompt_throughput), finite(stats.generation_throughput)
         last = self.last
         after_zero = last is not None and not last.prompt_throughput and not last.generation_throughput
         window = self._window(stats.time, after_zero, measured)
@@ -315,7 +318,7 @@ class EngineState:
             last=json_safe(values),
             age_seconds=round(now - self.last_arrival, 3),
             state=self.state(now, intervals),
-            interval_seconds=_finite(self.typical_interval()),
+            interval_seconds=finite(self.typical_interval()),
             prompt_tokens=self.prompt_tokens.value,
             generation_tokens=self.generation_tokens.value,
             stats_lines=self.stats_lines,
@@ -386,12 +389,6 @@ class EngineState:
             out["spec_decode_accepted_tokens"] = self.spec_accepted.value
             out["spec_decode_drafted_tokens"] = self.spec_drafted.value
         return out
-
-
-def json_safe(values: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy fit for strict JSON: NaN and infinities (vLLM prints `nan%`) become null."""
-    return {k: (None if isinstance(v, float) and not math.isfinite(v)
-                else json_safe(v) if isinstance(v, Mapping) else v) for k, v in values.items()}
 
 
 def _put(out: dict[str, float], key: str, value: float | None, divisor: float = 1.0) -> None:

@@ -1,10 +1,10 @@
 """The live exporter's state, and a prometheus_client collector that reads it at scrape time.
 
-A worker thread feeds events (`apply`, `new_launch`, `set_follower_stats`, `set_child`); the HTTP
-server thread scrapes (`collect`, `status`). One lock guards the state; a scrape copies it into
-metric families under the lock and yields them after, so the feeder never waits on a slow client.
+A worker thread feeds events (`apply`, `new_launch`, `set_follower_stats`, `set_child`); the HTTP server
+thread scrapes (`collect`, `status`). One lock guards the state; a scrape copies it into metric families
+under the lock and yields them after, so the feeder never waits on a slow client.
 
-Names, types and labels come from `names.METRICS` only. Label values are bounded (engines, paths,
+Names, types and labels come from `catalogue.METRICS` only. Label values are bounded (engines, paths,
 levels) and never carry log text: logs hold users' prompts. No sample timestamps, no global registry.
 
 >>> from prometheus_client import CollectorRegistry
@@ -21,11 +21,10 @@ levels) and never carry log text: logs hold users' prompts. No sample timestamps
 from __future__ import annotations
 
 import math
-import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, cast
+from typing import Any
 
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector, CollectorRegistry
@@ -44,33 +43,22 @@ from ..parsing.events import (
     Unparsed,
 )
 from ..parsing.startup import PROBLEM_TAGS
-from .catalogue import METRICS
-from .engine_state import DEFAULT_INTERVAL, EngineState, json_safe
+from ..shown import json_safe
+from .catalogue import METRICS, check_const_labels
+from .engine_state import DEFAULT_INTERVAL, EngineState, engine_label
 from .facts import add_fact_series
 from .families import Families, new_family
-from .routes import OTHER, VLLM_ROUTES, path_label
+from .routes import VLLM_ROUTES, HttpCounts
 from .runtime_state import RUNTIME_FIELDS, RuntimeState, engine_counts
-from .snapshot import ChildMetrics, Counters, ExporterStatus, StatsMissing
-from .totals import RunningTotal
+from .selfmetrics import SelfMetrics
+from .snapshot import Counters, ExporterStatus, StatsMissing
 
 __all__ = ["LEVELS", "ExporterMetrics"]
 
 LEVELS = ("WARNING", "ERROR", "CRITICAL")
 """Levels counted in `log_messages` (always exported, from 0, so `increase()` sees the first one)."""
-_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"})
-_LABEL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_FOLLOWER = ("log_lines", "log_bytes", "log_rotations", "log_truncations", "read_errors", "lines_cut",
-             "state_errors")
-_CHILD_COUNTERS = (
-    "child_restarts", "log_file_bytes_written", "log_file_write_errors", "log_file_bytes_dropped",
-    "parse_bytes_dropped", "stdout_bytes_dropped")
+_DEATHS = frozenset({"engine_dead", "engine_fatal"})  # after these the launch's engines serve no more
 _RECORD_KEYS = {"time", "file", "line", "stamp", "level", "process", "kind", "new_launch", *RUNTIME_FIELDS}
-
-
-def _engine_label(engine: int | None, aggregated: int | None = None) -> str:
-    if aggregated is not None:
-        return "aggregated"
-    return "0" if engine is None else str(engine)
 
 
 class ExporterMetrics(Collector):
@@ -97,23 +85,18 @@ class ExporterMetrics(Collector):
                 raise UsageError(f"{what} must be a positive number, not {number}")
         if max_engines < 1 or max_paths < 1:
             raise UsageError("max_engines and max_paths must be at least 1")
-        reserved = {label for m in METRICS for label in m.labels}
-        for key in const_labels or {}:
-            if _LABEL_NAME.fullmatch(key) is None or key.startswith("__") or key in reserved:
-                raise UsageError(f"--label {key!r}: not a valid label name, or one the exporter uses itself")
+        check_const_labels(const_labels or {})
         self._const_names = tuple(const_labels or {})
         self._const_values = tuple((const_labels or {}).values())
         self._interval = stats_interval
         self._max_engines = max_engines
-        self._max_paths = max_paths
         self._clock = clock
         self._stall_intervals = stall_intervals
         self._on_stats = on_stats
         self._lock = threading.Lock()
         self._engines: dict[str, EngineState] = {}
         self._series_model = "unknown"
-        self._http: dict[tuple[str, str, str], int] = {}
-        self._paths: set[str] = set()
+        self._http = HttpCounts(max_paths)
         self._levels: dict[str, int] = dict.fromkeys(LEVELS, 0)
         self._problems: dict[str, int] = dict.fromkeys(PROBLEM_TAGS, 0)  # from 0: increase() sees the first
         self._parse_errors: dict[str, int] = {"stats": 0, "spec": 0, "prefix": 0, "transfer": 0}
@@ -121,10 +104,11 @@ class ExporterMetrics(Collector):
         self._unknown_fields = 0
         self._launches = 0
         self._launch_source: str | None = None
-        self._follower = {key: RunningTotal() for key in _FOLLOWER}
-        self._child: dict[str, float | None] | None = None
-        self._child_totals = {key: RunningTotal() for key in _CHILD_COUNTERS}
+        self._self = SelfMetrics()
         self._runtime = RuntimeState()
+        self._replay = False
+        self._skipped_bytes: int | None = None
+        self._banner_seen = False
         self._reset_launch()
 
     # -- feeding (worker thread) ----------------------------------------------------------------
@@ -178,8 +162,7 @@ class ExporterMetrics(Collector):
         """The tailer's own totals (absolute values; a restarted tailer's smaller values add on)."""
         values = (lines, bytes, rotations, truncations, read_errors, lines_cut, state_errors)
         with self._lock:
-            for key, value in zip(_FOLLOWER, values, strict=True):
-                self._follower[key].observe_total(value)
+            self._self.observe_follower(values)
 
     def set_child(
         self, *, up: bool, pid: int | None, start_time: float | None, restarts: int,
@@ -188,12 +171,34 @@ class ExporterMetrics(Collector):
     ) -> None:
         """The supervised vLLM process (run mode); its metrics appear from the first call on."""
         with self._lock:
-            self._child = {"child_up": 1.0 if up else 0.0, "child_pid": pid,
-                           "child_start_time_seconds": start_time, "child_last_exit_code": last_exit_code}
-            totals = (restarts, bytes_written, write_errors, bytes_dropped, parse_bytes_dropped,
-                      stdout_bytes_dropped)
-            for key, value in zip(_CHILD_COUNTERS, totals, strict=True):
-                self._child_totals[key].observe_total(value)
+            self._self.observe_child(
+                {"child_up": 1.0 if up else 0.0, "child_pid": pid, "child_start_time_seconds": start_time,
+                 "child_last_exit_code": last_exit_code},
+                (restarts, bytes_written, write_errors, bytes_dropped, parse_bytes_dropped,
+                 stdout_bytes_dropped))
+
+    def set_replay(self, replay: bool) -> None:
+        """While `replay` (a backlog being read), a stats line not read as it was written is timed by
+        its own stamp: ages come from the log. Off, by the clock (a live stamp may be in another zone)."""
+        with self._lock:
+            self._replay = replay
+
+    def mark_shutdown(self) -> None:
+        """The current launch shut down (its shutdown lines were read): its engines are `ended`."""
+        with self._lock:
+            self._ended = True
+
+    def set_startup_facts(self, facts: Mapping[str, Any], skipped_bytes: int | None = None) -> None:
+        """Start-up facts read from before where reading started (`watch` at a file's end): shown, never
+        counted; ignored once a banner was read. `skipped_bytes`: the part not read (the page says so)."""
+        with self._lock:
+            self._skipped_bytes = skipped_bytes
+            if self._banner_seen:
+                return
+            for key, value in facts.items():
+                self._facts.setdefault(key, value)
+            self._banner_seen = True
+            self._series_model = self._model_name() or self._series_model
 
     def _start_launch(self, source: str | None) -> None:
         self._launches += 1
@@ -210,6 +215,8 @@ class ExporterMetrics(Collector):
         self._first_request: float | None = None
         self._opened_by_caller = False
         self._banner_seen = False
+        self._ended = False  # the launch shut down (`mark_shutdown`)
+        self._dead = False  # an engine-dead line came in this launch
 
     def _engine(self, label: str) -> EngineState:
         """The state of an engine label; beyond `max_engines` labels, the shared `other` state."""
@@ -235,13 +242,13 @@ class ExporterMetrics(Collector):
         if isinstance(event, EngineStats):
             self._stats(event, measured)
         elif isinstance(event, SpecDecodeStats):
-            self._engine(_engine_label(event.engine)).apply_spec(event)
+            self._engine(engine_label(event.engine)).apply_spec(event)
             self._engine_line()
         elif isinstance(event, TransferStats):
-            self._engine(_engine_label(event.engine)).apply_transfer(event)
+            self._engine(engine_label(event.engine)).apply_transfer(event)
             self._engine_line()
         elif isinstance(event, MfuStats):
-            self._engine(_engine_label(event.engine)).mfu = event
+            self._engine(engine_label(event.engine)).mfu = event
         elif isinstance(event, PrefixCacheRates):
             if self._last_v0 is not None:
                 self._last_v0.apply_prefix_rates(event.gpu_pct, event.cpu_pct)
@@ -252,12 +259,16 @@ class ExporterMetrics(Collector):
         elif isinstance(event, LogMessage):
             if event.problem is not None:
                 self._problems[event.problem] = self._problems.get(event.problem, 0) + 1
+                if event.problem in _DEATHS:
+                    self._dead = True
         elif isinstance(event, Unparsed):
             self._parse_errors[event.what] = self._parse_errors.get(event.what, 0) + 1
 
     def _stats(self, event: EngineStats, measured: float | None = None) -> None:
-        label = self._bounded(_engine_label(event.engine, event.engines_aggregated))
+        label = self._bounded(engine_label(event.engine, event.engines_aggregated))
         arrival = self._clock()
+        if self._replay and measured is None and event.time is not None:
+            arrival = min(arrival, event.time.timestamp())  # a backlog line: its own stamp
         state = self._engines[label]
         state.apply_stats(event, arrival, measured)
         if self._on_stats is not None:
@@ -290,18 +301,8 @@ class ExporterMetrics(Collector):
         self._count_access(access.method, access.path, access.status, 1)
 
     def _count_access(self, method: str, raw_path: str, status: int, count: int) -> None:
-        method = method if method in _METHODS else "other"
-        # A path is whatever the client sent (possibly a prompt): only vLLM's own routes are label
-        # values, whatever the status; every other path is `{other}`.
-        path = path_label(raw_path)
-        if path not in self._paths:
-            if len(self._paths) >= self._max_paths:
-                self._overflow["path"] += 1
-                path = OTHER
-            else:
-                self._paths.add(path)
-        key = (method, path, str(status))
-        self._http[key] = self._http.get(key, 0) + count
+        if self._http.add(method, raw_path, status, count):
+            self._overflow["path"] += 1
         # A served request makes a stats line within about one interval (a probe does not).
         if self._first_request is None and method == "POST" and 200 <= status < 300:
             self._first_request = self._clock()
@@ -338,7 +339,8 @@ class ExporterMetrics(Collector):
             for short, labels, value in state.samples():
                 out.add(short, (label, model, *labels), value)
             if state.last is not None:
-                out.add("engine_stalled", (label, model), float(state.stalled(now, self._stall_intervals)))
+                stalled = state.stalled(now, self._stall_intervals) and not self._ended
+                out.add("engine_stalled", (label, model), float(stalled))
         missing = self._stats_missing(now)
         for reason in ("stats_logging_disabled", "requests_without_stats"):
             out.add("stats_missing", (reason,), float(missing == reason))
@@ -346,22 +348,16 @@ class ExporterMetrics(Collector):
         for short, labels, value in self._runtime.samples():
             out.add(short, labels, value)
         out.add("launches", (), self._launches)
-        for (method, path, status), count in self._http.items():
+        for (method, path, status), count in self._http.counts.items():
             out.add("http_requests", (method, path, status), count)
         errors, overflow = engine_counts(self._engines.values(), self._parse_errors, self._overflow)
         for what, counts in (("log_messages", self._levels), ("problems", self._problems),
                              ("parse_errors", errors), ("label_overflow", overflow)):
             for label_value, count in counts.items():
                 out.add(what, (label_value,), count)
-        for key, follower_total in self._follower.items():
-            out.add(key, (), follower_total.value)
-        out.add("unknown_fields", (), self._unknown_fields)
-        if self._child is not None:
-            for key, child_value in self._child.items():
-                if child_value is not None:
-                    out.add(key, (), child_value)
-            for key, child_total in self._child_totals.items():
-                out.add(key, (), child_total.value)
+        for key, value in (*self._self.read().items(), ("unknown_fields", self._unknown_fields),
+                           *self._self.child_samples()):
+            out.add(key, (), value)
         return out.families()
 
     def status(self) -> ExporterStatus:
@@ -371,7 +367,10 @@ class ExporterMetrics(Collector):
             now = self._clock()
             engines = {label: snap for label, state in self._engines.items()
                        if (snap := state.snapshot(now, self._stall_intervals)) is not None}
-            read = {key: total.value for key, total in self._follower.items()}
+            for snap in engines.values():  # a shut-down launch ended (its engine-dead lines with it)
+                if self._ended or self._dead:
+                    snap["state"] = "ended" if self._ended else "dead"
+            read = self._self.read()
             errors, overflow = engine_counts(self._engines.values(), self._parse_errors, self._overflow)
             counters = Counters(
                 log_lines=read["log_lines"], log_bytes=read["log_bytes"], log_rotations=read["log_rotations"],
@@ -379,12 +378,9 @@ class ExporterMetrics(Collector):
                 lines_cut=read["lines_cut"], state_errors=read["state_errors"],
                 parse_errors=errors, unknown_fields=self._unknown_fields, label_overflow=overflow,
                 log_messages=dict(self._levels),
-                problems=dict(self._problems), http_requests=sum(self._http.values()),
+                problems=dict(self._problems), http_requests=sum(self._http.counts.values()),
             )
-            child: ChildMetrics | None = None
-            if self._child is not None:  # the field names are the keys
-                totals = {key: total.value for key, total in self._child_totals.items()}
-                child = cast(ChildMetrics, {**self._child, **totals})
+            child = self._self.child()
             return ExporterStatus(
                 engines=engines,
                 model_name=self._series_model,
@@ -393,6 +389,7 @@ class ExporterMetrics(Collector):
                 launches=self._launches,
                 launch_source=self._launch_source,
                 stats_interval_seconds=self._interval,
+                skipped_bytes=self._skipped_bytes,
                 counters=counters,
                 child=child,
             )

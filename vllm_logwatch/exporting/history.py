@@ -32,6 +32,7 @@ from collections import deque
 from typing import Any
 
 from ..parsing.events import EngineStats
+from ..shown import finite
 
 __all__ = ["DEFAULT_MAX_POINTS", "DEFAULT_WINDOW_SECONDS", "FIELDS", "History"]
 
@@ -53,10 +54,6 @@ FIELDS = (
 
 Point = tuple[float, "float | None", "float | None", "float | None", "float | None", "float | None",
               "float | None", "float | None"]
-
-
-def _number(value: float | None) -> float | None:
-    return value if value is not None and math.isfinite(value) else None
 
 
 class History:
@@ -94,13 +91,13 @@ class History:
         when = stats.time.timestamp() if stats.time is not None else arrival
         point: Point = (
             when,
-            _number(stats.prompt_throughput),
-            _number(stats.generation_throughput),
+            finite(stats.prompt_throughput),
+            finite(stats.generation_throughput),
             stats.running,
             stats.waiting,
-            _number(stats.kv_cache_usage_pct),
-            _number(stats.prefix_cache_hit_rate_pct),
-            _number(stats.mm_cache_hit_rate_pct),
+            finite(stats.kv_cache_usage_pct),
+            finite(stats.prefix_cache_hit_rate_pct),
+            finite(stats.mm_cache_hit_rate_pct),
         )
         with self._lock:
             points = self._engines.get(engine)

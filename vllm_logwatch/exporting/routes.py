@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["OTHER", "VLLM_ROUTES", "path_label"]
+__all__ = ["OTHER", "VLLM_ROUTES", "HttpCounts", "path_label"]
 
 OTHER = "{other}"
 """The label of every path that is not one of vLLM's routes."""
@@ -87,3 +87,32 @@ def path_label(path: str) -> str:
         if pattern.fullmatch(path):
             return template
     return OTHER
+
+
+_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"})
+
+
+class HttpCounts:
+    """Access lines by (method, path label, status), with bounded label values: the standard methods
+    and `other`; vLLM's own routes (`path_label`) up to `max_paths` of them, then `OTHER`."""
+
+    def __init__(self, max_paths: int) -> None:
+        self.max_paths = max_paths
+        self.counts: dict[tuple[str, str, str], int] = {}
+        self._paths: set[str] = set()
+
+    def add(self, method: str, raw_path: str, status: int, count: int) -> bool:
+        """Count `count` lines; True when their path was folded into `OTHER` for the cap."""
+        method = method if method in _METHODS else "other"
+        # A path is whatever the client sent (possibly a prompt): only vLLM's own routes are label
+        # values, whatever the status; every other path is `{other}`.
+        path = path_label(raw_path)
+        folded = False
+        if path not in self._paths:
+            if len(self._paths) >= self.max_paths:
+                path, folded = OTHER, True
+            else:
+                self._paths.add(path)
+        key = (method, path, str(status))
+        self.counts[key] = self.counts.get(key, 0) + count
+        return folded

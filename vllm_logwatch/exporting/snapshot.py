@@ -12,7 +12,7 @@ __all__ = [
     "TransferSnapshot",
 ]
 
-EngineStateName = Literal["ok", "idle", "stalled"]
+EngineStateName = Literal["ok", "idle", "stalled", "dead", "ended"]
 StatsMissing = Literal["stats_logging_disabled", "requests_without_stats"]
 """Why no engine has a stats line although vLLM runs (None in `ExporterStatus`: no reason known)."""
 
@@ -82,5 +82,7 @@ class ExporterStatus(TypedDict):
     launches: int
     launch_source: str | None
     stats_interval_seconds: float | None
+    skipped_bytes: int | None
+    """Bytes of the file before where reading started, not read (watch started at its end)."""
     counters: Counters
     child: ChildMetrics | None

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["RunningTotal"]
+__all__ = ["DECIMALS", "RunningTotal"]
+
+DECIMALS = 6
+"""The decimals a running total is read with: finer than any count it holds, coarser than float noise."""
 
 
 class RunningTotal:
@@ -14,35 +17,52 @@ class RunningTotal:
     A cumulative reading below the previous one means the source started over (vLLM or the tailer
     restarted): the old total is kept as a base, so the exported counter stays monotonic.
 
+    Increments are summed with compensation (Neumaier), and the value is read rounded to
+    `DECIMALS` decimals: token counts made of `rate x window` read `297518.0`, not
+    `297517.99999999994` (rounding never makes a counter go down: it is monotonic).
+
     >>> t = RunningTotal()
     >>> t.observe_total(5); t.observe_total(2); t.value
     7.0
+    >>> t = RunningTotal()
+    >>> for _ in range(10): t.add(0.1)
+    >>> t.value
+    1.0
     """
 
-    __slots__ = ("_base", "_raw")
+    __slots__ = ("_base", "_compensation", "_raw")
 
     def __init__(self) -> None:
         self._base = 0.0
+        self._compensation = 0.0
         self._raw = 0.0
 
     @property
     def value(self) -> float:
-        return self._base + self._raw
+        return round(self._base + self._compensation + self._raw, DECIMALS) + 0.0
 
     def add(self, amount: float | None) -> None:
         """Count `amount` more; a missing, negative or non-finite amount would corrupt the counter."""
         if amount is not None and math.isfinite(amount) and amount > 0:
-            self._base += amount
+            self._accumulate(amount)
+
+    def _accumulate(self, amount: float) -> None:
+        total = self._base + amount
+        if abs(self._base) >= abs(amount):
+            self._compensation += (self._base - total) + amount
+        else:
+            self._compensation += (amount - total) + self._base
+        self._base = total
 
     def observe_total(self, raw: float | None) -> None:
         """The source's own cumulative value now."""
         if raw is None or not math.isfinite(raw) or raw < 0:
             return
         if raw < self._raw:
-            self._base += self._raw
+            self._accumulate(self._raw)
         self._raw = float(raw)
 
     def restart(self) -> None:
         """The source starts over from zero (a new vLLM launch)."""
-        self._base += self._raw
+        self._accumulate(self._raw)
         self._raw = 0.0

@@ -18,9 +18,10 @@ from ..exporting.exporter import ExporterMetrics
 from ..parsing.assemble import Assembler
 from ..parsing.blocks import scan_block, split_lines
 from ..parsing.envelope import Format, Unwrapped, Unwrapper, container_time, detect
-from ..parsing.events import Event, Unparsed
+from ..parsing.events import Event, ServerInfo, Unparsed
 from ..parsing.framing import MAX_LINE_BYTES
 from ..parsing.line import parse_line
+from ..parsing.shutdown import shutdown_at
 from .arrival import Arrival, ArrivalTimer
 
 __all__ = ["LaunchReader"]
@@ -92,6 +93,16 @@ class LaunchReader:
         for number, text in hits:
             self._feed(events, text, number if self._numbered else None, None)
         self._apply(events, access, arrival)
+        self._shutdown(data, events)
+
+    def _shutdown(self, data: bytes, events: list[Event]) -> None:
+        """A block that holds the launch's shutdown lines ends it, unless a new launch's banner came
+        after them in the same block. One substring search a block."""
+        if b"hutdown" not in data or (at := shutdown_at(data)) is None:
+            return
+        line = data.count(b"\n", 0, at) + 1
+        if not any(isinstance(e, ServerInfo) and e.new_launch and (e.line or 0) > line for e in events):
+            self.metrics.mark_shutdown()
 
     def flush(self) -> None:
         """The end of the launch: a part of a line still open (a container log's), then a record the
@@ -115,6 +126,8 @@ class LaunchReader:
         if got.cut and self._on_cut is not None:
             self._on_cut(got.cut)
         self._apply(events, access, arrival)
+        if b"hutdown" in got.data and shutdown_at(got.data) is not None:
+            self.metrics.mark_shutdown()
 
     def _feed(self, events: list[Event], text: str, line: int | None, when: datetime | None) -> None:
         try:

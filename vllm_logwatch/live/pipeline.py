@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import math
+import os
 import threading
 import time
 import traceback
@@ -45,6 +45,7 @@ from prometheus_client.core import Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from ..exporting.exporter import ExporterMetrics
+from ..following.follower import Follower
 from ..following.layouts import source_name
 from ..following.openfile import LineBlock
 from ..following.source import LineSource
@@ -53,10 +54,11 @@ from ..parsing.assemble import Assembler
 from ..parsing.events import Event, Unparsed
 from ..parsing.line import parse_line
 from ..parsing.stamps import local_zone
-from ..shown import shown_path
+from ..shown import json_safe
 from .arrival import ArrivalTimer
 from .ingest import LaunchReader
 from .sources import MetricsFactory, SourceReaders, withhold_extra
+from .startfacts import launch_facts
 from .statekeeper import SAVE_INTERVAL, StateKeeper
 
 __all__ = ["Pipeline"]
@@ -125,6 +127,12 @@ class Pipeline:
         self._logged_errors: set[str] = set()
         # the state file in step with what scrapes show; a many-source file, rewritten whole, less often
         self.keeper = StateKeeper(follower, save_interval=getattr(follower, "save_interval", SAVE_INTERVAL))
+        # A backlog is timed by its stamps until a poll finds nothing new (`set_replay`); a file read
+        # from its end gets its launch's start-up facts from before that end (`startfacts.py`).
+        self._replaying, self._had_lines = True, False
+        metrics.set_replay(True)
+        self._facts_read = not isinstance(follower, Follower) or follower.from_start
+        self._resumed = follower.state_file is not None and os.path.exists(follower.state_file)
         follower.poll_bytes = min(follower.poll_bytes, POLL_BYTES)
         if follower.state_file is not None:
             follower.autosave = False  # written here, in step with what the metrics show
@@ -175,6 +183,7 @@ class Pipeline:
 
     def step(self) -> int:
         """One poll and its lines, in this thread; the number of lines handled."""
+        self._had_lines = False  # this poll's (run_blocks resets it in `_polled`)
         blocks = self.follower.poll_blocks()
         if blocks:
             self._handle(blocks)
@@ -214,6 +223,7 @@ class Pipeline:
             self._lines_applied += sum(block.count for block in blocks)
             self._batches += 1
             self._last_batch = time.time()
+            self._had_lines = True
             self.keeper.pend(self.follower.checkpoint())  # the same poll's: after exactly these lines
         self.sync(full=False)
 
@@ -222,6 +232,7 @@ class Pipeline:
         rotated, truncated; a cut line's tail skipped) is pending too."""
         self._last_poll = time.monotonic()
         self.keeper.moved(self.follower.checkpoint())
+        self._caught_up()
         take_dropped = getattr(self.follower, "take_dropped", None)
         if take_dropped is not None and (dropped := take_dropped()):
             with self.keeper.gate:
@@ -233,6 +244,25 @@ class Pipeline:
                 self.readers.flush_all()  # a record the assembler holds: nothing will complete it now
             log.info("%s ended: nothing more to read; still serving the metrics read from it",
                      self.follower.status()["target"])
+
+    def _caught_up(self) -> None:
+        """After a poll: a poll with no line ends the replay of a backlog; the first poll that opened a
+        file at an offset reads its launch's start-up facts from before it."""
+        if self._replaying and not self._had_lines:
+            self._replaying = False
+            self.metrics.set_replay(False)
+        self._had_lines = False
+        if self._facts_read:
+            return
+        where = self.follower.status()
+        path, start = where.get("path"), where.get("start_offset")
+        if path is None:
+            return
+        self._facts_read = True
+        if start:
+            facts = launch_facts(path, start)
+            with self.keeper.gate:
+                self.metrics.set_startup_facts(facts, None if self._resumed else start)
 
     def _new_reader(self, assembler: Assembler, metrics: ExporterMetrics) -> LaunchReader:
         """The reader of a new file (`SourceReaders` makes one a launch)."""
@@ -314,7 +344,7 @@ class Pipeline:
         now = time.time()
         applied = self.keeper.pending.state
         thread = self._thread
-        safe: dict[str, Any] = _json_safe({
+        safe: dict[str, Any] = json_safe({
             "pipeline": {
                 "running": thread is not None and thread.is_alive(),
                 "healthy": self.healthy(),
@@ -354,17 +384,3 @@ class _SyncedCollector(Collector):
 
     def describe(self) -> Iterable[Metric]:
         return self._pipeline.metrics.describe()
-
-
-def _json_safe(value: Any) -> Any:
-    """Strict JSON: NaN and infinities become null, tuples lists, file names valid UTF-8 (`shown_path`),
-    at any depth."""
-    if isinstance(value, str):
-        return shown_path(value)
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, Mapping):
-        return {shown_path(str(k)): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
-    return value

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import html
 import json
-import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -29,8 +28,9 @@ from string import Template
 from typing import Any
 
 from .assets import static_files
+from .formats import engine_name, format_age, format_number, format_quantity
 
-__all__ = ["COLUMNS", "STATE_LABELS", "STATS_MISSING", "Column", "render"]
+__all__ = ["COLUMNS", "STATE_LABELS", "STATS_MISSING", "Column", "format_number", "render"]
 
 REFRESH_NO_SCRIPT_SECONDS = 10
 
@@ -62,12 +62,15 @@ STATE_LABELS = {
     "ok": "active",
     "idle": "idle",
     "stalled": "stalled",
+    "dead": "dead",
+    "ended": "ended",
 }
 """The engine states of `/api/v1/status` as the page names them."""
 
 STATE_HELP = (
     "active: stats lines arrive; idle: nothing running (vLLM prints no stats line while idle, so "
-    "silence is normal); stalled: requests were running and no stats line came for 3 intervals."
+    "silence is normal); stalled: requests were running and no stats line came for 3 intervals; "
+    "dead: the engine failed (EngineDeadError) and serves no more; ended: the launch shut down."
 )
 
 STATS_MISSING = {
@@ -76,10 +79,13 @@ STATS_MISSING = {
     "requests_without_stats": "No stats lines: requests are served but no stats line came. vLLM prints "
                               "none when more than one API server runs (the data-parallel default, "
                               "--api-server-count above 1).",
+    "unreadable_stats": "{n} lines look like stats lines but could not be read: vLLM's format may be one "
+                        "this version of logwatch does not know (see the exporter's parse errors below).",
     "waiting": "Waiting for the first stats line (vLLM prints one every VLLM_LOG_STATS_INTERVAL "
                "seconds, 10 by default, while it serves requests).",
 }
-"""What the page says when no engine has a stats line yet, by `stats_missing` reason."""
+"""What the page says when no engine has a stats line yet, by `stats_missing` reason (`unreadable_stats`:
+lines looked like stats lines but none could be read; `{n}` is their count)."""
 
 def _asset(name: str) -> str:
     """A static URL that changes with the file, so a browser never mixes an old script with a new page."""
@@ -93,49 +99,6 @@ def _get(source: Mapping[str, Any] | None, path: str) -> Any:
             return None
         value = value.get(part)
     return value
-
-
-def format_number(value: Any, digits: int) -> str:
-    """`1,727.3`; a dash for a value the line did not carry (the script formats alike).
-
-    >>> format_number(1727.3, 1), format_number(None, 1), format_number(3, 0)
-    ('1,727.3', '—', '3')
-    """
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        return "—"
-    return f"{value:,.{digits}f}"
-
-
-def format_age(seconds: Any) -> str:
-    """`4 s ago`, `2 min 5 s ago`, `1 h 3 min ago` (the script formats alike).
-
-    >>> format_age(4.6), format_age(125), format_age(3780)
-    ('4 s ago', '2 min 5 s ago', '1 h 3 min ago')
-    """
-    if not isinstance(seconds, (int, float)) or not math.isfinite(seconds):
-        return "—"
-    whole = max(0, int(seconds))
-    if whole < 60:
-        return f"{whole} s ago"
-    if whole < 3600:
-        return f"{whole // 60} min {whole % 60} s ago"
-    return f"{whole // 3600} h {whole % 3600 // 60} min ago"
-
-
-def engine_name(label: str) -> str:
-    """How an engine label reads on the page (`SOURCE #LABEL`: an engine of one source of many).
-
-    >>> engine_name("0"), engine_name("vllm/vllm-0/vllm #0")
-    ('Engine 0', 'vllm/vllm-0/vllm: engine 0')
-    """
-    source, mark, label = label.rpartition(" #")
-    if mark:
-        return f"{source}: {engine_name(label)[0].lower()}{engine_name(label)[1:]}"
-    if label == "aggregated":
-        return "All engines (aggregated)"
-    if label == "other":
-        return "Other engines (beyond the label limit)"
-    return f"Engine {label}"
 
 
 def _e(value: Any) -> str:
@@ -183,9 +146,25 @@ def _notice(status: Mapping[str, Any]) -> tuple[str, str]:
     """The notice text and its reason key ("" when every engine has lines)."""
     if status.get("engines"):
         return "", ""
+    unreadable = _get(status, "counters.parse_errors.stats")
+    if isinstance(unreadable, int) and unreadable > 0:
+        return STATS_MISSING["unreadable_stats"].replace("{n}", f"{unreadable:,}"), "unreadable_stats"
     reason = status.get("stats_missing")
     key = reason if reason in STATS_MISSING else "waiting"
     return STATS_MISSING[key], key
+
+
+def skipped_text(skipped: Any) -> str:
+    """What the page says when `watch` started at the end of a file (the script says it alike).
+
+    >>> skipped_text(2048)[:58]
+    'Started at the end of the log: 2,048 bytes of older lines '
+    """
+    if isinstance(skipped, bool) or not isinstance(skipped, int) or skipped <= 0:
+        return ""
+    return (f"Started at the end of the log: {skipped:,} bytes of older lines were skipped (only the "
+            "launch's start-up facts were read from them); the numbers count lines from then on. To "
+            "read the older lines, start watch with --from-start.")
 
 
 def _facts(status: Mapping[str, Any]) -> str:
@@ -194,7 +173,7 @@ def _facts(status: Mapping[str, Any]) -> str:
         ("Model", "server.served_model_name|server.model|model_name", "text", 0, ""),
         ("vLLM", "server.vllm_version", "text", 0, ""),
         ("KV cache", "server.kv_cache_tokens", "number", 0, "tokens"),
-        ("Max concurrency", "server.max_concurrency", "number", 1, "requests of max length"),
+        ("Max concurrency", "server.max_concurrency", "quantity", 1, "requests of max length"),
         ("Max model length", "server.max_model_len", "number", 0, "tokens"),
     ]
     out = []
@@ -210,6 +189,8 @@ def _facts(status: Mapping[str, Any]) -> str:
 def _shown(value: Any, kind: str, digits: int) -> str:
     if kind == "number":
         return format_number(value, digits)
+    if kind == "quantity":
+        return format_quantity(value, digits)
     return "—" if value is None or value == "" else str(value)
 
 
@@ -314,6 +295,7 @@ Snapshot at <time datetime="$rendered_iso">$rendered_clock</time>; \
   <dl class="facts" id="server">$facts</dl>
 </header>
 <main>
+<p id="skipped" class="help" data-key="skipped_bytes" data-kind="skipped"$skipped_hidden>$skipped</p>
 <p id="notice" class="notice" data-reason="$notice_reason" data-messages="$notice_messages"\
 $notice_hidden>$notice</p>
 $child
@@ -368,6 +350,8 @@ def render(status: Mapping[str, Any], *, now: float | None = None) -> str:
         facts=_facts(status),
         notice=_e(notice), notice_reason=_e(reason), notice_messages=_attr_json(STATS_MISSING),
         notice_hidden="" if notice else " hidden",
+        skipped=_e(skipped_text(status.get("skipped_bytes"))),
+        skipped_hidden="" if skipped_text(status.get("skipped_bytes")) else " hidden",
         child=_child(status),
         states=_attr_json(STATE_LABELS),
         header=_header_cells(),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -150,7 +151,11 @@ def test_missing_matplotlib_is_a_clear_message(tmp_path: Path) -> None:
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
-    assert proc.stderr == "logwatch plot: plot needs matplotlib: pip install 'vllm-logwatch[plot]'\n"
+    assert proc.stderr == ("logwatch plot: plot needs matplotlib: pip install matplotlib (or, in a clone: "
+                           "pip install '.[plot]')\n")
+    # Both commands work: matplotlib is published, and the clone's pyproject has the extra.
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    assert re.search(r'^plot = \[[^\]]*"matplotlib', pyproject, re.M), "the clone's extra holds matplotlib"
     assert not (tmp_path / "x.png").exists()
 
 

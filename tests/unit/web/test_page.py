@@ -113,9 +113,11 @@ def test_first_paint_is_a_table_of_the_current_numbers_with_units() -> None:
     assert page.keyed["server.kv_cache_tokens"] == "524,288"
 
 
-def test_the_end_of_the_log_reads_idle_and_counts_problems() -> None:
+def test_the_end_of_the_log_reads_dead_and_counts_problems() -> None:
+    """Its events alone (the live reader, which also sees the shutdown lines before the EngineDeadError,
+    says `ended`: tests/unit/live/test_replay_and_start.py): an engine that died is not idle."""
     page = Page(render(real_status()))
-    assert page.rows["0"]["state"]["text"] == "idle"
+    assert page.rows["0"]["state"]["text"] == "dead"
     assert page.rows["0"]["last.generation_throughput"]["text"] == "0.0"
     assert page.keyed["counters.problems"] == "engine_dead ×1"
     assert page.keyed["counters.log_messages.ERROR"] == "1"
@@ -269,3 +271,27 @@ def test_run_mode_page_shows_the_supervised_child(tmp_path: Path, free_port: int
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(30)
+
+
+def test_whole_counts_read_as_integers() -> None:
+    """`512 requests`, not `512.0 requests`; a fraction keeps its digit (issue 25, point 14)."""
+    page = Page(render({"engines": {}, "server": {"max_concurrency": 512.0}}))
+    assert page.keyed["server.max_concurrency"] == "512"
+    page = Page(render({"engines": {}, "server": {"max_concurrency": 21.33}}))
+    assert page.keyed["server.max_concurrency"] == "21.3"
+
+
+def test_unreadable_stats_lines_are_said_not_waited_for() -> None:
+    """Lines that look like stats lines but cannot be read: said with their count (issue 25, point 9)."""
+    metrics = ExporterMetrics()
+    for second in range(3):
+        metrics.apply(*iter_events([f"INFO 11-29 19:26:0{second} [loggers.py:335] Engine 000: Avg prompt "
+                                    "throughput: lots tokens/s, Avg generation throughput: many"],
+                                   clock=YearClock(2026, timezone.utc)))
+    status = metrics.status()
+    assert status["counters"]["parse_errors"]["stats"] == 3
+    html = render(status)
+    notice = re.search(r'<p id="notice"[^>]*data-reason="unreadable_stats"[^>]*>(.*?)</p>', html, re.S)
+    assert notice is not None, html
+    assert notice.group(1).startswith("3 lines look like stats lines but could not be read")
+    assert "Waiting" not in notice.group(1)

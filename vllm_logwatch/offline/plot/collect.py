@@ -7,7 +7,7 @@ one dot per busy stats line, with the median per running count: the concurrency 
 Never more points than pixels: past the figure's width, a line keeps its first / min / max / last
 point per pixel column (`offline/decimate.py`), so a big log draws as fast as a small one.
 
-matplotlib is an optional extra (`pip install 'vllm-logwatch[plot]'`), imported only here and only
+matplotlib is an optional extra (`pip install '.[plot]'` in a clone), imported only here and only
 when a plot is drawn; the figure is built on the Agg canvas, without pyplot and its global state.
 """
 
@@ -43,7 +43,7 @@ PANEL_TITLES = (
 _NAN = math.nan
 _MARKERS_UP_TO = 60
 """Lines with at most this many points get a dot per point (a lone line is still visible)."""
-_MISSING_MATPLOTLIB = "plot needs matplotlib: pip install 'vllm-logwatch[plot]'"
+_MISSING_MATPLOTLIB = "plot needs matplotlib: pip install matplotlib (or, in a clone: pip install '.[plot]')"
 
 
 FIGSIZE = (12.0, 14.0)

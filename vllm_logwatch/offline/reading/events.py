@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 import os
 import sys
 from collections import Counter
@@ -21,6 +20,7 @@ from ...parsing.kinds import RECORD_KINDS
 from ...parsing.line import parse_line
 from ...parsing.needles import NO_STATS_NEEDLES, WANTS
 from ...parsing.stamps import YearClock
+from ...shown import finite, json_safe
 from .containers import enveloped_events, sniff
 from .inputs import Source, input_error, open_source, read_errors
 from .stream import ScanStats, read_lines, scan_stream
@@ -32,12 +32,6 @@ __all__ = [
 
 KINDS = RECORD_KINDS
 _PROGRESS_MIN_BYTES = 64 << 20
-
-
-def _clean(value: Any) -> Any:
-    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
-        return None
-    return value
 
 
 def stats_csv_row(e: EngineStats) -> list[Any]:
@@ -55,17 +49,17 @@ def stats_row(e: EngineStats) -> list[Any]:
         e.file,
         e.line,
         e.engine,
-        _clean(e.prompt_throughput),
-        _clean(e.generation_throughput),
+        finite(e.prompt_throughput),
+        finite(e.generation_throughput),
         e.running,
         e.waiting,
         e.swapped,
-        _clean(e.gpu_kv_cache_usage_pct),
-        _clean(e.cpu_kv_cache_usage_pct),
-        _clean(e.prefix_cache_hit_rate_pct),
-        _clean(e.prefix_cache_hit_rate_cpu_pct),
-        _clean(e.mm_cache_hit_rate_pct),
-        {k: _clean(v) for k, v in e.extra.items()} or None,
+        finite(e.gpu_kv_cache_usage_pct),
+        finite(e.cpu_kv_cache_usage_pct),
+        finite(e.prefix_cache_hit_rate_pct),
+        finite(e.prefix_cache_hit_rate_cpu_pct),
+        finite(e.mm_cache_hit_rate_pct),
+        json_safe(e.extra) or None,
     ]
 
 
@@ -80,7 +74,7 @@ def event_to_dict(e: Event) -> dict[str, Any]:
     data["time"] = e.time.isoformat() if e.time else None
     if isinstance(e, ServerInfo):
         data = {k: v for k, v in data.items() if v is not None}
-    return {"kind": e.kind, **{k: _clean(v) for k, v in data.items()}}
+    return {"kind": e.kind, **json_safe(data)}
 
 
 @dataclass

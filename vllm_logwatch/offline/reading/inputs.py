@@ -75,11 +75,24 @@ def expand_inputs(patterns: list[str]) -> list[Source]:
             if not matches and os.path.lexists(pattern):
                 matches = [pattern]  # a real name with glob characters: `serve[1].log`
             if not matches:
-                raise InputError(f"no file matches {shown_path(pattern)}")
+                raise InputError(_unlistable(pattern) or f"no file matches {shown_path(pattern)}")
             sources.extend(Source(m) for m in matches)
         else:
             sources.append(Source(pattern))
     return sources
+
+
+def _unlistable(pattern: str) -> str | None:
+    """Why a glob matched nothing when it is a folder it may not list (glob keeps quiet about it)."""
+    parts = pattern.split(os.sep)
+    folder = os.sep.join(parts[:next(i for i, part in enumerate(parts) if glob.has_magic(part))]) or "."
+    try:
+        os.scandir(folder).close()
+    except PermissionError:
+        return f"{shown_path(folder)}: permission denied (cannot list the folder for {shown_path(pattern)})"
+    except OSError:
+        return None
+    return None
 
 
 def _describe(exc: BaseException, name: str) -> str:

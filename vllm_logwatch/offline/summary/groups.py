@@ -29,6 +29,7 @@ from ...exporting.engine_state import (
     EngineState,
 )
 from ...parsing.events import EngineStats, SpecDecodeStats, TransferStats
+from ...shown import finite
 from ..reading.launches import Launch
 from ..reading.records import FastBlock
 from .connectors import SpecTotals, TransferTotals
@@ -51,10 +52,6 @@ class _Open:
     kv: list[float] = field(default_factory=list)
 
 
-def _finite(value: float) -> float | None:
-    return value if math.isfinite(value) else None
-
-
 def apply_stats_rows(state: EngineState, times: Sequence[datetime | None], prompts: Sequence[float],
                      generations: Sequence[float], last: EngineStats, arrival: float) -> None:
     """`state.apply_stats` of a run of one engine's lines given as columns (no preemptions; NaN for a
@@ -65,9 +62,9 @@ def apply_stats_rows(state: EngineState, times: Sequence[datetime | None], promp
         for time, p, g in zip(times, prompts, generations, strict=True):
             window = state._window(time, zero)
             if window is None:
-                state._held = (_finite(p), _finite(g))
+                state._held = (finite(p), finite(g))
             else:
-                state._credit(_finite(p), _finite(g), window)
+                state._credit(finite(p), finite(g), window)
             zero = not p and not g
     else:
         _default_rows(state, times, prompts, generations, zero)
@@ -118,7 +115,7 @@ def _default_rows(state: EngineState, times: Sequence[datetime | None], prompts:
                     typical = fmean(gaps)
                 window = None if unknown and not usable else typical or DEFAULT_INTERVAL
         if window is None:
-            held = (_finite(p), _finite(g))
+            held = (finite(p), finite(g))
         else:  # a NaN or infinite throughput adds nothing, as `_credit` of a None does
             if 0 < (amount := p * window) < inf:
                 pb += amount

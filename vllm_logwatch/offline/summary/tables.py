@@ -8,6 +8,7 @@ from dataclasses import asdict, replace
 from datetime import datetime
 from typing import Any
 
+from ...shown import json_safe
 from .build import STEADY_MAX_PROMPT_SHARE, ConcurrencyRow, GroupSummary, Summary
 from .facts import MFU_COLUMNS
 from .launch_tables import Table, fact_notes, facts_table, launch_json, matrix_table, mfu_table
@@ -162,7 +163,7 @@ def table_lines(head: tuple[str, ...], rows: list[list[str]], markdown: bool) ->
 
 def json_ready(value: Any) -> Any:
     """`value` with NaN and infinities as None (JSON has neither)."""
-    return _finite(value)
+    return json_safe(value)
 
 
 def _spec_row(g: GroupSummary) -> list[str] | None:
@@ -238,16 +239,6 @@ def _render_tables(summary: Summary, markdown: bool) -> str:
     return "\n".join(out)
 
 
-def _finite(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_finite(v) for v in value]
-    return value
-
-
 def _extra_tables(summary: Summary, table: Any, h: str) -> list[str]:
     """The launch facts and MFU tables, when the logs have them."""
     out: list[str] = []
@@ -262,7 +253,7 @@ def _extra_tables(summary: Summary, table: Any, h: str) -> list[str]:
 def _json_group(g: GroupSummary) -> dict[str, Any]:
     # The times are set below: asdict would deep-copy their zone (a zone read from /etc/localtime
     # cannot be copied).
-    data: dict[str, Any] = _finite(asdict(replace(g, start=None, end=None)))
+    data: dict[str, Any] = json_safe(asdict(replace(g, start=None, end=None)))
     data["start"] = g.start.isoformat() if g.start else None
     data["end"] = g.end.isoformat() if g.end else None
     data["span_seconds"] = g.span_seconds
@@ -275,7 +266,7 @@ def render(summary: Summary, fmt: str = "text") -> str:
         doc = {
             "by": summary.by,
             "groups": [_json_group(g) for g in summary.groups],
-            "launches": [_finite(launch_json(la)) for la in summary.launches],
+            "launches": [json_safe(launch_json(la)) for la in summary.launches],
             "matrix_caveat": MATRIX_CAVEAT,
             "columns": {**LAUNCH_COLUMNS, **TABLE_COLUMNS, **SPEC_COLUMNS, **TRANSFER_COLUMNS},
             "steady_decode": _STEADY,

@@ -52,6 +52,10 @@
     return value.toLocaleString("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits });
   }
 
+  function formatQuantity(value, digits) { // a whole count without decimals: "512", not "512.0"
+    return formatNumber(value, typeof value === "number" && Math.floor(value) === value ? 0 : digits);
+  }
+
   function formatAge(seconds) {
     if (typeof seconds !== "number" || !isFinite(seconds)) return "\u2014";
     var whole = Math.max(0, Math.floor(seconds));
@@ -97,6 +101,13 @@
     return seen.join(", ") || "none";
   }
 
+  function skippedText(skipped) { // page.py skipped_text
+    if (typeof skipped !== "number" || skipped <= 0) return "";
+    return "Started at the end of the log: " + formatNumber(skipped, 0) + " bytes of older lines were " +
+      "skipped (only the launch's start-up facts were read from them); the numbers count lines from " +
+      "then on. To read the older lines, start watch with --from-start.";
+  }
+
   function setText(element, text) {
     if (element.textContent !== text) element.textContent = text;
   }
@@ -112,9 +123,14 @@
       var text;
       if (kind === "child") text = childState(status.child);
       else if (kind === "problems") text = problems(status.counters);
+      else if (kind === "skipped") {
+        text = skippedText(status.skipped_bytes);
+        element.hidden = !text;
+      }
       else {
         var value = first(status, key);
         if (kind === "number") text = formatNumber(value, Number(element.getAttribute("data-digits")));
+        else if (kind === "quantity") text = formatQuantity(value, Number(element.getAttribute("data-digits")));
         else text = value === null ? "\u2014" : String(value);
       }
       setText(element, text);
@@ -127,9 +143,11 @@
       notice.hidden = true;
       return;
     }
+    var unreadable = get(status, "counters.parse_errors.stats");
     var reason = messages[status.stats_missing] ? status.stats_missing : "waiting";
+    if (typeof unreadable === "number" && unreadable > 0) reason = "unreadable_stats";
     notice.setAttribute("data-reason", reason);
-    setText(notice, messages[reason]);
+    setText(notice, messages[reason].replace("{n}", formatNumber(unreadable, 0)));
     notice.hidden = false;
   }
 

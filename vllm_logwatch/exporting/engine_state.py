@@ -4,62 +4,23 @@ lines, and the token counters integrated from its throughputs.
 It lives apart from `exporting/exporter.py` because the integration rules are the subtle part of the exporter
 and they are pure given the records' times, so they read (and are tested) without Prometheus.
 
-Why the rules are what they are (from vLLM's `v1/metrics/loggers.py`): a throughput is the
-average over one window that ends at the line, windows are back-to-back, and vLLM hides a window
-only when it and the one before both had zero throughput. So `tokens = throughput x window`, where
-the window is the engine's typical interval; a long gap is hidden zero windows, never a long window.
-
-vLLM's window is the time between two calls of its logging loop (`now - last_log_time`, monotonic),
-which runs late when its event loop is busy (prefill-heavy intervals the most): 5.06 s for a 5 s
-interval is common. Whole-second stamps cannot show that line by line, so the interval from stamps
-is the mean of the last gaps (their sum telescopes: 9 gaps resolve 0.11 s, and the truncation errors
-average out over a run), not their median. A live line timed when it was read (`measured`, on the
-monotonic clock) is credited with its own window: the time since the end of the window credited
-before it, so a run's windows add up to its measured span whatever the jitter of single reads.
+The token counters and the spacing of the engine's lines are `tokens.TokenWindows` (the token rule).
 """
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import datetime
-from statistics import fmean
 
 from ..parsing.events import EngineStats, MfuStats, SpecDecodeStats, TransferStats
 from ..shown import finite, json_safe
 from .mfu_gauges import mfu_gauges
 from .snapshot import EngineSnapshot, EngineStateName, TransferSnapshot
+from .tokens import TokenWindows
 from .totals import RunningTotal
 from .transfer_state import TransferState
 
-__all__ = [
-    "DEFAULT_INTERVAL",
-    "EXACT_IDLE_GAP_FACTOR",
-    "GAP_HISTORY",
-    "IDLE_GAP_FACTOR",
-    "MAX_FIRST_GAP",
-    "MIN_WINDOW_SHARE",
-    "EngineState",
-    "engine_label",
-]
-
-DEFAULT_INTERVAL = 10.0
-"""vLLM's default `VLLM_LOG_STATS_INTERVAL`, used until an engine's own spacing is known."""
-IDLE_GAP_FACTOR = 1.5
-"""A gap longer than this many typical intervals held hidden all-zero windows (an idle silence)."""
-EXACT_IDLE_GAP_FACTOR = 1.9
-"""The same with exact times: a hidden window makes a gap of two intervals or more, so up to that
-a longer gap is vLLM's timer running late (under load), and still the line's own window."""
-MAX_FIRST_GAP = 60.0
-"""The first gap of an engine is believed as its interval only up to this (nothing to compare with)."""
-_MIN_GAPS = 3
-GAP_HISTORY = 9
-"""Gaps kept for the interval: their mean resolves 1/9 s from whole-second stamps."""
-MIN_WINDOW_SHARE = 0.5
-"""A measured window is at least this share of the interval (a shorter gap pays back a late read)."""
-MAX_CARRY = 0.5
-"""The credited windows may run ahead of the measured times by up to this many intervals (a late read
-paid back over the next lines); beyond it the clocks disagree, and the measured time wins."""
+__all__ = ["EngineState", "engine_label"]
 
 State = EngineStateName
 
@@ -84,11 +45,7 @@ class EngineState:
         Without it the window is the mean gap (log stamps have whole seconds). `exact_times`: the
         lines' times are precise, so gaps up to 1.9 intervals are samples (a line given a `measured`
         time in `apply_stats` is treated so on its own)."""
-        self.stats_interval = stats_interval
-        self.exact_times = exact_times
-        self.prior = prior
-        self.prompt_tokens = RunningTotal()
-        self.generation_tokens = RunningTotal()
+        self.tokens = TokenWindows(stats_interval, exact_times=exact_times, prior=prior)
         self.preemptions = RunningTotal()
         self.corrupted = RunningTotal()
         self.has_corrupted = False
@@ -104,113 +61,24 @@ class EngineState:
         self.spec: SpecDecodeStats | None = None
         self.transfer = TransferState()
         self.mfu: MfuStats | None = None  # the last MFU line (--enable-mfu-metrics)
-        self._last_time: datetime | None = None
-        self._gaps: deque[float] = deque(maxlen=GAP_HISTORY)
-        self._held: tuple[float | None, float | None] | None = None
-        self._last_measured: float | None = None
-        self._credited_to: float | None = None  # the end of the last window credited from measured times
-        self._run_lines = 0  # lines since the measured times last started over
 
-    # -- the interval ---------------------------------------------------------------------------
+    # -- the interval and the token counters (`tokens`) ----------------------------------------
+
+    @property
+    def prompt_tokens(self) -> RunningTotal:
+        return self.tokens.prompt_tokens
+
+    @property
+    def generation_tokens(self) -> RunningTotal:
+        return self.tokens.generation_tokens
 
     def typical_interval(self) -> float | None:
-        """The configured interval, else the measured one (see `__init__`), else the prior, else None."""
-        if self.stats_interval is not None:
-            return self.stats_interval
-        measured = fmean(self._gaps) if self._gaps else None
-        if self.prior is not None:
-            # The configured interval is exact while vLLM's timer keeps time (measured read times
-            # jitter by our own scheduling); measured gaps win only when they say the configuration
-            # is not what we were told (e.g. the variable was set inside the command).
-            trusted = len(self._gaps) < _MIN_GAPS or abs(measured - self.prior) <= 0.25 * self.prior  # type: ignore[operator]
-            return self.prior if trusted else measured
-        return measured
+        """The configured interval, else the measured one, else the prior, else None (`TokenWindows`)."""
+        return self.tokens.typical_interval()
 
     def interval(self) -> float:
         """The typical interval, or vLLM's default before one is known."""
-        return self.typical_interval() or DEFAULT_INTERVAL
-
-    def _window(self, time: datetime | None, after_zero: bool, measured: float | None = None) -> float | None:
-        """The window to credit this line with; None holds the line until a gap tells (the first
-        line; a line after an all-zero line while no interval is known yet).
-
-        vLLM hides a window only when it and the window before were both all-zero, so the gap after
-        a busy line is one interval (plus timer lateness), but the gap after an all-zero line may
-        span hidden windows: it is never taken as an interval. `measured`: the line's print time on
-        the monotonic clock when it was read live (None: a backlog line, timed by its stamp)."""
-        if self.stats_interval is not None:
-            return self.stats_interval
-        previous_measured, self._last_measured = self._last_measured, measured
-        exact = measured is not None and previous_measured is not None
-        if time is None and not exact:
-            return self._restart(measured, self.interval())
-        previous = self._last_time
-        if time is not None:
-            self._last_time = time
-        gap: float | None
-        if exact:
-            gap = measured - previous_measured  # type: ignore[operator]
-        elif previous is None or time is None:
-            return self._restart(measured, self.prior)  # None: hold the first line until a gap tells
-        else:
-            try:
-                gap = (time - previous).total_seconds()
-            except TypeError:  # naive next to aware: not comparable
-                gap = None
-        typical = self.typical_interval()
-        # A hidden (idle) window makes a gap of at least two intervals; with exact times anything
-        # shorter is a late timer and still this line's own window.
-        factor = EXACT_IDLE_GAP_FACTOR if self.exact_times or exact else IDLE_GAP_FACTOR
-        limit = MAX_FIRST_GAP if typical is None else factor * typical
-        usable = gap is not None and 0 < gap <= limit and not after_zero
-        if usable:
-            self._gaps.append(gap)  # type: ignore[arg-type]
-        if self._held is not None:  # its window, best known now: the next true gap
-            held_window = gap if usable and gap is not None else typical or DEFAULT_INTERVAL
-            self._credit(*self._held, held_window)
-            self._held = None
-        if exact and usable:
-            return self._measured_window(measured, gap)  # type: ignore[arg-type]
-        return self._restart(measured, None if typical is None and not usable else self.interval())
-
-    def _restart(self, measured: float | None, window: float | None) -> float | None:
-        """The measured times start over at this line (credited `window`; None: held)."""
-        self._credited_to = measured
-        self._run_lines = 1
-        return window
-
-    def _measured_window(self, measured: float, gap: float) -> float:
-        """A live line's own window: from the end of the window credited before it to its print time.
-
-        So the windows of a run add up to the time from its first line to its last: a line read late
-        (our scheduling, or vLLM printing late after it read its clock) is over-credited and the next
-        line, whose gap is shorter by as much, pays it back. A window under half the interval is not
-        believed: half an interval is credited and the rest paid back by the next lines, up to half an
-        interval ahead of the clock; beyond that the clocks disagree and the gap itself is the window.
-        With a configured interval (run mode), a run's second line read less than one interval after
-        its first says the first was read late: it gets one interval, and the times go on from it."""
-        start = self._credited_to if self._credited_to is not None else measured - gap
-        reference = self.interval()
-        window = max(measured - start, MIN_WINDOW_SHARE * reference)
-        if start + window - measured > MAX_CARRY * reference:  # far ahead of the clock: restart from it
-            self._restart(measured, gap)
-            return gap
-        self._run_lines += 1
-        if self._run_lines == 2 and self.prior is not None and reference == self.prior and gap < self.prior:
-            # vLLM sleeps the configured interval between two of its lines, and then some: a run's
-            # first gap under it is its first line read late, which no later line would pay back (a
-            # later short gap pays back the late read before it). One interval, and the times go on
-            # from this line's.
-            self._credited_to = measured
-            return self.prior
-        self._credited_to = start + window
-        return window
-
-    def _credit(self, prompt: float | None, generation: float | None, window: float) -> None:
-        if prompt is not None:
-            self.prompt_tokens.add(prompt * window)
-        if generation is not None:
-            self.generation_tokens.add(generation * window)
+        return self.tokens.interval()
 
     # -- events ---------------------------------------------------------------------------------
 
@@ -220,11 +88,7 @@ class EngineState:
         prompt, generation = finite(stats.prompt_throughput), finite(stats.generation_throughput)
         last = self.last
         after_zero = last is not None and not last.prompt_throughput and not last.generation_throughput
-        window = self._window(stats.time, after_zero, measured)
-        if window is None:
-            self._held = (prompt, generation)
-        else:
-            self._credit(prompt, generation, window)
+        self.tokens.add(stats.time, prompt, generation, after_zero, measured)
         self.stats_lines += 1
         preemptions = stats.extra.get("preemptions")
         if preemptions is not None:
@@ -235,6 +99,18 @@ class EngineState:
             self.has_corrupted = True
             self.corrupted.add(corrupted)
         self.last = stats
+        self.last_arrival = arrival
+
+    def apply_stats_run(self, times: Sequence[datetime | None], prompts: Sequence[float],
+                        generations: Sequence[float], last: EngineStats, arrival: float) -> None:
+        """`apply_stats` of a run of this engine's backlog lines given as columns (NaN for a missing
+        throughput; none with preemptions or corrupted counts), `last` the run's final line."""
+        previous = self.last
+        after_zero = (previous is not None and not previous.prompt_throughput
+                      and not previous.generation_throughput)
+        self.tokens.add_run(times, prompts, generations, after_zero)
+        self.stats_lines += len(times)
+        self.last = last
         self.last_arrival = arrival
 
     def apply_prefix_rates(self, gpu_pct: float, cpu_pct: float) -> None:
@@ -262,17 +138,12 @@ class EngineState:
     def reset(self) -> None:
         """A new launch: forget gauges and spacing; keep the counters (a held first line is credited
         with vLLM's default interval rather than lost)."""
-        if self._held is not None:
-            self._credit(*self._held, self.interval())
-        self._held = None
+        self.tokens.restart()
         self.last = None
         self.last_arrival = None
         self.spec = self.mfu = None
         self.asleep, self.woke_at = False, None
         self.transfer.reset()
-        self._last_time = None
-        self._last_measured = self._credited_to = None
-        self._gaps.clear()
         self.spec_accepted.restart()
         self.spec_drafted.restart()
 

@@ -45,13 +45,14 @@ from ..parsing.events import (
 from ..parsing.startup import PROBLEM_TAGS
 from ..shown import json_safe
 from .catalogue import METRICS, check_const_labels
-from .engine_state import DEFAULT_INTERVAL, EngineState, engine_label
+from .engine_state import EngineState, engine_label
 from .facts import add_fact_series
 from .families import Families, new_family
 from .routes import VLLM_ROUTES, HttpCounts
 from .runtime_state import RUNTIME_FIELDS, RuntimeState, engine_counts
 from .selfmetrics import SelfMetrics
 from .snapshot import Counters, ExporterStatus, StatsMissing
+from .tokens import DEFAULT_INTERVAL
 
 __all__ = ["LEVELS", "ExporterMetrics"]
 

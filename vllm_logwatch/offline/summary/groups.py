@@ -1,11 +1,11 @@
-"""The summary's running totals of one group (`_Group`; `offline/summary.py` finishes them), fed a
+"""The summary's running totals of one group (`_Group`; `summary/build.py` finishes them), fed a
 record at a time (`add`) or, from the fast lane, a run of common stats lines as columns in one call
-(`add_block`, a `FastBlock` of `offline/fastsummary.py`).
+(`add_block`, a `FastBlock` of `reading/records.py`).
 
-Both do the same arithmetic (`_Group.add` and `EngineState.apply_stats`): the same
-intervals, the same token estimate (the interval rules of `exporting/engine_state.py`, inlined for its
-default state), the same additions in the same order; only the per-line records and calls are gone
-(tests/integration/test_fastsummary.py: both paths print the same bytes).
+Both do the same arithmetic: the same intervals, the same token estimate (the exporter's own,
+`EngineState.apply_stats` and `apply_stats_run`), the same additions in the same order; only the
+per-line records and calls are gone (tests/integration/test_fastsummary.py: both paths print the
+same bytes).
 """
 
 from __future__ import annotations
@@ -18,23 +18,15 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import repeat
 from operator import add
-from statistics import fmean
 from typing import TypeVar, cast
 
-from ...exporting.engine_state import (
-    DEFAULT_INTERVAL,
-    EXACT_IDLE_GAP_FACTOR,
-    IDLE_GAP_FACTOR,
-    MAX_FIRST_GAP,
-    EngineState,
-)
+from ...exporting.engine_state import EngineState
 from ...parsing.events import EngineStats, SpecDecodeStats, TransferStats
-from ...shown import finite
 from ..reading.launches import Launch
 from ..reading.records import FastBlock
 from .connectors import SpecTotals, TransferTotals
 
-__all__ = ["apply_stats_rows"]
+__all__ = ["add_block"]
 
 T = TypeVar("T")
 
@@ -50,80 +42,6 @@ class _Open:
     running: int = 0
     waiting: int = 0
     kv: list[float] = field(default_factory=list)
-
-
-def apply_stats_rows(state: EngineState, times: Sequence[datetime | None], prompts: Sequence[float],
-                     generations: Sequence[float], last: EngineStats, arrival: float) -> None:
-    """`state.apply_stats` of a run of one engine's lines given as columns (no preemptions; NaN for a
-    missing throughput), `last` the run's final line."""
-    previous = state.last
-    zero = previous is not None and not previous.prompt_throughput and not previous.generation_throughput
-    if state.stats_interval is not None or state.prior is not None:  # EngineState's own rules, line by line
-        for time, p, g in zip(times, prompts, generations, strict=True):
-            window = state._window(time, zero)
-            if window is None:
-                state._held = (finite(p), finite(g))
-            else:
-                state._credit(finite(p), finite(g), window)
-            zero = not p and not g
-    else:
-        _default_rows(state, times, prompts, generations, zero)
-    state.stats_lines += len(times)
-    state.last = last
-    state.last_arrival = arrival
-
-
-def _default_rows(state: EngineState, times: Sequence[datetime | None], prompts: Sequence[float],
-                  generations: Sequence[float], zero: bool) -> None:
-    """`EngineState._window` and `_credit` inlined for the default state (no configured interval, no
-    prior): the typical interval is kept as it changes instead of recomputed per line."""
-    inf, gaps = math.inf, state._gaps
-    full = gaps.maxlen
-    factor = EXACT_IDLE_GAP_FACTOR if state.exact_times else IDLE_GAP_FACTOR
-    typical = fmean(gaps) if gaps else None
-    last_time, held = state._last_time, state._held
-    pt, gt = state.prompt_tokens, state.generation_tokens
-    pb, gb = pt._base, gt._base
-    for time, p, g in zip(times, prompts, generations, strict=True):
-        window: float | None
-        if time is None:
-            window = typical or DEFAULT_INTERVAL
-        else:
-            previous, last_time = last_time, time
-            if previous is None:
-                window = None  # hold the first line until a gap tells its window
-            else:
-                try:
-                    gap: float | None = (time - previous).total_seconds()
-                except TypeError:  # naive next to aware: not comparable
-                    gap = None
-                limit = MAX_FIRST_GAP if typical is None else factor * typical
-                usable = gap is not None and 0 < gap <= limit and not zero
-                same = False
-                if usable:
-                    same = len(gaps) == full and gaps[0] == gap  # the same gaps, the same mean (fsum)
-                    gaps.append(gap)  # type: ignore[arg-type]
-                if held is not None:
-                    held_window = gap if usable and gap is not None else typical or DEFAULT_INTERVAL
-                    if held[0] is not None and 0 < (amount := held[0] * held_window) < inf:
-                        pb += amount
-                    if held[1] is not None and 0 < (amount := held[1] * held_window) < inf:
-                        gb += amount
-                    held = None
-                unknown = typical is None
-                if usable and not same:
-                    typical = fmean(gaps)
-                window = None if unknown and not usable else typical or DEFAULT_INTERVAL
-        if window is None:
-            held = (finite(p), finite(g))
-        else:  # a NaN or infinite throughput adds nothing, as `_credit` of a None does
-            if 0 < (amount := p * window) < inf:
-                pb += amount
-            if 0 < (amount := g * window) < inf:
-                gb += amount
-        zero = not p and not g
-    pt._base, gt._base = pb, gb
-    state._last_time, state._held = last_time, held
 
 
 def _num(value: float | None) -> float:
@@ -221,8 +139,9 @@ def add_block(g: _Group, launch: Launch, block: FastBlock, rows: Sequence[int]) 
         g.engines.setdefault(engine, None)
         member = (li, engine)
         pick = _picker(idx)
-        apply_stats_rows(g._estimate(member), pick(times), pick(block.prompt), pick(block.generation),
-                         cast(EngineStats, block.record(len(block) - 1 if idx is None else idx[-1])), 0.0)
+        g._estimate(member).apply_stats_run(
+            pick(times), pick(block.prompt), pick(block.generation),
+            cast(EngineStats, block.record(len(block) - 1 if idx is None else idx[-1])), 0.0)
         prefix, mm = g.hits.get(member, (None, None))
         g.hits[member] = (_last_number(pick(block.prefix), prefix), _last_number(pick(block.mm), mm))
     g.lines += len(rows)

@@ -39,31 +39,42 @@ __all__ = [
 
 # Colour codes, with or without the ESC byte (some collectors drop it: `[1;36m(APIServer ...)[0;0m`).
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]|\[[0-9][0-9;]*m")
+_LEVELS = ("TRACE", "DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+# A level word not inside a longer word; the look-behinds (one per level: each has a fixed width) follow
+# the word so the search skips to a level's first letter instead of trying each character of a long line.
 _HEADER = re.compile(
-    r"(?<![A-Za-z])(TRACE|DEBUG|INFO|WARNING|ERROR|CRITICAL) "
-    r"(\d\d-\d\d \d\d:\d\d:\d\d)(?:[.,]\d+)? +"
-    r"\[?([^\s\[\]]+?:\d+)\] ?"
+    "(" + "|".join(_LEVELS) + ")" + "".join(rf"(?<![A-Za-z]{level})" for level in _LEVELS) + " "
+    r"(\d\d-\d\d \d\d:\d\d:\d\d)(?:[.,]\d{1,9})? {1,32}"
+    r"\[?([^\s\[\]]{1,256}?:\d{1,9})\] ?"
 )
 # `(Name pid=N)`; Name may hold one level of parentheses (Ray actor repr: `(Wrapper(rank=0) pid=N, ip=..)`).
-_PROCESS = re.compile(r"\(((?:[^()]|\([^()]*\))*?) pid=\d+[^()]*\)")
+_PROCESS = re.compile(r"\(((?:[^()]|\([^()]{0,256}\)){0,256}?) pid=\d{1,12}[^()]{0,256}\)")
 _UVICORN_LEVEL = re.compile(r"(?<![A-Za-z])(?:INFO|WARNING|ERROR|CRITICAL|DEBUG):\s+")
 _ACCESS = re.compile(
     r"(?<![A-Za-z])(?:INFO|WARNING|ERROR):\s+\S+ - \"([A-Z]{3,10}) (\S+) HTTP/[\d.]+\" (\d{3})"
 )
 _STATS_START = re.compile(
-    r"(?:Engine (\d{3,}): |(\d+) Engines Aggregated: )?"
+    r"(?:Engine (\d{3,12}): |(\d{1,12}) Engines Aggregated: )?"
     r"(?=Avg prompt t|Running: \d+ reqs, Waiting: \d+ reqs\s*$)"
 )
 # The common V1 stats message, read in one match (the general field reader below gives the same record;
 # tests check it line for line). Counts have at most 15 digits so they read as exactly as through float.
 _CANONICAL = re.compile(
-    r"Engine (\d{3,}): Avg prompt throughput: (\d+\.\d+) tokens/s, Avg generation throughput: (\d+\.\d+) "
+    r"Engine (\d{3,12}): Avg prompt throughput: (\d+\.\d+) tokens/s, Avg generation throughput: (\d+\.\d+) "
     r"tokens/s, Running: (\d{1,15}) reqs, Waiting: (\d{1,15}) reqs, ([A-Z]+) KV cache usage: (\d+\.\d+)%"
     r"(?:, Prefix cache hit rate: (\d+\.\d+)%)?(?:, MM cache hit rate: (\d+\.\d+)%)?"
 )
-_STATS_ANYWHERE = re.compile(r"(?:Engine \d{3,}: |\d+ Engines Aggregated: )?Avg prompt t(?:hroughput|put): ")
+# Searched only near its needle (`_stats_anywhere`): the optional engine prefix would otherwise be tried
+# at every character of a long line.
+_STATS_ANYWHERE = re.compile(
+    r"(?:Engine \d{3,12}: |(?<!\d)\d{1,12} Engines Aggregated: )?Avg prompt t(?:hroughput|put): "
+)
+_STATS_NEEDLE = "Avg prompt t"
+_STATS_REACH = 34
+"""The longest engine prefix before the needle (`999999999999 Engines Aggregated: `), and more than the
+rest of the match after it."""
 _V0_PREFIX = re.compile(
-    r"Prefix cache hit rate: GPU: (-?[\d.]+|nan)%, CPU: (-?[\d.]+|nan)%\s*\.?\s*$"
+    r"Prefix cache hit rate: GPU: (-?[\d.]+|nan)%, CPU: (-?[\d.]+|nan)%(?:\s*\.)?$"  # on a stripped message
 )
 _KV_USAGE = re.compile(r"^([A-Za-z]+(?: \+ host)?) kv cache (?:usage|used)$", re.IGNORECASE)
 _KV_FETCH = re.compile(r"(\d+) waiting to start, (\d+) in progress, (\d+) completed waiting")
@@ -175,7 +186,7 @@ def _kind_of(text: str) -> UnparsedKind:
     """The kind of line being read, by its marks (for a line whose reading failed)."""
     if "Prefix cache hit rate: GPU" in text:
         return "prefix"
-    if _STATS_ANYWHERE.search(text) or "Running: " in text:
+    if _stats_anywhere(text) or "Running: " in text:
         return "stats"
     if " Transfer metrics: " in text:
         return "transfer"
@@ -250,11 +261,11 @@ def _parse_message(
 
 
 def _parse_headerless(line: str) -> Event | None:
-    am = _ACCESS.search(line)
+    am = _ACCESS.search(line) if "HTTP/" in line else None
     if am is not None:
         path = am.group(2).split("?", 1)[0]
         return HttpAccess(method=am.group(1), path=path, status=int(am.group(3)))
-    sm = _STATS_ANYWHERE.search(line)
+    sm = _stats_anywhere(line)
     if sm is not None:  # a custom format without vLLM's header: no time, but the numbers count
         return _parse_message(line[sm.start():].rstrip(), None, None, None, None)
     if "Uvicorn running on" in line or "Application startup complete" in line:
@@ -263,6 +274,18 @@ def _parse_headerless(line: str) -> Event | None:
         return parse_info(msg.strip(), {"stamp": None, "level": None, "process": None})
     if line.startswith(("WARNING:", "ERROR:", "CRITICAL:")):
         return LogMessage(level=line.split(":", 1)[0], problem=problem_of(line))
+    return None
+
+
+def _stats_anywhere(line: str) -> re.Match[str] | None:
+    """`_STATS_ANYWHERE.search(line)` in time linear in the length of the line: the pattern runs only
+    in a bounded window around each occurrence of its needle."""
+    i = line.find(_STATS_NEEDLE)
+    while i >= 0:
+        m = _STATS_ANYWHERE.search(line, max(0, i - _STATS_REACH), i + _STATS_REACH)
+        if m is not None:
+            return m
+        i = line.find(_STATS_NEEDLE, i + 1)
     return None
 
 

@@ -14,7 +14,7 @@ from .events import MfuStats, Unparsed
 
 __all__ = ["MFU_START", "parse_mfu"]
 
-MFU_START = re.compile(r"(?:Engine (\d{3,}): )?MFU: ")
+MFU_START = re.compile(r"(?:Engine (\d{3,12}): )?MFU: ")
 _NUMBER = r"(\d+(?:\.\d+)?|nan|inf)"
 _BODY = re.compile(rf"{_NUMBER} TF/s/(?:GPU|device) {_NUMBER} GB/s/(?:GPU|device)\s*$")
 

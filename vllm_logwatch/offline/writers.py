@@ -43,8 +43,14 @@ _PROGRESS_MIN_BYTES = 64 << 20
 
 
 def _clean(value: Any) -> Any:
+    """`value` with each NaN or infinity, at any depth (`extra`, per-position rates), as None: JSON has
+    neither (`json.dumps` would write `NaN`, `Infinity`), and a CSV cell of one is empty."""
     if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
         return None
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
     return value
 
 

@@ -110,7 +110,7 @@ KNOWN_EXTRA_KEYS = frozenset(KNOWN_EXTRA.values()) | frozenset(_KV_FETCH_KEYS)
 # transfer lines (` metrics: `), start-up facts (their own hooks), warnings and errors (a JSON record's
 # level in upper or lower case); access lines hold `ACCESS_NEEDLE`.
 NEEDLES: tuple[bytes, ...] = (
-    b"Avg prompt t", b"Running: ", *PREFIX_NEEDLES, *SPEC_NEEDLES, *MFU_NEEDLES,
+    _STATS_NEEDLE.encode(), b"Running: ", *PREFIX_NEEDLES, *SPEC_NEEDLES, *MFU_NEEDLES,
     *(hook.encode() for hook in INFO_HOOKS), b"WARNING", b"ERROR", b"CRITICAL",
     b'"warning"', b'"error"', b'"critical"',  # a JSON record's level as structlog and others write it
 )

@@ -107,6 +107,23 @@ def test_log_file_bytes_equal_child_output(tmp_path: Path) -> None:
     ) == 78
 
 
+def test_a_parser_behind_loses_chunks_from_parsing_only_and_counts_them(tmp_path: Path) -> None:
+    metrics = ExporterMetrics()
+    registry = CollectorRegistry()
+    metrics.register(registry)
+    echo = Echo()
+    feeder = LineFeeder(metrics, resolve_zone("UTC"), max_bytes=0)  # every chunk finds the hand-off full
+    sup = Supervisor([sys.executable, FAKE], log_dir=str(tmp_path / "logs"), name="fake",
+                     on_state=child_reporter(metrics), feeder=feeder, echo_fd=echo.w)
+    assert sup.run() == 0
+    echoed = echo.output()
+    log = next((tmp_path / "logs").glob("fake_*.log")).read_bytes()
+    assert log == echoed and log.endswith(REAL_LOG.read_bytes())  # the tee lost nothing
+    assert registry.get_sample_value("vllm_logwatch_parse_bytes_dropped_total") == len(log)
+    assert registry.get_sample_value(
+        "vllm_logwatch_stats_lines_total", {"engine": "0", "model_name": "tiny-llama"}) is None
+
+
 def _read_all(fd: int) -> bytes:
     chunks = []
     while True:

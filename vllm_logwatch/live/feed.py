@@ -20,7 +20,7 @@ from ..parsing.events import EngineStats, Event, ServerInfo, Unparsed
 from ..parsing.framing import MAX_LINE_BYTES, long_lines
 from ..parsing.simd import simd_count
 from ..parsing.stamps import YearClock
-from ..supervising.sinks import QueuedWorker
+from ..supervising.sinks import QUEUE_BYTES, QueuedWorker
 from .arrival import Arrival, ArrivalTimer
 from .ingest import LaunchReader
 
@@ -40,8 +40,11 @@ class LineFeeder(QueuedWorker):
         zone: tzinfo,
         source: str | None = None,
         facts: dict[str, str | int] | None = None,
+        max_bytes: int = QUEUE_BYTES,
     ) -> None:
-        """`facts`: what the command line says (served model name, port), applied at each launch."""
+        """`facts`: what the command line says (served model name, port), applied at each launch.
+        `max_bytes`: the bound of the hand-off; a chunk that does not fit is dropped from parsing only
+        (the file and stdout have their own queues), counted in `stats.bytes_dropped`."""
         self.metrics = metrics
         self.zone = zone
         self.facts = facts or {}
@@ -54,7 +57,7 @@ class LineFeeder(QueuedWorker):
         self.lines_cut = 0
         self.internal_errors = 0
         self.new_source(source)
-        super().__init__("logwatch-parse")
+        super().__init__("logwatch-parse", max_bytes)
 
     def new_source(self, source: str | None) -> None:
         """A new launch (a restarted child writes a new log file)."""

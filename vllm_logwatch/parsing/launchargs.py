@@ -52,6 +52,15 @@ def _literal(node: ast.expr) -> tuple[bool, Any]:
         return False, None
 
 
+def _literal_text(text: str) -> tuple[bool, Any]:
+    """(True, value) of a literal's text; (False, None) when it is none, or one Python will not read
+    (an integer of more than 4,300 digits): skipped like any value that is not a literal."""
+    try:
+        return _literal(ast.parse(text, mode="eval").body)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False, None
+
+
 def _pairs(text: str) -> list[tuple[str, Any]] | None:
     """(key, value) of a dict repr or a `Namespace(...)` repr; values that are not literals are skipped."""
     try:
@@ -127,7 +136,7 @@ def read_args(text: str) -> dict[str, Any] | None:
         for m in _SIMPLE.finditer(text):
             if depth[m.start()] != 1:  # a key of a nested dict or call is not an argument
                 continue
-            ok, value = _literal(ast.parse(m.group(2), mode="eval").body)
+            ok, value = _literal_text(m.group(2))
             if ok:
                 pairs.append((m.group(1), value))
     clean = masked({key[:_MAX_STR]: value for key, value in pairs[:_MAX_KEYS]})

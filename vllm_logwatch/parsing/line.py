@@ -27,7 +27,7 @@ from .events import (
 )
 from .fields import MAX_EXTRA, Unreadable, as_kind, read_number, slug, split_fields
 from .mfu import MFU_START, parse_mfu
-from .needles import kind_of
+from .needles import STATS_MARK, kind_of
 from .shapes import CANONICAL_STATS
 from .spec import SPEC_START, parse_spec
 from .startup import parse_info, problem_of
@@ -38,25 +38,36 @@ __all__ = [
 
 # Colour codes, with or without the ESC byte (some collectors drop it: `[1;36m(APIServer ...)[0;0m`).
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]|\[[0-9][0-9;]*m")
+_LEVELS = ("TRACE", "DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+# A level word not inside a longer word; the look-behinds (one per level: each has a fixed width) follow
+# the word so the search skips to a level's first letter instead of trying each character of a long line.
 _HEADER = re.compile(
-    r"(?<![A-Za-z])(TRACE|DEBUG|INFO|WARNING|ERROR|CRITICAL) "
-    r"(\d\d-\d\d \d\d:\d\d:\d\d)(?:[.,]\d+)? +"
-    r"\[?([^\s\[\]]+?:\d+)\] ?"
+    "(" + "|".join(_LEVELS) + ")" + "".join(rf"(?<![A-Za-z]{level})" for level in _LEVELS) + " "
+    r"(\d\d-\d\d \d\d:\d\d:\d\d)(?:[.,]\d{1,9})? {1,32}"
+    r"\[?([^\s\[\]]{1,256}?:\d{1,9})\] ?"
 )
 # `(Name pid=N)`; Name may hold one level of parentheses (Ray actor repr: `(Wrapper(rank=0) pid=N, ip=..)`).
-_PROCESS = re.compile(r"\(((?:[^()]|\([^()]*\))*?) pid=\d+[^()]*\)")
+_PROCESS = re.compile(r"\(((?:[^()]|\([^()]{0,256}\)){0,256}?) pid=\d{1,12}[^()]{0,256}\)")
 _UVICORN_LEVEL = re.compile(r"(?<![A-Za-z])(?:INFO|WARNING|ERROR|CRITICAL|DEBUG):\s+")
 _ACCESS = re.compile(
     r"(?<![A-Za-z])(?:INFO|WARNING|ERROR):\s+\S+ - \"([A-Z]{3,10}) (\S+) HTTP/[\d.]+\" (\d{3})"
 )
 _STATS_START = re.compile(
-    r"(?:Engine (\d{3,}): |(\d+) Engines Aggregated: )?"
+    r"(?:Engine (\d{3,12}): |(\d{1,12}) Engines Aggregated: )?"
     r"(?=Avg prompt t|Running: \d+ reqs, Waiting: \d+ reqs\s*$)"
 )
 _CANONICAL = re.compile(CANONICAL_STATS)
-_STATS_ANYWHERE = re.compile(r"(?:Engine \d{3,}: |\d+ Engines Aggregated: )?Avg prompt t(?:hroughput|put): ")
+# Searched only near its needle (`_stats_anywhere`): the optional engine prefix would otherwise be tried
+# at every character of a long line.
+_STATS_ANYWHERE = re.compile(
+    r"(?:Engine \d{3,12}: |(?<!\d)\d{1,12} Engines Aggregated: )?Avg prompt t(?:hroughput|put): "
+)
+_STATS_NEEDLE = STATS_MARK.decode()
+_STATS_REACH = 34
+"""The longest engine prefix before the needle (`999999999999 Engines Aggregated: `), and more than the
+rest of the match after it."""
 _V0_PREFIX = re.compile(
-    r"Prefix cache hit rate: GPU: (-?[\d.]+|nan)%, CPU: (-?[\d.]+|nan)%\s*\.?\s*$"
+    r"Prefix cache hit rate: GPU: (-?[\d.]+|nan)%, CPU: (-?[\d.]+|nan)%(?:\s*\.)?$"  # on a stripped message
 )
 _KV_USAGE = re.compile(r"^([A-Za-z]+(?: \+ host)?) kv cache (?:usage|used)$", re.IGNORECASE)
 _KV_FETCH = re.compile(r"(\d+) waiting to start, (\d+) in progress, (\d+) completed waiting")
@@ -205,11 +216,11 @@ def _parse_message(
 
 
 def _parse_headerless(line: str) -> Event | None:
-    am = _ACCESS.search(line)
+    am = _ACCESS.search(line) if "HTTP/" in line else None
     if am is not None:
         path = am.group(2).split("?", 1)[0]
         return HttpAccess(method=am.group(1), path=path, status=int(am.group(3)))
-    sm = _STATS_ANYWHERE.search(line)
+    sm = _stats_anywhere(line)
     if sm is not None:  # a custom format without vLLM's header: no time, but the numbers count
         return _parse_message(line[sm.start():].rstrip(), None, None, None, None)
     if "Uvicorn running on" in line or "Application startup complete" in line:
@@ -218,6 +229,18 @@ def _parse_headerless(line: str) -> Event | None:
         return parse_info(msg.strip(), {"stamp": None, "level": None, "process": None})
     if line.startswith(("WARNING:", "ERROR:", "CRITICAL:")):
         return LogMessage(level=line.split(":", 1)[0], problem=problem_of(line))
+    return None
+
+
+def _stats_anywhere(line: str) -> re.Match[str] | None:
+    """`_STATS_ANYWHERE.search(line)` in time linear in the length of the line: the pattern runs only
+    in a bounded window around each occurrence of its needle."""
+    i = line.find(_STATS_NEEDLE)
+    while i >= 0:
+        m = _STATS_ANYWHERE.search(line, max(0, i - _STATS_REACH), i + _STATS_REACH)
+        if m is not None:
+            return m
+        i = line.find(_STATS_NEEDLE, i + 1)
     return None
 
 

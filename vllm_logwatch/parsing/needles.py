@@ -14,10 +14,12 @@ from typing import NamedTuple
 
 __all__ = [
     "ACCESS_NEEDLE", "FOLLOWER_NEEDLES", "INFO_HOOKS", "LAUNCH_NEEDLES", "LIVE_NEEDLES", "MFU_NEEDLES",
-    "NO_STATS_NEEDLES", "PREFIX_NEEDLES", "SPEC_NEEDLES", "STATS_FOLLOWER_NEEDLES", "STATS_NEEDLES",
-    "TRANSFER_NEEDLES", "VARIANT_NEEDLES", "WANTS", "Want", "kind_of", "with_variants",
+    "NO_STATS_NEEDLES", "PREFIX_NEEDLES", "SPEC_NEEDLES", "STATS_FOLLOWER_NEEDLES", "STATS_MARK",
+    "STATS_NEEDLES", "TRANSFER_NEEDLES", "VARIANT_NEEDLES", "WANTS", "Want", "kind_of", "with_variants",
 ]
 
+STATS_MARK = b"Avg prompt t"
+"""Every stats line with throughputs holds this (`tput` in the Rust front end's): the live needle."""
 STATS_NEEDLES: tuple[bytes, ...] = (b"Avg prompt throughput: ",)
 """Every Python stats line contains this (a long needle: fewer false starts for the search)."""
 VARIANT_NEEDLES: tuple[bytes, ...] = (b"Avg prompt tput: ", b"] Running: ")
@@ -59,7 +61,7 @@ the MFU lines."""
 NO_STATS_NEEDLES: tuple[bytes, ...] = (b"disabling stats logging", b"disable_log_stats", b'HTTP/1.1" ')
 """For a log without stats lines, why: vLLM said it disabled stats logging, or served requests anyway."""
 LIVE_NEEDLES: tuple[bytes, ...] = (
-    b"Avg prompt t", b"Running: ", *PREFIX_NEEDLES, *SPEC_NEEDLES, *MFU_NEEDLES,
+    STATS_MARK, b"Running: ", *PREFIX_NEEDLES, *SPEC_NEEDLES, *MFU_NEEDLES,
     *(hook.encode() for hook in INFO_HOOKS), *LEVEL_NEEDLES,
 )
 """Every line `parse_line` gives an event for holds one of these, or `ACCESS_NEEDLE`: stats (V1, V0,
@@ -91,7 +93,7 @@ the stats, spec-decode and start-up lines that summary, compare, plot and the ba
 
 _MARKS: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
     (kind, tuple(needle.decode() for needle in needles)) for kind, needles in (
-        ("prefix", PREFIX_NEEDLES), ("stats", (b"Avg prompt t", b"Running: ")),
+        ("prefix", PREFIX_NEEDLES), ("stats", (STATS_MARK, b"Running: ")),
         ("transfer", TRANSFER_NEEDLES), ("spec", SPEC_NEEDLES), ("mfu", MFU_NEEDLES),
         ("access", (ACCESS_NEEDLE,)),
         ("info", tuple(hook.encode() for hook in INFO_HOOKS)),

@@ -9,7 +9,7 @@ from __future__ import annotations
 __all__ = ["CANONICAL_STATS", "HEADER", "MFU_BODY", "MFU_START"]
 
 CANONICAL_STATS = (
-    r"Engine (\d{3,}): Avg prompt throughput: (\d+\.\d+) tokens/s, Avg generation throughput: (\d+\.\d+) "
+    r"Engine (\d{3,12}): Avg prompt throughput: (\d+\.\d+) tokens/s, Avg generation throughput: (\d+\.\d+) "
     r"tokens/s, Running: (\d{1,15}) reqs, Waiting: (\d{1,15}) reqs, ([A-Z]+) KV cache usage: (\d+\.\d+)%"
     r"(?:, Prefix cache hit rate: (\d+\.\d+)%)?(?:, MM cache hit rate: (\d+\.\d+)%)?"
 )
@@ -20,7 +20,7 @@ as exactly as through float."""
 HEADER = r"(?:\((\w+) pid=\d+\) )?(?:INFO|DEBUG) (\d\d-\d\d \d\d:\d\d:\d\d) \[[\w./]+:\d+\] "
 """vLLM's own header at the start of a line, as its logging config prints it: the process name and
 the stamp (groups 1 and 2). Lines with any other prefix take the general parser."""
-MFU_START = r"(?:Engine (\d{3,}): )?MFU: "
+MFU_START = r"(?:Engine (\d{3,12}): )?MFU: "
 """The start of an MFU message (`--enable-mfu-metrics`); the engine is absent in the Rust front end's."""
 _NUMBER = r"(\d+(?:\.\d+)?|nan|inf)"
 MFU_BODY = rf"{_NUMBER} TF/s/(?:GPU|device) {_NUMBER} GB/s/(?:GPU|device)"

@@ -11,7 +11,7 @@ from .fields import MAX_EXTRA, Unreadable, as_kind, read_number, slug, split_fie
 
 __all__ = ["SPEC_START", "parse_spec"]
 
-SPEC_START = re.compile(r"(?:Engine (\d{3,}): )?(SpecDecoding|Speculative|DiffusionDecoding) metrics: ")
+SPEC_START = re.compile(r"(?:Engine (\d{3,12}): )?(SpecDecoding|Speculative|DiffusionDecoding) metrics: ")
 
 _SPEC_FIELDS: dict[str, tuple[str, type]] = {
     "mean acceptance length": ("mean_acceptance_length", float),

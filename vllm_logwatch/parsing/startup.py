@@ -45,7 +45,7 @@ def _args_facts(m: re.Match[str]) -> dict[str, Any]:
         ("max_model_len", "max_model_len", int),
         ("api_server_count", "api_server_count", int),
     ):
-        km = re.search(rf"(?<![\w'])'?{key}'?[:=] ?(\d+)", args)  # not `data_parallel_rpc_port`
+        km = re.search(rf"(?<![\w'])'?{key}'?[:=] ?(\d{{1,18}})", args)  # not `data_parallel_rpc_port`
         if km:
             facts[attr] = conv(km.group(1))
     mm = re.search(r"'model': '([^']+)'|\bmodel='([^']+)'", args)
@@ -73,7 +73,7 @@ def _engine_config(m: re.Match[str]) -> dict[str, Any]:
     if served:
         facts["served_model_name"] = served
     for key, attr in (("tensor_parallel_size", "tensor_parallel_size"), ("max_seq_len", "max_model_len")):
-        km = re.search(rf"\b{key}=(\d+)", config)
+        km = re.search(rf"\b{key}=(\d{{1,18}})", config)
         if km:
             facts[attr] = int(km.group(1))
     return {**engine_config_facts(config), **facts}
@@ -136,15 +136,15 @@ _TABLE: tuple[tuple[re.Pattern[str], _Builder], ...] = (
     (re.compile(r"^Initializing an? (?:V[01] )?LLM engine \(v([^)\s]+)\) with config: (.*)$"),
      _engine_config),
     (re.compile(
-        r"^([A-Za-z]+(?: \+ host)?) KV cache size: ([\d,]+) tokens"
-        r"(?:, Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x)?"),
+        r"^([A-Za-z]+(?: \+ host)?) KV cache size: ([\d,]{1,24}) tokens"
+        r"(?:, Maximum concurrency for ([\d,]{1,24}) tokens per request: ([\d.]+)x)?"),
      _kv_size),
-    (re.compile(r"^Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x"),
+    (re.compile(r"^Maximum concurrency for ([\d,]{1,24}) tokens per request: ([\d.]+)x"),
      lambda m: {"max_concurrency_tokens_per_request": _int(m.group(1)),
                 "max_concurrency": float(m.group(2))}),
-    (re.compile(r"^# ([A-Za-z]+) blocks: (\d+), # CPU blocks: (\d+)"),
+    (re.compile(r"^# ([A-Za-z]+) blocks: (\d{1,18}), # CPU blocks: (\d{1,18})"),
      lambda m: {"gpu_blocks": int(m.group(2)), "cpu_blocks": int(m.group(3))}),
-    (re.compile(r"^# GPU blocks: (\d+)$"), lambda m: {"gpu_blocks": int(m.group(1))}),
+    (re.compile(r"^# GPU blocks: (\d{1,18})$"), lambda m: {"gpu_blocks": int(m.group(1))}),
     # 0.9-0.11 per engine, 0.11.1+ once from the aggregated logger (the per-engine one went to DEBUG).
     (re.compile(r"^(?:Engine \d{3,6}|\d{1,6} Engines): vllm cache_config_info with initialization after "
                 r"num_gpu_blocks is: (\d{1,15})$"),
@@ -167,7 +167,7 @@ _TABLE: tuple[tuple[re.Pattern[str], _Builder], ...] = (
      lambda m: {"init_engine_seconds": float(m.group(1))}),
     (re.compile(r"^(?:\[[^\]]*\] )?torch\.compile (?:takes|took) ([\d.]+) s in total"),
      lambda m: {"torch_compile_seconds": float(m.group(1))}),
-    (re.compile(r"^Using max model len (\d+)"), lambda m: {"max_model_len": int(m.group(1))}),
+    (re.compile(r"^Using max model len (\d{1,18})"), lambda m: {"max_model_len": int(m.group(1))}),
     # The attention backend vLLM chose: `Using FLASH_ATTN attention backend out of potential backends:
     # [...]` (0.11+), `Using FLASH_ATTN backend.` (--attention-backend), `Using Flash Attention backend
     # on V1 engine.` / `Using XFormers backend.` (older). Not the MLA prefill nor the ViT backend.
@@ -181,7 +181,7 @@ _TABLE: tuple[tuple[re.Pattern[str], _Builder], ...] = (
     (re.compile(r"(?:^|INFO:\s+)Application startup complete"), lambda m: {"server_listening": True}),
     (re.compile(r"^AsyncLLM created with api_server_count more than 1; disabling stats logging"),
      lambda m: {"stats_logging_disabled": True}),
-    (re.compile(r"^Defaulting api_server_count to data_parallel_size \((\d+)\)"),
+    (re.compile(r"^Defaulting api_server_count to data_parallel_size \((\d{1,18})\)"),
      lambda m: {"api_server_count": int(m.group(1))}),
     (re.compile(r"^vLLM gRPC server started on (\S{1,300})$"),
      lambda m: {"server_listening": True, "port": _port_of(m.group(1))}),

@@ -22,7 +22,7 @@ from .events import OffloadSample, TransferStats, Unparsed
 
 __all__ = ["TRANSFER_START", "parse_transfer"]
 
-TRANSFER_START = re.compile(r"(?:Engine (\d{3,}): )?(KV|EC) Transfer metrics: ")
+TRANSFER_START = re.compile(r"(?:Engine (\d{3,12}): )?(KV|EC) Transfer metrics: ")
 _SLUG = re.compile(r"[^a-z0-9]+")
 _MAX_EXTRA = 32
 _MAX_DICT = 16384

@@ -17,11 +17,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["FileSink", "QueuedWorker", "SinkStats", "StreamSink"]
+__all__ = ["QUEUE_BYTES", "FileSink", "QueuedWorker", "SinkStats", "StreamSink"]
 
 log = logging.getLogger("vllm_logwatch.run")
 
-_QUEUE_BYTES = 64 << 20
+QUEUE_BYTES = 64 << 20
+"""Each queue's bound (the file's, stdout's and the parser's): what does not fit is dropped, counted."""
 _RETRY_SECONDS = 1.0
 
 
@@ -46,7 +47,7 @@ class QueuedWorker:
     `put` may be called before `start` (the chunks wait in the queue); `close` writes what is
     queued, then ends the thread."""
 
-    def __init__(self, name: str, max_bytes: int = _QUEUE_BYTES) -> None:
+    def __init__(self, name: str, max_bytes: int = QUEUE_BYTES) -> None:
         self.stats = SinkStats()
         self._queue: queue.SimpleQueue[bytes | _Marker | None] = queue.SimpleQueue()
         self._queued = 0
@@ -105,7 +106,7 @@ class FileSink(QueuedWorker):
     """Appends every byte, unchanged and in order, to one log file; on a write error the rest of the
     chunk is dropped (counted) and the file is tried again after a second."""
 
-    def __init__(self, path: str, max_bytes: int = _QUEUE_BYTES, clock: Callable[[], float] = time.monotonic):
+    def __init__(self, path: str, max_bytes: int = QUEUE_BYTES, clock: Callable[[], float] = time.monotonic):
         self.path = path
         self._fd: int | None = None
         self._retry_at = 0.0
@@ -178,7 +179,7 @@ class StreamSink(QueuedWorker):
     echo stops for good, said once on stderr; what it would have written is counted in `stats`. The
     log file, the parser and vLLM go on."""
 
-    def __init__(self, fd: int, max_bytes: int = _QUEUE_BYTES) -> None:
+    def __init__(self, fd: int, max_bytes: int = QUEUE_BYTES) -> None:
         self.fd = fd
         self._broken = False
         super().__init__("logwatch-echo", max_bytes)

@@ -53,6 +53,17 @@ def test_hostile_args_are_data_or_nothing(text: str) -> None:
     assert out is None or "a" not in out or not callable(out["a"])
 
 
+@pytest.mark.parametrize("args", [
+    "{'port': 8000, 'seed': " + "9" * 4400 + "}",  # a literal Python itself refuses to read
+    "Namespace(port=8000, func=<function f at 0x7f>, seed=" + "9" * 4400 + ")",  # not a literal at all
+], ids=["literal", "not-a-literal"])
+def test_a_number_over_pythons_digit_limit_is_a_skipped_value(args: str) -> None:
+    out = read_args(args)
+    assert out == {"port": 8000}  # the other arguments are still read
+    e = parse_line(HDR + "non-default args: " + args)
+    assert isinstance(e, ServerInfo) and e.port == 8000
+
+
 def test_bounded() -> None:
     assert read_args("{'x': '" + "y" * MAX_ARGS_CHARS + "'}") is None
     out = read_args("{'x': '" + "y" * 5000 + "', 'l': [" + "1, " * 500 + "1]}")

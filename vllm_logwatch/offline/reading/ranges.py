@@ -104,12 +104,14 @@ class Chunk(NamedTuple):
     """array('d') bytes of the rows' numbers, with `Lane(values=True)`."""
 
 
-def _num(text: bytes) -> bytes:
-    """The CSV cell the general path writes for a number: `repr(float(x))`, which is the text itself
-    for vLLM's `%.1f` below 16 digits (and costs a conversion otherwise)."""
+def _num(text: bytes, empty: bytes) -> bytes:
+    """The cell the general path writes for a number: `repr(float(x))`, which is the text itself for
+    vLLM's `%.1f` below 16 digits (and costs a conversion otherwise); `empty` (its empty cell: b"" in
+    CSV, b"null" in JSON) for a number too large for a float, as the general path writes an infinity."""
     if len(text) < 16 and text[-2] == 0x2E and (text[0] != 0x30 or text[1] == 0x2E):  # `.` one from the end
         return text
-    return repr(float(text)).encode()
+    value = float(text)
+    return empty if math.isinf(value) else repr(value).encode()
 
 
 _JSON_TAIL = (b', "engine": %d, "prompt_throughput": %s, "generation_throughput": %s, "running": %d, '
@@ -157,16 +159,17 @@ def render(data: bytes | bytearray, size: int, numbers: array[int] | None, *, st
                            float(prefix) if prefix else nan, float(mm) if mm else nan))
         elif json:
             cpu = device == b"CPU"
+            null = b"null"
             tails.append(_JSON_TAIL % (
-                int(engine), _num(prompt), _num(gen), int(running), int(waiting),
-                b"null" if cpu else _num(kv), _num(kv) if cpu else b"null",
-                _num(prefix) if prefix else b"null", _num(mm) if mm else b"null",
+                int(engine), _num(prompt, null), _num(gen, null), int(running), int(waiting),
+                null if cpu else _num(kv, null), _num(kv, null) if cpu else null,
+                _num(prefix, null) if prefix else null, _num(mm, null) if mm else null,
             ))
         else:
-            kv_cells = (b"," + _num(kv)) if device == b"CPU" else (_num(kv) + b",")
+            kv_cells = (b"," + _num(kv, b"")) if device == b"CPU" else (_num(kv, b"") + b",")
             tails.append(b",%d,%s,%s,%s,%s,,%s,%s,,%s," % (
-                int(engine), _num(prompt), _num(gen), running, waiting, kv_cells,
-                _num(prefix) if prefix else b"", _num(mm) if mm else b"",
+                int(engine), _num(prompt, b""), _num(gen, b""), running, waiting, kv_cells,
+                _num(prefix, b"") if prefix else b"", _num(mm, b"") if mm else b"",
             ))
         canon.append(numbers[k] if numbers is not None else k + first_number)
         k += 1

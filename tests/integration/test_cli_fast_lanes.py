@@ -29,7 +29,7 @@ def test_parse_jsonl_equals_general_path(logs: list[object]) -> None:
     paths = [str(p) for p in logs]
     expected = io.StringIO()
     with contextlib.suppress(NoStatsError):
-        run_parse(paths, fmt="jsonl", tz="UTC", out=expected)
+        run_parse(paths, fmt="jsonl", tz="UTC", out=expected, tuning=None)
     proc = logwatch("parse", "--jsonl", "--tz", "UTC", *paths)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == expected.getvalue()

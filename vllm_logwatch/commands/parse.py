@@ -8,7 +8,7 @@ exporter's own state (`openmetrics`), fed by the summary's fast lane (`fastsumma
 from __future__ import annotations
 
 import sys
-from typing import IO, TYPE_CHECKING, Literal
+from typing import IO, TYPE_CHECKING, BinaryIO, Literal, cast
 
 from ..errors import NoStatsError
 from ..offline.output.csv_rows import DEFAULT_TUNING, Tuning, write_csv
@@ -56,9 +56,11 @@ def run_parse(
     year: int | None = None,
     tz: str | None = None,
     out: IO[str] | None = None,
-    tuning: Tuning = DEFAULT_TUNING,
+    tuning: Tuning | None = DEFAULT_TUNING,
 ) -> ParseResult:
     """Write the records of `inputs` to `out` as CSV or JSON lines; raise `NoStatsError` if none.
+    Stats records take the fast routes (`offline/reading/route.py`) unless `tuning` is None (the
+    general parser, the reference the tests compare with); other kinds take the general parser.
 
     Example: `run_parse(["logs/serve_*.log"], fmt="csv")` is `logwatch parse 'logs/serve_*.log' --csv`.
     """
@@ -77,9 +79,10 @@ def run_parse(
     out = out if out is not None else sys.stdout
     sources, zone = resolve_inputs(inputs, tz)
     result = ParseResult()
-    binary = getattr(out, "buffer", None)
-    if kind == "stats" and binary is not None:  # the fast lane (`fastcsv`, `fastjsonl`)
+    if kind == "stats" and tuning is not None:  # the fast routes (`output/csv_rows.py`, `jsonl_rows.py`)
         from ..offline.output.jsonl_rows import write_jsonl
+
+        binary = cast(BinaryIO, getattr(out, "buffer", None) or _TextOut(out))
 
         out.flush()
         result.files = len(sources)
@@ -116,6 +119,19 @@ def run_parse(
     return result
 
 
+class _TextOut:
+    """A text output (one without `.buffer`, such as a `StringIO`) taking the fast writers' bytes."""
+
+    def __init__(self, out: IO[str]) -> None:
+        self.out = out
+
+    def write(self, data: bytes) -> int:
+        return self.out.write(data.decode())
+
+    def flush(self) -> None:
+        self.out.flush()
+
+
 _KIND_LINES = {
     "spec": "no speculative-decoding metrics lines",
     "transfer": "no KV or EC transfer metrics lines: vLLM runs without a KV connector",
@@ -146,11 +162,9 @@ def run_openmetrics(
     the general parser (the reference).
     """
     from ..offline.output.openmetrics import OpenMetricsWriter, parse_labels
-    from ..offline.reading.containers import container_format
-    from ..offline.reading.events import iter_source_events, no_stats_hint
-    from ..offline.reading.records import iter_fast_events
+    from ..offline.reading.events import no_stats_hint
+    from ..offline.reading.records import source_records
     from ..parsing.events import ServerInfo
-    from ..parsing.needles import LAUNCH_NEEDLES
 
     out = out if out is not None else sys.stdout
     sources, zone = resolve_inputs(inputs, tz)
@@ -160,9 +174,7 @@ def run_openmetrics(
     try:
         for source in sources:
             writer.new_launch(source.name)
-            events = (iter_fast_events(source, zone, year, scan, tuning, numbers=False)
-                      if tuning is not None and container_format(source) == "plain"
-                      else iter_source_events(source, "spec", zone, year, scan, LAUNCH_NEEDLES))
+            events = source_records(source, zone, year, scan, tuning, numbers=False)
             for event in events:
                 if isinstance(event, ServerInfo) and event.stats_logging_disabled:
                     disabled = True

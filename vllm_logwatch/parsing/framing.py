@@ -1,12 +1,15 @@
-"""Bytes to lines, the parts every reader shares: the line cap, finding the lines over it without a
-step per line, and cutting one there without splitting a UTF-8 character. Pure, and light: the
-offline scanner imports it without loading any pydantic model."""
+"""Bytes to lines, the parts every reader shares: the line cap, the one rule for finding the lines of
+a block that hold a needle (`hit_lines`), finding the lines over the cap without a step per line, and
+cutting one there without splitting a UTF-8 character. Pure, and light: the offline scanner imports
+it without loading any pydantic model."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-__all__ = ["MAX_LINE_BYTES", "long_lines", "trim_partial_utf8"]
+from .simd import simd_find
+
+__all__ = ["MAX_LINE_BYTES", "hit_lines", "long_lines", "trim_partial_utf8"]
 
 MAX_LINE_BYTES = 1 << 20
 """The line cap: a longer line is cut and counted (live) or left out (offline); it is never a stats
@@ -36,3 +39,46 @@ def trim_partial_utf8(raw: bytes) -> bytes:
             need = 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4
             return raw[:-back] if byte >= 0xC0 and back < need else raw
     return raw
+
+
+def hit_lines(
+    data: bytes | bytearray, lo: int, hi: int, needles: tuple[bytes, ...], followers: tuple[bytes, ...] = (),
+    *, end: int | None = None, limit: int | None = None,
+) -> tuple[list[int], int]:
+    """(the starts of the lines holding one of `needles` at an offset in `data[lo:hi]`, in order, and
+    how many such lines were left out for their length): the one rule every reader (live and offline)
+    finds its lines by.
+
+    The line right after a hit is a hit too when it holds one of `followers` (V0's prefix-cache line,
+    the speculative-decoding lines: they sit after a stats line and matter only there). `end`: where the
+    whole lines of `data` end (`hi` by default); a line or a follower not ended by then is read up to
+    it. With `limit`, a line longer than `limit` bytes is left out, and counted, and its follower is not
+    looked at (a line over the cap is never a stats line).
+
+    >>> hit_lines(b"a\nStats 1\nPrefix\nPrefix\n", 0, 24, (b"Stats",), (b"Prefix",))
+    ([2, 10], 0)
+    """
+    stop_all = hi if end is None else end
+    starts: set[int] = set()
+    cut: set[int] = set()
+    for needle in needles:
+        pos = simd_find(data, needle, lo, hi)
+        while pos >= 0:
+            start = data.rfind(b"\n", 0, pos) + 1
+            stop = data.find(b"\n", pos, stop_all)
+            if stop < 0:
+                stop = stop_all
+            if limit is not None and stop - start > limit:
+                cut.add(start)
+            else:
+                starts.add(start)
+                nxt = stop + 1
+                if followers and nxt < stop_all:
+                    nstop = data.find(b"\n", nxt, stop_all)
+                    if nstop < 0:
+                        nstop = stop_all
+                    if (limit is None or nstop - nxt <= limit) and any(
+                            data.find(f, nxt, nstop) >= 0 for f in followers):
+                        starts.add(nxt)
+            pos = simd_find(data, needle, stop + 1, hi) if stop + 1 < hi else -1
+    return sorted(starts), len(cut)

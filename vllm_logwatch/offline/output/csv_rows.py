@@ -11,19 +11,17 @@ from __future__ import annotations
 import csv
 import io
 import itertools
-import os
-import sys
 from array import array
 from collections.abc import Callable, Iterable
 from functools import partial
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from ...parsing.columns import STATS_COLUMNS
 from ...parsing.needles import STATS_NEEDLES
 from ...parsing.stamps import YearClock
-from ..reading.containers import ENVELOPE_NEEDLES, container_format, enveloped_events, sniff, source_events
-from ..reading.inputs import Source, input_error, open_source, read_errors
-from ..reading.ranges import CSV_LANE, DEFAULT_TUNING, STAMP, Chunk, Tuning, scan_file_chunks, stream_chunks
+from ..reading.inputs import Source, input_error, read_errors
+from ..reading.ranges import CSV_LANE, DEFAULT_TUNING, STAMP, Chunk, Tuning, stream_chunks
+from ..reading.route import container_format, opened, range_chunks, route
 from ..reading.stream import ScanStats
 
 if TYPE_CHECKING:
@@ -193,52 +191,28 @@ def write_rows(sources: list[Source], sink: RowSink, kind: type[CsvFastWriter],
     """The stats rows of `sources` to `sink`, by writers of class `kind`; returns how many."""
     for source in sources:
         writer = kind(sink, source.name, partial(clock_factory, source))
-        fmt = container_format(source)
-        if fmt != "plain":  # a container log takes the general path, no fast lane (offline/enveloped.py)
-            writer.write_events(source_events(source, fmt, writer.assembler, scan, ENVELOPE_NEEDLES))
-            continue
+        way = route(source, tuning)
         try:
-            size = 0 if source.is_stream else plain_file_size(source.path)
-            if size >= tuning.parallel_min_bytes:
-                bar = _progress_bar(source.name, size)
-                for chunk, base in scan_file_chunks(source.path, STATS_NEEDLES, scan,
-                                                    progress=bar.update if bar else None, tuning=tuning,
-                                                    lane=kind.LANE):
+            if way == "general":  # a container log (offline/reading/route.py)
+                from ..reading.containers import ENVELOPE_NEEDLES, source_events
+
+                writer.write_events(source_events(source, container_format(source), writer.assembler, scan,
+                                                  ENVELOPE_NEEDLES))
+                continue
+            if way == "ranges":
+                for chunk, base in range_chunks(source, STATS_NEEDLES, scan, tuning, kind.LANE):
                     writer.write_chunk(chunk, base)
-                if bar is not None:
-                    bar.close()
             else:
-                with open_source(source) as raw:
-                    fmt = sniff(raw)
-                    if fmt != "plain":  # a container log on a stream: the general path (offline/enveloped.py)
+                with opened(source) as (raw, fmt):
+                    if fmt != "plain":  # a container log on a stream
+                        from ..reading.containers import ENVELOPE_NEEDLES, enveloped_events
+
                         events = enveloped_events(raw, fmt, writer.assembler, scan, ENVELOPE_NEEDLES)
                         writer.write_events(events)
-                    for chunk, base in stream_chunks(raw, scan, lane=kind.LANE) if fmt == "plain" else ():
-                        writer.write_chunk(chunk, base)
+                    else:
+                        for chunk, base in stream_chunks(raw, scan, lane=kind.LANE):
+                            writer.write_chunk(chunk, base)
             writer.finish()
         except read_errors as exc:
             raise input_error(exc, source) from None
     return sink.rows
-
-
-def plain_file_size(path: str) -> int:
-    """Size of a regular, uncompressed file; 0 for anything else (those take the streaming path)."""
-    try:
-        if not os.path.isfile(path):
-            return 0
-        with open(path, "rb") as fh:
-            if fh.read(2) == b"\x1f\x8b":
-                return 0
-        return os.stat(path).st_size
-    except OSError:
-        return 0
-
-
-def _progress_bar(name: str, size: int) -> Any:
-    """A tqdm bar on stderr when it is a terminal (big files only reach here); `name`: as shown."""
-    if not sys.stderr.isatty():
-        return None
-    from tqdm import tqdm
-
-    return tqdm(total=size, desc=os.path.basename(name), unit="B", unit_scale=True, leave=False,
-                file=sys.stderr)

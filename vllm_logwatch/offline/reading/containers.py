@@ -17,44 +17,21 @@ from datetime import datetime
 from typing import BinaryIO
 
 from ...parsing.assemble import Assembler
-from ...parsing.blocks import hit_lines
-from ...parsing.envelope import Format, Unwrapped, Unwrapper, container_time, detect
+from ...parsing.envelope import Format, Unwrapped, Unwrapper, container_time
 from ...parsing.events import Event, Unparsed
-from ...parsing.framing import MAX_LINE_BYTES
+from ...parsing.framing import MAX_LINE_BYTES, hit_lines
 from ...parsing.line import parse_line
 from ...parsing.needles import WANTS, with_variants
 from .inputs import Source, input_error, open_source, read_errors
 from .stream import ScanStats
 
-__all__ = ["ENVELOPE_NEEDLES", "container_format", "enveloped_events", "sniff", "source_events"]
+__all__ = ["ENVELOPE_NEEDLES", "enveloped_events", "source_events"]
 
 ENVELOPE_NEEDLES = WANTS["stats"].needles + WANTS["stats"].followers
 """The lines of a container log the stats lanes parse (the followers too: a line after a stats line
 may sit in the next block)."""
-_HEAD = 512
 _BLOCK = 4 << 20
 _RECORD_CAP = MAX_LINE_BYTES + (64 << 10)  # a record holds at most a capped line and its envelope
-
-
-def sniff(stream: BinaryIO) -> Format:
-    """The format of a stream from its first bytes, looked at without reading them (a stream that
-    cannot be peeked, or shows too little, is read as plain)."""
-    peek = getattr(stream, "peek", None)
-    if peek is None:
-        return "plain"
-    return detect(peek(_HEAD)[:_HEAD]) or "plain"
-
-
-def container_format(source: Source) -> Format:
-    """The format of a regular file (gzip'd or not) from its first bytes; a stream, which can be read
-    only once, is taken as plain here (its reader sniffs it)."""
-    if source.is_stream:
-        return "plain"
-    try:
-        with open_source(source) as raw:
-            return sniff(raw)
-    except Exception:  # opening it again says why, in the caller's words
-        return "plain"
 
 
 def _blocks(stream: BinaryIO, scan: ScanStats) -> Iterator[tuple[bytes, int]]:
@@ -86,7 +63,7 @@ def _blocks(stream: BinaryIO, scan: ScanStats) -> Iterator[tuple[bytes, int]]:
 def enveloped_events(
     stream: BinaryIO, fmt: Format, assembler: Assembler, scan: ScanStats, needles: tuple[bytes, ...] | None,
 ) -> Iterator[Event]:
-    """Every event of a container log (after `sniff`), in order. `needles`: parse only the lines that
+    """Every event of a container log (after `route.sniff`), in order. `needles`: parse only the lines that
     hold one (give the followers' needles too); None: every line."""
     unwrapper = Unwrapper(fmt)
     for block, first in _blocks(stream, scan):
@@ -133,7 +110,7 @@ def _numbers(data: bytes, starts: list[int]) -> Iterator[int]:
 def source_events(
     source: Source, fmt: Format, assembler: Assembler, scan: ScanStats, needles: tuple[bytes, ...] | None,
 ) -> Iterator[Event]:
-    """`enveloped_events` of a regular file in format `fmt` (`container_format`), the assembler's held
+    """`enveloped_events` of a regular file in format `fmt` (`route.container_format`), the assembler's held
     record flushed at its end. Raises `InputError`."""
     with open_source(source) as raw:
         try:

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import sys
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -21,8 +19,9 @@ from ...parsing.line import parse_line
 from ...parsing.needles import NO_STATS_NEEDLES, WANTS
 from ...parsing.stamps import YearClock
 from ...shown import finite, json_safe
-from .containers import enveloped_events, sniff
+from .containers import enveloped_events
 from .inputs import Source, input_error, open_source, read_errors
+from .route import sniff
 from .stream import ScanStats, read_lines, scan_stream
 
 __all__ = [
@@ -31,7 +30,6 @@ __all__ = [
 ]
 
 KINDS = RECORD_KINDS
-_PROGRESS_MIN_BYTES = 64 << 20
 
 
 def stats_csv_row(e: EngineStats) -> list[Any]:
@@ -87,25 +85,6 @@ class ParseResult:
     stats_disabled: bool = False
 
 
-def _open_progress(stream: BinaryIO, source: Source) -> BinaryIO:
-    """A tqdm bar on stderr for big files when stderr is a terminal (imported only then)."""
-    if source.is_stdin or not sys.stderr.isatty():
-        return stream
-    try:
-        size = os.path.getsize(source.path)
-    except OSError:
-        return stream
-    if size < _PROGRESS_MIN_BYTES:
-        return stream
-    from tqdm import tqdm
-
-    wrapped: BinaryIO = tqdm.wrapattr(  # type: ignore[assignment]
-        stream, "read", total=size, desc=os.path.basename(source.name), unit="B", unit_scale=True,
-        leave=False, file=sys.stderr,
-    )
-    return wrapped
-
-
 def iter_source_events(
     source: Source, kind: str, zone: tzinfo, year: int | None, scan: ScanStats,
     extra_needles: tuple[bytes, ...] = (),
@@ -117,7 +96,7 @@ def iter_source_events(
     """
     path = None if source.is_stdin else source.path
     assembler = Assembler(source.name, partial(_clock_for_source, path, zone, year))
-    with open_source(source) as raw:
+    with open_source(source, progress=True) as raw:
         try:
             fmt = sniff(raw)
         except read_errors as exc:  # a corrupt .gz shows at its first bytes
@@ -125,10 +104,9 @@ def iter_source_events(
         if fmt != "plain":  # a container log: its envelopes, its stamps (offline/enveloped.py)
             yield from _enveloped(raw, fmt, kind, assembler, scan, extra_needles, source)
             return
-        stream = _open_progress(raw, source)
         want = WANTS.get(kind)
-        lines = (read_lines(stream, scan) if want is None
-                 else scan_stream(stream, want.needles + extra_needles, scan, followers=want.followers))
+        lines = (read_lines(raw, scan) if want is None
+                 else scan_stream(raw, want.needles + extra_needles, scan, followers=want.followers))
         try:
             for number, text in lines:
                 event = parse_line(text)

@@ -19,13 +19,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import tzinfo
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, cast
 
 from ...errors import InputError
 from ...parsing.stamps import resolve_zone
 from ...shown import shown_path
 
-__all__ = ["Source", "expand_inputs", "open_source", "read_errors", "resolve_inputs"]
+__all__ = ["PROGRESS_MIN_BYTES", "Source", "expand_inputs", "open_source", "progress_bar", "read_errors",
+           "resolve_inputs"]
 
 _GZIP_MAGIC = b"\x1f\x8b"
 read_errors: tuple[type[BaseException], ...] = (OSError, EOFError, zlib.error, gzip.BadGzipFile)
@@ -172,9 +173,31 @@ def _open_file(source: Source) -> tuple[BinaryIO, bytes, BinaryIO | None]:
     return raw, head, raw
 
 
+PROGRESS_MIN_BYTES = 64 << 20
+"""A file from this size on shows a progress bar while it is read, when stderr is a terminal."""
+
+
+def progress_bar(source: Source, size: int | None = None) -> Any:
+    """A tqdm bar on stderr for a regular file of `size` bytes (its size on disk by default) from
+    `PROGRESS_MIN_BYTES` on, when stderr is a terminal; else None (and tqdm is not imported)."""
+    if source.is_stream or sys.stderr is None or not sys.stderr.isatty():
+        return None
+    try:
+        size = os.path.getsize(source.path) if size is None else size
+    except OSError:
+        return None
+    if size < PROGRESS_MIN_BYTES:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(total=size, desc=shown_path(os.path.basename(source.path)), unit="B", unit_scale=True,
+                leave=False, file=sys.stderr)
+
+
 @contextmanager
-def open_source(source: Source) -> Iterator[BinaryIO]:
-    """A binary stream of the source's (decompressed) bytes. Raises `InputError`.
+def open_source(source: Source, *, progress: bool = False) -> Iterator[BinaryIO]:
+    """A binary stream of the source's (decompressed) bytes. Raises `InputError`. With `progress`, a
+    big file's reads move a progress bar (`progress_bar`), by the bytes read from the disk.
 
     Errors of the body of the `with` pass through untouched: only opening and looking at the first
     bytes are reported here (reading goes on in the caller, which reports its own errors)."""
@@ -182,6 +205,12 @@ def open_source(source: Source) -> Iterator[BinaryIO]:
         raw, head, owned = _open_stream(source) if source.is_stream else _open_file(source)
     except read_errors as exc:
         raise input_error(exc, source) from None
+    bar = progress_bar(source) if progress else None
+    if bar is not None:
+        from tqdm.utils import CallbackIOWrapper
+
+        counted = CallbackIOWrapper(bar.update, CallbackIOWrapper(bar.update, raw, "read"), "readline")
+        raw = cast(BinaryIO, counted)
     try:
         if head == _GZIP_MAGIC:
             with gzip.GzipFile(fileobj=raw) as gz:
@@ -189,6 +218,8 @@ def open_source(source: Source) -> Iterator[BinaryIO]:
         else:
             yield raw
     finally:
+        if bar is not None:
+            bar.close()
         if owned is not None:
             owned.close()
 

@@ -15,11 +15,10 @@ from typing import Any, cast
 from ...errors import NoStatsError
 from ...parsing.events import EngineStats, MfuStats, ServerInfo, SpecDecodeStats, TransferStats
 from ...parsing.needles import LAUNCH_NEEDLES
-from .containers import container_format
 from .events import iter_source_events, no_stats_hint
 from .inputs import resolve_inputs
 from .ranges import Tuning
-from .records import FastBlock, FastMfu, FastStats, iter_fast_events
+from .records import FastBlock, FastMfu, FastStats, source_records
 from .stream import ScanStats
 
 __all__ = ["Launch", "iter_launch_records", "iter_summary_records"]
@@ -108,9 +107,7 @@ def _records(
     stats_disabled = False
     for source in sources:
         launch = Launch(index, source.name, 1)
-        fast_lane = fast is not None and spec and container_format(source) == "plain"  # offline/enveloped.py
-        events = (iter_fast_events(source, zone, year, scan, fast, blocks=blocks, numbers=numbers)
-                  if fast_lane and fast is not None
+        events = (source_records(source, zone, year, scan, fast, blocks=blocks, numbers=numbers) if spec
                   else iter_source_events(source, kind, zone, year, scan, LAUNCH_NEEDLES))
         for event in events:
             if isinstance(event, ServerInfo):

@@ -25,8 +25,7 @@ from dataclasses import dataclass
 from multiprocessing import get_context
 from typing import BinaryIO, NamedTuple
 
-from ...parsing.blocks import hit_lines
-from ...parsing.framing import MAX_LINE_BYTES
+from ...parsing.framing import MAX_LINE_BYTES, hit_lines
 from ...parsing.needles import STATS_FOLLOWER_NEEDLES, STATS_NEEDLES, VARIANT_NEEDLES, with_variants
 from ...parsing.shapes import CANONICAL_STATS, HEADER
 from ..children import exit_with_parent

@@ -27,13 +27,14 @@ from ...parsing.line import parse_line
 from ...parsing.needles import PREFIX_NEEDLES, VARIANT_NEEDLES, WANTS
 from ...parsing.shapes import HEADER, MFU_BODY, MFU_START
 from ...parsing.stamps import YearClock
-from ..output.csv_rows import plain_file_size
-from .containers import enveloped_events, sniff
-from .inputs import Source, input_error, open_source, read_errors
-from .ranges import DEFAULT_TUNING, STAMP, VALUES, Lane, Tuning, scan_file_chunks, stream_chunks
+from .containers import enveloped_events
+from .events import iter_source_events
+from .inputs import Source, input_error, read_errors
+from .ranges import DEFAULT_TUNING, STAMP, VALUES, Lane, Tuning, stream_chunks
+from .route import opened, range_chunks, route
 from .stream import ScanStats
 
-__all__ = ["FastBlock", "FastMfu", "FastStats", "iter_fast_events"]
+__all__ = ["FastBlock", "FastMfu", "FastStats", "iter_fast_events", "source_records"]
 
 _WANT = WANTS["launches"]
 _NEEDLES = _WANT.needles
@@ -161,6 +162,18 @@ class _Times:
         return out
 
 
+def source_records(
+    source: Source, zone: tzinfo, year: int | None, scan: ScanStats, tuning: Tuning | None, *,
+    blocks: bool = False, numbers: bool = True,
+) -> Iterator[Event | FastStats | FastBlock | FastMfu]:
+    """The records summary, compare, plot and the backfill read of one source, by its route
+    (`route.py`): `iter_fast_events` on the fast routes, else the general parser's
+    (`iter_source_events(source, "launches", ...)`)."""
+    if route(source, tuning) == "general" or tuning is None:
+        return iter_source_events(source, "launches", zone, year, scan)
+    return iter_fast_events(source, zone, year, scan, tuning, blocks=blocks, numbers=numbers)
+
+
 def iter_fast_events(source: Source, zone: tzinfo, year: int | None, scan: ScanStats,
                      tuning: Tuning = DEFAULT_TUNING, *, blocks: bool = False,
                      numbers: bool = True) -> Iterator[Event | FastStats | FastBlock | FastMfu]:
@@ -180,15 +193,12 @@ def iter_fast_events(source: Source, zone: tzinfo, year: int | None, scan: ScanS
     assembler = Assembler(source.name, clock_for)
     times = _Times(clock_for)
     try:
-        size = 0 if source.is_stream else plain_file_size(source.path)
-        if size >= tuning.parallel_min_bytes:
+        if route(source, tuning) == "ranges":
             lane = _LANE if numbers else _NUMBERLESS
-            yield from _rows(scan_file_chunks(source.path, _NEEDLES, scan, tuning=tuning, lane=lane),
-                             assembler, times, blocks)
+            yield from _rows(range_chunks(source, _NEEDLES, scan, tuning, lane), assembler, times, blocks)
         else:
-            with open_source(source) as raw:
-                fmt = sniff(raw)
-                if fmt != "plain":  # a container log on a stream: the general path (offline/enveloped.py)
+            with opened(source) as (raw, fmt):
+                if fmt != "plain":  # a container log on a stream: the general parser (route.py)
                     yield from enveloped_events(raw, fmt, assembler, scan, _ENVELOPE_NEEDLES)
                 else:
                     yield from _rows(stream_chunks(raw, scan, lane=_LANE, needles=_NEEDLES,

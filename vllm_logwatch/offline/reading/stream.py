@@ -13,8 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
-from ...parsing.blocks import hit_lines
-from ...parsing.framing import MAX_LINE_BYTES
+from ...parsing.framing import MAX_LINE_BYTES, hit_lines
 from ...parsing.needles import (
     FOLLOWER_NEEDLES,
     STATS_NEEDLES,

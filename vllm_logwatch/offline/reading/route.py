@@ -1,0 +1,97 @@
+"""How a source is read, decided in one place for every offline command (`route`):
+
+- `ranges`: a plain regular file from `Tuning.parallel_min_bytes` on: the range workers read its byte
+  ranges on every core (`ranges.scan_file_chunks`);
+- `stream`: any other plain source (a smaller file, `.gz`, standard input, a pipe): the same workers'
+  record form made in this process (`ranges.stream_chunks`); a stream found to hold a container log
+  when it is opened (`containers.sniff`) goes to the general parser instead;
+- `general`: a container log (a line's parts may sit in two ranges, and its stamps are the
+  container's), or a caller that asked for the reference path (no tuning): every candidate line
+  through `parse_line` and the Assembler (`events.iter_source_events`, `containers.enveloped_events`).
+
+The products are the same whatever the route (tests/integration/test_fast*.py hold the fast routes
+equal to the general one on every real log).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import BinaryIO, Literal
+
+from ...parsing.envelope import Format, detect
+from .inputs import Source, open_source, progress_bar
+from .ranges import Chunk, Lane, Tuning, scan_file_chunks
+from .stream import ScanStats
+
+__all__ = ["Route", "container_format", "opened", "plain_file_size", "range_chunks", "route", "sniff"]
+
+_HEAD = 512
+
+Route = Literal["ranges", "stream", "general"]
+
+
+def route(source: Source, tuning: Tuning | None) -> Route:
+    """The way `source` is read (see the module's text); `tuning` None asks for the general parser."""
+    if tuning is None:
+        return "general"
+    if source.is_stream:
+        return "stream"
+    if container_format(source) != "plain":
+        return "general"
+    return "ranges" if plain_file_size(source.path) >= tuning.parallel_min_bytes else "stream"
+
+
+def plain_file_size(path: str) -> int:
+    """Size of a regular, uncompressed file; 0 for anything else (those take the streaming route)."""
+    try:
+        if not os.path.isfile(path):
+            return 0
+        with open(path, "rb") as fh:
+            if fh.read(2) == b"\x1f\x8b":
+                return 0
+        return os.stat(path).st_size
+    except OSError:
+        return 0
+
+
+def range_chunks(source: Source, needles: tuple[bytes, ...], scan: ScanStats, tuning: Tuning,
+                 lane: Lane) -> Iterator[tuple[Chunk, int]]:
+    """The `ranges` route: `ranges.scan_file_chunks`, with a progress bar on a terminal."""
+    bar = progress_bar(source)
+    update: Callable[[int], object] | None = None if bar is None else bar.update
+    try:
+        yield from scan_file_chunks(source.path, needles, scan, progress=update, tuning=tuning, lane=lane)
+    finally:
+        if bar is not None:
+            bar.close()
+
+
+@contextmanager
+def opened(source: Source) -> Iterator[tuple[BinaryIO, Format]]:
+    """The `stream` route: the source opened (a progress bar on a terminal) and its format, which sends
+    a container log found on a stream to the general parser."""
+    with open_source(source, progress=True) as raw:
+        yield raw, sniff(raw)
+
+
+def sniff(stream: BinaryIO) -> Format:
+    """The format of a stream from its first bytes, looked at without reading them (a stream that
+    cannot be peeked, or shows too little, is read as plain)."""
+    peek = getattr(stream, "peek", None)
+    if peek is None:
+        return "plain"
+    return detect(peek(_HEAD)[:_HEAD]) or "plain"
+
+
+def container_format(source: Source) -> Format:
+    """The format of a regular file (gzip'd or not) from its first bytes; a stream, which can be read
+    only once, is taken as plain here (its reader sniffs it)."""
+    if source.is_stream:
+        return "plain"
+    try:
+        with open_source(source) as raw:
+            return sniff(raw)
+    except Exception:  # opening it again says why, in the caller's words
+        return "plain"

@@ -129,7 +129,7 @@ class Pipeline:
         self.keeper = StateKeeper(follower, save_interval=getattr(follower, "save_interval", SAVE_INTERVAL))
         # A backlog is timed by its stamps until a poll finds nothing new (`set_replay`); a file read
         # from its end gets its launch's start-up facts from before that end (`startfacts.py`).
-        self._replaying, self._had_lines = True, False
+        self._replaying, self._had_lines, self._started = True, False, time.monotonic()
         metrics.set_replay(True)
         self._facts_read = not isinstance(follower, Follower) or follower.from_start
         self._resumed = follower.state_file is not None and os.path.exists(follower.state_file)
@@ -251,6 +251,9 @@ class Pipeline:
         if self._replaying and not self._had_lines:
             self._replaying = False
             self.metrics.set_replay(False)
+            if self._lines_applied:  # one line when a backlog was read (nothing on a quiet start)
+                log.info("caught up: %d lines of backlog read in %.1f s; following new lines",
+                         self._lines_applied, time.monotonic() - self._started)
         self._had_lines = False
         if self._facts_read:
             return

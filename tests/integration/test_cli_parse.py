@@ -380,6 +380,21 @@ def test_no_stats_hint_mentions_disable_log_stats(capsys: pytest.CaptureFixture[
     assert_one_line_error(err, "--disable-log-stats")
 
 
+def test_damaged_stats_lines_are_named_not_blamed_on_stats_logging(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Lines that start like stats lines but cannot be read: the hint says so, with the first one."""
+    log = tmp_path / "damaged.log"
+    head = "(APIServer pid=1) INFO 11-29 19:26:{:02d} [loggers.py:259] Engine 000: Avg prompt throughput: "
+    log.write_text("Loading weights\n" + head.format(5) + "1.0 tokens/s, Avg generation throughput: x tokens/s"
+                   "\n" + head.format(15) + "banana\n")
+    for args in ([], ["--jsonl"]):
+        code, out, err = run(capsys, *args, str(log))
+        assert code == 1 and out == ""
+        assert_one_line_error(err, "2 lines look like stats lines but could not be read", "line 2")
+        assert "--disable-log-stats" not in err
+
+
 def test_access_lines_without_stats(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     log = tmp_path / "access.log"
     log.write_text('INFO:     127.0.0.1:1 - "GET /health HTTP/1.1" 200 OK\n' * 3)

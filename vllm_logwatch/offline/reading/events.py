@@ -13,10 +13,10 @@ from typing import Any, BinaryIO
 from ...errors import InputError
 from ...parsing.assemble import Assembler
 from ...parsing.envelope import Format
-from ...parsing.events import STATS_COLUMNS, EngineStats, Event, ServerInfo
+from ...parsing.events import STATS_COLUMNS, EngineStats, Event, ServerInfo, Unparsed
 from ...parsing.kinds import RECORD_KINDS
 from ...parsing.line import parse_line
-from ...parsing.needles import NO_STATS_NEEDLES, WANTS
+from ...parsing.needles import NO_STATS_NEEDLES, VARIANT_NEEDLES, WANTS
 from ...parsing.stamps import YearClock
 from ...shown import finite, json_safe
 from .containers import enveloped_events
@@ -145,22 +145,29 @@ def _no_stats_hint(sources: list[Source], result: ParseResult) -> str:
     n = len(sources)
     what = f"no stats lines in {n} file{'s' if n != 1 else ''}"
     disabled = result.stats_disabled
-    requests = 0
-    if not disabled:
-        needles = NO_STATS_NEEDLES
-        for source in sources:
-            if source.is_stream:  # read once already: a second open would wait for a new writer
-                continue
-            try:
-                with open_source(source) as stream:
-                    for _, text in scan_stream(stream, needles, followers=()):
-                        event = parse_line(text)
-                        if isinstance(event, ServerInfo) and event.stats_logging_disabled:
-                            disabled = True
-                        elif event is not None and event.kind == "access":
-                            requests += 1
-            except (InputError, OSError, EOFError, ValueError):
-                continue
+    requests = unreadable = 0
+    first: tuple[str, int] | None = None  # the first unreadable stats line: its file and number
+    needles = NO_STATS_NEEDLES + WANTS["stats"].needles + VARIANT_NEEDLES
+    for source in sources:
+        if source.is_stream:  # read once already: a second open would wait for a new writer
+            continue
+        try:
+            with open_source(source) as stream:
+                for number, text in scan_stream(stream, needles, followers=()):
+                    event = parse_line(text)
+                    if isinstance(event, ServerInfo) and event.stats_logging_disabled:
+                        disabled = True
+                    elif isinstance(event, Unparsed) and event.what == "stats":
+                        unreadable += 1
+                        first = first or (source.name, number)
+                    elif event is not None and event.kind == "access":
+                        requests += 1
+        except (InputError, OSError, EOFError, ValueError):
+            continue
+    if unreadable and first is not None:
+        lines = f"{unreadable} line{'s' if unreadable != 1 else ''}"
+        return (f"{what} that could be read: {lines} look like stats lines but could not be read (first: {first[0]}, line {first[1]}): a vLLM format this "
+                "version does not know, or damaged lines")
     if disabled:
         return f"{what}: vLLM disabled stats logging (--disable-log-stats, or more than one API server)"
     if requests:

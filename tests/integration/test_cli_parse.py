@@ -386,8 +386,8 @@ def test_damaged_stats_lines_are_named_not_blamed_on_stats_logging(
     """Lines that start like stats lines but cannot be read: the hint says so, with the first one."""
     log = tmp_path / "damaged.log"
     head = "(APIServer pid=1) INFO 11-29 19:26:{:02d} [loggers.py:259] Engine 000: Avg prompt throughput: "
-    log.write_text("Loading weights\n" + head.format(5) + "1.0 tokens/s, Avg generation throughput: x tokens/s"
-                   "\n" + head.format(15) + "banana\n")
+    log.write_text("Loading weights\n" + head.format(5) + "1.0 tokens/s, Avg generation throughput: x"
+                   " tokens/s\n" + head.format(15) + "banana\n")
     for args in ([], ["--jsonl"]):
         code, out, err = run(capsys, *args, str(log))
         assert code == 1 and out == ""

@@ -166,8 +166,9 @@ def _no_stats_hint(sources: list[Source], result: ParseResult) -> str:
             continue
     if unreadable and first is not None:
         lines = f"{unreadable} line{'s' if unreadable != 1 else ''}"
-        return (f"{what} that could be read: {lines} look like stats lines but could not be read (first: {first[0]}, line {first[1]}): a vLLM format this "
-                "version does not know, or damaged lines")
+        return (f"{what} that could be read: {lines} look like stats lines but could not be read "
+                f"(first: {first[0]}, line {first[1]}): a vLLM format this version does not know, or "
+                "damaged lines")
     if disabled:
         return f"{what}: vLLM disabled stats logging (--disable-log-stats, or more than one API server)"
     if requests:

@@ -27,6 +27,14 @@ ALLOWED: dict[str, set[str]] = {
     "commands": {"parsing", "following", "exporting", "supervising", "live", "offline", "web"},
 }
 TOP_SHARED = {"errors", "shown", "config"}
+# Inside offline/, by job: which subpackages each may import (besides itself and offline/children.py).
+OFFLINE_ALLOWED: dict[str, set[str]] = {
+    "reading": set(),
+    "output": {"reading"},
+    "summary": {"reading"},
+    "plot": {"reading"},
+    "compare": {"reading", "summary", "plot"},
+}
 
 
 def module_name(path: Path) -> str:
@@ -118,6 +126,29 @@ def test_a_stage_imports_only_the_stages_below_it(name: str) -> None:
         elif other != stage and other not in ALLOWED[stage]:
             wrong.append(target)
     assert wrong == [], f"{name} ({stage}) may import {sorted(ALLOWED[stage])} and {sorted(TOP_SHARED)}"
+
+
+def offline_part(name: str) -> str | None:
+    parts = name.split(".")
+    return parts[2] if len(parts) > 3 and parts[1] == "offline" else None
+
+
+@pytest.mark.parametrize("name", sorted(n for n in MODULES if offline_part(n)))
+def test_an_offline_subpackage_imports_only_the_ones_below_it(name: str) -> None:
+    part = offline_part(name)
+    assert part in OFFLINE_ALLOWED, f"{name}: an offline subpackage the layout does not know"
+    wrong = [target for target in GRAPH[name] if stage_of(target) == "offline"
+             and (other := offline_part(target)) is not None and other != part
+             and other not in OFFLINE_ALLOWED[part]]
+    assert wrong == [], f"{name} ({part}) may import offline/{sorted(OFFLINE_ALLOWED[part])}"
+
+
+def test_offline_is_a_few_packages_by_job() -> None:
+    """At most 10 modules at offline/'s top level; the rest in the subpackages above."""
+    top = [p.name for p in (PACKAGE / "offline").iterdir()
+           if p.suffix == ".py" or (p / "__init__.py").exists()]
+    assert len(top) <= 10, top
+    assert {p for p in top if not p.endswith(".py")} == set(OFFLINE_ALLOWED)
 
 
 @pytest.mark.parametrize("name", sorted(MODULES))

@@ -165,3 +165,16 @@ def test_parse_loads_neither_the_web_server_nor_watchdog(tmp_path: Path) -> None
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stderr.strip().splitlines()[-1] == "[]"
+
+
+def test_parse_csv_of_a_plain_log_loads_no_model() -> None:
+    """The CSV route of a plain log needs neither pydantic's models nor prometheus_client (docs/design.md)."""
+    log = TESTS / "data" / "real-vllm-cpu" / "serve_20261129T192328Z.log"
+    code = ("import sys\nfrom vllm_logwatch.cli import main\n"
+            f"main(['parse', {str(log)!r}, '--csv'])\n"
+            "loaded = sorted({m.split('.')[0] for m in sys.modules} & {'pydantic', 'prometheus_client', "
+            "'matplotlib', 'numpy'})\nprint(loaded, file=sys.stderr)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("time,file,line")
+    assert done.stderr.strip().splitlines()[-1] == "[]"

@@ -293,11 +293,6 @@ class ExporterMetrics(Collector):
         self._runtime.apply(info, self._engines.values(), self._problems, self._clock())
         self._facts.update(info.model_dump(exclude=_RECORD_KEYS, exclude_none=True))
 
-    def add_http(self, method: str, path: str, status: int, count: int = 1) -> None:
-        """Count `count` access lines at once (run mode aggregates a chatty server's lines per chunk)."""
-        with self._lock:
-            self._count_access(method, path, status, count)
-
     def _apply_access(self, access: HttpAccess) -> None:
         self._count_access(access.method, access.path, access.status, 1)
 

@@ -76,9 +76,6 @@ class Want(NamedTuple):
     needles: tuple[bytes, ...]
     followers: tuple[bytes, ...]
 
-    def plus(self, extra: tuple[bytes, ...]) -> Want:
-        return Want(self.needles + extra, self.followers)
-
 
 _LAUNCHES = Want(STATS_NEEDLES + SPEC_NEEDLES + LAUNCH_NEEDLES, FOLLOWER_NEEDLES)
 WANTS: dict[str, Want] = {

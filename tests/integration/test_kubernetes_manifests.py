@@ -278,14 +278,14 @@ def containers(workload: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def logwatch_args(args: list[str], env: dict[str, str] | None = None) -> WatchSettings:
-    """`logwatch ARGS` as logwatch reads it; fails the test, naming them, on options the parser does not know."""
+    """`logwatch ARGS` as logwatch reads it; fails the test on options the parser does not know."""
     assert args[0] == "watch", args
     parser = build_parser("watch")
     [watch] = [a for a in parser._subparsers._group_actions if a.dest == "command"]  # type: ignore[union-attr]
     known = watch.choices["watch"]._option_string_actions  # type: ignore[index]
     unknown = [word for word in args if word.startswith("--") and word.split("=")[0] not in known]
     if unknown:
-        pytest.fail(f"logwatch watch has no {', '.join(unknown)}: the manifest runs a command logwatch refuses")
+        pytest.fail(f"logwatch watch has no {', '.join(unknown)}: a manifest runs a command logwatch refuses")
     return load_settings(WatchSettings, vars(parser.parse_args(args)), env or {})
 
 

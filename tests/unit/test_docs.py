@@ -147,7 +147,8 @@ def test_ci_refuses_to_run_while_goldens_would_be_regenerated(tmp_path: Path) ->
         tool.write_text(f"#!/bin/sh\necho {name} >> '{mark}'\n", encoding="utf-8")
         tool.chmod(0o755)
     env = {"PATH": str(bin_dir), "LOGWATCH_REGEN_GOLDEN": "1", "HOME": str(tmp_path)}
-    done = subprocess.run([shutil.which("bash") or "bash", str(REPO / ".ci" / "run")], env=env, capture_output=True, text=True,
+    bash = shutil.which("bash") or "bash"
+    done = subprocess.run([bash, str(REPO / ".ci" / "run")], env=env, capture_output=True, text=True,
                           timeout=30)
     assert done.returncode == 2, (done.returncode, done.stderr)
     assert not mark.exists(), mark.read_text(encoding="utf-8")

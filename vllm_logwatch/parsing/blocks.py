@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections import Counter
 
 from .framing import trim_partial_utf8
-from .line import ACCESS_LINE
 from .needles import ACCESS_NEEDLE, LIVE_NEEDLES
 from .simd import simd_count, simd_find
 
@@ -36,6 +35,8 @@ def scan_block(
     of its first line. Texts lose one trailing `\\r`; bad UTF-8 is replaced. With `cap`, a line longer
     than `cap` bytes is handed over cut to its first `cap` bytes.
     """
+    from .line import ACCESS_LINE  # here: `hit_lines` alone (parse --csv) loads no pydantic model
+
     found = ACCESS_LINE.findall(data)
     access: AccessCounts = {}
     for request, n in Counter(found).items():

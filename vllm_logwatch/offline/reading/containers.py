@@ -14,17 +14,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from datetime import datetime
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
-from ...parsing.assemble import Assembler
 from ...parsing.blocks import hit_lines
 from ...parsing.envelope import Format, Unwrapped, Unwrapper, container_time, detect
-from ...parsing.events import Event, Unparsed
 from ...parsing.framing import MAX_LINE_BYTES
-from ...parsing.line import parse_line
 from ...parsing.needles import WANTS, with_variants
 from .inputs import Source, input_error, open_source, read_errors
 from .stream import ScanStats
+
+if TYPE_CHECKING:  # `parse --csv` of a plain log imports this module for `sniff`: no pydantic model then
+    from ...parsing.assemble import Assembler
+    from ...parsing.events import Event
 
 __all__ = ["ENVELOPE_NEEDLES", "container_format", "enveloped_events", "sniff", "source_events"]
 
@@ -96,6 +97,9 @@ def enveloped_events(
 
 
 def _events(got: Unwrapped, assembler: Assembler, needles: tuple[bytes, ...] | None) -> Iterator[Event]:
+    from ...parsing.events import Unparsed
+    from ...parsing.line import parse_line
+
     bad = got.malformed[::-1]  # yielded among the events in line order
     lines: Iterable[tuple[int, bytes]]
     if needles is None:

@@ -1,4 +1,4 @@
-"""The parent's half of `logwatch parse --csv`: chunks from the workers (`offline/rangescan.py`) to CSV rows.
+"""The parent's half of `logwatch parse --csv`: chunks from the workers (`reading/ranges.py`) to CSV rows.
 
 The workers render the common stats lines, all but two cells; here each rendered row gets its time
 (through the file's clock, so New Year moves the year on) and its line number, and every other line
@@ -59,7 +59,7 @@ class CsvFastWriter:
     ROW = b"%s,%s,%d%s\n"
     """A rendered row: time cell, file cell, line number, the worker's tail."""
     LANE = CSV_LANE
-    """What the workers render: CSV cells (JSON-lines fields for `offline/fastjsonl.py`)."""
+    """What the workers render: CSV cells (JSON-lines fields for `offline/output/jsonl_rows.py`)."""
 
     def __init__(self, sink: RowSink, file: str, clock_factory: Callable[[str], YearClock]) -> None:
         self.sink = sink
@@ -194,7 +194,7 @@ def write_rows(sources: list[Source], sink: RowSink, kind: type[CsvFastWriter],
     for source in sources:
         writer = kind(sink, source.name, partial(clock_factory, source))
         fmt = container_format(source)
-        if fmt != "plain":  # a container log takes the general path, no fast lane (offline/enveloped.py)
+        if fmt != "plain":  # a container log takes the general path, no fast lane (reading/containers.py)
             writer.write_events(source_events(source, fmt, writer.assembler, scan, ENVELOPE_NEEDLES))
             continue
         try:
@@ -210,7 +210,7 @@ def write_rows(sources: list[Source], sink: RowSink, kind: type[CsvFastWriter],
             else:
                 with open_source(source) as raw:
                     fmt = sniff(raw)
-                    if fmt != "plain":  # a container log on a stream: the general path (offline/enveloped.py)
+                    if fmt != "plain":  # a container log on a stream: the general path (containers.py)
                         events = enveloped_events(raw, fmt, writer.assembler, scan, ENVELOPE_NEEDLES)
                         writer.write_events(events)
                     for chunk, base in stream_chunks(raw, scan, lane=kind.LANE) if fmt == "plain" else ():

@@ -1,6 +1,6 @@
-"""The summary's running totals of one group (`_Group`; `offline/summary.py` finishes them), fed a
+"""The summary's running totals of one group (`_Group`; `offline/summary/build.py` finishes them), fed a
 record at a time (`add`) or, from the fast lane, a run of common stats lines as columns in one call
-(`add_block`, a `FastBlock` of `offline/fastsummary.py`).
+(`add_block`, a `FastBlock` of `offline/reading/records.py`).
 
 Both do the same arithmetic (`_Group.add` and `EngineState.apply_stats`): the same
 intervals, the same token estimate (the interval rules of `exporting/engine_state.py`, inlined for its

@@ -1,4 +1,4 @@
-"""`logwatch plot`'s point budget (offline/decimate.py): every point while few; past the figure's pixel
+"""`logwatch plot`'s point budget (offline/plot/decimate.py): every point while few; past the figure's pixel
 columns, each column's first, lowest, highest and last point, in time order, whatever the chunks."""
 
 from __future__ import annotations

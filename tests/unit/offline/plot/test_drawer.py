@@ -1,4 +1,4 @@
-"""`logwatch plot`'s drawing process (`offline/drawer.py`): the image of the data, errors as the caller's
+"""`logwatch plot`'s drawing process (`offline/plot/drawer.py`): the image of the data, errors as the caller's
 errors, and it never outlives its caller (closed, interrupted or killed)."""
 
 from __future__ import annotations

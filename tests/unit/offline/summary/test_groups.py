@@ -1,4 +1,4 @@
-"""The summary's block path (`offline/summary_rows.py`) against the record-at-a-time path it replaces."""
+"""The summary's block path (`offline/summary/groups.py`) against the record-at-a-time path it replaces."""
 
 from __future__ import annotations
 

@@ -34,12 +34,12 @@ _SERVE_EPILOG = ("Signals: SIGTERM and SIGHUP stop it cleanly (state file writte
 
 
 _RUN_EPILOG = ("Signals: SIGTERM, SIGINT and SIGHUP (an ssh session closing) send SIGTERM to vLLM's process "
-               "group, SIGKILL after --stop-timeout; its output is drained to the end. If the reader of our "
-               "stdout goes away (| head, a closed terminal), the echo stops (said on stderr, counted in "
-               "vllm_logwatch_stdout_bytes_dropped_total); vLLM, the log file and the metrics go on. If "
-               "logwatch itself dies (kill -9), vLLM gets SIGTERM. Exit code: vLLM's (128+N when signal N "
-               "ended it), 127 when COMMAND cannot start, 2 a usage error before vLLM starts. Docs: "
-               "docs/run.md.")
+               "group, SIGKILL after --stop-timeout (at once on a second Ctrl+C); its output is drained to "
+               "the end. If the reader of our stdout goes away (| head, a closed terminal), the echo stops "
+               "(said on stderr, counted in vllm_logwatch_stdout_bytes_dropped_total); vLLM, the log file "
+               "and the metrics go on. If logwatch itself dies (kill -9), vLLM gets SIGTERM. Exit code: "
+               "vLLM's (128+N when signal N ended it), 127 when COMMAND cannot start, 2 a usage error "
+               "before vLLM starts. Docs: docs/run.md.")
 
 
 HELP: dict[str, str] = {

@@ -9,8 +9,8 @@
 * Each kustomization lists every manifest of its folder, and `kubectl kustomize` builds it (skipped
   where kubectl is missing).
 * The containers' args are parsed by logwatch's own parser (`vllm_logwatch.options.build_parser`)
-  and settings (`config.load_settings`): an option the parser does not know yet skips that test
-  only, naming the option.
+  and settings (`config.load_settings`): an option the parser does not know fails the test, naming
+  the option (a manifest must not run a command logwatch would refuse).
 * The security settings docs/deploy-kubernetes.md describes are the ones set.
 * Run for real, their host paths moved under tmp_path: the DaemonSet's args over a kubelet tree (two
   vLLM pods labelled, another container left out by --select), the sidecar's over its tee'd launch
@@ -278,15 +278,21 @@ def containers(workload: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def logwatch_args(args: list[str], env: dict[str, str] | None = None) -> WatchSettings:
-    """`logwatch ARGS` as logwatch reads it; skips the test when an option is not in the parser yet."""
+    """`logwatch ARGS` as logwatch reads it; fails the test on options the parser does not know."""
     assert args[0] == "watch", args
     parser = build_parser("watch")
     [watch] = [a for a in parser._subparsers._group_actions if a.dest == "command"]  # type: ignore[union-attr]
     known = watch.choices["watch"]._option_string_actions  # type: ignore[index]
     unknown = [word for word in args if word.startswith("--") and word.split("=")[0] not in known]
     if unknown:
-        pytest.skip(f"logwatch watch has no {', '.join(unknown)} yet (the multi-source watch)")
+        pytest.fail(f"logwatch watch has no {', '.join(unknown)}: a manifest runs a command logwatch refuses")
     return load_settings(WatchSettings, vars(parser.parse_args(args)), env or {})
+
+
+def test_an_option_the_parser_does_not_know_fails_the_test() -> None:
+    with pytest.raises(BaseException) as raised:  # a skip (BaseException too) must not pass for a failure
+        logwatch_args(["watch", "/var/log/pods", "--no-such-option", "1"])
+    assert raised.type is pytest.fail.Exception and "--no-such-option" in str(raised.value), raised
 
 
 def test_daemonset_runs_a_valid_watch_command() -> None:
@@ -479,7 +485,7 @@ def test_daemonset_command_follows_a_kubelet_tree(tmp_path: Path) -> None:
     moved = {"/var/log/pods": str(pods), "/var/lib/vllm-logwatch/state.json": str(tmp_path / "state.json")}
     args = [moved.get(word, word) for word in args]
     assert args[:2] == ["watch", str(pods)]
-    logwatch_args(args)  # skips, naming the option, until the parser has them all
+    logwatch_args(args)  # fails, naming the option, if the parser does not know one
     with run_watch(args[1], "--from-start", *args[2:]) as watch:
         for pod in ("vllm-0", "vllm-1"):
             watch.wait_sample("vllm_logwatch_stats_lines_total", {

@@ -4,6 +4,7 @@ a full log disk. Real logwatch processes, real children, real pipes."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -93,28 +94,30 @@ def test_command_that_cannot_start_is_said_on_stderr_not_in_the_log(tmp_path: Pa
     assert list(tmp_path.glob("vllm_*.log")) == []  # nothing ran: no launch file
 
 
-def test_sigkill_fallback_is_said_once(tmp_path: Path, caplog: object, monkeypatch: object) -> None:
+def test_sigkill_fallback_is_said_once(tmp_path: Path, caplog: object) -> None:
     """A child that takes a while to die after SIGKILL (in the kernel, a driver call) is still one
     SIGKILL, said once: the kill reaches it 1.5 s late here, as to a process in uninterruptible sleep."""
     import logging
     import threading
 
     assert hasattr(caplog, "records")
-    real = Supervisor._signal_group
     kills: list[int] = []
+
+    def late(pgid: int, signum: int) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signum)
 
     def slow_kill(pgid: int, signum: int) -> None:
         if signum != signal.SIGKILL:
-            real(pgid, signum)
+            os.killpg(pgid, signum)
             return
         kills.append(pgid)
-        threading.Timer(1.5, real, (pgid, signum)).start()
+        threading.Timer(1.5, late, (pgid, signum)).start()
 
-    monkeypatch.setattr(Supervisor, "_signal_group", staticmethod(slow_kill))  # type: ignore[attr-defined]
     metrics = ExporterMetrics()
     sup = Supervisor([sys.executable, FAKE, "--stay", "--ignore-sigterm"], log_dir=str(tmp_path), name="x",
                      feeder=LineFeeder(metrics, resolve_zone("UTC")), echo_fd=None,
-                     stop_timeout=0.3)
+                     stop_timeout=0.3, killpg=slow_kill)
     with caplog.at_level(logging.INFO, logger="vllm_logwatch.run"):  # type: ignore[attr-defined]
         def stop_when_started() -> bool:
             if sup.pid is None or not (tmp_path.glob("x_*.log")):

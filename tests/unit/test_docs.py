@@ -132,6 +132,30 @@ def test_the_readme_test_command_is_what_ci_runs() -> None:
     assert re.search(r"^test:.*\n\tpython -m pytest$", make, re.M), "make test runs the whole suite"
 
 
+def test_ci_refuses_to_run_while_goldens_would_be_regenerated(tmp_path: Path) -> None:
+    """With `LOGWATCH_REGEN_GOLDEN` set, the tests rewrite the goldens instead of comparing with them: CI
+    would compare each golden with itself. `.ci/run` says so in one line and exits 2 before it installs
+    or runs anything (here `apt-get`, `pip` and `make` are stand-ins that leave a mark if called)."""
+    import shutil
+    import subprocess
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    mark = tmp_path / "called"
+    for name in ("apt-get", "pip", "make", "dirname"):
+        tool = bin_dir / name
+        tool.write_text(f"#!/bin/sh\necho {name} >> '{mark}'\n", encoding="utf-8")
+        tool.chmod(0o755)
+    env = {"PATH": str(bin_dir), "LOGWATCH_REGEN_GOLDEN": "1", "HOME": str(tmp_path)}
+    bash = shutil.which("bash") or "bash"
+    done = subprocess.run([bash, str(REPO / ".ci" / "run")], env=env, capture_output=True, text=True,
+                          timeout=30)
+    assert done.returncode == 2, (done.returncode, done.stderr)
+    assert not mark.exists(), mark.read_text(encoding="utf-8")
+    said = done.stderr.strip().splitlines()
+    assert len(said) == 1 and "LOGWATCH_REGEN_GOLDEN" in said[0], done.stderr
+
+
 RELATIVE = re.compile(r"(?<![\w./-])((?:\.\./)+[\w.-]+)")
 
 

@@ -1,5 +1,5 @@
 """`logwatch compare`: read the logs (the summary's fast lane), summarise them by launch, compare the
-launches (offline/compare.py), print the comparison and, with an output, draw it."""
+launches (offline/compare/differences.py), print the comparison and, with an output, draw it."""
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
 """`logwatch parse`: log files to CSV, JSON lines or OpenMetrics, on stdout.
 
-CSV and JSON lines of stats records take the fast lane (`fastcsv`, `fastjsonl`: no pydantic model, no
-parser unless a line needs it); other kinds go through the general parser; OpenMetrics through the
-exporter's own state (`openmetrics`), fed by the summary's fast lane (`fastsummary`).
+CSV and JSON lines of stats records take the fast lane (`offline/output/csv_rows.py`, `jsonl_rows.py`:
+no pydantic model, no parser unless a line needs it); other kinds go through the general parser;
+OpenMetrics through the exporter's own state (`output/openmetrics.py`), fed by the summary's fast lane
+(`offline/reading/records.py`).
 """
 
 from __future__ import annotations
@@ -157,7 +158,7 @@ def run_openmetrics(
     Example: `run_openmetrics(["logs/serve_*.log"], tz="UTC")` is
     `logwatch parse 'logs/serve_*.log' --openmetrics --tz UTC`; then
     `promtool tsdb create-blocks-from openmetrics vllm.om data/`. `labels`: `KEY=VALUE` strings
-    added to every series. `tuning`: the fast lane's sizes (`offline/fastsummary.py`: the common stats
+    added to every series. `tuning`: the fast lane's sizes (`offline/reading/records.py`: the common stats
     lines without a parser, a big file's ranges in worker processes); None reads every line through
     the general parser (the reference).
     """

@@ -1,4 +1,4 @@
-"""`logwatch plot`: select the stats records to draw, draw them (`plot.collect`, `offline/drawer.py`), write
+"""`logwatch plot`: select the stats records to draw, draw them (`plot/collect.py`, `plot/drawer.py`), write
 the image."""
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def run_plot(
     """Draw the run of `inputs` (between `since` and `until`) into `output`; return the lines drawn.
     `output` `-` is standard output (PNG), refused when it is a terminal.
 
-    `tuning`: the fast lane's sizes (the summary's, `offline/fastsummary.py`); None reads every line
+    `tuning`: the fast lane's sizes (the summary's, `offline/reading/records.py`); None reads every line
     through the general parser (the reference).
 
     Example: `run_plot(["logs/serve_*.log"], "run.png")` is `logwatch plot 'logs/serve_*.log' -o run.png`.
@@ -75,7 +75,7 @@ def run_plot(
                 drawn += 1
                 yield launch, e
 
-    with Drawer() as drawer:  # imports matplotlib while the log is read (offline/drawer.py)
+    with Drawer() as drawer:  # imports matplotlib while the log is read (offline/plot/drawer.py)
         data = collect(selected())  # streamed: no more points than the figure's pixels
         if not drawn:
             raise NoStatsError(

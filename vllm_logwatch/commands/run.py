@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import UsageError
 
 if TYPE_CHECKING:
+    from ..config import RunSettings
     from ..exporting.exporter import ExporterMetrics
     from ..supervising.supervisor import ChildState
 
@@ -40,13 +41,11 @@ def vllm_stats_interval(environ: Mapping[str, str]) -> float:
 
 
 def run_run(
-    settings: Any, command: Sequence[str], *, announce: Callable[[str], None] | None = None,
+    settings: RunSettings, command: Sequence[str], *, announce: Callable[[str], None] | None = None,
     echo: bool = True,
 ) -> int:
     """Start `command`, tee its output to `settings.log_dir` (and to our stdout unless `echo` is
-    False), serve metrics; vLLM's exit code.
-
-    `settings` is a `config.RunSettings`."""
+    False), serve metrics; vLLM's exit code."""
     import uvicorn
     from prometheus_client.registry import CollectorRegistry
 

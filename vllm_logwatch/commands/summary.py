@@ -1,4 +1,5 @@
-"""`logwatch summary`: read the logs, summarise them (`summary`), print the tables (`summary_tables`)."""
+"""`logwatch summary`: read the logs, summarise them (`summary/build.py`), print the tables
+(`summary/tables.py`)."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ def run_summary(
     """Read `inputs`, print their summary (`fmt`: text, markdown or json) to `out` (stdout), return it.
 
     Raises `NoStatsError` when the inputs hold no stats line. `tuning`: the fast lane's sizes
-    (`offline/fastsummary.py`); None reads every line through the general parser (the reference).
+    (`offline/reading/records.py`); None reads every line through the general parser (the reference).
 
     Example: `run_summary(["logs/serve_*.log"], fmt="markdown")` is
     `logwatch summary 'logs/serve_*.log' --markdown`.

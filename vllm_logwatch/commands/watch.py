@@ -15,7 +15,7 @@ import os
 import signal
 import stat
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..errors import EXIT_OK, UsageError
 from ..exporting.history import History
@@ -26,6 +26,7 @@ from ..web.server import EXIT_SIGINT, bind_socket, create_app, serve, url_of
 from ..web.webconfig import WebConfig
 
 if TYPE_CHECKING:
+    from ..config import WatchSettings
     from ..following.many import ManyFollower
     from ..following.stream import StreamSource
     from ..parsing.events import EngineStats
@@ -39,11 +40,11 @@ print stats; a source silent for the charts' hour makes room)."""
 
 
 def run_watch(
-    settings: Any, *, announce: Callable[[str], None] | None = None, stdin_open: bool = True,
+    settings: WatchSettings, *, announce: Callable[[str], None] | None = None, stdin_open: bool = True,
 ) -> int:
     """`logwatch watch`: follow `settings.target`, serve the metrics, stop cleanly; the exit code.
 
-    `settings` is a `config.WatchSettings`; `announce` gets the metrics URL once serving (the status page
+    `announce` gets the metrics URL once serving (the status page
     is at `/`); `stdin_open=False`: the process was started with standard input closed (the command
     line put /dev/null there), so `-` is a usage error."""
     from prometheus_client.registry import CollectorRegistry
@@ -124,7 +125,7 @@ def run_watch(
     return EXIT_SIGINT if signum == signal.SIGINT else EXIT_OK
 
 
-def _is_many(settings: Any) -> bool:
+def _is_many(settings: WatchSettings) -> bool:
     """Whether the target is read as many sources: with --layout, or a folder that holds at start a
     kubelet or Docker tree or the launch files of two or more scripts. A file, a glob, and a folder of
     one script's files (or none yet) are one source, as they always were. --layout or --select with a
@@ -154,7 +155,7 @@ def _holds_many(folder: str, pattern: str) -> bool:
     return layout in ("pods", "docker") or (layout == "scripts" and count > 1)
 
 
-def _many(settings: Any) -> ManyFollower:
+def _many(settings: WatchSettings) -> ManyFollower:
     from ..following.descriptors import open_files_budget, raise_open_files_limit
     from ..following.many import ManyFollower
 
@@ -214,7 +215,7 @@ def _is_stream(target: str) -> bool:
         return False
 
 
-def _open_stream(settings: Any, stdin_open: bool) -> StreamSource:
+def _open_stream(settings: WatchSettings, stdin_open: bool) -> StreamSource:
     """The `StreamSource` of `-` or a named pipe; a state file with it is a usage error (a stream has
     no position to resume at), --from-start is said to mean nothing."""
     from ..following.stream import StreamSource

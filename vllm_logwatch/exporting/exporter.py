@@ -146,7 +146,7 @@ class ExporterMetrics(Collector):
 
     def engine_states(self) -> tuple[str, Mapping[str, EngineState]]:
         """The model label and each engine label's state, for a reader in the feeding thread (the
-        backfill reads them between two lines, `offline/openmetrics.py`)."""
+        backfill reads them between two lines, `offline/output/openmetrics.py`)."""
         return self._series_model, self._engines
 
     def new_launch(self, source: str | None = None) -> None:

@@ -1,1 +1,2 @@
-"""The offline commands' machinery: inputs, the bulk scanner, writers, summaries, plots, backfill."""
+"""The offline commands' machinery: reading/ (inputs, the scanners, the general reader),
+output/ (CSV, JSON lines, OpenMetrics), summary/, compare/, plot/."""

@@ -36,6 +36,7 @@ def scan_block(
     of its first line. Texts lose one trailing `\\r`; bad UTF-8 is replaced. With `cap`, a line longer
     than `cap` bytes is handed over cut to its first `cap` bytes.
     """
+
     found = ACCESS_LINE.findall(data)
     access: AccessCounts = {}
     for request, n in Counter(found).items():

@@ -37,7 +37,7 @@ class _Record(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     time: datetime | None = None
-    """Full timestamp, once the year and zone are known (see `timeparse`)."""
+    """Full timestamp, once the year and zone are known (see `stamps.py`)."""
     file: str | None = None
     line: int | None = None
     """1-based line number in `file`."""

@@ -7,7 +7,7 @@ file per launch. Unlike it: a full or slow log disk never stalls vLLM (see `tee`
 dies the child gets SIGTERM (see `_deathsig`).
 
 Signals only set a flag; the main loop (which must run in the main thread: the death signal is tied
-to the thread that forked the child) does the work.
+to the thread that forked the child) does the work, as `policy.py` decides it.
 """
 
 from __future__ import annotations
@@ -26,20 +26,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from types import FrameType
-from typing import Literal, Protocol
+from typing import Protocol
 
 from .holders import pipe_holders
 from .jobcontrol import JobControl
+from .policy import Restart, Send, Stop, after_exit, decide_stop, exit_code_of
 from .sinks import FileSink, SinkStats, StreamSink
 
 __all__ = ["ChildState", "ChunkConsumer", "Supervisor", "command_facts", "exit_code_of", "launch_name"]
 
 log = logging.getLogger("vllm_logwatch.run")
 
-Restart = Literal["no", "on-failure", "always"]
 _STARTED = (b"Starting vLLM", b"Application startup complete", b'"GET /health HTTP')
 _READ = 1 << 20
-_DRAIN_SECONDS = 5.0
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
@@ -87,15 +86,6 @@ class ChildState:
     parse_bytes_dropped: int
 
 
-def exit_code_of(returncode: int) -> int:
-    """Popen's returncode -> a shell-style exit code (128+N when signal N ended the child).
-
-    >>> exit_code_of(-15), exit_code_of(3)
-    (143, 3)
-    """
-    return 128 - returncode if returncode < 0 else returncode
-
-
 def command_facts(command: Sequence[str]) -> dict[str, str | int]:
     """The served model name and port named on a `vllm serve` command line, if any.
 
@@ -129,7 +119,9 @@ class Supervisor:
 
     `run()` returns logwatch's exit code: the child's, or 128+N when signal N ended it. It knows
     nothing of metrics: every chunk goes to the log file, the echo and `feeder`; what it knows of
-    the child goes to `on_state`. `popen` and `clock` are the seams tests replace.
+    the child goes to `on_state`. What to do when is `policy.py`'s; `popen` (start the child),
+    `clock` (seconds, monotonic), `killpg` (signal a process group) and `tick` (the longest wait
+    between two looks at the child) are the seams tests replace (tests/unit/supervising/).
     """
 
     def __init__(
@@ -147,6 +139,8 @@ class Supervisor:
         echo_fd: int | None = 1,
         clock: Callable[[], float] = time.monotonic,
         popen: Callable[..., subprocess.Popen[bytes]] = subprocess.Popen,
+        killpg: Callable[[int, int], None] = os.killpg,
+        tick: float = 0.5,
     ) -> None:
         self.command = list(command)
         self.log_dir = log_dir
@@ -159,6 +153,8 @@ class Supervisor:
         self.startup_grace = startup_grace
         self.backoff_max = backoff_max
         self.clock = clock
+        self.killpg = killpg
+        self.tick = tick
         self.echo = StreamSink(echo_fd) if echo_fd is not None else None  # started by run()
         self.restarts = 0
         self.last_exit_code: int | None = None
@@ -168,24 +164,29 @@ class Supervisor:
         self._file: FileSink | None = None
         self._done_files = SinkStats()
         self._stop = False
+        self._forced = False
         self._group: int | None = None  # the running child's process group
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_w, False)
 
     # -- control ----------------------------------------------------------------------------------
 
-    def request_stop(self) -> None:
-        """Ask the loop to stop the child (safe from a signal handler or another thread)."""
+    def request_stop(self, force: bool = False) -> None:
+        """Ask the loop to stop the child (safe from a signal handler or another thread); `force`:
+        SIGKILL to its group now, without waiting for `stop_timeout`."""
+        self._forced = self._forced or force
         self._stop = True
         with contextlib.suppress(OSError):  # a full pipe: a wake-up is already pending
             os.write(self._wake_w, b"x")
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
-        self.request_stop()
+        """A stop signal; a Ctrl+C (SIGINT) while a stop is under way forces it."""
+        self.request_stop(force=self._stop and signum == signal.SIGINT)
 
     def run(self) -> int:
         """Launch, supervise, restart; returns the exit code. SIGTERM, SIGINT and SIGHUP (an ssh
-        session closing) all stop vLLM's group gracefully, for the duration; the originals come back.
+        session closing) all stop vLLM's group gracefully, for the duration (a second Ctrl+C without
+        waiting); the originals come back.
         Ctrl+Z (SIGTSTP, SIGTTIN, SIGTTOU) stops vLLM's group with logwatch (`jobcontrol.py`)."""
         previous = {s: signal.signal(s, self._on_signal) for s in _STOP_SIGNALS}
         jobs = JobControl(lambda: self._group)
@@ -211,20 +212,17 @@ class Supervisor:
             code, started, ran_for = self._run_once()
             self.last_exit_code = code
             self._report(up=False)
-            if self._stop:
-                return code
-            wanted = self.restart == "always" or (self.restart == "on-failure" and code != 0)
-            if not wanted:
-                return code
-            if not started or ran_for < self.startup_grace:
+            then = after_exit(code, stopped=self._stop, started=started, ran_for=ran_for,
+                              restart=self.restart, startup_grace=self.startup_grace, backoff=backoff,
+                              backoff_max=self.backoff_max)
+            if then.action == "gave-up":
                 log.error("vLLM exited with %d during start-up (after %.0f s): not restarting", code, ran_for)
+            if then.action != "restart":
                 return code
-            if ran_for > 10 * self.backoff_max:
-                backoff = 1.0  # it ran well for a long time: this is a new failure, not a loop
-            log.warning("vLLM exited with %d; restarting in %.0f s", code, backoff)
-            if self._sleep(backoff):
+            log.warning("vLLM exited with %d; restarting in %.0f s", code, then.wait)
+            if self._sleep(then.wait):
                 return code
-            backoff = min(backoff * 2, self.backoff_max)
+            backoff = then.backoff
             self.restarts += 1
 
     def _sleep(self, seconds: float) -> bool:
@@ -236,7 +234,7 @@ class Supervisor:
                 return False
             sel = selectors.DefaultSelector()
             sel.register(self._wake_r, selectors.EVENT_READ)
-            for key, _ in sel.select(left):
+            for key, _ in sel.select(min(left, self.tick)):
                 os.read(key.fd, 512)
             sel.close()
         return True
@@ -306,14 +304,12 @@ class Supervisor:
         sel.register(fd, selectors.EVENT_READ)
         sel.register(self._wake_r, selectors.EVENT_READ)
         started, tail = False, b""
-        eof = False
-        term_at: float | None = None
-        exited_at: float | None = None
-        leftovers_termed = killed = False
+        stop, wait = Stop(), self.tick
         last_report = self.clock()
         assert self._file is not None
-        while not eof:
-            for key, _ in sel.select(0.5):
+        while True:
+            eof = False
+            for key, _ in sel.select(wait):
                 if key.fd == self._wake_r:
                     os.read(self._wake_r, 512)
                     continue
@@ -330,35 +326,36 @@ class Supervisor:
                     started = any(marker in window for marker in _STARTED)
                     tail = window[-64:]
             now = self.clock()
-            if self._stop and term_at is None and proc.poll() is None:
-                log.info("stopping vLLM: SIGTERM to its group, SIGKILL after %g s", self.stop_timeout)
-                self._signal_group(proc.pid, signal.SIGTERM)
-                term_at = now
-            if (term_at is not None and not killed and now - term_at >= self.stop_timeout
-                    and proc.poll() is None):
-                log.warning("vLLM still running %g s after SIGTERM: SIGKILL to its group", self.stop_timeout)
-                self._signal_group(proc.pid, signal.SIGKILL)
-                killed = True
-            if proc.poll() is not None:
-                exited_at = exited_at if exited_at is not None else now
-                # Its children may still hold the pipe (in its group, or in a session of their own):
-                # let them finish, then end them.
-                if not leftovers_termed and now - exited_at >= 1.0:
-                    self._signal_leftovers(proc.pid, fd, signal.SIGTERM)
-                    leftovers_termed = True
-                if now - exited_at >= _DRAIN_SECONDS:
-                    self._signal_leftovers(proc.pid, fd, signal.SIGKILL)
-                    break
+            step = decide_stop(stop, now=now, asked=self._stop, forced=self._forced,
+                               running=proc.poll() is None, timeout=self.stop_timeout)
+            stop = step.state
+            for send in step.sends:
+                self._send(send, proc.pid, fd)
+            if eof or step.give_up:
+                break
+            wait = min(self.tick, step.wait)
             if now - last_report >= 1.0:
                 self._report(up=proc.poll() is None)
                 last_report = now
         sel.close()
         return started
 
-    @staticmethod
-    def _signal_group(pgid: int, signum: int) -> None:
+    def _send(self, send: Send, pgid: int, fd: int) -> None:
+        if send.why == "asked":
+            log.info("stopping vLLM: SIGTERM to its group, SIGKILL after %g s (a second Ctrl+C: at once)",
+                     self.stop_timeout)
+        elif send.why == "timeout":
+            log.warning("vLLM still running %g s after SIGTERM: SIGKILL to its group", self.stop_timeout)
+        elif send.why == "forced":
+            log.warning("a second Ctrl+C: SIGKILL to vLLM's group")
+        if send.target == "group":
+            self._signal_group(pgid, send.signum)
+        else:
+            self._signal_leftovers(pgid, fd, send.signum)
+
+    def _signal_group(self, pgid: int, signum: int) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pgid, signum)
+            self.killpg(pgid, signum)
 
     def _signal_leftovers(self, pgid: int, fd: int, signum: int) -> None:
         """vLLM is gone: its group, and whoever else still holds its pipe (a helper that left the

@@ -93,6 +93,7 @@ def test_a_day_of_stats_lines_keeps_one_hour_per_engine() -> None:
     assert abs(json_size(two_hours.snapshot()) - size) < 0.05 * size
 
 
+@pytest.mark.integration  # over 0.2 s (a process, or a day of lines): make test, not smoke
 def test_a_fast_stats_interval_is_capped_by_the_point_count() -> None:
     # Two hours of lines every 0.5 s (milliseconds in the stamps): the window alone would keep 7,200.
     lines = (line.replace(" [loggers", f".{500 * (n % 2):03d} [loggers")

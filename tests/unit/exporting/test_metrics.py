@@ -362,6 +362,7 @@ def test_http_requests_bounded_paths_and_methods() -> None:
     assert value(reg, "label_overflow_total", {"label": "path"}) == 1
 
 
+@pytest.mark.integration  # over 0.2 s (a process, or a day of lines): make test, not smoke
 def test_ten_thousand_engines_stay_bounded() -> None:
     metrics, reg = setup(max_engines=64)
     for engine in range(10_000):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from datetime import datetime, timedelta, timezone
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -34,6 +35,7 @@ def _state(a: EngineState) -> tuple[object, ...]:
     return (a.prompt_tokens.value, a.generation_tokens.value, a.stats_lines, a.typical_interval(), a.last)
 
 
+@pytest.mark.integration  # over 0.2 s: make test, not smoke
 @settings(max_examples=150, deadline=None)
 @given(st.lists(st.lists(LINE, min_size=1, max_size=30), min_size=1, max_size=4), STATES)
 def test_rows_give_the_records_numbers(runs: list[list[tuple[int | None, float, float]]],

@@ -51,6 +51,7 @@ def test_the_largest_state_that_can_be_written_is_read_back_at_a_restart(tmp_pat
     assert Path(state_file).read_bytes() == before
 
 
+@pytest.mark.integration  # over 0.2 s (a process, or a day of lines): make test, not smoke
 def test_state_writes_of_many_sources_are_a_second_apart_and_their_bytes_bounded(tmp_path: Path) -> None:
     root, state_file = tmp_path / "pods", tmp_path / "state.json"
     busy = [pod(root, "busy-0"), pod(root, "busy-1")]

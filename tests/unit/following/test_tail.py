@@ -648,6 +648,7 @@ print("DONE", flush=True)
 """
 
 
+@pytest.mark.integration  # over 0.2 s (a process, or a day of lines): make test, not smoke
 def test_restart_after_sigkill_neither_skips_nor_repeats(tmp_path: Path, follow: MakeFollower) -> None:
     total = 200_000
     log, state = tmp_path / "serve.log", tmp_path / "state.json"

@@ -256,6 +256,7 @@ def test_a_scrape_never_shows_a_line_whose_position_is_not_on_disk(
     assert rig.pipeline.step() == 0
 
 
+@pytest.mark.integration  # over 0.2 s (a process, or a day of lines): make test, not smoke
 def test_the_state_follows_the_applied_lines_within_a_tenth_of_a_second(
     tmp_path: Path, rigs: Callable[..., Rig], monkeypatch: pytest.MonkeyPatch, poll_until: Callable[..., Any]
 ) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+import pytest
 from support import poll_until
 
 from vllm_logwatch.exporting.exporter import ExporterMetrics
@@ -15,6 +16,7 @@ from vllm_logwatch.following.wakers import PollWaker
 from vllm_logwatch.live.pipeline import STALL_FLOOR, STALL_POLLS, Pipeline
 
 
+@pytest.mark.integration  # over 0.2 s (a process, or a day of lines): make test, not smoke
 def test_a_poll_that_does_not_end_makes_the_pipeline_unhealthy_until_it_ends(tmp_path: Path) -> None:
     log = tmp_path / "serve.log"
     log.write_text("")

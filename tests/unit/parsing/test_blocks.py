@@ -130,6 +130,7 @@ def logs(draw: st.DrawFn) -> bytes:
     return data
 
 
+@pytest.mark.integration  # over 0.2 s (a process, or a day of lines): make test, not smoke
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=logs(), poll_bytes=st.integers(16, 4096))
 def test_generated_logs_read_the_same_by_blocks_as_line_by_line(data: bytes, poll_bytes: int) -> None:

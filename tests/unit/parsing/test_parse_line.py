@@ -874,6 +874,7 @@ def test_real_stats_and_spec_lines_parse_cleanly(line: str) -> None:
         assert event.unknown_fields == 0
 
 
+@pytest.mark.integration  # over 0.2 s (a process, or a day of lines): make test, not smoke
 def test_long_damaged_lines_are_read_in_linear_time() -> None:
     """Half-MiB lines that start like a stats or spec line (a corrupted log) must not stall the reader
     (field splitting used to be quadratic: 40 s for one such 1 MiB line)."""
@@ -916,6 +917,7 @@ _COUNT = st.integers(0, 10**20).map(str)
                                                     min_size=5, max_size=5),
        running=_COUNT, waiting=_COUNT, device=st.sampled_from(["GPU", "CPU", "XPU", "NPU"]),
        prefix=st.booleans(), mm=st.booleans(), tail=st.sampled_from(["", ".", " ", "\r", ", Extra: 1"]))
+@pytest.mark.integration  # over 0.2 s (a process, or a day of lines): make test, not smoke
 def test_canonical_reader_equals_field_reader(engine: int, nums: list[float], running: str, waiting: str,
                                               device: str, prefix: bool, mm: bool, tail: str) -> None:
     p, g, kv, pc, mc = (f"{x:.{1 + int(x) % 3}f}" for x in nums)

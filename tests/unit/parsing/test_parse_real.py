@@ -1,13 +1,16 @@
-"""Every stats record of the real vLLM logs in tests/data, checked against its hand-made answer key."""
+"""Every stats record of the real vLLM logs in tests/data, checked against its hand-made answer key.
+
+`logwatch parse --jsonl` runs in this interpreter (`cli.main`, its output captured at the descriptor),
+not one interpreter per log."""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 from support import TESTS
+
+from vllm_logwatch.cli import main
 
 DATA = TESTS / "data"
 LOGS = sorted(p.stem.split(".")[0] for p in DATA.glob("*.expected.jsonl"))
@@ -18,12 +21,12 @@ KEYS = (
 )
 
 
-def logwatch_jsonl(*args: str) -> tuple[int, list[dict[str, object]], str]:
-    proc = subprocess.run(
-        [sys.executable, "-m", "vllm_logwatch", "parse", "--jsonl", *args],
-        capture_output=True, text=True, timeout=60,
-    )
-    return proc.returncode, [json.loads(line) for line in proc.stdout.splitlines()], proc.stderr
+def logwatch_jsonl(capfd: pytest.CaptureFixture[str], *args: str) -> tuple[int, list[dict[str, object]], str]:
+    """`logwatch parse --jsonl ARGS`: (exit code, the records, stderr)."""
+    capfd.readouterr()
+    code = main(["parse", "--jsonl", *args])
+    out, err = capfd.readouterr()
+    return code, [json.loads(line) for line in out.splitlines()], err
 
 
 def stamp_of(record: dict[str, object]) -> str:
@@ -32,9 +35,9 @@ def stamp_of(record: dict[str, object]) -> str:
 
 
 @pytest.mark.parametrize("name", LOGS)
-def test_parse_matches_answer_key(name: str) -> None:
+def test_parse_matches_answer_key(name: str, capfd: pytest.CaptureFixture[str]) -> None:
     expected = [json.loads(line) for line in (DATA / f"{name}.expected.jsonl").read_text().splitlines()]
-    code, records, err = logwatch_jsonl(str(DATA / f"{name}.log"), "--tz", "UTC")
+    code, records, err = logwatch_jsonl(capfd, str(DATA / f"{name}.log"), "--tz", "UTC")
     if not expected:
         assert code == 1 and records == [] and err.count("\n") == 1, err
         return
@@ -47,9 +50,9 @@ def test_parse_matches_answer_key(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", sorted(p.stem.split(".")[0] for p in DATA.glob("*.spec.jsonl")))
-def test_spec_lines_match_answer_key(name: str) -> None:
+def test_spec_lines_match_answer_key(name: str, capfd: pytest.CaptureFixture[str]) -> None:
     expected = [json.loads(line) for line in (DATA / f"{name}.spec.jsonl").read_text().splitlines()]
-    _, records, err = logwatch_jsonl(str(DATA / f"{name}.log"), "--kind", "spec", "--tz", "UTC")
+    _, records, err = logwatch_jsonl(capfd, str(DATA / f"{name}.log"), "--kind", "spec", "--tz", "UTC")
     assert len(records) == len(expected), err
     for got, want in zip(records, expected, strict=False):
         assert stamp_of(got) == want["timestamp_text"]
@@ -70,9 +73,9 @@ def test_spec_lines_match_answer_key(name: str) -> None:
             assert got["engine"] == 0  # attributed to the Engine 000 line before it
 
 
-def test_real_vllm_032_cpu_log() -> None:
+def test_real_vllm_032_cpu_log(capfd: pytest.CaptureFixture[str]) -> None:
     """A real vLLM 0.32 (CPU build) log: 78 stats records, KV usage in the CPU column."""
-    code, records, err = logwatch_jsonl(str(REAL_CPU_LOG), "--tz", "UTC")
+    code, records, err = logwatch_jsonl(capfd, str(REAL_CPU_LOG), "--tz", "UTC")
     assert code == 0, err
     assert len(records) == 78
     lines = [line for line in REAL_CPU_LOG.read_text().splitlines() if "Engine 000: Avg prompt" in line]

@@ -239,6 +239,7 @@ def test_colours_meet_wcag_contrast() -> None:
         assert contrast(colour.lower(), "#ffffff") >= 3.0, colour
 
 
+@pytest.mark.integration  # over 0.2 s (a process, or a day of lines): make test, not smoke
 def test_run_mode_page_shows_the_supervised_child(tmp_path: Path, free_port: int,
                                                    poll_until: Callable[..., Any]) -> None:
     """`logwatch run` with the fake vLLM (tests/fake_vllm.py replaying the real log): the page names

@@ -173,6 +173,7 @@ def _bodies(watch: Any) -> dict[str, str]:
     return bodies
 
 
+@pytest.mark.integration  # over 0.2 s (a process, or a day of lines): make test, not smoke
 def test_no_planted_prompt_in_any_response(
     tmp_path: Path, logwatch_watch: Callable[..., Any], poll_until: Callable[..., Any]
 ) -> None:

@@ -1,6 +1,6 @@
 """`logwatch compare -o cmp.png`: generation tok/s against running requests, one line per launch
 (labelled by what differs), its median per concurrency row with a p10-p90 band; per-request tok/s
-against running requests below it. The rows are the compare tables' own (offline/summary.py), so the
+against running requests below it. The rows are the compare tables' own (offline/summary/build.py), so the
 picture and the tables never disagree.
 
 matplotlib (the `plot` extra) is imported only here, on the Agg canvas, without pyplot.

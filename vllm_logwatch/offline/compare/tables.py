@@ -1,4 +1,4 @@
-"""Render a `Comparison` (offline/compare.py) as aligned text, Markdown or JSON: the differing
+"""Render a `Comparison` (offline/compare/differences.py) as aligned text, Markdown or JSON: the differing
 arguments and facts first, then each launch's tables."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The parent's half of `logwatch parse --csv`: chunks from the workers (`offline/rangescan.py`) to CSV rows.
+"""The parent's half of `logwatch parse --csv`: chunks from the workers (`reading/ranges.py`) to CSV rows.
 
 The workers render the common stats lines, all but two cells; here each rendered row gets its time
 (through the file's clock, so New Year moves the year on) and its line number, and every other line
@@ -57,7 +57,7 @@ class CsvFastWriter:
     ROW = b"%s,%s,%d%s\n"
     """A rendered row: time cell, file cell, line number, the worker's tail."""
     LANE = CSV_LANE
-    """What the workers render: CSV cells (JSON-lines fields for `offline/fastjsonl.py`)."""
+    """What the workers render: CSV cells (JSON-lines fields for `offline/output/jsonl_rows.py`)."""
 
     def __init__(self, sink: RowSink, file: str, clock_factory: Callable[[str], YearClock]) -> None:
         self.sink = sink

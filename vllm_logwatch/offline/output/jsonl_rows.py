@@ -1,7 +1,7 @@
 """`logwatch parse --jsonl` (stats records): the fast lane of `parse --csv`, writing JSON lines.
 
-The workers (`offline/rangescan.py`) render the common stats lines as the JSON-lines fields after
-`line`; here each row gets its time, file and line number, as `offline/fastcsv.py` does for CSV, and
+The workers (`offline/reading/ranges.py`) render the common stats lines as the JSON-lines fields after
+`line`; here each row gets its time, file and line number, as `offline/output/csv_rows.py` does for CSV, and
 every other line goes through the general parser and the Assembler. Output is the general path's
 (`json.dumps(event_to_dict(e), separators=(", ", ": "))`), byte for byte
 (tests/integration/test_fastjsonl.py): rendered rows hold only numbers, nulls and two strings (the

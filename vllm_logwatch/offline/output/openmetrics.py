@@ -9,7 +9,7 @@ exporter's estimate (throughput x stats interval), counting on across launches a
 
 OpenMetrics wants each series' samples together and in time order, so samples are spooled per
 series (in memory, then temporary files) and written family by family; memory stays flat. The fast
-lane's common stats lines (`FastStats`, `offline/fastsummary.py`) go into the same exporter state as
+lane's common stats lines (`FastStats`, `offline/reading/records.py`) go into the same exporter state as
 the parser's `EngineStats`, and the samples are read from the engines' state, not from a scrape of
 every family: the same output (tests/integration/test_fastbackfill.py), in a tenth of the time on a
 log of stats lines (bench/RESULTS.md).

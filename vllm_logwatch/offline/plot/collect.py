@@ -5,7 +5,7 @@ KV cache usage; prefix and MM cache hit rates. One colour per engine, launches m
 line. A fifth panel below (its own axes, not time) shows generation tok/s against running requests,
 one dot per busy stats line, with the median per running count: the concurrency table as a picture.
 Never more points than pixels: past the figure's width, a line keeps its first / min / max / last
-point per pixel column (`offline/decimate.py`), so a big log draws as fast as a small one.
+point per pixel column (`offline/plot/decimate.py`), so a big log draws as fast as a small one.
 
 matplotlib is an optional extra (`pip install '.[plot]'` in a clone), imported only here and only
 when a plot is drawn; the figure is built on the Agg canvas, without pyplot and its global state.
@@ -70,7 +70,7 @@ def _engine_name(e: EngineStats) -> str:
 
 def require_matplotlib() -> None:
     """UsageError unless matplotlib is installed (found, not imported: its import takes a quarter of a
-    second, which `logwatch plot` spends while the file is read, `offline/drawer.py`)."""
+    second, which `logwatch plot` spends while the file is read, `offline/plot/drawer.py`)."""
     try:
         found = importlib.util.find_spec("matplotlib") is not None
     except (ImportError, ValueError):
@@ -86,7 +86,7 @@ def build_figure(
 
     Pure apart from matplotlib: nothing is written. Axes 0-3 are the time panels, axis 4 the scatter.
     `records` are streamed (EngineStats, or the fast lane's FastStats or FastBlock), and the figure
-    keeps no more than its pixels (offline/decimate.py): a line with at most `FIGSIZE[0] * DPI` points
+    keeps no more than its pixels (offline/plot/decimate.py): a line with at most `FIGSIZE[0] * DPI` points
     holds one point per stats line of its engine (NaN where the line lacks the value, and one NaN row
     between launches); a longer one the first, lowest, highest and last point of each pixel column.
     The scatter keeps every dot while few, then one per pixel cell; its medians are exact.
@@ -99,7 +99,7 @@ def collect(
     records: Iterable[tuple[Launch, EngineStats | SpecDecodeStats | TransferStats | FastBlock]],
 ) -> PlotData:
     """What the figure of `records` draws (`build_figure`), without matplotlib: numpy alone, so the
-    drawing's imports can be made elsewhere meanwhile (`offline/drawer.py`)."""
+    drawing's imports can be made elsewhere meanwhile (`offline/plot/drawer.py`)."""
     from .points import PlotData
 
     data = PlotData(int(FIGSIZE[0] * DPI), 0.0)  # times in days since 1970; `draw` shifts them

@@ -1,5 +1,5 @@
 """What `logwatch plot` keeps of the records it draws: per engine, its lines within the figure's pixel
-columns (`offline/decimate.py`) and its scatter dots, plus the launches and the medians' values.
+columns (`offline/plot/decimate.py`) and its scatter dots, plus the launches and the medians' values.
 
 Streamed: records are buffered per engine (`_CHUNK` at a time) and handed on as numpy columns; a
 `FastBlock` of the fast lane (`iter_summary_records`) is handed on as it comes, with no record per line.

@@ -73,6 +73,7 @@ def enveloped_events(
 
 
 def _events(got: Unwrapped, assembler: Assembler, needles: tuple[bytes, ...] | None) -> Iterator[Event]:
+
     bad = got.malformed[::-1]  # yielded among the events in line order
     lines: Iterable[tuple[int, bytes]]
     if needles is None:

@@ -101,7 +101,7 @@ def iter_source_events(
             fmt = sniff(raw)
         except read_errors as exc:  # a corrupt .gz shows at its first bytes
             raise input_error(exc, source) from None
-        if fmt != "plain":  # a container log: its envelopes, its stamps (offline/enveloped.py)
+        if fmt != "plain":  # a container log: its envelopes, its stamps (offline/reading/containers.py)
             yield from _enveloped(raw, fmt, kind, assembler, scan, extra_needles, source)
             return
         want = WANTS.get(kind)

@@ -75,7 +75,7 @@ def iter_launch_records(
     Raises `InputError` for unreadable inputs and `NoStatsError` (with the usual hint) when the
     inputs hold no stats line at all.
 
-    `fast` (with `spec`): read through the fast lane with these sizes (`offline/fastsummary.py`): the
+    `fast` (with `spec`): read through the fast lane with these sizes (`offline/reading/records.py`): the
     common stats lines come as `FastStats`, which stand for `EngineStats` (the fields the summary reads).
 
     Example: `for launch, e in iter_launch_records(["logs/serve_*.log"], tz="UTC"): ...`
@@ -89,7 +89,7 @@ def iter_summary_records(
     mfu: bool = False, numbers: bool = True,
 ) -> Iterator[tuple[Launch, EngineStats | SpecDecodeStats | TransferStats | FastBlock | MfuStats | FastMfu]]:
     """`iter_launch_records(inputs, spec=True, ...)`, with each run of the fast lane's common stats lines
-    as one `FastBlock` (`offline/summary_rows.py` adds it to the summary in one call); with `mfu`, the
+    as one `FastBlock` (`offline/summary/groups.py` adds it to the summary in one call); with `mfu`, the
     MFU lines (`MfuStats`) too. Without `numbers` the fast lane counts no lines: a restart's
     `Launch.line` is not its line (`plot` shows none)."""
     return _records(inputs, year, tz, True, fast, blocks=True, mfu=mfu, numbers=numbers)

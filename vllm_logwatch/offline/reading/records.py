@@ -1,9 +1,9 @@
 """`logwatch summary`'s fast lane: the stats records of the common V1 line without a parser or a model.
 
-The range workers (`offline/rangescan.py`, `Lane(values=True)`) read the common stats line into eight
+The range workers (`offline/reading/ranges.py`, `Lane(values=True)`) read the common stats line into eight
 numbers; here each row gets its time (the file's clock, once per hour of log) and becomes a
 `FastStats`: a slotted record with the fields the summary and the per-engine token estimate read
-(`offline/summary_rows.py`'s `_Group`, `exporting/engine_state.py`); with `blocks` (the summary's
+(`offline/summary/groups.py`'s `_Group`, `exporting/engine_state.py`); with `blocks` (the summary's
 reader), each run of such rows with no other line between them is one `FastBlock` instead: the rows
 as columns, added to the summary in one call. Every other line the summary needs
 (other stats shapes, V0's prefix-cache line, spec-decode and transfer lines, the start-up banner)
@@ -38,7 +38,7 @@ __all__ = ["FastBlock", "FastMfu", "FastStats", "iter_fast_events", "source_reco
 
 _WANT = WANTS["launches"]
 _NEEDLES = _WANT.needles
-_ENVELOPE_NEEDLES = _NEEDLES + _WANT.followers  # a container log's: the followers too (offline/enveloped.py)
+_ENVELOPE_NEEDLES = _NEEDLES + _WANT.followers  # a container log's: the followers too (containers.py)
 _LANE = Lane(values=True, keep=_NEEDLES + VARIANT_NEEDLES + PREFIX_NEEDLES)
 _NUMBERLESS = replace(_LANE, numbers=False)
 _EMPTY: dict[str, float] = {}
@@ -89,7 +89,7 @@ class FastMfu:
 
 class FastBlock:
     """A run of common V1 stats lines with nothing between them, as columns (`iter_fast_events(...,
-    blocks=True)`): what the summary adds in one call (`offline/summary_rows.py`). NaN for a missing
+    blocks=True)`): what the summary adds in one call (`offline/summary/groups.py`). NaN for a missing
     hit rate; `record(i)` is line i as a `FastStats`."""
 
     __slots__ = ("engine", "generation", "kv", "mm", "prefix", "prompt", "running", "times", "values",
@@ -115,7 +115,7 @@ class FastBlock:
 
 class _Times:
     """Stamps to datetimes through the file's clock; the hour's datetime is made once and reused for
-    its other stamps unless the hour has a daylight-saving step (as `fastcsv` does for ISO text)."""
+    its other stamps unless the hour has a daylight-saving step (as `csv_rows.py` does for ISO text)."""
 
     def __init__(self, clock_for: Callable[[str], YearClock]) -> None:
         self.clock_for = clock_for

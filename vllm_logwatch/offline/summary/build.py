@@ -1,6 +1,6 @@
 """`logwatch summary`: what the stats lines say about a run, per launch and by concurrency.
 
-Pure: `summarize(records)` turns `(launch, stats)` records into a `Summary`; `offline/summary_tables.py`
+Pure: `summarize(records)` turns `(launch, stats)` records into a `Summary`; `offline/summary/tables.py`
 renders it as text, Markdown or JSON; `summary_cmd.run_summary` reads files and prints.
 
 An *interval* is one stats line, or, when several engines print at the same second, their lines
@@ -129,7 +129,7 @@ class GroupSummary:
     transfers: TransferSummary | None = None
     mfu: MfuSummary | None = None
     matrix: Matrix | None = None
-    """The context x concurrency matrix (`offline/matrix.py`): a group of one launch whose KV cache size
+    """The context x concurrency matrix (`summary/matrix.py`): a group of one launch whose KV cache size
     in tokens is logged."""
     launch_index: int | None = None
     """`Launch.index` of the group's launch (None: a group of several launches)."""

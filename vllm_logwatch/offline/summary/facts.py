@@ -1,7 +1,7 @@
 """What the summary and compare show of a launch besides its stats lines: its start-up facts (in a fixed
 order, with short column names) and its MFU lines (`--enable-mfu-metrics`), summed up per group.
 
-Pure: `Launch.facts` (offline/launches.py) in, rows and medians out.
+Pure: `Launch.facts` (offline/reading/launches.py) in, rows and medians out.
 """
 
 from __future__ import annotations

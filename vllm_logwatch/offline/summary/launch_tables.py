@@ -1,5 +1,5 @@
 """The summary's and compare's tables of launch facts, MFU and the context x concurrency matrix, as
-(head, rows) for the text and Markdown renderers (`offline/summary_tables.py`, `offline/compare_tables.py`)
+(head, rows) for the text and Markdown renderers (`offline/summary/tables.py`, `offline/compare/tables.py`)
 and as JSON-able dicts."""
 
 from __future__ import annotations

@@ -195,6 +195,7 @@ def streams(draw: st.DrawFn) -> tuple[bytes, int]:
     return data, block_size
 
 
+@pytest.mark.integration  # over 0.2 s (a process, or a day of lines): make test, not smoke
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(streams(), st.sampled_from([STATS_NEEDLES, STATS_NEEDLES + SPEC_NEEDLES, (b"HTTP/1.1",)]))
 def test_scan_stream_matches_naive_filter(stream: tuple[bytes, int], needles: tuple[bytes, ...]) -> None:
@@ -206,6 +207,7 @@ def test_scan_stream_matches_naive_filter(stream: tuple[bytes, int], needles: tu
 @given(st.binary(max_size=300).map(lambda b: b.replace(b"\x00", b"\n")),
        st.sampled_from([b"\n", b"A", b"Avg prompt throughput: ", b" metrics: ", b"\n\n", b"\xff"]),
        st.integers(0, 320), st.integers(0, 320), st.booleans())
+@pytest.mark.integration  # over 0.2 s (a process, or a day of lines): make test, not smoke
 def test_simd_find_and_count_answer_as_bytes_methods(
     text: bytes, needle: bytes, start: int, end: int, mutable: bool
 ) -> None:

@@ -105,6 +105,7 @@ def test_engines_are_separate_lines_and_launches_break_them() -> None:
     assert len(marks) == 2
 
 
+@pytest.mark.integration  # over 0.2 s (a process, or a day of lines): make test, not smoke
 def test_plot_writes_png_and_since_until_select(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "run.png"
     code = main(["plot", str(REAL_CPU_LOG), "-o", str(out), "--tz", "UTC",
@@ -143,6 +144,7 @@ def test_single_stats_line_and_new_year(tmp_path: Path) -> None:
     assert list(gen.get_ydata()) == [10.0, 20.0, 30.0]
 
 
+@pytest.mark.integration  # over 0.2 s (a process, or a day of lines): make test, not smoke
 def test_missing_matplotlib_is_a_clear_message(tmp_path: Path) -> None:
     code = (
         "import sys; sys.modules['matplotlib'] = None\n"
@@ -170,6 +172,7 @@ def test_output_dash_writes_png_to_standard_output(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []  # no file named '-'
 
 
+@pytest.mark.integration  # over 0.2 s (a process, or a day of lines): make test, not smoke
 def test_output_dash_to_a_terminal_is_a_usage_error(tmp_path: Path) -> None:
     """An image is no text for a terminal: refused in one line, before the logs are read."""
     import pty

@@ -1,7 +1,7 @@
 """`logwatch summary`: golden tables for real logs, numbers checked by hand, and bad inputs.
 
 Golden files live in tests/golden/. After a deliberate change of the output, regenerate them with
-`LOGWATCH_REGEN_GOLDEN=1 python -m pytest tests/unit/offline/test_summary.py` and review the diff.
+`LOGWATCH_REGEN_GOLDEN=1 python -m pytest tests/unit/offline/summary/test_summary.py` and review the diff.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`logwatch plot`'s point budget (offline/decimate.py): every point while few; past the figure's pixel
+"""`logwatch plot`'s point budget (offline/plot/decimate.py): every point while few; past the figure's pixel
 columns, each column's first, lowest, highest and last point, in time order, whatever the chunks."""
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ def feed(columns: int, xs: list[float], ys: list[float], chunk: int) -> Decimato
 @settings(max_examples=150, deadline=None)
 @given(st.integers(1, 40), st.lists(st.tuples(st.floats(0, 1e4, allow_nan=False), values), max_size=400),
        st.integers(1, 64), st.booleans())
+@pytest.mark.integration  # over 0.2 s (a process, or a day of lines): make test, not smoke
 def test_min_and_max_of_every_column_survive(columns: int, points: list[tuple[float, float]], chunk: int,
                                              in_order: bool) -> None:
     if in_order:
@@ -58,6 +59,7 @@ def test_min_and_max_of_every_column_survive(columns: int, points: list[tuple[fl
 @settings(max_examples=100, deadline=None)
 @given(st.integers(1, 30), st.lists(st.tuples(st.floats(0, 1e4, allow_nan=False), values), max_size=300),
        st.integers(1, 50), st.integers(1, 50))
+@pytest.mark.integration  # over 0.2 s (a process, or a day of lines): make test, not smoke
 def test_the_points_kept_do_not_depend_on_the_chunks(columns: int, points: list[tuple[float, float]],
                                                     a: int, b: int) -> None:
     """So the fast lane (runs of lines) and the general path (a record at a time) draw the same line."""

@@ -1,4 +1,4 @@
-"""The summary's sorted columns by numpy (`offline/columns.py`) are `sorted(compress(...))`'s, float for
+"""The summary's sorted columns by numpy (`summary/sorting.py`) are `sorted(compress(...))`'s, float for
 float, signed zeros in the same order, whichever way a column goes."""
 
 from __future__ import annotations

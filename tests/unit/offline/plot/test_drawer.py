@@ -1,4 +1,4 @@
-"""`logwatch plot`'s drawing process (`offline/drawer.py`): the image of the data, errors as the caller's
+"""`logwatch plot`'s drawing process (`offline/plot/drawer.py`): the image of the data, errors as the caller's
 errors, and it never outlives its caller (closed, interrupted or killed)."""
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ def data(tz: str | None = "UTC") -> object:
     return collect(iter_launch_records([str(REAL_CPU_LOG)], tz=tz))
 
 
+@pytest.mark.integration  # over 0.2 s (a process, or a day of lines): make test, not smoke
 def test_the_image_is_the_figure_drawn_here() -> None:
     import io
 
@@ -49,6 +50,7 @@ def test_the_image_is_the_figure_drawn_here() -> None:
     assert image == here.getvalue()
 
 
+@pytest.mark.integration  # over 0.2 s (a process, or a day of lines): make test, not smoke
 def test_this_machines_zone_read_from_a_file_goes_by_name(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TZ", "/usr/share/zoneinfo/America/New_York")
     zone = local_zone()
@@ -57,11 +59,13 @@ def test_this_machines_zone_read_from_a_file_goes_by_name(monkeypatch: pytest.Mo
         assert drawer.image(data(None), "png")[:8] == b"\x89PNG\r\n\x1a\n"  # type: ignore[arg-type]
 
 
+@pytest.mark.integration  # over 0.2 s (a process, or a day of lines): make test, not smoke
 def test_an_unknown_format_is_a_value_error() -> None:
     with Drawer() as drawer, pytest.raises(ValueError, match="bmpx"):
         drawer.image(data(), "bmpx")  # type: ignore[arg-type]
 
 
+@pytest.mark.integration  # over 0.2 s (a process, or a day of lines): make test, not smoke
 def test_ctrl_c_is_ignored_and_closing_ends_it() -> None:
     """Ctrl-C reaches the whole process group: the drawing process ignores it from its first
     instruction (SIGINT blocked across the fork), so the caller's interrupt alone decides."""

@@ -8,9 +8,10 @@ succeeded, errored or were left incomplete, and the output tokens per second of 
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from .run import Run
 
 __all__ = ["GuideLLMFile", "guidellm_runs"]
 
@@ -55,30 +56,33 @@ class _Benchmark(_Loose):
     metrics: _Metrics
 
 
+class _Backend(_Loose):
+    model: str | None = None
+
+
+class _Spec(_Loose):
+    backend: _Backend | None = None
+
+
+class _RunConfig(_Loose):
+    spec: _Spec | None = None
+
+
 class GuideLLMFile(_Loose):
-    """The report: its benchmarks, and the arguments it ran with (the model is in them)."""
+    """The report: its benchmarks, and the arguments it ran with (`config.spec.backend.model`)."""
 
     benchmarks: list[_Benchmark]
-    args: dict[str, Any] | None = None
+    config: _RunConfig | None = None
 
 
 def _model(report: GuideLLMFile) -> str | None:
     """The model the report's backend was pointed at, when it says."""
-    extra = report.model_extra or {}
-    for holder in (report.args, extra.get("config"), extra.get("metadata")):
-        if isinstance(holder, dict):
-            backend = holder.get("backend")
-            if isinstance(backend, dict) and isinstance(backend.get("model"), str):
-                return str(backend["model"])
-            if isinstance(holder.get("model"), str):
-                return str(holder["model"])
-    return None
+    spec = report.config.spec if report.config else None
+    return spec.backend.model if spec and spec.backend else None
 
 
-def guidellm_runs(report: GuideLLMFile, where: str) -> list[Any]:
+def guidellm_runs(report: GuideLLMFile, where: str) -> list[Run]:
     """The runs of a GuideLLM report (`Run`s of results.py)."""
-    from .results import Run
-
     model = _model(report)
     runs = []
     for n, b in enumerate(report.benchmarks):

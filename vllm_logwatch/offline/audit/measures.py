@@ -33,6 +33,9 @@ class Measures:
     waiting_share: float | None
     """Share of the samples with a request waiting (0..1)."""
     waiting_max: int | None
+    waiting_below_cap: float | None
+    """Share of the samples with a request waiting while fewer than max-num-seqs ran (0..1): the
+    scheduler held requests back for another reason than the sequence cap (KV cache blocks, mostly)."""
     preemptions: int | None
     """Sum of the lines' `Preemptions:` fields (None: no line has one; vLLM 0.32 prints none)."""
     kv_peak_pct: float | None
@@ -65,8 +68,10 @@ def measure(window: Window) -> Measures:
     by_time: dict[datetime | None, list[EngineStats]] = {}
     for line in window.lines:
         by_time.setdefault(line.time, []).append(line)
+    cap = max_num_seqs(window.launch)
     running: list[float] = []
     waiting: list[int] = []
+    held = 0
     gen: list[float] = []
     kv: list[float] = []
     for lines in by_time.values():
@@ -74,6 +79,7 @@ def measure(window: Window) -> Measures:
             running.append(float(sum(e.running or 0 for e in lines)))
         if any(e.waiting is not None for e in lines):
             waiting.append(sum(e.waiting or 0 for e in lines))
+            held += waiting[-1] > 0 and (cap is None or sum(e.running or 0 for e in lines) < cap * len(lines))
         if any(e.generation_throughput is not None for e in lines):
             gen.append(sum(e.generation_throughput or 0.0 for e in lines))
         kv.extend(e.kv_cache_usage_pct for e in lines if e.kv_cache_usage_pct is not None)
@@ -89,10 +95,11 @@ def measure(window: Window) -> Measures:
         running_max=int(max(running)) if running else None,
         waiting_share=sum(1 for w in waiting if w > 0) / len(waiting) if waiting else None,
         waiting_max=max(waiting) if waiting else None,
+        waiting_below_cap=held / len(waiting) if waiting else None,
         preemptions=int(sum(pre)) if pre else None,
         kv_peak_pct=max(kv) if kv else None,
         prefix_hit_pct=prefix[-1] if prefix else None,
         mm_hit_pct=mm[-1] if mm else None,
         server_gen_tok_s=statistics.fmean(gen) if gen else None,
-        max_num_seqs=max_num_seqs(window.launch),
+        max_num_seqs=cap,
     )

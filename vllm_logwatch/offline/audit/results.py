@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import math
 import os
-from dataclasses import dataclass
 from datetime import datetime, timedelta, tzinfo
 from typing import Any
 
@@ -25,41 +24,13 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 from ...errors import InputError
 from ...shown import shown_path
 from .guidellm_formats import GuideLLMFile, guidellm_runs
+from .run import Run
 
 __all__ = ["KNOWN_FORMATS", "Run", "read_results"]
 
 KNOWN_FORMATS = ("vllm bench serve JSON (date, duration, completed, model_id), a vllm bench sweep folder "
                  "(run=N.json files), GuideLLM benchmarks JSON (benchmarks: [...])")
 """What `read_results` looks for, for the error on anything else."""
-
-
-@dataclass(frozen=True)
-class Run:
-    """One benchmark run as its client saw it."""
-
-    source: str
-    """The result file (`#N` after it for the N-th run of a file that holds several)."""
-    client: str
-    """`vllm bench serve` or `guidellm`."""
-    model: str | None
-    start: datetime
-    end: datetime
-    concurrency: int | None
-    """The concurrency it asked for (None: not capped, e.g. a rate-only run)."""
-    rate: float | None
-    """Requests per second it asked for (None: as fast as it could, `inf`)."""
-    output_tok_s: float | None
-    """The client's output tokens per second."""
-    completed: int | None
-    failed: int | None
-
-    @property
-    def label(self) -> str:
-        """What the run asked for, short: `c=8`, `8.0 req/s`, `c=4 at 2.0 req/s`, else `max`."""
-        parts = [f"c={self.concurrency}"] if self.concurrency is not None else []
-        if self.rate is not None:
-            parts.append(f"{self.rate:g} req/s")
-        return " at ".join(parts) or "max"
 
 
 class VllmBenchResult(BaseModel):
@@ -100,7 +71,7 @@ class VllmBenchResult(BaseModel):
 
 
 def read_results(paths: list[str], zone: tzinfo) -> list[Run]:
-    """Every run of `paths` (files or sweep folders), in the order given. `zone`: the clients' local
+    """Every run of `paths` (files or sweep folders), by start time. `zone`: the clients' local
     zone (vLLM's result dates carry none). Raises `InputError` (one line) for a file that cannot be read,
     is cut short, or is of no known format."""
     runs: list[Run] = []
@@ -109,7 +80,7 @@ def read_results(paths: list[str], zone: tzinfo) -> list[Run]:
             runs.extend(_sweep(path, zone))
         else:
             runs.extend(_file(path, zone))
-    return runs
+    return sorted(runs, key=lambda run: run.start)
 
 
 def _sweep(folder: str, zone: tzinfo) -> list[Run]:

@@ -8,7 +8,9 @@ In the order they are checked (a run can get several; `ok` only when it gets non
 * `idle`: stats lines, but nothing ran and nothing was generated.
 * `capped by max-num-seqs`: the run asked for more concurrent requests than the launch's
   `--max-num-seqs`; the server can never run more.
-* `KV-throttled`: the KV cache reached KV_FULL_PCT while requests waited, or requests were preempted.
+* `KV-throttled`: the KV cache reached KV_FULL_PCT and requests waited while fewer than max-num-seqs
+  ran (the scheduler held them back for want of KV blocks: with few, large blocks the cache is full
+  before it reads 100%), or requests were preempted.
 * `queueing`: requests waited in at least SATURATED_SHARE of the samples: the run measured a
   saturated server (its latencies include the queue).
 * `client-bound`: fewer running than could run (median below CLIENT_BOUND_RATIO of the asked
@@ -26,7 +28,7 @@ from .windows import Window
 
 __all__ = ["CLIENT_BOUND_RATIO", "CLIENT_BOUND_WAITING", "KV_FULL_PCT", "SATURATED_SHARE", "Verdict", "judge"]
 
-KV_FULL_PCT = 95.0
+KV_FULL_PCT = 80.0
 SATURATED_SHARE = 0.5
 CLIENT_BOUND_RATIO = 0.75
 CLIENT_BOUND_WAITING = 0.1
@@ -65,10 +67,13 @@ def judge(window: Window, m: Measures) -> list[Verdict]:
         out.append(Verdict("capped by max-num-seqs", f"asked {asked} concurrent, --max-num-seqs "
                                                      f"{m.max_num_seqs}; {shown}"))
     waiting = m.waiting_share or 0.0
-    if (m.kv_peak_pct is not None and m.kv_peak_pct >= KV_FULL_PCT and waiting > 0) or m.preemptions:
+    held = m.waiting_below_cap or 0.0
+    if (m.kv_peak_pct is not None and m.kv_peak_pct >= KV_FULL_PCT and held > 0) or m.preemptions:
         pre = f", {m.preemptions} preemptions" if m.preemptions else ""
-        out.append(Verdict("KV-throttled", f"KV cache peak {_num(m.kv_peak_pct)}%, requests waiting in "
-                                           f"{waiting:.0%} of the samples{pre}; {shown}"))
+        cap = f"--max-num-seqs {m.max_num_seqs}" if m.max_num_seqs is not None else "the cap"
+        out.append(Verdict("KV-throttled", f"KV cache peak {_num(m.kv_peak_pct)}%, requests waiting with "
+                                           f"fewer running than {cap} in {held:.0%} of the samples{pre}; "
+                                           f"{shown}"))
     if waiting >= SATURATED_SHARE:
         out.append(Verdict("queueing", f"requests waiting in {waiting:.0%} of the samples (up to "
                                        f"{_num(m.waiting_max)}); the run measured a saturated server"))

@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 
 from ...parsing.events import EngineStats
 from ..reading.launches import Launch
-from .results import Run
+from .run import Run
 
 __all__ = ["LogSpan", "Window", "find_windows", "same_model"]
 

@@ -17,8 +17,8 @@ T0 = datetime(2026, 12, 2, 2, 0, 0, tzinfo=timezone.utc)
 
 
 def run(start: int, end: int, conc: int = 4, model: str = "m") -> Run:
-    return Run("r.json", "vllm bench serve", model, T0 + timedelta(seconds=start), T0 + timedelta(seconds=end),
-               conc, None, 100.0, 10, 0)
+    return Run("r.json", "vllm bench serve", model, T0 + timedelta(seconds=start),
+               T0 + timedelta(seconds=end), conc, None, 100.0, 10, 0)
 
 
 def line(second: int, running: int, waiting: int = 0, engine: int = 0, gen: float = 50.0) -> EngineStats:

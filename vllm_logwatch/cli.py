@@ -72,6 +72,15 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_audit(args: argparse.Namespace) -> int:
+    from .commands.audit import run_audit
+
+    fmt = "markdown" if args.markdown else "json" if args.json else "text"
+    run_audit(args.results, args.logs, fmt=fmt, output=args.output, clock_offset=args.clock_offset,
+              year=args.year, tz=args.tz)
+    return EXIT_OK
+
+
 def _log_to_stderr() -> None:
     """One line per event on stderr; only the long-running commands log (the library never configures it)."""
     import logging
@@ -126,6 +135,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 _HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
     "parse": _cmd_parse, "summary": _cmd_summary, "plot": _cmd_plot,
     "watch": _cmd_watch, "demo": _cmd_demo, "run": _cmd_run, "compare": _cmd_compare,
+    "audit": _cmd_audit,
 }
 
 
@@ -166,9 +176,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     return code
 
 
-_OFFLINE = frozenset({"parse", "summary", "plot", "compare"})
+_OFFLINE = frozenset({"parse", "summary", "plot", "compare", "audit"})
 """Commands whose inputs' errors all become InputError: an OSError out of them is from the output."""
-_TO_STDOUT = frozenset({"parse", "summary", "compare"})
+_TO_STDOUT = frozenset({"parse", "summary", "compare", "audit"})
 
 
 def _say(text: str) -> None:

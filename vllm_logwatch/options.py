@@ -50,6 +50,7 @@ HELP: dict[str, str] = {
     "demo": "replay a bundled real vLLM log and serve its metrics, like watch",
     "run": "launch and supervise vLLM, tee its log to a launch file, serve its metrics live",
     "compare": "launches side by side: the arguments that differ, throughput by concurrency, a plot",
+    "audit": "benchmark results against the server's log: did the server run what the benchmark asked?",
 }
 """One line per command, for the top-level --help (built without loading every command's options)."""
 
@@ -275,9 +276,46 @@ def _add_compare(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     _add_year_tz(p)
 
 
+def _add_audit(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "audit",
+        help=HELP["audit"],
+        description=(
+            "Read benchmark result files (vllm bench serve --save-result JSON, vllm bench sweep folders, "
+            "GuideLLM benchmarks JSON), find each run's window in the vLLM server's logs and say what the "
+            "server really ran in it: the concurrency asked against Running (median, p10, p90), the share "
+            "of samples with requests waiting, preemptions, KV cache peak, prefix cache hit rate, the "
+            "server's generation tok/s against the client's output tok/s; and verdicts with their "
+            "numbers: capped by max-num-seqs, KV-throttled, queueing, client-bound, idle, absent, "
+            "another model, else ok."
+        ),
+        epilog=("Exit codes: 0 ok (whatever the verdicts), 1 no stats lines in the logs, or no run's "
+                "window holds a stats line of the benchmark's model (the line says which: another "
+                "model, or the times the logs cover), 2 usage or I/O error, a result file cut short or "
+                "of no known format (one line on stderr). Docs: docs/audit.md."),
+    )
+    p.add_argument("results", nargs="+", metavar="RESULT", help="benchmark result files, or vllm bench "
+                   "sweep output folders")
+    p.add_argument("--log", dest="logs", action="append", required=True, metavar="SERVER_LOG",
+                   help="the vLLM server's log: a file, a glob, or - for stdin (repeatable)")
+    fmt = p.add_mutually_exclusive_group()
+    fmt.add_argument("--markdown", action="store_true", help="Markdown tables (default: aligned text)")
+    fmt.add_argument("--json", action="store_true", help="one JSON document: runs, each with the "
+                     "client's figures, the server's (server) and the verdicts")
+    p.add_argument("-o", "--output", metavar="IMAGE", help="also draw it: per run the concurrency "
+                   "asked and Running (median, p10-p90), max-num-seqs, the verdicts; .png, .svg or .pdf "
+                   "(needs matplotlib)")
+    p.add_argument("--clock-offset", type=float, default=0.0, metavar="S", help="seconds to add to the "
+                   "benchmark's times to get the log's (the log's clock minus the client's; default 0)")
+    p.add_argument("--year", type=_year, help="year of the log's first line (default: from the file name, "
+                   "e.g. serve_20261129_120000.log, else the file's mtime, else this year)")
+    p.add_argument("--tz", metavar="ZONE", help="zone of the log's stamps and of the result files' "
+                   "zone-less times, e.g. UTC (default: this machine's zone)")
+
+
 COMMANDS: dict[str, Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]] = {
     "parse": _add_parse, "summary": _add_summary, "plot": _add_plot,
-    "watch": _add_watch, "demo": _add_demo, "run": _add_run, "compare": _add_compare,
+    "watch": _add_watch, "demo": _add_demo, "run": _add_run, "compare": _add_compare, "audit": _add_audit,
 }
 
 

@@ -13,8 +13,8 @@ from support import ROOT
 
 REPO = ROOT
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
-MANUAL = ["watch", "run", "offline", "metrics", "status-api", "deploy", "deploy-kubernetes", "deploy-docker",
-          "deploy-journald", "performance", "development"]
+MANUAL = ["watch", "run", "offline", "audit", "metrics", "status-api", "deploy", "deploy-kubernetes",
+          "deploy-docker", "deploy-journald", "performance", "development"]
 TEST_COMMAND = "pip install -e '.[test]' && make test"
 REPO_PATH = re.compile(
     r"(?<![\w./-])((?:tests|bench|tools|grafana|vllm_logwatch|systemd|deploy)/[\w./-]+\.\w+)")

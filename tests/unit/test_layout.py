@@ -34,6 +34,7 @@ OFFLINE_ALLOWED: dict[str, set[str]] = {
     "summary": {"reading"},
     "plot": {"reading"},
     "compare": {"reading", "summary", "plot"},
+    "audit": {"reading", "summary", "plot"},
 }
 
 

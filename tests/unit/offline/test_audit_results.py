@@ -1,0 +1,68 @@
+"""`logwatch audit`'s result readers: each known format read, the rest a one-line InputError naming what
+was looked for."""
+
+from __future__ import annotations
+
+import json
+from datetime import timezone
+from pathlib import Path
+
+import pytest
+
+from vllm_logwatch.errors import InputError
+from vllm_logwatch.offline.audit.results import read_results
+
+UTC = timezone.utc
+VLLM = {"date": "20261202-020732", "model_id": "tiny-llama", "duration": 9.5, "completed": 48, "failed": 0,
+        "max_concurrency": 8, "request_rate": "inf", "output_throughput": 648.5}
+
+
+def test_vllm_bench_serve_json_is_a_run_ending_at_its_date(tmp_path: Path) -> None:
+    f = tmp_path / "r.json"
+    f.write_text(json.dumps(VLLM))
+    [run] = read_results([str(f)], UTC)
+    assert run.end.isoformat() == "2026-12-02T02:07:32+00:00"
+    assert run.start.isoformat() == "2026-12-02T02:07:22.500000+00:00"
+    assert (run.concurrency, run.rate, run.completed, run.failed, run.model) == (8, None, 48, 0, "tiny-llama")
+    assert run.label == "c=8"
+
+
+def test_append_result_file_and_sweep_folder_give_one_run_each(tmp_path: Path) -> None:
+    f = tmp_path / "appended.json"
+    f.write_text(json.dumps(VLLM) + "\n" + json.dumps({**VLLM, "max_concurrency": 2, "request_rate": 4.0}))
+    runs = read_results([str(f)], UTC)
+    assert [r.label for r in runs] == ["c=8", "c=2 at 4 req/s"]
+    assert runs[1].source.endswith("appended.json #2")
+    sweep = tmp_path / "sweep" / "max_concurrency=2"
+    sweep.mkdir(parents=True)
+    (sweep / "run=0.json").write_text(json.dumps({**VLLM, "max_concurrency": 2}))
+    (sweep / "warmup.json").write_text(json.dumps(VLLM))
+    (sweep / "summary.json").write_text(json.dumps([VLLM]))
+    assert [r.concurrency for r in read_results([str(tmp_path / "sweep")], UTC)] == [2]
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    (json.dumps(VLLM)[:80], "the JSON is cut short or broken at line 1 column 72 (unterminated string "
+                            "starting at): a truncated result file?"),
+    ('{"hello": 1, "world": [1]}', "not a benchmark result of a known format (it has hello, world; looked "
+                                   "for vllm bench serve JSON"),
+    ("date,duration\n1,2\n", "not JSON, so no benchmark result (looked for vllm bench serve JSON"),
+    ("", "empty, so no benchmark result"),
+    (json.dumps({**VLLM, "completed": "many"}), "a vllm bench serve result, but completed: input should be a "
+                                                "valid integer"),
+    (json.dumps({**VLLM, "date": "yesterday"}), "a vllm bench serve result, but date: value error, date "
+                                                "'yesterday' is not yyyymmdd-hhmmss"),
+])
+def test_a_bad_result_file_is_one_line_naming_what_was_looked_for(tmp_path: Path, text: str,
+                                                                  message: str) -> None:
+    f = tmp_path / "bad.json"
+    f.write_text(text)
+    with pytest.raises(InputError) as err:
+        read_results([str(f)], UTC)
+    assert message in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_a_folder_without_sweep_runs_says_so(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match=r"no vllm bench sweep run=N\.json in it"):
+        read_results([str(tmp_path)], UTC)

@@ -1,0 +1,54 @@
+"""`logwatch audit`'s windows and verdicts on made-up stats records: a run whose window the log does not
+cover is `absent` while another run is audited; idle lines are `idle`; a launch of another model is
+named; the lines of one time from several engines are one sample."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from vllm_logwatch.offline.audit.measures import measure
+from vllm_logwatch.offline.audit.run import Run
+from vllm_logwatch.offline.audit.verdicts import judge
+from vllm_logwatch.offline.audit.windows import find_windows
+from vllm_logwatch.offline.reading.launches import Launch
+from vllm_logwatch.parsing.events import EngineStats
+
+T0 = datetime(2026, 12, 2, 2, 0, 0, tzinfo=timezone.utc)
+
+
+def run(start: int, end: int, conc: int = 4, model: str = "m") -> Run:
+    return Run("r.json", "vllm bench serve", model, T0 + timedelta(seconds=start),
+               T0 + timedelta(seconds=end), conc, None, 100.0, 10, 0)
+
+
+def line(second: int, running: int, waiting: int = 0, engine: int = 0, gen: float = 50.0) -> EngineStats:
+    return EngineStats(time=T0 + timedelta(seconds=second), engine=engine, running=running, waiting=waiting,
+                       generation_throughput=gen, cpu_kv_cache_usage_pct=1.0)
+
+
+def launch(model: str, mns: int | None = 8) -> Launch:
+    return Launch(0, "serve.log", 1, model_name=model, args={"max_num_seqs": mns})
+
+
+def test_absent_idle_and_ok_side_by_side() -> None:
+    lm = launch("m")
+    records = [(lm, line(s, 4)) for s in range(0, 10)] + [(lm, line(s, 0, gen=0.0)) for s in range(20, 30)]
+    windows, _span = find_windows([run(0, 9), run(20, 29), run(100, 110)], records)
+    kinds = [[v.kind for v in judge(w, measure(w))] for w in windows]
+    assert kinds == [["ok"], ["idle"], ["absent"]]
+
+
+def test_engines_of_one_time_add_up_and_another_model_is_named() -> None:
+    lm, other = launch("m"), launch("other")
+    records = [(lm, line(s, 2, engine=e)) for s in range(0, 5) for e in (0, 1)]
+    m = measure(find_windows([run(0, 4)], records)[0][0])
+    assert (m.lines, m.samples, m.running_median) == (10, 5, 4.0)
+    [w], _ = find_windows([run(0, 4)], [(other, line(s, 2)) for s in range(0, 5)])
+    [verdict] = judge(w, measure(w))
+    assert verdict.kind == "another model" and "other (5 lines)" in verdict.why
+
+
+def test_a_clock_offset_moves_the_window() -> None:
+    records = [(launch("m"), line(s, 4)) for s in range(3600, 3610)]
+    [w], _ = find_windows([run(0, 9)], records, timedelta(hours=1))
+    assert len(w.lines) == 10

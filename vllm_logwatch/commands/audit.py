@@ -1,0 +1,120 @@
+"""`logwatch audit`: read benchmark result files, find each run's window in the server's logs, say what
+the server really ran in it (offline/audit/), print it and, with an output, draw it."""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+from datetime import timedelta
+from typing import IO
+
+from ..errors import NoStatsError, OutputError, UsageError
+from ..offline.audit.measures import measure
+from ..offline.audit.results import read_results
+from ..offline.audit.tables import Audited, render_audit
+from ..offline.audit.verdicts import judge
+from ..offline.audit.windows import find_windows
+from ..offline.reading.launches import iter_launch_records
+from ..parsing.events import EngineStats
+from ..parsing.stamps import resolve_zone
+
+__all__ = ["run_audit"]
+
+_IMAGE_KINDS = ("png", "svg", "pdf")
+
+
+def run_audit(
+    results: list[str],
+    logs: list[str],
+    *,
+    fmt: str = "text",
+    output: str | None = None,
+    clock_offset: float = 0.0,
+    year: int | None = None,
+    tz: str | None = None,
+    out: IO[str] | None = None,
+) -> list[Audited]:
+    """Audit the runs of `results` against the server logs `logs`; print it (`fmt`: text, markdown or
+    json) to `out` (stdout), draw it into `output` when given; return it.
+
+    `clock_offset`: seconds to add to the benchmark's times to get the log's (the log's clock minus the
+    client's). `year`: of the log's year-less stamps (default: as `summary`). `tz`: the zone of
+    the log's stamps and of the result files' zone-less times (default: this machine's).
+
+    Raises `UsageError` for a bad format or image name, `InputError` for a result file that cannot be
+    read or is of no known format, `NoStatsError` when the logs have no stats line or no run found its
+    window with the benchmark's model in them (the message says which and why).
+
+    Example: `run_audit(["bench.json"], ["serve.log"])` is `logwatch audit bench.json --log serve.log`.
+    """
+    if fmt not in ("text", "markdown", "json"):
+        raise UsageError(f"audit as {fmt!r}: text, markdown or json")
+    if output is not None:
+        _check_output(output)
+    try:
+        zone = resolve_zone(tz)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    runs = read_results(results, zone)
+    if not runs:
+        raise NoStatsError("the result files hold no benchmark run")
+    records = ((launch, e) for launch, e in
+               iter_launch_records(logs, year=year, tz=tz) if isinstance(e, EngineStats))
+    windows, span = find_windows(runs, records, timedelta(seconds=clock_offset))
+    audits = []
+    for window in windows:
+        m = measure(window)
+        audits.append(Audited(window, m, judge(window, m)))
+    if not any(a.window.lines for a in audits):
+        raise NoStatsError(_nothing_matched(audits, span, clock_offset))
+    (out if out is not None else sys.stdout).write(render_audit(audits, fmt))
+    if output is not None:
+        _draw(audits, output)
+    return audits
+
+
+def _nothing_matched(audits: list[Audited], span: object, offset: float) -> str:
+    """The one line when no run found its window: another model's log, or other times."""
+    others = sorted({name for a in audits for name in a.window.other_models})
+    if others:
+        asked = sorted({a.window.run.model or "?" for a in audits})
+        return (f"the logs serve another model in the benchmark's windows: {', '.join(others)} (the "
+                f"benchmark's: {', '.join(asked)})")
+    first = audits[0].window.run
+    last = audits[-1].window.run
+    logs = getattr(span, "first", None), getattr(span, "last", None)
+    shift = f" with --clock-offset {offset:g}" if offset else ""
+    covered = (f"the logs' stats lines run from {logs[0]:%Y-%m-%d %H:%M:%S} to {logs[1]:%Y-%m-%d %H:%M:%S}"
+               if logs[0] is not None and logs[1] is not None else "the logs' stats lines have no time")
+    return (f"no run's window{shift} ({first.start:%Y-%m-%d %H:%M:%S} to {last.end:%Y-%m-%d %H:%M:%S}) "
+            f"has a stats line: {covered} (another server's log? a clock offset: --clock-offset, --tz?)")
+
+
+def _check_output(output: str) -> None:
+    if output == "-":
+        raise UsageError("-o -: standard output carries the tables; give an image file name")
+    kind = os.path.splitext(output)[1][1:].lower()
+    if kind not in _IMAGE_KINDS:
+        raise UsageError(f"{output}: the image is .png, .svg or .pdf")
+    from ..offline.plot.collect import require_matplotlib
+
+    require_matplotlib()
+
+
+def _draw(audits: list[Audited], output: str) -> None:
+    """Render in memory, then write it ourselves (matplotlib's own writes lose errors such as a full disk)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from ..offline.audit.figure import build_audit_figure
+    from ..offline.plot.collect import DPI
+
+    fig = build_audit_figure(audits)
+    image = io.BytesIO()
+    fig.savefig(image, dpi=DPI, format=os.path.splitext(output)[1][1:].lower())
+    try:
+        with open(output, "wb") as fh:
+            fh.write(image.getbuffer())
+    except OSError as exc:
+        raise OutputError(f"{output}: cannot write ({exc.strerror or exc})") from None

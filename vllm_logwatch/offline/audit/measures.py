@@ -1,0 +1,105 @@
+"""What the server really ran during one run's window, from its stats lines.
+
+The lines of one timestamp (one per engine of a data-parallel server) are added into one sample:
+Running, Waiting and the generation throughput are sums over engines, the KV cache usage their
+highest. Percentiles are the nearest-rank ones of those samples (a median of 4 and 5 is 4.5).
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from datetime import datetime
+
+from ...parsing.events import EngineStats
+from ..reading.launches import Launch
+from .windows import Window
+
+__all__ = ["Measures", "max_num_seqs", "measure"]
+
+
+@dataclass(frozen=True)
+class Measures:
+    """The server's side of one run (None: no line gave it)."""
+
+    lines: int
+    """Stats lines in the window (all engines)."""
+    samples: int
+    """Timestamps among them (an engine's line each)."""
+    running_median: float | None
+    running_p10: float | None
+    running_p90: float | None
+    running_max: int | None
+    waiting_share: float | None
+    """Share of the samples with a request waiting (0..1)."""
+    waiting_max: int | None
+    waiting_below_cap: float | None
+    """Share of the samples with a request waiting while fewer than max-num-seqs ran (0..1): the
+    scheduler held requests back for another reason than the sequence cap (KV cache blocks, mostly)."""
+    preemptions: int | None
+    """Sum of the lines' `Preemptions:` fields (None: no line has one; vLLM 0.32 prints none)."""
+    kv_peak_pct: float | None
+    prefix_hit_pct: float | None
+    """The last line's prefix cache hit rate in the window (vLLM's own is over its recent requests)."""
+    mm_hit_pct: float | None
+    server_gen_tok_s: float | None
+    """Mean over the samples of the summed `Avg generation throughput`."""
+    max_num_seqs: int | None
+    """The launch's `--max-num-seqs` (its arguments, else the engine's config line)."""
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+
+
+def max_num_seqs(launch: Launch | None) -> int | None:
+    """The launch's max-num-seqs: from its `non-default args:` line, else the start-up facts."""
+    if launch is None:
+        return None
+    if launch.args and launch.args.get("max_num_seqs") is not None:
+        return int(launch.args["max_num_seqs"])
+    value = launch.facts.get("max_num_seqs")
+    return int(value) if value is not None else None
+
+
+def measure(window: Window) -> Measures:
+    """The numbers of `window`."""
+    by_time: dict[datetime | None, list[EngineStats]] = {}
+    for line in window.lines:
+        by_time.setdefault(line.time, []).append(line)
+    cap = max_num_seqs(window.launch)
+    running: list[float] = []
+    waiting: list[int] = []
+    held = 0
+    gen: list[float] = []
+    kv: list[float] = []
+    for lines in by_time.values():
+        if any(e.running is not None for e in lines):
+            running.append(float(sum(e.running or 0 for e in lines)))
+        if any(e.waiting is not None for e in lines):
+            waiting.append(sum(e.waiting or 0 for e in lines))
+            held += waiting[-1] > 0 and (cap is None or sum(e.running or 0 for e in lines) < cap * len(lines))
+        if any(e.generation_throughput is not None for e in lines):
+            gen.append(sum(e.generation_throughput or 0.0 for e in lines))
+        kv.extend(e.kv_cache_usage_pct for e in lines if e.kv_cache_usage_pct is not None)
+    pre = [e.extra["preemptions"] for e in window.lines if "preemptions" in e.extra]
+    prefix = [e.prefix_cache_hit_rate_pct for e in window.lines if e.prefix_cache_hit_rate_pct is not None]
+    mm = [e.mm_cache_hit_rate_pct for e in window.lines if e.mm_cache_hit_rate_pct is not None]
+    return Measures(
+        lines=len(window.lines),
+        samples=len(by_time),
+        running_median=statistics.median(running) if running else None,
+        running_p10=_pct(running, 0.1) if running else None,
+        running_p90=_pct(running, 0.9) if running else None,
+        running_max=int(max(running)) if running else None,
+        waiting_share=sum(1 for w in waiting if w > 0) / len(waiting) if waiting else None,
+        waiting_max=max(waiting) if waiting else None,
+        waiting_below_cap=held / len(waiting) if waiting else None,
+        preemptions=int(sum(pre)) if pre else None,
+        kv_peak_pct=max(kv) if kv else None,
+        prefix_hit_pct=prefix[-1] if prefix else None,
+        mm_hit_pct=mm[-1] if mm else None,
+        server_gen_tok_s=statistics.fmean(gen) if gen else None,
+        max_num_seqs=cap,
+    )

@@ -1,0 +1,152 @@
+"""Benchmark result files -> runs: when each ran, what it asked of the server, what the client measured.
+
+Formats read (each validated with a pydantic model; anything else is a one-line `InputError` naming what
+was looked for):
+
+* `vllm bench serve --save-result` JSON (one object; `--append-result` files: one per line). Its `date`
+  is the client's local time when the run ended (second resolution), `duration` the run's seconds.
+* a `vllm bench sweep serve` output folder: every `run=N.json` under it (the same JSON, plus the sweep's
+  parameters); `warmup.json` and `summary.json` are left out.
+* GuideLLM's benchmarks JSON (`guidellm benchmark --outputs ....json`): one run per entry of
+  `benchmarks`, with Unix start and end times (guidellm_formats.py).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from datetime import datetime, timedelta, tzinfo
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+
+from ...errors import InputError
+from ...shown import shown_path
+from .guidellm_formats import GuideLLMFile, guidellm_runs
+from .run import Run
+
+__all__ = ["KNOWN_FORMATS", "Run", "read_results"]
+
+KNOWN_FORMATS = ("vllm bench serve JSON (date, duration, completed, model_id), a vllm bench sweep folder "
+                 "(run=N.json files), GuideLLM benchmarks JSON (benchmarks: [...])")
+"""What `read_results` looks for, for the error on anything else."""
+
+
+class VllmBenchResult(BaseModel):
+    """The fields of a `vllm bench serve --save-result` JSON the audit reads (others are allowed)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    date: datetime
+    duration: float
+    completed: int
+    failed: int = 0
+    """Absent before vLLM 0.11: no failures were counted then."""
+    model_id: str
+    max_concurrency: int | None = None
+    request_rate: float | None = None
+    output_throughput: float | None = None
+
+    @field_validator("date", mode="before")
+    @classmethod
+    def _date(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            try:
+                return datetime.strptime(value, "%Y%m%d-%H%M%S")
+            except ValueError:
+                raise ValueError(f"date {value!r} is not YYYYmmdd-HHMMSS") from None
+        return value
+
+    @field_validator("request_rate", mode="before")
+    @classmethod
+    def _rate(cls, value: Any) -> Any:
+        return None if value in ("inf", None) or (isinstance(value, float) and math.isinf(value)) else value
+
+    def run(self, source: str, zone: tzinfo) -> Run:
+        end = self.date if self.date.tzinfo else self.date.replace(tzinfo=zone)
+        return Run(source, "vllm bench serve", self.model_id, end - timedelta(seconds=self.duration), end,
+                   self.max_concurrency, self.request_rate, self.output_throughput, self.completed,
+                   self.failed)
+
+
+def read_results(paths: list[str], zone: tzinfo) -> list[Run]:
+    """Every run of `paths` (files or sweep folders), by start time. `zone`: the clients' local
+    zone (vLLM's result dates carry none). Raises `InputError` (one line) for a file that cannot be read,
+    is cut short, or is of no known format."""
+    runs: list[Run] = []
+    for path in paths:
+        if os.path.isdir(path):
+            runs.extend(_sweep(path, zone))
+        else:
+            runs.extend(_file(path, zone))
+    return sorted(runs, key=lambda run: run.start)
+
+
+def _sweep(folder: str, zone: tzinfo) -> list[Run]:
+    found = sorted(os.path.join(root, name) for root, _dirs, names in os.walk(folder) for name in names
+                   if name.startswith("run=") and name.endswith(".json"))
+    if not found:
+        raise InputError(f"{shown_path(folder)}: a folder, but no vllm bench sweep run=N.json in it "
+                         f"(looked for {KNOWN_FORMATS})")
+    return [run for path in found for run in _file(path, zone)]
+
+
+def _file(path: str, zone: tzinfo) -> list[Run]:
+    shown = shown_path(path)
+    try:
+        with open(path, "rb") as fh:
+            text = fh.read().decode("utf-8", errors="replace")
+    except OSError as exc:
+        raise InputError(f"{shown}: cannot read ({exc.strerror or exc})") from None
+    documents = _documents(text, shown)
+    runs: list[Run] = []
+    for n, doc in enumerate(documents):
+        where = shown if len(documents) == 1 else f"{shown} #{n + 1}"
+        runs.extend(_runs_of(doc, where, zone))
+    return runs
+
+
+def _documents(text: str, shown: str) -> list[Any]:
+    """The JSON values of `text`: one, or several one after another (`--append-result`)."""
+    decoder = json.JSONDecoder()
+    docs: list[Any] = []
+    at = 0
+    while True:
+        while at < len(text) and text[at].isspace():
+            at += 1
+        if at == len(text):
+            break
+        try:
+            doc, at = decoder.raw_decode(text, at)
+        except json.JSONDecodeError as exc:
+            if not docs and exc.pos == 0:
+                raise InputError(f"{shown}: not JSON, so no benchmark result (looked for {KNOWN_FORMATS})") \
+                    from None
+            raise InputError(f"{shown}: the JSON is cut short or broken at line {exc.lineno} column "
+                             f"{exc.colno} ({exc.msg.lower()}): a truncated result file?") from None
+        docs.append(doc)
+    if not docs:
+        raise InputError(f"{shown}: empty, so no benchmark result (looked for {KNOWN_FORMATS})")
+    return docs
+
+
+def _runs_of(doc: Any, where: str, zone: tzinfo) -> list[Run]:
+    if isinstance(doc, dict) and "benchmarks" in doc:
+        return guidellm_runs(_valid(GuideLLMFile, doc, where, "GuideLLM benchmarks JSON"), where)
+    if isinstance(doc, dict) and {"date", "duration", "model_id"} <= doc.keys():
+        return [_valid(VllmBenchResult, doc, where, "vllm bench serve result").run(where, zone)]
+    if isinstance(doc, list) and doc and all(isinstance(d, dict) and "date" in d for d in doc):
+        return [run for n, d in enumerate(doc) for run in _runs_of(d, f"{where} [{n}]", zone)]
+    keys = ", ".join(list(doc)[:6]) if isinstance(doc, dict) else type(doc).__name__
+    raise InputError(f"{where}: not a benchmark result of a known format (it has {keys}; looked for "
+                     f"{KNOWN_FORMATS})")
+
+
+def _valid(model: type[Any], doc: Any, where: str, what: str) -> Any:
+    try:
+        return model.model_validate(doc)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(p) for p in first["loc"]) or "the document"
+        raise InputError(f"{where}: a {what}, but {field}: {first['msg'].lower()}") from None

@@ -1,0 +1,80 @@
+"""The audit as text, Markdown or JSON: one row per run, then each run's verdicts with their numbers."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ...shown import json_safe
+from ..summary.tables import table_lines
+from .measures import Measures
+from .verdicts import Verdict
+from .windows import Window
+
+__all__ = ["Audited", "render_audit"]
+
+_HEAD = ("run", "asked", "model", "launch", "lines", "Running med", "p10", "p90", "waiting",
+         "KV peak %", "preempt", "prefix hit %", "client tok/s", "server tok/s", "failed", "verdict")
+
+
+@dataclass(frozen=True)
+class Audited:
+    """One run's audit."""
+
+    window: Window
+    measures: Measures
+    verdicts: list[Verdict]
+
+
+def _f(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _i(value: int | None) -> str:
+    return "-" if value is None else str(value)
+
+
+def _row(n: int, a: Audited) -> list[str]:
+    run, m = a.window.run, a.measures
+    launch = a.window.launch.label if a.window.launch else "-"
+    return [str(n), run.label, run.model or "-", launch, str(m.lines), _f(m.running_median),
+            _f(m.running_p10), _f(m.running_p90),
+            "-" if m.waiting_share is None else f"{m.waiting_share:.0%}", _f(m.kv_peak_pct),
+            _i(m.preemptions), _f(m.prefix_hit_pct), _f(run.output_tok_s), _f(m.server_gen_tok_s),
+            _i(run.failed), ", ".join(v.kind for v in a.verdicts)]
+
+
+def _text(audits: list[Audited], markdown: bool) -> str:
+    rows = [_row(n, a) for n, a in enumerate(audits, 1)]
+    out = table_lines(_HEAD, rows, markdown)
+    out.append("")
+    for n, a in enumerate(audits, 1):
+        run = a.window.run
+        where = f"run {n} ({run.client}, {run.source}, {run.start:%Y-%m-%d %H:%M:%S} to {run.end:%H:%M:%S})"
+        out.append(f"- {where}" if markdown else where)
+        for v in a.verdicts:
+            out.append(f"  - {v.kind}: {v.why}" if markdown else f"  {v.kind}: {v.why}")
+    return "\n".join(out) + "\n"
+
+
+def _json(audits: list[Audited]) -> str:
+    items: list[dict[str, Any]] = []
+    for a in audits:
+        run = a.window.run
+        items.append({
+            "source": run.source, "client": run.client, "model": run.model,
+            "start": run.start.isoformat(), "end": run.end.isoformat(),
+            "concurrency": run.concurrency, "rate": run.rate, "client_output_tok_s": run.output_tok_s,
+            "completed": run.completed, "failed": run.failed,
+            "launch": a.window.launch.label if a.window.launch else None,
+            "other_models": a.window.other_models,
+            "server": asdict(a.measures),
+            "verdicts": [asdict(v) for v in a.verdicts],
+        })
+    return json.dumps(json_safe({"runs": items}), indent=1) + "\n"
+
+
+def render_audit(audits: list[Audited], fmt: str) -> str:
+    """`fmt`: text, markdown or json."""
+    return _json(audits) if fmt == "json" else _text(audits, fmt == "markdown")

@@ -89,6 +89,7 @@ class EngineState:
         self.prior = prior
         self.prompt_tokens = RunningTotal()
         self.generation_tokens = RunningTotal()
+        self.busy_seconds = RunningTotal()  # windows in which tokens were computed
         self.preemptions = RunningTotal()
         self.corrupted = RunningTotal()
         self.has_corrupted = False
@@ -211,6 +212,8 @@ class EngineState:
             self.prompt_tokens.add(prompt * window)
         if generation is not None:
             self.generation_tokens.add(generation * window)
+        if prompt or generation:
+            self.busy_seconds.add(window)
 
     # -- events ---------------------------------------------------------------------------------
 
@@ -380,6 +383,7 @@ class EngineState:
         if self.stats_lines:
             out["prompt_tokens"] = self.prompt_tokens.value
             out["generation_tokens"] = self.generation_tokens.value
+            out["busy_seconds"] = self.busy_seconds.value
             out["stats_lines"] = float(self.stats_lines)
         if self.has_preemptions:
             out["preemptions"] = self.preemptions.value

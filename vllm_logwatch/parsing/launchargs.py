@@ -239,8 +239,10 @@ def gpu_count(facts: dict[str, Any]) -> int | None:
     """The devices (GPUs) a launch runs on: tensor x pipeline x data parallel size, a size not given
     being vLLM's default 1; None when neither its arguments nor its engine config were logged.
 
-    >>> gpu_count({"tensor_parallel_size": 2, "data_parallel_size": 4}), gpu_count({"args": {}}), gpu_count({})
-    (8, 1, None)
+    >>> gpu_count({"tensor_parallel_size": 2, "data_parallel_size": 4}), gpu_count({"args": {}})
+    (8, 1)
+    >>> gpu_count({}) is None
+    True
     """
     if "args" not in facts and not any(key in facts for key in _PARALLEL):
         return None

@@ -33,7 +33,8 @@ def test_startup_phases_gpus_and_busy_seconds_of_a_real_launch() -> None:
     model = {"model_name": "tiny-llama"}
     init = float(re.search(r"init engine \(profile, create kv cache, warmup model\) took ([\d.]+) s",
                            LOG.read_text()).group(1))  # type: ignore[union-attr]
-    assert reg.get_sample_value("vllm_logwatch_startup_seconds", {**model, "phase": "engine_init"}) == init == 0.02
+    engine_init = reg.get_sample_value("vllm_logwatch_startup_seconds", {**model, "phase": "engine_init"})
+    assert engine_init == init == 0.02
     assert reg.get_sample_value("vllm_logwatch_startup_seconds", {**model, "phase": "weights_load"}) == 0.0
     assert reg.get_sample_value("vllm_logwatch_startup_seconds", {**model, "phase": "graph_capture"}) is None
     assert reg.get_sample_value("vllm_logwatch_gpus", model) == 1

@@ -153,3 +153,14 @@ def test_compare_shows_start_up_capacity_and_the_previous_launch() -> None:
     assert small and all(r["slower"] for r in small)
     assert all(math.isclose(r["change"], r["gen_tps_median"] / r["previous_gen_tps_median"] - 1)
                for r in small)
+
+
+def test_cost_prices_launches_only() -> None:
+    proc = subprocess.run([sys.executable, "-m", "vllm_logwatch", "summary", str(LOGS["tight-kv"]), "--by",
+                           "engine", "--gpu-hour-cost", "2"], capture_output=True, text=True, timeout=120,
+                          check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "(launches are priced with --by launch only, not --by engine)" in proc.stdout
+    bad = subprocess.run([sys.executable, "-m", "vllm_logwatch", "summary", str(LOGS["tight-kv"]),
+                          "--gpu-hour-cost", "-1"], capture_output=True, text=True, timeout=120, check=False)
+    assert bad.returncode == 2 and "is not a number above 0" in bad.stderr and "Traceback" not in bad.stderr

@@ -170,8 +170,10 @@ def answer_lines(summary: Summary, asked: Asked, table: Any, h: str) -> list[str
     if asked.gpu_hour_cost is not None:
         launches, days = cost_rows(summary, asked.gpu_hour_cost, asked.gpus)
         out += ["", f"{h}Cost at {asked.gpu_hour_cost:g} per GPU-hour", ""]
-        if not launches:
-            out.append("(by launch only: no launch with stamped stats lines)")
+        if summary.by != "launch":
+            out.append(f"(launches are priced with --by launch only, not --by {summary.by})")
+        elif not launches:
+            out.append("(no launch with stamped stats lines: no wall time to price)")
         else:
             out += table(COST_HEAD, [cost_cells(r) for r in launches])
             out += ["", f"{h}Cost per day (UTC)", ""]

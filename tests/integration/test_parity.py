@@ -20,13 +20,13 @@ CPU_LOG = DATA / "real-vllm-cpu" / "serve_20261129T192328Z.log"
 GPU_START = DATA / "049.log"  # torch.compile, KV cache memory and size, concurrency, graph capture
 FAKE = str(TESTS / "fake_vllm.py")
 
-# Series that differ between the modes by design, not by reading: the token counters and sample
-# times come from when a line was read (a file read at once vs. a child's output as it arrives), the
-# follower's and the child's own counters exist in one mode only.
+# Series that differ between the modes by design, not by reading: the token and busy-seconds
+# counters and sample times come from when a line was read (a file read at once vs. a child's
+# output as it arrives), the follower's and the child's own counters exist in one mode only.
 _MODE_OWN = re.compile(
     r"^(process_|python_|vllm_logwatch_(child_|log_file_|parse_bytes_dropped|stdout_bytes_dropped|"
-    r"state_errors|prompt_tokens_total|generation_tokens_total|last_stats_timestamp_seconds|"
-    r"stats_interval_seconds|engine_stalled))"
+    r"state_errors|prompt_tokens_total|generation_tokens_total|busy_seconds_total|"
+    r"last_stats_timestamp_seconds|stats_interval_seconds|engine_stalled))"
 )
 
 

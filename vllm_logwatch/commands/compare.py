@@ -10,10 +10,12 @@ from collections.abc import Iterator
 from typing import IO
 
 from ..errors import OutputError, UsageError
+from ..following.layouts import script_name
 from ..offline.compare.differences import Comparison, compare
 from ..offline.compare.tables import render_comparison
 from ..offline.reading.launches import Launch, iter_summary_records
 from ..offline.reading.ranges import DEFAULT_TUNING, Tuning
+from ..offline.summary.answers import Asked
 from ..offline.summary.build import Record, summarize
 from ..parsing.events import EngineStats
 
@@ -31,12 +33,15 @@ def run_compare(
     tz: str | None = None,
     out: IO[str] | None = None,
     tuning: Tuning | None = DEFAULT_TUNING,
+    asked: Asked | None = None,
 ) -> Comparison:
     """Compare the launches of `inputs` (files, and restarts inside them), print the comparison (`fmt`:
     text, markdown or json) to `out` (stdout), draw it into `output` when given; return it.
 
     Raises `NoStatsError` when the inputs hold no stats line, `UsageError` for a bad format or image
     name (before any input is read), `OutputError` when the image cannot be written.
+
+    `asked`: the answers asked for (`--target-tps`, `--gpu-hour-cost`, `--gpus`).
 
     Example: `run_compare(["a.log", "b.log"], output="cmp.png")` is `logwatch compare a.log b.log -o cmp.png`.
     """
@@ -54,9 +59,10 @@ def run_compare(
             yield launch, e
 
     comparison = compare(summarize(tapped(), "launch"), preemptions)  # type: ignore[arg-type]
-    (out if out is not None else sys.stdout).write(render_comparison(comparison, fmt))
+    scripts = {c.launch.index: script_name(os.path.basename(c.launch.file)) for c in comparison.launches}
+    (out if out is not None else sys.stdout).write(render_comparison(comparison, fmt, asked, scripts))
     if output is not None:
-        _draw(comparison, output)
+        _draw(comparison, output, (asked or Asked()).gpus)
     return comparison
 
 
@@ -71,7 +77,7 @@ def _check_output(output: str) -> None:
     require_matplotlib()
 
 
-def _draw(comparison: Comparison, output: str) -> None:
+def _draw(comparison: Comparison, output: str, gpus: int | None) -> None:
     """Render in memory, then write it ourselves: matplotlib's own file writes lose errors such as a
     full disk (the command would succeed with a cut image)."""
     import matplotlib
@@ -80,7 +86,7 @@ def _draw(comparison: Comparison, output: str) -> None:
     from ..offline.compare.figure import build_compare_figure
     from ..offline.plot.collect import DPI
 
-    fig = build_compare_figure(comparison)
+    fig = build_compare_figure(comparison, gpus)
     image = io.BytesIO()
     fig.savefig(image, dpi=DPI, format=os.path.splitext(output)[1][1:].lower())
     try:

@@ -9,6 +9,7 @@ from typing import IO
 from ..errors import UsageError
 from ..offline.reading.launches import iter_summary_records
 from ..offline.reading.ranges import DEFAULT_TUNING, Tuning
+from ..offline.summary.answers import Asked
 from ..offline.summary.build import By, Summary, summarize
 from ..offline.summary.tables import render
 
@@ -24,11 +25,13 @@ def run_summary(
     tz: str | None = None,
     out: IO[str] | None = None,
     tuning: Tuning | None = DEFAULT_TUNING,
+    asked: Asked | None = None,
 ) -> Summary:
     """Read `inputs`, print their summary (`fmt`: text, markdown or json) to `out` (stdout), return it.
 
     Raises `NoStatsError` when the inputs hold no stats line. `tuning`: the fast lane's sizes
     (`offline/reading/records.py`); None reads every line through the general parser (the reference).
+    `asked`: the answers asked for (`--target-tps`, `--gpu-hour-cost`, `--gpus`).
 
     Example: `run_summary(["logs/serve_*.log"], fmt="markdown")` is
     `logwatch summary 'logs/serve_*.log' --markdown`.
@@ -37,5 +40,5 @@ def run_summary(
         raise UsageError(
             f"summary by {by!r} as {fmt!r}: by is launch, engine or none; fmt text, markdown or json")
     summary = summarize(iter_summary_records(inputs, year=year, tz=tz, fast=tuning, mfu=True), by)
-    (out if out is not None else sys.stdout).write(render(summary, fmt))
+    (out if out is not None else sys.stdout).write(render(summary, fmt, asked))
     return summary

@@ -56,6 +56,8 @@ METRICS: tuple[MetricSpec, ...] = (
     _m("generation_tokens", "counter", _ENGINE, "Generated tokens estimated as throughput x stats interval."),
     _m("preemptions", "counter", _ENGINE, "Preemptions summed from the stats lines' Preemptions field."),
     _m("stats_lines", "counter", _ENGINE, "Stats lines read for the engine."),
+    _m("busy_seconds", "counter", _ENGINE,
+       "Seconds of stats windows in which tokens were computed (prompt or generation throughput above 0)."),
     _m("spec_decode_accepted_tokens", "counter", _ENGINE, "Speculative tokens accepted (summed Accepted counts)."),
     _m("spec_decode_drafted_tokens", "counter", _ENGINE, "Speculative tokens drafted (summed Drafted counts)."),
     _m("spec_decode_mean_acceptance_length", "gauge", _ENGINE, "Mean acceptance length of the last spec line."),
@@ -128,6 +130,13 @@ METRICS: tuple[MetricSpec, ...] = (
        "KV cache blocks on the device (start-up: num_gpu_blocks, # GPU blocks)."),
     _m("max_concurrency", "gauge", ("model_name", "tokens_per_request"),
        "Maximum concurrency for max-length requests (start-up line)."),
+    _m("kv_cache_capacity_bytes", "gauge", ("model_name",),
+       "KV cache memory of a worker (start-up line `Available KV cache memory: N GiB`, x 2^30)."),
+    _m("gpus", "gauge", ("model_name",),
+       "GPUs (devices) of the launch: tensor x pipeline x data parallel size from its arguments (1 when unset)."),
+    _m("startup_seconds", "gauge", ("model_name", "phase"),
+       "Start-up durations of the current launch; phase: model_load, weights_load, torch_compile, "
+       "graph_capture, engine_init."),
     _m("launches", "counter", (), "vLLM launches seen (new launch files or start-up banners)."),
     # Requests and messages.
     _m("http_requests", "counter", ("method", "path", "status"), "HTTP requests from uvicorn access lines."),

@@ -72,6 +72,11 @@ class EngineState:
     def generation_tokens(self) -> RunningTotal:
         return self.tokens.generation_tokens
 
+    @property
+    def busy_seconds(self) -> RunningTotal:
+        """The windows in which tokens were computed."""
+        return self.tokens.busy_seconds
+
     def typical_interval(self) -> float | None:
         """The configured interval, else the measured one, else the prior, else None (`TokenWindows`)."""
         return self.tokens.typical_interval()
@@ -251,6 +256,7 @@ class EngineState:
         if self.stats_lines:
             out["prompt_tokens"] = self.prompt_tokens.value
             out["generation_tokens"] = self.generation_tokens.value
+            out["busy_seconds"] = self.busy_seconds.value
             out["stats_lines"] = float(self.stats_lines)
         if self.has_preemptions:
             out["preemptions"] = self.preemptions.value

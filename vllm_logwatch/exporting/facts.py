@@ -5,13 +5,24 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..parsing.launchargs import gpu_count
 from .families import Families
 
-__all__ = ["add_fact_series"]
+__all__ = ["STARTUP_PHASES", "add_fact_series"]
+
+STARTUP_PHASES: dict[str, str] = {
+    "model_load": "model_load_seconds",
+    "weights_load": "weights_load_seconds",
+    "torch_compile": "torch_compile_seconds",
+    "graph_capture": "graph_capture_seconds",
+    "engine_init": "init_engine_seconds",
+}
+"""`startup_seconds{phase}` -> the start-up fact (`parsing/startup.py`) it comes from."""
 
 
 def add_fact_series(out: Families, facts: Mapping[str, Any], model: str) -> None:
-    """`server` info, KV cache capacity and blocks, maximum concurrency: each once its line was read."""
+    """`server` info, KV cache capacity and blocks, maximum concurrency, GPU count, start-up durations:
+    each once its line was read (a new launch starts its facts over)."""
     if any(k in facts for k in ("vllm_version", "model", "served_model_name")):
         out.info(
             "server",
@@ -28,3 +39,11 @@ def add_fact_series(out: Families, facts: Mapping[str, Any], model: str) -> None
             (model, "" if per_request is None else str(per_request)),
             facts["max_concurrency"],
         )
+    if "available_kv_cache_gib" in facts:
+        out.add("kv_cache_capacity_bytes", (model,), facts["available_kv_cache_gib"] * 2**30)
+    gpus = gpu_count(dict(facts))
+    if gpus is not None:
+        out.add("gpus", (model,), gpus)
+    for phase, key in STARTUP_PHASES.items():
+        if key in facts:
+            out.add("startup_seconds", (model, phase), facts[key])

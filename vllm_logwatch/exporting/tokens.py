@@ -68,6 +68,7 @@ class TokenWindows:
         self.prior = prior
         self.prompt_tokens = RunningTotal()
         self.generation_tokens = RunningTotal()
+        self.busy_seconds = RunningTotal()  # the windows in which tokens were computed
         self._last_time: datetime | None = None
         self._gaps: deque[float] = deque(maxlen=GAP_HISTORY)
         self._held: tuple[float | None, float | None] | None = None
@@ -200,10 +201,15 @@ class TokenWindows:
         return window
 
     def _credit(self, prompt: float | None, generation: float | None, window: float) -> None:
+        busy = False
         if prompt is not None:
+            busy = 0 < prompt * window < math.inf
             self.prompt_tokens.add(prompt * window)
         if generation is not None:
+            busy = busy or 0 < generation * window < math.inf
             self.generation_tokens.add(generation * window)
+        if busy:
+            self.busy_seconds.add(window)
 
     def _default_run(self, times: Sequence[datetime | None], prompts: Sequence[float],
                      generations: Sequence[float], zero: bool) -> None:
@@ -215,7 +221,8 @@ class TokenWindows:
         factor = EXACT_IDLE_GAP_FACTOR if self.exact_times else IDLE_GAP_FACTOR
         typical = fmean(gaps) if gaps else None
         last_time, held = self._last_time, self._held
-        add_prompt, add_generation = self.prompt_tokens.add, self.generation_tokens.add
+        add_prompt, add_generation, add_busy = (self.prompt_tokens.add, self.generation_tokens.add,
+                                                self.busy_seconds.add)
         for time, p, g in zip(times, prompts, generations, strict=True):
             window: float | None
             if time is None:
@@ -237,10 +244,15 @@ class TokenWindows:
                         gaps.append(gap)  # type: ignore[arg-type]
                     if held is not None:
                         held_window = gap if usable and gap is not None else typical or DEFAULT_INTERVAL
+                        busy = False
                         if held[0] is not None:
+                            busy = 0 < held[0] * held_window < inf
                             add_prompt(held[0] * held_window)
                         if held[1] is not None:
+                            busy = busy or 0 < held[1] * held_window < inf
                             add_generation(held[1] * held_window)
+                        if busy:
+                            add_busy(held_window)
                         held = None
                     unknown = typical is None
                     if usable and not same:
@@ -249,10 +261,15 @@ class TokenWindows:
             if window is None:
                 held = (_finite(p), _finite(g))
             else:  # a NaN or infinite throughput adds nothing, as `_credit` of a None does
+                busy = False
                 if 0 < (amount := p * window) < inf:
                     add_prompt(amount)
+                    busy = True
                 if 0 < (amount := g * window) < inf:
                     add_generation(amount)
+                    busy = True
+                if busy:
+                    add_busy(window)
             zero = not p and not g
         self._last_time, self._held = last_time, held
 

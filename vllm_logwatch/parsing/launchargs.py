@@ -18,7 +18,7 @@ from typing import Any
 
 from .masking import MASK, masked
 
-__all__ = ["MASK", "MAX_ARGS_CHARS", "derive", "engine_config_facts", "read_args"]
+__all__ = ["MASK", "MAX_ARGS_CHARS", "derive", "engine_config_facts", "gpu_count", "read_args"]
 
 MAX_ARGS_CHARS = 65536
 """A longer arguments repr is not read as a dict (its named facts still are, by pattern)."""
@@ -239,3 +239,24 @@ def engine_config_facts(config: str) -> dict[str, Any]:
         if tokens:
             facts["num_speculative_tokens"] = int(tokens.group(1))
     return facts
+
+
+_PARALLEL = ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size")
+
+
+def gpu_count(facts: dict[str, Any]) -> int | None:
+    """The devices (GPUs) a launch runs on: tensor x pipeline x data parallel size, a size not given
+    being vLLM's default 1; None when neither its arguments nor its engine config were logged.
+
+    >>> gpu_count({"tensor_parallel_size": 2, "data_parallel_size": 4}), gpu_count({"args": {}})
+    (8, 1)
+    >>> gpu_count({}) is None
+    True
+    """
+    if "args" not in facts and not any(key in facts for key in _PARALLEL):
+        return None
+    count = 1
+    for key in _PARALLEL:
+        size = _count(facts.get(key))
+        count *= size if size else 1
+    return count

@@ -53,11 +53,11 @@ ACCESS_NEEDLE = b"HTTP/"
 """Every uvicorn access line holds it."""
 LAUNCH_NEEDLES: tuple[bytes, ...] = (
     b" version ", b"args: ", b"with config: ", b"KV cache size: ", b"Maximum concurrency for ", b" backend",
-    *MFU_NEEDLES,
+    b" took ", b"Graph capturing finished", b"torch.compile take", *MFU_NEEDLES,
 )
 """The lines a launch's summary reads besides the stats lines: the version banner (a new launch), the
-model, the arguments and engine config, the KV cache size and concurrency, the attention backend, and
-the MFU lines."""
+model, the arguments and engine config, the KV cache size and concurrency, the attention backend, the
+start-up durations (model load, torch.compile, graph capture, engine init) and the MFU lines."""
 NO_STATS_NEEDLES: tuple[bytes, ...] = (b"disabling stats logging", b"disable_log_stats", b'HTTP/1.1" ')
 """For a log without stats lines, why: vLLM said it disabled stats logging, or served requests anyway."""
 LIVE_NEEDLES: tuple[bytes, ...] = (

@@ -535,6 +535,10 @@ vllm_logwatch_generation_tokens_total{engine="0",host="h",model_name="unknown"} 
 # HELP vllm_logwatch_stats_lines_total Stats lines read for the engine.
 # TYPE vllm_logwatch_stats_lines_total counter
 vllm_logwatch_stats_lines_total{engine="0",host="h",model_name="unknown"} 1.0
+# HELP vllm_logwatch_busy_seconds_total Seconds of stats windows in which tokens were computed (prompt \
+or generation throughput above 0).
+# TYPE vllm_logwatch_busy_seconds_total counter
+vllm_logwatch_busy_seconds_total{engine="0",host="h",model_name="unknown"} 5.0
 # HELP vllm_logwatch_last_stats_timestamp_seconds Unix time of the engine's last stats line.
 # TYPE vllm_logwatch_last_stats_timestamp_seconds gauge
 vllm_logwatch_last_stats_timestamp_seconds{engine="0",host="h",model_name="unknown"} 1.795980365e+09

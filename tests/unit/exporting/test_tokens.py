@@ -32,7 +32,8 @@ def _lines(spec: list[tuple[int | None, float, float]]) -> list[EngineStats]:
 
 
 def _state(a: EngineState) -> tuple[object, ...]:
-    return (a.prompt_tokens.value, a.generation_tokens.value, a.stats_lines, a.typical_interval(), a.last)
+    return (a.prompt_tokens.value, a.generation_tokens.value, a.busy_seconds.value, a.stats_lines,
+            a.typical_interval(), a.last)
 
 
 @pytest.mark.integration  # over 0.2 s: make test, not smoke

@@ -7,6 +7,7 @@ import json
 from dataclasses import asdict
 from typing import Any
 
+from ..summary.answers import Asked, answer_lines, answer_notes, answers_json
 from ..summary.build import ConcurrencyRow
 from ..summary.facts import FACT_COLUMNS, fact_text, launch_facts
 from ..summary.launch_tables import launch_json, matrix_table
@@ -18,6 +19,14 @@ from ..summary.tables import (
     concurrency_cells,
     json_ready,
     table_lines,
+)
+from .answers import (
+    MIN_INTERVALS,
+    SLOWER_SHARE,
+    Regression,
+    comparison_summary,
+    regressions,
+    startup_rows,
 )
 from .differences import DEFAULT, IGNORED_ARGS, Comparison, LaunchComparison
 
@@ -66,7 +75,13 @@ def _launch_json(c: LaunchComparison) -> dict[str, Any]:
     }
 
 
-def _json(cmp: Comparison) -> str:
+def _regression_json(r: Regression) -> dict[str, Any]:
+    return {"launch": r.launch, "previous": r.previous, "running": r.running, "intervals": list(r.intervals),
+            "gen_tps_median": r.gen_tps, "previous_gen_tps_median": r.previous_gen_tps,
+            "change": r.change, "slower": r.slower}
+
+
+def _json(cmp: Comparison, asked: Asked, scripts: dict[int, str]) -> str:
     doc = {
         "launches": [_launch_json(c) for c in cmp.launches],
         "differing_args": cmp.differing_args,
@@ -76,6 +91,9 @@ def _json(cmp: Comparison) -> str:
         "columns": {**TABLE_COLUMNS, "preemptions": _PREEMPTIONS},
         "matrix_caveat": MATRIX_CAVEAT,
         "not_in_log": NOT_IN_LOG,
+        "startup_seconds": {row[0]: row[1:] for row in startup_rows(cmp)},
+        "against_previous": [_regression_json(r) for r in regressions(cmp, scripts)],
+        "answers": answers_json(comparison_summary(cmp), asked),
     }
     return json.dumps(json_ready(doc), indent=2, default=str) + "\n"
 
@@ -144,20 +162,53 @@ def _preempted(n: int | None) -> str:
     return "-" if n is None else f"{n:,}"
 
 
-def render_comparison(cmp: Comparison, fmt: str = "text") -> str:
-    """The comparison as `text`, `markdown` or `json`."""
+def _answers(cmp: Comparison, markdown: bool, h: str, asked: Asked, scripts: dict[int, str]) -> list[str]:
+    """Start-up seconds, each launch against the previous one of its script, capacity and cost."""
+    labels = [c.launch.label for c in cmp.launches]
+    out: list[str] = []
+    rows = startup_rows(cmp)
+    if rows:
+        out += ["", f"{h}Start-up (seconds)", ""]
+        out += table_lines(("phase", *labels), [[r[0], *(_f(v, 2) for v in r[1:])] for r in rows], markdown)
+    found = regressions(cmp, scripts)
+    out += ["", f"{h}Against the previous launch of the same script", ""]
+    if found:
+        out += table_lines(
+            ("launch", "previous", "running", "intervals", "gen tok/s", "before", "change", "slower"),
+            [[r.launch, r.previous, r.running, f"{r.intervals[0]}/{r.intervals[1]}", _f(r.gen_tps),
+              _f(r.previous_gen_tps), f"{r.change * 100:+.0f}%", "yes" if r.slower else ""] for r in found],
+            markdown)
+    else:
+        out.append(f"(no launch shares a running count, {MIN_INTERVALS}+ intervals each, with the previous "
+                   "launch of its script)")
+    def table(head: tuple[str, ...], rows: list[list[str]]) -> list[str]:
+        return table_lines(head, rows, markdown)
+
+    return out + answer_lines(comparison_summary(cmp), asked, table, h)
+
+
+def render_comparison(cmp: Comparison, fmt: str = "text", asked: Asked | None = None,
+                      scripts: dict[int, str] | None = None) -> str:
+    """The comparison as `text`, `markdown` or `json`; `asked`: the answers asked for (capacity at a
+    target speed, cost at a price); `scripts`: launch index -> its script (for the previous launch)."""
+    asked, scripts = asked or Asked(), scripts or {}
     if fmt == "json":
-        return _json(cmp)
+        return _json(cmp, asked, scripts)
     markdown = fmt == "markdown"
     h = "## " if markdown else ""
     out = [f"{h}vLLM launches compared ({len(cmp.launches)})", ""]
     out += _differences(cmp, markdown, h)
+    out += _answers(cmp, markdown, h, asked, scripts)
     for c in cmp.launches:
         out += _launch_tables(c, markdown)
     bullet = "- " if markdown else "  "
     out += ["", f"{h}What the columns mean", ""]
     out += [f"{bullet}{name}: {text}" for name, text in TABLE_COLUMNS.items()]
     out += [f"{bullet}{_PREEMPTIONS}"]
+    out += [f"{bullet}against the previous launch: the median gen tok/s of each running count both launches "
+            f"have ({MIN_INTERVALS}+ intervals each); slower: {SLOWER_SHARE:.0%} or more below it (a "
+            "launch's script: its file name without a trailing timestamp)"]
+    out += answer_notes(asked, bullet)
     if any(c.group.matrix for c in cmp.launches):
         out += ["", MATRIX_CAVEAT]
     out += ["", NOT_IN_LOG, ""]

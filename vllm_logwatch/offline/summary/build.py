@@ -21,6 +21,7 @@ from typing import Literal
 from ...parsing.events import EngineStats, MfuStats, SpecDecodeStats, TransferStats
 from ..reading.launches import Launch
 from ..reading.records import FastBlock, FastMfu
+from .capacity import CapacityCurve, capacity_curves
 from .connectors import SpecSummary, TransferSummary
 from .facts import MfuSummary, MfuTotals
 from .groups import _Group
@@ -133,6 +134,12 @@ class GroupSummary:
     in tokens is logged."""
     launch_index: int | None = None
     """`Launch.index` of the group's launch (None: a group of several launches)."""
+    busy_windows: int = 0
+    """Intervals in which tokens were computed (prompt or generation tok/s above 0): `cost.py`'s busy time."""
+    interval_seconds: float | None = None
+    """The engines' mean stats interval (None: not known)."""
+    capacity: list[CapacityCurve] = field(default_factory=list)
+    """Per-stream speed by running count, nothing waiting (`capacity.py`): the launch's, then per context."""
 
     @property
     def span_seconds(self) -> float | None:
@@ -236,6 +243,7 @@ def _last_hits(g: _Group) -> tuple[float | None, float | None]:
 
 def _finish(g: _Group) -> GroupSummary:
     g.close()
+    intervals = [i for e in g.estimates.values() if (i := e.typical_interval()) is not None]
     for estimate in g.estimates.values():
         estimate.reset()  # end of the launch: a lone first line is credited with the default interval
     n = len(g.generation)
@@ -272,7 +280,19 @@ def _finish(g: _Group) -> GroupSummary:
         transfers=g.transfers.finish(g.estimates.values()),
         matrix=_matrix(g, launches),
         launch_index=launches[0].index if len(launches) == 1 else None,
+        busy_windows=sum(1 for p, gen in zip(g.prompt, g.generation, strict=True) if p > 0 or gen > 0),
+        interval_seconds=statistics.fmean(intervals) if intervals else None,
+        capacity=_capacity(g, launches),
     )
+
+
+def _capacity(g: _Group, launches: list[Launch]) -> list[CapacityCurve]:
+    """The capacity curves of a group of one launch (per context row when its KV cache size is known)."""
+    if len(launches) != 1:
+        return []
+    tokens = launches[0].facts.get("kv_cache_tokens")
+    return capacity_curves(g.running, g.generation, g.waiting, g.kv,
+                           tokens if isinstance(tokens, int) else None, max(1, len(g.engines)))
 
 
 def _matrix(g: _Group, launches: list[Launch]) -> Matrix | None:

@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from ...shown import json_safe
+from .answers import Asked, answer_lines, answer_notes, answers_json
 from .build import STEADY_MAX_PROMPT_SHARE, ConcurrencyRow, GroupSummary, Summary
 from .facts import MFU_COLUMNS
 from .launch_tables import Table, fact_notes, facts_table, launch_json, matrix_table, mfu_table
@@ -85,7 +86,8 @@ _TRANSFER_HEAD = (
     "launch", "engine", "KV lines", "succeeded", "failed", "failed recv", "expired", "GiB", "xfer ms avg",
     "xfer ms p90",
 )
-_LEFT = {"launch", "engine", "model", "start", "running", "context", "argument", "fact"}
+_LEFT = {"launch", "engine", "model", "start", "running", "context", "argument", "fact", "limit", "evidence",
+         "day", "phase"}
 
 
 def _left(head: str) -> bool:
@@ -196,7 +198,7 @@ def _zone(summary: Summary) -> str:
     return f" ({starts[0].tzname()})" if starts and starts[0].tzname() else ""
 
 
-def _render_tables(summary: Summary, markdown: bool) -> str:
+def _render_tables(summary: Summary, markdown: bool, asked: Asked) -> str:
     table = _md_table if markdown else _text_table
     h = "## " if markdown else ""
     head = tuple(f"start{_zone(summary)}" if c == "start" else c for c in _HEAD)
@@ -209,6 +211,7 @@ def _render_tables(summary: Summary, markdown: bool) -> str:
     if transfer_rows:
         out += ["", f"{h}KV transfers", "", *table(_TRANSFER_HEAD, transfer_rows)]
     out += _extra_tables(summary, table, h)
+    out += answer_lines(summary, asked, table, h)
     for g in summary.groups:
         if not g.concurrency:
             out += ["", f"{h}Throughput by concurrency: {_title(g, summary.by)}", "", "(nothing ran)"]
@@ -230,7 +233,7 @@ def _render_tables(summary: Summary, markdown: bool) -> str:
             out += [f"{bullet}{name}: {text}" for name, text in columns.items()]
     if any(g.mfu for g in summary.groups):
         out += ["", *(f"{bullet}{name}: {text}" for name, text in MFU_COLUMNS.items())]
-    notes = fact_notes(summary.launches)
+    notes = fact_notes(summary.launches) + answer_notes(asked, "")
     if notes:
         out += ["", *(f"{bullet}{note}" for note in notes)]
     if any(g.matrix for g in summary.groups):
@@ -260,8 +263,10 @@ def _json_group(g: GroupSummary) -> dict[str, Any]:
     return data
 
 
-def render(summary: Summary, fmt: str = "text") -> str:
-    """The summary as `text` (aligned columns), `markdown` (pipe tables) or `json`."""
+def render(summary: Summary, fmt: str = "text", asked: Asked | None = None) -> str:
+    """The summary as `text` (aligned columns), `markdown` (pipe tables) or `json`; `asked`: the
+    answers asked for (`answers.py`: capacity at a target speed, cost at a price)."""
+    asked = asked or Asked()
     if fmt == "json":
         doc = {
             "by": summary.by,
@@ -271,6 +276,7 @@ def render(summary: Summary, fmt: str = "text") -> str:
             "columns": {**LAUNCH_COLUMNS, **TABLE_COLUMNS, **SPEC_COLUMNS, **TRANSFER_COLUMNS},
             "steady_decode": _STEADY,
             "not_in_log": NOT_IN_LOG,
+            "answers": json_ready(answers_json(summary, asked)),
         }
         return json.dumps(doc, indent=2) + "\n"
-    return _render_tables(summary, markdown=fmt == "markdown")
+    return _render_tables(summary, markdown=fmt == "markdown", asked=asked)

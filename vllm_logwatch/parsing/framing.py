@@ -55,7 +55,7 @@ def hit_lines(
     it. With `limit`, a line longer than `limit` bytes is left out, and counted, and its follower is not
     looked at (a line over the cap is never a stats line).
 
-    >>> hit_lines(b"a\nStats 1\nPrefix\nPrefix\n", 0, 24, (b"Stats",), (b"Prefix",))
+    >>> hit_lines(b"a\\nStats 1\\nPrefix\\nPrefix\\n", 0, 24, (b"Stats",), (b"Prefix",))
     ([2, 10], 0)
     """
     stop_all = hi if end is None else end

@@ -30,7 +30,7 @@ DATA = TESTS / "data"
 REAL_LOGS = sorted(DATA.glob("*.log")) + sorted((DATA / "real-vllm-cpu").glob("*.log"))
 
 
-def worth_parsing(raw: bytes) -> bool:
+def handed_over(raw: bytes) -> bool:
     """Whether the live scanner counts the line as an access line or hands it to the parser."""
     access, hits = scan_block(raw, 1)
     return bool(access) or bool(hits)
@@ -44,7 +44,7 @@ CASES = [c.values[0] for c in STATS_CASES + PREFIX_SPEC_CASES + TRANSFER_CASES +
 def test_every_sample_line_that_parses_passes_the_filter(line: object) -> None:
     assert isinstance(line, str)
     if parse_line(line) is not None:
-        assert worth_parsing(line.encode())
+        assert handed_over(line.encode())
 
 
 @pytest.mark.parametrize("key", ["levelname", "level"])
@@ -55,13 +55,13 @@ def test_a_json_records_warning_passes_the_filter_in_either_case(key: str, level
     line = json.dumps({"asctime": "2026-11-29 19:26:05", key: level, "message": "Engine core failed"})
     event = parse_line(line)
     assert event is not None and event.level == level.upper()
-    assert worth_parsing(line.encode())
+    assert handed_over(line.encode())
 
 
 @pytest.mark.parametrize("log", REAL_LOGS, ids=lambda p: p.name)
 def test_every_real_line_that_parses_passes_the_filter(log: Path) -> None:
     hidden = [line for line in log.read_bytes().split(b"\n")
-              if not worth_parsing(line) and parse_line(line.decode("utf-8", "replace")) is not None]
+              if not handed_over(line) and parse_line(line.decode("utf-8", "replace")) is not None]
     assert hidden == []
 
 

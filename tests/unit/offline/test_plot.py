@@ -92,17 +92,19 @@ def test_real_log_figure_panels_labels_and_points() -> None:
     assert list(median.get_xdata()) == sorted({e.running for e in busy})
 
 
-def test_engines_are_separate_lines_and_launches_break_them() -> None:
+def test_engines_are_separate_lines_and_launches_months_apart_are_facets() -> None:
     fig = figure_of(DATA / "021.log", DATA / "039.log", year="2025")
-    lines = data_lines(fig.axes[0])
-    assert set(lines) == {
-        "generation, engine 0", "prompt, engine 0", "generation, engine 1", "prompt, engine 1"}
-    # engine 0: one line in 021, five in 039, and a NaN between the two launches.
-    gen0 = lines["generation, engine 0"]
-    assert finite_points(gen0) == 6 and len(gen0.get_ydata()) == 7
-    assert finite_points(lines["generation, engine 1"]) == 1
-    marks = [line for line in fig.axes[0].get_lines() if line.get_label().startswith("_")]
-    assert len(marks) == 2
+    first, second = fig.axes[0], fig.axes[5]  # axes 5-8: the second facet's time panels
+    names = {"generation, engine 0", "prompt, engine 0", "generation, engine 1", "prompt, engine 1"}
+    assert set(data_lines(first)) == names
+    assert set(data_lines(second)) == {"generation, engine 0", "prompt, engine 0"}
+    # engine 0: one line in 021 (its own facet), five in 039 (the other); engine 1 only in 021.
+    assert finite_points(data_lines(first)["generation, engine 0"]) == 1
+    assert finite_points(data_lines(second)["generation, engine 0"]) == 5
+    assert finite_points(data_lines(first)["generation, engine 1"]) == 1
+    for ax in (first, second):
+        marks = [line for line in ax.get_lines() if line.get_label().startswith("_")]
+        assert len(marks) == 1
 
 
 def test_plot_writes_png_and_since_until_select(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

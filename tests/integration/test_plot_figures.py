@@ -9,6 +9,7 @@ its stats lines again and again, 10 s apart, for three days. Each test saves its
 
 from __future__ import annotations
 
+import io
 import itertools
 import re
 from datetime import datetime, timedelta
@@ -154,8 +155,42 @@ def test_one_instant_is_a_small_window_that_says_so(tmp_path: Path) -> None:
     labels_do_not_overlap(fig, [fig.axes[3]])
 
 
-def test_compare_figure_ticks_do_not_collide(tmp_path: Path) -> None:
-    logs = sorted(str(p) for p in (DATA / "compare").glob("*/serve_*.log"))
+def bucketed_log(path: Path) -> None:
+    """A launch whose running counts spread over 1-40 (its concurrency rows are buckets: 5-8, 9-16, ...)
+    made from the real log's lines, each with its running count rewritten."""
+    lines = [line for line in real_lines() if "Avg generation throughput" in line]
+    out = [re.sub(r"Running: \d+ reqs", f"Running: {1 + (i * 7) % 40} reqs", line)
+           for i, line in enumerate(lines * 3)]
+    path.parent.mkdir()
+    path.write_text("".join(restamped(out, datetime(2026, 12, 1, 19, 0), timedelta(seconds=2))),
+                    encoding="utf-8")
+
+
+def test_compare_figure_ticks_do_not_collide_and_dots_say_how_many_intervals(tmp_path: Path) -> None:
+    from vllm_logwatch.offline.compare.figure import build_compare_figure
+
+    bucketed = tmp_path / "spread-load" / "serve_20261201T190000Z.log"
+    bucketed_log(bucketed)
+    logs = [*sorted(str(p) for p in (DATA / "compare").glob("*/serve_*.log")), str(bucketed)]
     out = tmp_path / "compare.png"
-    run_compare(logs, tz="UTC", output=str(out))
+    cmp = run_compare(logs, tz="UTC", output=str(out), out=io.StringIO())
     assert out.stat().st_size > 20_000
+    fig = build_compare_figure(cmp)
+    fig.savefig(tmp_path / "compare-again.png")
+    top, bottom = fig.axes[:2]
+    labels = [t.get_text() for t in bottom.get_xticklabels()]
+    assert "5-8" in labels and "9-16" in labels  # buckets, next to exact counts
+    labels_do_not_overlap(fig, [bottom])
+    # The legend names launches by their folders (the file names are all serve_<time>.log).
+    legend = [t.get_text() for t in top.get_legend().get_texts()]
+    assert legend[0] == "mns16-prefix: model=tiny-llama, enable_prefix_caching=on, max_num_seqs=16"
+    assert legend[1] == "mns8-prefix: max_num_seqs=8"
+    assert any(text.startswith("spread-load") for text in legend)
+    # A dot from one interval is smaller and fainter than one from many.
+    dots = [c for c in top.collections if c.get_offsets().shape[0] and len(c.get_sizes()) > 1]
+    sizes = [size for c in dots for size in c.get_sizes()]
+    alphas = [rgba[3] for c in dots for rgba in c.get_facecolors()]
+    assert min(sizes) < 10 < 40 < max(sizes) and min(alphas) < 0.5 < max(alphas) == 1.0
+    notes = bottom.get_legend()
+    assert notes.get_title().get_text() == "a dot's size: intervals in its row"
+    assert [t.get_text() for t in notes.get_texts()][:3] == ["1 interval", "10 intervals", "50 intervals"]

@@ -94,16 +94,18 @@ def test_compare_shows_no_secret(logs: list[Path], fmt: str) -> None:
 def test_compare_png_legend_shows_no_secret(logs: list[Path], tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     from matplotlib.text import Text
-    from vllm_logwatch.offline.compare_plot import build_compare_figure
 
     from vllm_logwatch.commands.compare import run_compare
+    from vllm_logwatch.offline.compare.figure import build_compare_figure
 
     image = tmp_path / "cmp.png"
     cmp = run_compare([str(p) for p in logs], output=str(image), tz="UTC", out=io.StringIO())
     assert image.stat().st_size > 0
-    texts = [t.get_text() for t in build_compare_figure(cmp).findobj(Text)]
+    fig = build_compare_figure(cmp)
+    texts = [t.get_text() for t in fig.findobj(Text)]
     legend = " ".join(texts)
-    assert "serve_a" in legend
+    named = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert [n.split(":")[0] for n in named] == ["a", "b"]  # each file in a folder of its own: by folder
     no_secret(legend, "the PNG's texts")
 
 

@@ -497,6 +497,20 @@
       });
       return out;
     },
+    breaks: function () { // per engine and chart: the gap rows uPlot draws (nulls) and its spanGaps
+      var out = {};
+      Object.keys(charts).forEach(function (label) {
+        out[label] = {};
+        CHARTS.forEach(function (spec) {
+          var plot = charts[label].plots[spec.key];
+          out[label][spec.key] = {
+            nulls: plot.data[1].filter(function (v) { return v === null; }).length,
+            spanGaps: plot.series.slice(1).map(function (s) { return s.spanGaps; })
+          };
+        });
+      });
+      return out;
+    },
     history: history
   };
 

@@ -194,3 +194,36 @@ def test_help_says_what_dash_does(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["plot", "--help"])
     assert "- writes PNG to standard output" in " ".join(capsys.readouterr().out.split())
+
+
+def test_facets_split_on_hours_apart_or_another_model_and_merge_past_six() -> None:
+    from datetime import datetime, timedelta
+
+    from vllm_logwatch.offline.plot.facets import MAX_FACETS, facets, unrelated
+    from vllm_logwatch.offline.reading.launches import Launch
+
+    t = datetime(2026, 11, 29, 10)
+    hour = timedelta(hours=1)
+    runs = [(0, "m", 0), (1, "m", 2), (2, "m", 9), (3, "other", 10)]  # index, model, start (hours)
+    launches = {i: (Launch(i, f"{i}.log", 1, model_name=m), t + h * hour) for i, m, h in runs}
+    ends = {i: start + hour / 2 for i, (_, start) in launches.items()}
+    drawn = facets(launches, ends)
+    assert [f.launches for f in drawn] == [[0, 1], [2], [3]]  # 1.5 h apart: together; 6.5 h: apart
+    assert [f.model for f in drawn] == ["m", "m", "other"]
+    assert unrelated(launches, ends, drawn) == (
+        "warning: these logs look unrelated: 2 models (m, other); drawn in 3 facets side by side, one "
+        "per run of launches")
+    many = {i: (Launch(i, f"{i}.log", 1), t + i * 10 * hour) for i in range(9)}
+    assert len(facets(many, {i: s for i, (_, s) in many.items()})) == MAX_FACETS == 6
+    one = {0: launches[0]}
+    assert unrelated(one, ends, facets(one, ends)) is None
+
+
+def test_two_models_get_a_scatter_colour_and_a_median_each() -> None:
+    logs = sorted((DATA / "compare").glob("*/serve_*.log"))
+    tiny, small = (next(p for p in logs if p.parent.name == name) for name in ("mns8-prefix", "small-model"))
+    fig = figure_of(tiny, small)
+    medians = sorted(label for label in data_lines(fig.axes[4]) if label.startswith("median"))
+    assert medians == ["median, small-llama", "median, tiny-llama"]
+    dots = [c.get_label() for c in fig.axes[4].collections]
+    assert dots == ["stats line, tiny-llama", "stats line, small-llama"]

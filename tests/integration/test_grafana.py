@@ -269,7 +269,7 @@ def test_provisioning_shows_the_dashboard_with_no_clicks() -> None:
     datasources = yaml.safe_load((GRAFANA / "provisioning" / "datasources" / "prometheus.yml").read_text())
     assert datasources["apiVersion"] == 1
     [source] = datasources["datasources"]
-    assert source["type"] == "prometheus" and source["isDefault"] is True
+    assert source["type"] == "prometheus" and source["isDefault"] is False  # the host's default stays
     assert source["jsonData"]["timeInterval"] == yaml.safe_load(PROMETHEUS_YML.read_text())["global"][
         "scrape_interval"]
     providers = yaml.safe_load((GRAFANA / "provisioning" / "dashboards" / "vllm-logwatch.yml").read_text())

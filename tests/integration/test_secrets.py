@@ -101,9 +101,11 @@ def test_compare_png_legend_shows_no_secret(logs: list[Path], tmp_path: Path) ->
     image = tmp_path / "cmp.png"
     cmp = run_compare([str(p) for p in logs], output=str(image), tz="UTC", out=io.StringIO())
     assert image.stat().st_size > 0
-    texts = [t.get_text() for t in build_compare_figure(cmp).findobj(Text)]
+    fig = build_compare_figure(cmp)
+    texts = [t.get_text() for t in fig.findobj(Text)]
     legend = " ".join(texts)
-    assert "serve_a" in legend
+    named = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert [n.split(":")[0] for n in named] == ["a", "b"]  # each file in a folder of its own: by folder
     no_secret(legend, "the PNG's texts")
 
 

@@ -10,6 +10,13 @@ At a speed above 1 the stamps keep the log's own spacing, so they run ahead of t
 gauges show the logged values, and the token counters grow `speed` times faster than in the original
 run. The folder is removed on exit.
 
+From the second pass on, the start-up lines before the first stats line are written at once with it
+(their stamps unchanged), so the page goes from one pass's last numbers to the next pass's first,
+never through "No stats line yet". The status (`/api/v1/status`, `replay`) says it is a replay, which
+pass it is at, and why each pass ends with a failure: the recorded run was stopped, and vLLM logged an
+EngineDeadError while shutting down, so every pass adds one `engine_dead` and its error lines to the
+counters (counters only grow: they are not reset per pass, the page says how many passes they hold).
+
 Example::
 
     logwatch demo --speed 20 --port 9477 &
@@ -31,7 +38,7 @@ from pathlib import Path
 
 from ..config import DemoSettings, WatchSettings
 
-__all__ = ["DEMO_LOG", "ReplayLine", "Replayer", "load_demo_log", "run_demo"]
+__all__ = ["DEMO_LOG", "REPLAYED_FAILURE", "ReplayLine", "Replayer", "load_demo_log", "run_demo"]
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +47,14 @@ _YEAR = 2026  # from the bundled file's name
 _VLLM_STAMP = re.compile(r"(?<![A-Za-z])(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d\d-\d\d \d\d:\d\d:\d\d)")
 _ISO_STAMP = re.compile(r"\b(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)Z")
 _PASS_GAP = timedelta(seconds=2)  # between the last line of a pass and the first of the next
+_STATS = "Avg generation throughput"
+REPLAYED_FAILURE = (
+    "Each pass ends as the recorded run ended: it was stopped, and vLLM 0.32 logged an EngineDeadError "
+    "traceback while shutting down. So every pass shows the launch ended and adds one engine_dead and "
+    "its error lines to the counters, which are never reset: they count every pass so far. It is the "
+    "replay, not a fault of this machine."
+)
+"""Why the demo's counters show a failure per pass (the page and the status say it)."""
 
 
 @dataclass(frozen=True)
@@ -118,6 +133,8 @@ class Replayer:
         self.passes = passes
         self.stop = threading.Event()
         self.files: list[Path] = []
+        self.passes_started = 0
+        self._first_stats = next((i for i, e in enumerate(self.entries) if _STATS in e.text), 0)
         self._next_start: datetime | None = None
         self._thread: threading.Thread | None = None
 
@@ -136,9 +153,18 @@ class Replayer:
             self.write_pass()
             done += 1
 
+    def status(self) -> dict[str, object]:
+        """What `/api/v1/status` says of the replay (`replay`)."""
+        return {"log": DEMO_LOG, "speed": self.speed, "pass": self.passes_started,
+                "failure": REPLAYED_FAILURE}
+
     def write_pass(self) -> Path:
-        """One pass of the log as a new launch file; returns early when stopped."""
+        """One pass of the log as a new launch file; returns early when stopped. From the second pass
+        on, the lines before the first stats line are written with it, at once."""
         first = self.entries[0].at
+        self.passes_started += 1
+        collapse = self.passes_started > 1
+        stats_at = self.entries[self._first_stats].at
         start = self.now().replace(microsecond=0)
         if self._next_start is not None and start < self._next_start:
             start = self._next_start
@@ -146,7 +172,7 @@ class Replayer:
         path = self.folder / f"demo_{start:%Y%m%d_%H%M%S}.log"
         self.files.append(path)
         with open(path, "a", encoding="utf-8") as out:
-            previous = first
+            previous = stats_at if collapse else first
             batch: list[str] = []
             for entry in self.entries:
                 if entry.at > previous:
@@ -181,7 +207,7 @@ def run_demo(settings: DemoSettings, *, announce: Callable[[str], None] | None =
             if announce is not None:
                 announce(url)
 
-        return run_watch(watch, announce=started)
+        return run_watch(watch, announce=started, extra_status=lambda: {"replay": replayer.status()})
     finally:
         replayer.close()
         shutil.rmtree(folder, ignore_errors=True)

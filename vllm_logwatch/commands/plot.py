@@ -13,6 +13,7 @@ from typing import Any
 from ..errors import InputError, NoStatsError, OutputError, UsageError
 from ..offline.plot.collect import DPI, collect, parse_when, require_matplotlib
 from ..offline.plot.drawer import Drawer
+from ..offline.plot.facets import facets, unrelated
 from ..offline.reading.launches import Launch, iter_launch_records, iter_summary_records
 from ..offline.reading.ranges import DEFAULT_TUNING, VALUES, Tuning
 from ..offline.reading.records import FastBlock, FastMfu
@@ -80,6 +81,9 @@ def run_plot(
         if not drawn:
             raise NoStatsError(
                 f"no stats lines with a time between {since or 'the start'} and {until or 'the end'}")
+        warning = unrelated(data.launches, data.ends, facets(data.launches, data.ends))
+        if warning is not None:  # several models, or days between launches: one line, drawn anyway
+            print(f"logwatch plot: {warning}", file=sys.stderr, flush=True)
         # Rendered in memory, then written by us: matplotlib's own file writes lose errors such as a
         # full disk (the command would succeed with a cut image).
         kind = "png" if to_stdout else os.path.splitext(output)[1][1:].lower() or None

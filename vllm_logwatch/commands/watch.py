@@ -15,7 +15,7 @@ import os
 import signal
 import stat
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import EXIT_OK, UsageError
 from ..exporting.history import History
@@ -41,12 +41,14 @@ print stats; a source silent for the charts' hour makes room)."""
 
 def run_watch(
     settings: WatchSettings, *, announce: Callable[[str], None] | None = None, stdin_open: bool = True,
+    extra_status: Callable[[], dict[str, Any]] | None = None,
 ) -> int:
     """`logwatch watch`: follow `settings.target`, serve the metrics, stop cleanly; the exit code.
 
     `announce` gets the metrics URL once serving (the status page
     is at `/`); `stdin_open=False`: the process was started with standard input closed (the command
-    line put /dev/null there), so `-` is a usage error."""
+    line put /dev/null there), so `-` is a usage error; `extra_status`: more keys for the status (the
+    demo's `replay`)."""
     from prometheus_client.registry import CollectorRegistry
 
     from ..exporting.exporter import ExporterMetrics
@@ -96,7 +98,14 @@ def run_watch(
     registry = CollectorRegistry()
     pipeline.register(registry)
     web = settings.web_config
-    app = create_app(registry, pipeline.status, pipeline.healthy, history, web=web)
+    status = pipeline.status
+    if extra_status is not None:
+        more = extra_status
+
+        def status() -> dict[str, Any]:
+            return {**pipeline.status(), **more()}
+
+    app = create_app(registry, status, pipeline.healthy, history, web=web)
     port = sock.getsockname()[1]
     url = url_of(settings.listen, port, scheme=web.scheme if web is not None else "http")
     if stream:

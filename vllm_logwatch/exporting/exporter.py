@@ -109,7 +109,7 @@ class ExporterMetrics(Collector):
         self._runtime = RuntimeState()
         self._replay = False
         self._skipped_bytes: int | None = None
-        self._banner_seen = False
+        self._banner_seen, self._facts_of = False, ""  # `_facts_of`: the file set_startup_facts read
         self._reset_launch()
 
     # -- feeding (worker thread) ----------------------------------------------------------------
@@ -189,11 +189,12 @@ class ExporterMetrics(Collector):
         with self._lock:
             self._ended = True
 
-    def set_startup_facts(self, facts: Mapping[str, Any], skipped_bytes: int | None = None) -> None:
+    def set_startup_facts(self, facts: Mapping[str, Any], skipped_bytes: int | None = None,
+                          source: str = "") -> None:
         """Start-up facts read from before where reading started (`watch` at a file's end): shown, never
-        counted; ignored once a banner was read. `skipped_bytes`: the part not read (the page says so)."""
+        counted; ignored once a banner was read; kept when `source`'s first line opens its launch (once)."""
         with self._lock:
-            self._skipped_bytes = skipped_bytes
+            self._skipped_bytes, self._facts_of = skipped_bytes, source
             if self._banner_seen:
                 return
             for key, value in facts.items():
@@ -202,20 +203,22 @@ class ExporterMetrics(Collector):
             self._series_model = self._model_name() or self._series_model
 
     def _start_launch(self, source: str | None) -> None:
+        kept: dict[str, Any] | None = self._facts if source and source == self._facts_of else None
+        self._facts_of = ""  # once: a restart banner in that file is a launch of its own
         self._launches += 1
         self._launch_source = source
         for state in self._engines.values():
             state.reset()
         self._runtime.reset()
-        self._reset_launch()
+        self._reset_launch(kept)  # the facts read from before where reading started, if of this file
 
-    def _reset_launch(self) -> None:
-        self._facts: dict[str, Any] = {}
+    def _reset_launch(self, facts: dict[str, Any] | None = None) -> None:
+        self._facts: dict[str, Any] = facts or {}
         self._last_v0: EngineState | None = None
         self._stats_seen = False
         self._first_request: float | None = None
         self._opened_by_caller = False
-        self._banner_seen = False
+        self._banner_seen = bool(facts)
         self._ended = False  # the launch shut down (`mark_shutdown`)
         self._dead = False  # an engine-dead line came in this launch
 

@@ -12,6 +12,12 @@ time it was read when the line has none. If an engine's time goes backwards (a l
 stamps), its buffer starts over and `instance` changes, which tells a client fetching `since` its
 last point to fetch everything again.
 
+A silence longer than `GAP_INTERVALS` of an engine's usual interval (a restart, a replay's next pass,
+an idle engine that printed nothing) is a gap: the snapshot puts a row with every value null just
+after the point before it, and lists its time in the engine's `gaps`, so a chart breaks the line there
+instead of drawing a diagonal across the silence (the page's uPlot breaks on null, and joins over
+a value a line simply lacks).
+
 Only numbers are kept: never line text (logs hold users' prompts).
 
 >>> from vllm_logwatch.parsing.line import parse_line
@@ -25,6 +31,7 @@ Only numbers are kept: never line text (logs hold users' prompts).
 
 from __future__ import annotations
 
+import itertools
 import math
 import secrets
 import threading
@@ -34,7 +41,7 @@ from typing import Any
 from ..parsing.events import EngineStats
 from ..shown import finite
 
-__all__ = ["DEFAULT_MAX_POINTS", "DEFAULT_WINDOW_SECONDS", "FIELDS", "History"]
+__all__ = ["DEFAULT_MAX_POINTS", "DEFAULT_WINDOW_SECONDS", "FIELDS", "GAP_INTERVALS", "History"]
 
 DEFAULT_WINDOW_SECONDS = 3600.0
 DEFAULT_MAX_POINTS = 3600
@@ -51,6 +58,8 @@ FIELDS = (
     "mm_cache_hit_rate_pct",
 )
 """The columns of a point, in the log's units (tokens/s, requests, percent); `time` in epoch seconds."""
+GAP_INTERVALS = 3.0
+"""A silence longer than this many of the engine's usual (median) intervals is drawn as a gap."""
 
 Point = tuple[float, "float | None", "float | None", "float | None", "float | None", "float | None",
               "float | None", "float | None"]
@@ -137,17 +146,19 @@ class History:
         out; a missing value in a kept column is null.
         """
         with self._lock:
-            chosen = {label: [p for p in points if since is None or p[0] > since]
-                      for label, points in self._engines.items()}
+            chosen = {label: list(points) for label, points in self._engines.items()}
             instance = self.instance
             left_out = len(self._left_out)
         engines: dict[str, dict[str, list[float | None]]] = {}
         for label, points in chosen.items():
-            columns: dict[str, list[float | None]] = {"time": [round(p[0], 3) for p in points]}
+            rows, gaps = _with_gaps(points, since)
+            columns: dict[str, list[float | None]] = {"time": [round(p[0], 3) for p in rows]}
             for index, name in enumerate(FIELDS[1:], start=1):
-                column = [p[index] for p in points]
+                column = [p[index] for p in rows]
                 if any(value is not None for value in column):
                     columns[name] = column
+            if gaps:
+                columns["gaps"] = gaps
             engines[label] = columns
         return {
             "instance": instance,
@@ -157,3 +168,31 @@ class History:
             "engines": engines,
             "series_left_out": left_out,
         }
+
+
+def _with_gaps(points: list[Point], since: float | None) -> tuple[list[Point], list[float | None]]:
+    """The points after `since`, with a row of nulls just after each point followed by a silence of
+    more than `GAP_INTERVALS` usual intervals; and those rows' times.
+
+    >>> pts = [(float(t), 1.0, 2.0, 1, 0, 5.0, None, None) for t in (0, 2, 4, 6, 40, 42)]
+    >>> rows, gaps = _with_gaps(pts, None)
+    >>> [r[0] for r in rows], gaps
+    ([0.0, 2.0, 4.0, 6.0, 8.0, 40.0, 42.0], [8.0])
+    >>> _with_gaps(pts, 30.0)[0][0][:2], _with_gaps(pts, 30.0)[1]
+    ((40.0, 1.0), [])
+    """
+    steps = sorted(b[0] - a[0] for a, b in itertools.pairwise(points) if b[0] > a[0])
+    usual = steps[len(steps) // 2] if steps else 0.0
+    rows: list[Point] = []
+    gaps: list[float | None] = []
+    for i, p in enumerate(points):
+        if since is not None and p[0] <= since:
+            continue
+        before = points[i - 1][0] if i else None
+        if usual > 0 and before is not None and p[0] - before > GAP_INTERVALS * usual:
+            at = round(before + min(usual, (p[0] - before) / 2), 3)
+            if since is None or at > since:
+                rows.append((at, None, None, None, None, None, None, None))
+                gaps.append(at)
+        rows.append(p)
+    return rows, gaps

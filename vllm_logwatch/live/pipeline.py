@@ -265,7 +265,7 @@ class Pipeline:
         if start:
             facts = launch_facts(path, start)
             with self.keeper.gate:
-                self.metrics.set_startup_facts(facts, None if self._resumed else start)
+                self.metrics.set_startup_facts(facts, None if self._resumed else start, source=path)
 
     def _new_reader(self, assembler: Assembler, metrics: ExporterMetrics) -> LaunchReader:
         """The reader of a new file (`SourceReaders` makes one a launch)."""

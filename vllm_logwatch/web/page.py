@@ -241,6 +241,22 @@ def _child(status: Mapping[str, Any]) -> str:
             f'<dl class="facts">{"".join(items)}</dl></section>')
 
 
+def _replay(status: Mapping[str, Any]) -> tuple[str, str]:
+    """The badge and the paragraph of a replay (`logwatch demo`): which log, which pass, and why each
+    pass ends with a failure; ("", "") for a live log."""
+    replay = status.get("replay")
+    if not isinstance(replay, Mapping):
+        return "", ""
+    number = replay.get("pass")
+    shown = _shown(number, "number", 0)
+    badge = ' <span id="replay-badge" class="badge replay" title="logwatch demo">Replay</span>'
+    text = (f'<p id="replay" class="notice replay">Replay of a real vLLM log ({_e(replay.get("log"))}) at '
+            f'{_e(_shown(replay.get("speed"), "number", 0))}x, pass <span data-key="replay.pass" '
+            f'data-kind="number" data-digits="0">{_e(shown)}</span>, written again each pass as a new '
+            f'launch. {_e(replay.get("failure") or "")}</p>')
+    return badge, text
+
+
 def _problems(counters: Mapping[str, Any] | None) -> str:
     problems = _get(counters, "problems")
     if not isinstance(problems, Mapping):
@@ -286,7 +302,7 @@ _PAGE = Template("""<!doctype html>
 <body data-rendered-at="$rendered_at">
 <header class="top">
   <div class="title">
-    <h1>vLLM logwatch</h1>
+    <h1>vLLM logwatch$replay_badge</h1>
     <p id="connection" class="connection" role="status" aria-live="polite">\
 <span class="dot" aria-hidden="true"></span> <span class="text">\
 Snapshot at <time datetime="$rendered_iso">$rendered_clock</time>; \
@@ -295,6 +311,7 @@ Snapshot at <time datetime="$rendered_iso">$rendered_clock</time>; \
   <dl class="facts" id="server">$facts</dl>
 </header>
 <main>
+$replay
 <p id="skipped" class="help" data-key="skipped_bytes" data-kind="skipped"$skipped_hidden>$skipped</p>
 <p id="notice" class="notice" data-reason="$notice_reason" data-messages="$notice_messages"\
 $notice_hidden>$notice</p>
@@ -340,7 +357,9 @@ def render(status: Mapping[str, Any], *, now: float | None = None) -> str:
         rows = f'<tr class="empty"><td colspan="{len(COLUMNS) + 1}">No stats line yet</td></tr>'
     notice, reason = _notice(status)
     local = time.localtime(now)
+    replay_badge, replay = _replay(status)
     return _PAGE.substitute(
+        replay_badge=replay_badge, replay=replay,
         refresh=REFRESH_NO_SCRIPT_SECONDS,
         uplot_css=_asset("uPlot.min.css"), page_css=_asset("page.css"),
         uplot_js=_asset("uPlot.iife.min.js"), page_js=_asset("page.js"),

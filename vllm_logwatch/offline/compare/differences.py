@@ -19,10 +19,17 @@ from ..reading.launches import Launch
 from ..summary.build import ConcurrencyRow, GroupSummary, Summary
 from ..summary.facts import FACT_COLUMNS, fact_text, launch_facts
 
-__all__ = ["DEFAULT", "IGNORED_ARGS", "Comparison", "LaunchComparison", "compare"]
+__all__ = ["DEFAULT", "IGNORED_ARGS", "LOGGING_ARGS", "Comparison", "LaunchComparison", "compare"]
 
 IGNORED_ARGS = ("host", "port", "model_tag")
 """Arguments never shown as differing: where the server listened, and `model_tag` (the model again)."""
+LOGGING_ARGS = frozenset({
+    "enable_mfu_metrics", "disable_log_stats", "enable_log_requests", "disable_log_requests",
+    "enable_log_outputs", "max_log_len", "uvicorn_log_level", "disable_uvicorn_access_log",
+    "disable_fastapi_docs", "log_error_stack", "enable_server_load_tracking",
+})
+"""Arguments that change what vLLM logs or serves about itself, not how fast it runs: shown in the
+differing arguments, never in a legend (a launch labelled `enable_mfu_metrics=on` says nothing)."""
 DEFAULT = "(default)"
 """The value shown for an argument a launch did not name (vLLM's default)."""
 _TAG_CHARS = 80
@@ -79,8 +86,9 @@ def _unusual(values: list[Any], index: int) -> bool:
 
 def _legend_order(table: dict[str, list[Any]], index: int) -> list[str]:
     """The keys for a legend: the model first, the served name only without the model, none whose
-    value is `(default)` there."""
-    keys = sorted(table, key=lambda k: (k not in ("model", "served_model_name"), k))
+    value is `(default)` there, no logging switch (`LOGGING_ARGS`)."""
+    keys = sorted((k for k in table if k not in LOGGING_ARGS),
+                  key=lambda k: (k not in ("model", "served_model_name"), k))
     if "model" in table and "served_model_name" in keys:
         keys.remove("served_model_name")
     return [k for k in keys if table[k][index] != DEFAULT]

@@ -1,8 +1,10 @@
 """`logwatch compare -o cmp.png`: generation tok/s against running requests, one line per launch
-(labelled by what differs), its median per concurrency row with a p10-p90 band; per-request tok/s
-against running requests below it; at the bottom the Pareto view: per-stream tok/s against total tok/s
-per GPU, one curve per launch (nothing waiting; `summary/answers.pareto`). The rows are the compare
-tables' own (offline/summary/build.py), so the picture and the tables never disagree.
+(named by its folder when file names do not tell launches apart, and labelled by what differs), its
+median per concurrency row with a p10-p90 band, each row's dot sized and shaded by the intervals
+behind it; per-request tok/s against running requests below it; at the bottom the Pareto view:
+per-stream tok/s against total tok/s per GPU, one curve per launch (nothing waiting;
+`summary/answers.pareto`). The rows are the compare tables' own (offline/summary/build.py), so the
+picture and the tables never disagree.
 
 matplotlib (the `plot` extra) is imported only here, on the Agg canvas, without pyplot.
 """
@@ -10,6 +12,7 @@ matplotlib (the `plot` extra) is imported only here, on the Agg canvas, without 
 from __future__ import annotations
 
 import math
+import os
 from typing import TYPE_CHECKING, Any
 
 from ..plot.collect import require_matplotlib
@@ -19,11 +22,16 @@ from .answers import comparison_summary
 from .differences import Comparison
 
 if TYPE_CHECKING:
+    from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-__all__ = ["COMPARE_FIGSIZE", "build_compare_figure", "row_x"]
+__all__ = ["COMPARE_FIGSIZE", "build_compare_figure", "legend_names", "marker_alpha", "marker_area", "row_x"]
 
 COMPARE_FIGSIZE = (11.0, 12.0)
+_MOST_INTERVALS = 100
+"""Past this many intervals a row's dot grows no more."""
+_TICK_GAP = 4.0
+"""Pixels between two tick labels at least."""
 
 
 def row_x(row: ConcurrencyRow) -> float:
@@ -39,11 +47,49 @@ def row_x(row: ConcurrencyRow) -> float:
     return math.sqrt(row.lo * row.hi)
 
 
+def legend_names(cmp: Comparison) -> list[str]:
+    """Each launch's name in the legend: its folder's name when every file is in a folder of its own
+    and the folders' names differ (vLLM's `serve_<time>.log` names tell launches apart by time only;
+    `mns8-prefix/` says what the run was), with `#2` ... for a restart inside a file; else its label."""
+    files = [c.launch.file for c in cmp.launches]
+    folders = {f: os.path.basename(os.path.dirname(os.path.abspath(f))) for f in files}
+    by_folder: dict[str, set[str]] = {}
+    for f, folder in folders.items():
+        by_folder.setdefault(folder, set()).add(f)
+    if len(files) < 2 or any(len(group) > 1 for group in by_folder.values()) or "" in by_folder:
+        return [c.launch.label for c in cmp.launches]
+    return [folders[c.launch.file] + (f" #{c.launch.restart + 1}" if c.launch.restart else "")
+            for c in cmp.launches]
+
+
+def marker_area(intervals: int) -> float:
+    """A row's marker area (points^2): grows with the intervals behind its median, so a median of one
+    interval does not look as solid as one of fifty.
+
+    >>> [round(marker_area(n)) for n in (1, 10, 50)]
+    [8, 22, 74]
+    """
+    return 6.0 + 2.0 * math.pow(min(intervals, _MOST_INTERVALS), 0.9)
+
+
+def marker_alpha(intervals: int) -> float:
+    """A row's marker opacity: faint for one interval, solid from ten.
+
+    >>> [round(marker_alpha(n), 2) for n in (1, 5, 10, 50)]
+    [0.35, 0.64, 1.0, 1.0]
+    """
+    return 0.35 + 0.65 * (min(intervals, 10) - 1) / 9
+
+
 def build_compare_figure(cmp: Comparison, gpus: int | None = None) -> Figure:
-    """The figure of the comparison (nothing is written); `gpus`: `--gpus` for the Pareto view."""
+    """The figure of the comparison (nothing is written); `gpus`: `--gpus` for the Pareto view. Tick
+    labels that would overlap are thinned (measured by the renderer, buckets and powers of two kept
+    first)."""
     require_matplotlib()
     from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.colors import to_rgb
     from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
     from matplotlib.ticker import FixedLocator, NullLocator
 
     fig = Figure(figsize=COMPARE_FIGSIZE, layout="constrained")
@@ -54,6 +100,8 @@ def build_compare_figure(cmp: Comparison, gpus: int | None = None) -> Figure:
     top.tick_params(labelbottom=False)
     _pareto(fig.add_subplot(grid[2]), cmp, gpus)
     ticks: dict[float, str] = {}
+    names = legend_names(cmp)
+    most = 1
     for i, c in enumerate(cmp.launches):
         rows = c.group.concurrency
         if not rows:
@@ -61,12 +109,17 @@ def build_compare_figure(cmp: Comparison, gpus: int | None = None) -> Figure:
         color = f"C{i % 10}"
         xs = [row_x(r) for r in rows]
         ticks.update({x: r.running for x, r in zip(xs, rows, strict=True)})
+        counts = [r.intervals for r in rows]
+        most = max(most, *counts)
+        sizes = [marker_area(n) for n in counts]
+        colors = [(*to_rgb(color), marker_alpha(n)) for n in counts]
+        label = names[i] + c.tag[len(c.launch.label):]
         top.fill_between(xs, [r.generation_p10 for r in rows], [r.generation_p90 for r in rows],
                          color=color, alpha=0.15, linewidth=0)
-        top.plot(xs, [r.generation_median for r in rows], color=color, marker="o", markersize=4,
-                 linewidth=1.6, label=c.tag)
-        bottom.plot(xs, [r.per_request_median for r in rows], color=color, marker="o", markersize=4,
-                    linewidth=1.6, label=c.tag)
+        top.plot(xs, [r.generation_median for r in rows], color=color, linewidth=1.6, label=label)
+        top.scatter(xs, [r.generation_median for r in rows], s=sizes, c=colors, zorder=3, linewidths=0)
+        bottom.plot(xs, [r.per_request_median for r in rows], color=color, linewidth=1.6, label=label)
+        bottom.scatter(xs, [r.per_request_median for r in rows], s=sizes, c=colors, zorder=3, linewidths=0)
     top.set_title("Generation throughput by running requests (median, band p10-p90)", loc="left",
                   fontsize=11, fontweight="bold")
     top.set_ylabel("generation tokens/s (all requests)")
@@ -79,10 +132,17 @@ def build_compare_figure(cmp: Comparison, gpus: int | None = None) -> Figure:
         ax.set_ylim(bottom=0)
         ax.grid(True, alpha=0.3)
     if ticks:
-        bottom.xaxis.set_major_locator(FixedLocator(sorted(ticks)))
         bottom.xaxis.set_minor_locator(NullLocator())
-        bottom.set_xticklabels([ticks[x] for x in sorted(ticks)])
+        kept = _thinned(fig, bottom, ticks, FixedLocator)
+        bottom.xaxis.set_major_locator(FixedLocator(kept))
+        bottom.set_xticklabels([ticks[x] for x in kept])
         top.legend(loc="upper left", fontsize="small")
+        shown = sorted({n for n in (1, 10, 50, most) if n <= most})
+        sizes_legend = [Line2D([], [], linestyle="", marker="o", color="gray",
+                               markersize=marker_area(n) ** 0.5, alpha=marker_alpha(n),
+                               label=f"{n} interval{'s' if n != 1 else ''}") for n in shown]
+        bottom.legend(handles=sizes_legend, loc="upper right", fontsize="small",
+                      title="a dot's size: intervals in its row", title_fontsize="small")
     else:
         top.text(0.5, 0.5, "nothing ran in these launches", transform=top.transAxes, ha="center",
                  color="gray")
@@ -109,3 +169,27 @@ def _pareto(ax: Any, cmp: Comparison, gpus: int | None) -> None:
     ax.set_xlim(left=0)
     ax.set_ylim(bottom=0)
     ax.grid(True, alpha=0.3)
+
+
+def _thinned(fig: Figure, ax: Axes, ticks: dict[float, str], locator: Any) -> list[float]:
+    """The tick positions whose labels do not overlap once drawn: buckets and powers of two first, then
+    the other counts from the left, each kept only if its label clears the ones kept (4 px apart)."""
+    positions = sorted(ticks)
+    ax.xaxis.set_major_locator(locator(positions))
+    ax.set_xticklabels([ticks[x] for x in positions])
+    fig.draw_without_rendering()
+    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]
+    boxes = {x: label.get_window_extent(renderer)
+             for x, label in zip(positions, ax.get_xticklabels(), strict=True)}
+
+    def rank(x: float) -> tuple[int, float]:
+        text = ticks[x]
+        exact_power = text.isdigit() and (int(text) & (int(text) - 1)) == 0
+        return (0 if not text.isdigit() or exact_power else 1, x)
+
+    kept: list[float] = []
+    for x in sorted(positions, key=rank):
+        box = boxes[x]
+        if all(box.x1 + _TICK_GAP <= boxes[k].x0 or boxes[k].x1 + _TICK_GAP <= box.x0 for k in kept):
+            kept.append(x)
+    return sorted(kept)

@@ -29,6 +29,8 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
+    from .decimate import Decimator
+    from .facets import Facet
     from .points import PlotData
 
 __all__ = ["PANEL_TITLES", "build_figure", "collect", "draw", "parse_when", "require_matplotlib"]
@@ -43,6 +45,10 @@ PANEL_TITLES = (
 _NAN = math.nan
 _MARKERS_UP_TO = 60
 """Lines with at most this many points get a dot per point (a lone line is still visible)."""
+_INSTANT_DAYS = 1 / 86400
+"""A facet whose records span less than a second is one instant: nothing to draw over time."""
+_WINDOW_DAYS = 10 / 1440
+"""The window drawn around one instant: ten minutes."""
 _MISSING_MATPLOTLIB = "plot needs matplotlib: pip install matplotlib (or, in a clone: pip install '.[plot]')"
 
 
@@ -113,7 +119,14 @@ def collect(
 
 
 def draw(data: PlotData) -> Figure:
-    """The figure of `collect`'s data (UsageError without matplotlib)."""
+    """The figure of `collect`'s data (UsageError without matplotlib).
+
+    Axes 0-3 are the time panels of the first facet, axis 4 the scatter, then 4 more per further facet
+    (`offline/plot/facets.py`: launches hours apart or of another model side by side). A line past the
+    pixel budget is drawn as its median per pixel column with a band from its lowest to its highest
+    value (`Decimator.band`); a facet whose records are all at one instant gets a ten-minute window
+    and says there is nothing to draw over time.
+    """
     try:
         import matplotlib.dates
         from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -121,94 +134,183 @@ def draw(data: PlotData) -> Figure:
         from matplotlib.ticker import MaxNLocator
     except ImportError:
         raise UsageError(_MISSING_MATPLOTLIB) from None
-    import numpy as np
 
-    from .points import epoch_days
+    from .facets import facets
 
     mdates: Any = matplotlib.dates  # untyped module: calls on Any keep mypy --strict quiet
-    epoch = epoch_days()  # matplotlib's date unit is days since its `date.epoch` (1970 unless set)
-    series, launches, medians, zone = data.series, data.launches, data.medians, data.zone
-
+    zone = data.zone
+    groups = facets(data.launches, data.ends)
     fig = Figure(figsize=FIGSIZE)
     FigureCanvasAgg(fig)
     # Fixed margins, room for the legends on the right: a layout engine measures every tick label
     # at each draw (a fifth of a plot's time); the panels' sizes do not depend on the data.
-    grid = fig.add_gridspec(5, 1, height_ratios=(1.2, 1, 0.8, 0.8, 1.4), left=0.075, right=0.80,
-                            top=0.955, bottom=0.04, hspace=0.38)
-    top = fig.add_subplot(grid[0])
-    axes = [top, *(fig.add_subplot(grid[i], sharex=top) for i in (1, 2, 3))]
-    single = len(series) == 1
-    colors = {engine: f"C{i % 10}" for i, engine in enumerate(series)}
-    for ax, (title, ylabel, columns) in zip(axes, _PANELS, strict=True):
-        drawn = 0
-        for engine, s in series.items():
-            color = colors[engine]
-            for column, name, style in columns:
-                xs, ys = s.lines[column].points()
-                xs = xs + epoch if epoch else xs
-                if not np.isfinite(ys).any():
+    grid = fig.add_gridspec(5, max(len(groups), 1), height_ratios=(1.2, 1, 0.8, 0.8, 1.4), left=0.075,
+                            right=0.80, top=0.955, bottom=0.04, hspace=0.38, wspace=0.06)
+    top = fig.add_subplot(grid[0, 0])
+    columns = [[top, *(fig.add_subplot(grid[i, 0], sharex=top) for i in (1, 2, 3))]]
+    scatter_ax = fig.add_subplot(grid[4, :])
+    for f in range(1, len(groups)):
+        first = fig.add_subplot(grid[0, f], sharey=columns[0][0])
+        columns.append([first, *(fig.add_subplot(grid[i, f], sharex=first, sharey=columns[0][i])
+                                 for i in (1, 2, 3))])
+    engines = list(dict.fromkeys(name for _, name in data.series))
+    single = len(engines) == 1
+    handles: list[dict[str, Any]] = [{} for _ in _PANELS]
+    banded = False
+    for f, axes in enumerate(columns):
+        chosen = set(groups[f].launches) if groups else set()
+        for row, (ax, (title, ylabel, panel)) in enumerate(zip(axes, _PANELS, strict=True)):
+            for (launch, engine), s in data.series.items():
+                if launch not in chosen:
                     continue
-                label = name if single else f"{name}, {engine}"
-                ax.plot(xs, ys, linestyle=style, color=color, linewidth=1.2, label=label,
-                        marker="o" if len(ys) <= _MARKERS_UP_TO else "", markersize=3)
-                drawn += 1
-        ax.set_title(title, loc="left", fontsize=11, fontweight="bold")
-        ax.set_ylabel(ylabel)
-        ax.set_ylim(bottom=0)
-        ax.grid(True, alpha=0.3)
-        if drawn:
-            ax.legend(loc="upper left", bbox_to_anchor=(1.005, 1), fontsize="small", borderaxespad=0)
-        else:
+                for j, (column, name, style) in enumerate(panel):
+                    label = name if single else f"{name}, {engine}"
+                    color = f"C{(engines.index(engine) * len(panel) + j) % 10}"
+                    banded |= _draw_line(ax, s.lines[column], label, color, style, handles[row],
+                                         data.epoch)
+            ax.grid(True, alpha=0.3)
+            if f == 0:
+                ax.set_title(title, loc="left", fontsize=11, fontweight="bold")
+                ax.set_ylabel(ylabel)
+            else:
+                ax.tick_params(labelleft=False)
+            if row < 3:
+                ax.tick_params(labelbottom=False)
+        _frame(axes, groups[f] if groups else None, len(groups), zone, data)
+    for row, ax in enumerate(columns[-1]):
+        if handles[row]:
+            ax.legend(list(handles[row].values()), list(handles[row]), loc="upper left",
+                      bbox_to_anchor=(1.005, 1), fontsize="small", borderaxespad=0)
+    for row, ax in enumerate(columns[0]):
+        if not handles[row]:
             ax.text(0.5, 0.5, "not in these log lines", transform=ax.transAxes, ha="center", color="gray")
-    axes[3].set_ylim(0, 100)
-    axes[1].yaxis.set_major_locator(MaxNLocator(integer=True))
-    _mark_launches(axes, sorted(launches.values(), key=lambda item: item[1]))
-    locator = mdates.AutoDateLocator(tz=zone)
-    axes[3].xaxis.set_major_locator(locator)
-    axes[3].xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator, tz=zone))
-    for ax in axes[:3]:
-        ax.tick_params(labelbottom=False)
-    axes[3].set_xlabel(f"time ({_zone_name(zone)})")
-    scatter_ax = fig.add_subplot(grid[4])
-    _draw_scatter(scatter_ax, {engine: s.dots.points() for engine, s in series.items()
-                               if len(s.dots.points()[0])}, medians, colors)
+        ax.set_ylim(bottom=0)
+    columns[0][2].set_ylim(0, 100)  # KV cache usage: 1% is nearly empty, not half full
+    columns[0][3].set_ylim(0, 100)
+    columns[0][1].yaxis.set_major_locator(MaxNLocator(integer=True))
+    if banded:
+        columns[0][0].set_title("Throughput (line: median per pixel column, band: min-max)",
+                                loc="left", fontsize=11, fontweight="bold")
+    locator_axes = [axes[3] for axes in columns]
+    for ax in locator_axes:
+        locator = mdates.AutoDateLocator(tz=zone, minticks=2 if len(columns) > 1 else 5,
+                                         maxticks=8 if len(columns) == 1 else 4)
+        ax.xaxis.set_major_locator(locator)
+        ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator, tz=zone))
+    columns[0][3].set_xlabel(f"time ({_zone_name(zone)})")
+    _draw_scatter(scatter_ax, data)
     scatter_ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    fig.suptitle(_title([la for la, _ in launches.values()], series), fontsize=13)
+    fig.suptitle(_title([la for la, _ in data.launches.values()], engines), fontsize=13)
     return fig
+
+
+def _draw_line(ax: Axes, line: Decimator, label: str, color: str, style: str,
+               handles: dict[str, Any], epoch: float) -> bool:
+    """One launch's line of one column on `ax`: its points, or past the pixel budget its median per
+    pixel column and a band from lowest to highest. True when a band was drawn."""
+    import numpy as np
+
+    from .points import epoch_days
+
+    shift = epoch_days() - epoch
+    band = line.band()
+    if band is not None:
+        x, median, low, high = band
+        if not len(x):
+            return False
+        handle = ax.fill_between(x + shift, low, high, color=color, alpha=0.25, linewidth=0,
+                                 label=f"{label}, min-max")
+        handles.setdefault(f"{label}, min-max", handle)
+        (drawn,) = ax.plot(x + shift, median, linestyle=style, color=color, linewidth=1.2,
+                           label=f"{label}, median")
+        handles.setdefault(f"{label}, median", drawn)
+        return True
+    xs, ys = line.points()
+    if not np.isfinite(ys).any():
+        return False
+    (drawn,) = ax.plot(xs + shift, ys, linestyle=style, color=color, linewidth=1.2, label=label,
+                       marker="o" if len(ys) <= _MARKERS_UP_TO else "", markersize=3)
+    handles.setdefault(label, drawn)
+    return False
+
+
+def _frame(axes: list[Axes], facet: Facet | None, count: int, zone: tzinfo | None, data: PlotData) -> None:
+    """A facet's time range (ten minutes around a lone instant, said so), its launches marked, and
+    its model and dates above it when there are several facets."""
+    import matplotlib.dates
+
+    mdates: Any = matplotlib.dates
+    if facet is None:
+        return
+    start, end = mdates.date2num(facet.start), mdates.date2num(facet.end)
+    if end - start < _INSTANT_DAYS:
+        middle = (start + end) / 2
+        start, end = middle - _WINDOW_DAYS / 2, middle + _WINDOW_DAYS / 2
+        when = facet.start.astimezone(zone).strftime("%Y-%m-%d %H:%M:%S") if zone else str(facet.start)
+        axes[0].text(0.5, 0.5, f"one stats instant ({when}): nothing to draw over time",
+                     transform=axes[0].transAxes, ha="center", va="center", fontsize=9, color="dimgray",
+                     wrap=True)
+    else:
+        pad = (end - start) * 0.01
+        start, end = start - pad, end + pad
+    axes[0].set_xlim(start, end)
+    launches = sorted((data.launches[i] for i in facet.launches), key=lambda item: item[1])
+    order = sorted(data.launches, key=lambda i: (data.launches[i][1], i))
+    _mark_launches(axes, launches, order.index)
+    if count > 1:
+        first = facet.start.astimezone(zone) if zone else facet.start
+        last = facet.end.astimezone(zone) if zone else facet.end
+        dates = f"{first:%Y-%m-%d}" if first.date() == last.date() else f"{first:%m-%d} to {last:%m-%d}"
+        axes[0].set_title(f"{facet.model or 'model not logged'}, {dates}", loc="right", fontsize=8)
 
 
 def _zone_name(zone: tzinfo | None) -> str:
     return (zone.tzname(None) if zone else None) or str(zone or "local")
 
 
-def _mark_launches(axes: list[Axes], launches: list[tuple[Launch, datetime]]) -> None:
+def _mark_launches(axes: list[Axes], launches: list[tuple[Launch, datetime]],
+                   number: Any) -> None:
     import matplotlib.dates
 
     mdates: Any = matplotlib.dates
 
-    for n, (launch, start) in enumerate(launches):
+    for launch, start in launches:
         x = float(mdates.date2num(start))
         for ax in axes:
             ax.axvline(x, color="black", linestyle=":", linewidth=1, alpha=0.7)
         if len(launches) <= 12:
             axes[0].annotate(
-                f"launch {n + 1}: {launch.label}", xy=(x, 1), xycoords=("data", "axes fraction"),
-                xytext=(3, -3), textcoords="offset points", va="top", fontsize=7,
+                f"launch {number(launch.index) + 1}: {launch.label}", xy=(x, 1),
+                xycoords=("data", "axes fraction"), xytext=(3, -3), textcoords="offset points", va="top",
+                fontsize=7, annotation_clip=True,
                 bbox={"boxstyle": "round,pad=0.2", "facecolor": "white", "alpha": 0.8, "linewidth": 0},
-                clip_on=True,
             )
 
 
-def _draw_scatter(ax: Axes, scatter: dict[str, tuple[Any, Any]], medians: dict[int, float],
-                  colors: dict[str, str]) -> None:
-    single = len(scatter) == 1
-    for engine, (running, generation) in scatter.items():
-        ax.scatter(running, generation, s=12, alpha=0.5, color=colors[engine],
-                   label="stats line" if single else f"stats line, {engine}")
+def _draw_scatter(ax: Axes, data: PlotData) -> None:
+    """Generation tok/s by running requests: one colour per engine, or per model when there are several
+    (and a median line per model)."""
+    import numpy as np
+
+    medians = {model: m for model, m in data.medians.items() if m}
+    by_model = len(data.medians) > 1
+    groups: dict[str, list[tuple[Any, Any]]] = {}
+    for (_, engine), s in data.series.items():
+        running, generation = s.dots.points()
+        if len(running):
+            groups.setdefault(s.model or "model not logged" if by_model else engine, []).append(
+                (running, generation))
+    single = len(groups) == 1
+    for i, (name, parts) in enumerate(groups.items()):
+        ax.scatter(np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]), s=12,
+                   alpha=0.5, color=f"C{i % 10}", label="stats line" if single else f"stats line, {name}")
+    for i, (model, values) in enumerate(medians.items()):
+        xs = sorted(values)
+        label = "median per running count" if len(medians) == 1 else f"median, {model or 'model not logged'}"
+        ax.plot(xs, [values[r] for r in xs], color="black" if len(medians) == 1 else f"C{i % 10}",
+                marker="o", markersize=3, linewidth=1, label=label,
+                linestyle="-" if len(medians) == 1 else "--")
     if medians:
-        xs = sorted(medians)
-        ax.plot(xs, [medians[r] for r in xs], color="black", marker="o",
-                markersize=3, linewidth=1, label="median per running count")
         ax.legend(loc="upper left", bbox_to_anchor=(1.005, 1), fontsize="small", borderaxespad=0)
     else:
         ax.text(0.5, 0.5, "no line with requests running", transform=ax.transAxes, ha="center", color="gray")
@@ -221,7 +323,7 @@ def _draw_scatter(ax: Axes, scatter: dict[str, tuple[Any, Any]], medians: dict[i
     ax.grid(True, alpha=0.3)
 
 
-def _title(launches: list[Launch], series: dict[str, Any]) -> str:
+def _title(launches: list[Launch], series: list[str]) -> str:
     files = sorted({os.path.basename(la.file) for la in launches})
     what = files[0] if len(files) == 1 else f"{len(files)} files"
     models = sorted({la.model_name for la in launches if la.model_name})

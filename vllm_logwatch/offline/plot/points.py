@@ -1,5 +1,6 @@
-"""What `logwatch plot` keeps of the records it draws: per engine, its lines within the figure's pixel
-columns (`offline/plot/decimate.py`) and its scatter dots, plus the launches and the medians' values.
+"""What `logwatch plot` keeps of the records it draws: per launch and engine, its lines within the
+figure's pixel columns (`offline/plot/decimate.py`) and its scatter dots, plus the launches (first and last
+time) and the medians' values per model.
 
 Streamed: records are buffered per engine (`_CHUNK` at a time) and handed on as numpy columns; a
 `FastBlock` of the fast lane (`iter_summary_records`) is handed on as it comes, with no record per line.
@@ -34,7 +35,9 @@ _DAY = 86400.0
 class Series:
     """One engine's lines, each kept within `columns` pixel columns, and its dots."""
 
-    def __init__(self, columns: int) -> None:
+    def __init__(self, columns: int, model: str) -> None:
+        self.model = model
+        """The launch's model ("" unknown): the scatter's medians are per model."""
         self.launch: int | None = None
         self.times: list[float] = []
         self.rows: list[tuple[float | None, ...]] = []
@@ -79,39 +82,44 @@ class Series:
         busy = (running > 0) & np.isfinite(generation)
         running, generation = running[busy], generation[busy]
         self.dots.extend(running, generation)
+        by_running = data.by_running.setdefault(self.model, {})
         for r in np.unique(running).tolist():
-            data.by_running.setdefault(int(r), array("d")).extend(generation[running == r].tolist())
-
-    def gap(self, data: PlotData, x: float) -> None:
-        self.flush(data)
-        for line in self.lines.values():
-            line.add_gap(x)
+            by_running.setdefault(int(r), array("d")).extend(generation[running == r].tolist())
 
 
 class PlotData:
     def __init__(self, columns: int, epoch: float) -> None:
         self.columns, self.epoch = columns, epoch
-        self.series: dict[str, Series] = {}
+        self.series: dict[tuple[int, str], Series] = {}
+        """(launch index, engine name) -> its lines: each launch has the figure's whole pixel budget, so
+        launches days apart drawn side by side keep their detail."""
         self.launches: dict[int, tuple[Launch, datetime]] = {}
-        self.by_running: dict[int, array[float]] = {}
-        self.medians: dict[int, float] = {}
-        """Median generation tok/s per running count, of every busy line (`finish`)."""
+        """Launch index -> the launch and the time of its first record drawn."""
+        self.ends: dict[int, datetime] = {}
+        """Launch index -> the time of its last record drawn."""
+        self.by_running: dict[str, dict[int, array[float]]] = {}
+        self.medians: dict[str, dict[int, float]] = {}
+        """Per model ("" unknown), median generation tok/s per running count of every busy line (`finish`)."""
         self.zone: tzinfo | None = None
         self._names: dict[int, str] = {}
 
     def _series(self, launch: Launch, name: str, t: datetime) -> Series:
-        s = self.series.get(name) or self.series.setdefault(name, Series(self.columns))
-        if s.launch != launch.index:
-            if s.launch is not None:
-                s.gap(self, self.epoch + t.timestamp() / _DAY)
+        key = (launch.index, name)
+        s = self.series.get(key)
+        if s is None:
+            s = self.series[key] = Series(self.columns, launch.model_name or "")
             s.launch = launch.index
         return s
 
-    def _seen(self, launch: Launch, t: datetime) -> None:
+    def _seen(self, launch: Launch, t: datetime, last: datetime | None = None) -> None:
         if self.zone is None:
             self.zone = t.tzinfo
         if launch.index not in self.launches:
             self.launches[launch.index] = (launch, t)
+        end = self.ends.get(launch.index)
+        last = last or t
+        if end is None or last > end:
+            self.ends[launch.index] = last
 
     def add(self, launch: Launch, e: EngineStats, name: str | None) -> None:
         """One record with a time; `name` its engine's (None: `engine N`)."""
@@ -138,7 +146,7 @@ class PlotData:
             rows, x, times = rows[timed], x[timed], [t for t in times if t is not None]
         if not len(times):
             return
-        self._seen(launch, times[0])  # type: ignore[arg-type]
+        self._seen(launch, min(times), max(times))  # type: ignore[type-var, arg-type]
         x = self.epoch + x / _DAY
         engines = rows[:, 0]
         if engines.min() == engines.max():  # one engine: the whole block
@@ -158,7 +166,8 @@ class PlotData:
         medians only)."""
         for s in self.series.values():
             s.flush(self)
-        self.medians = {r: statistics.median(values) for r, values in sorted(self.by_running.items())}
+        self.medians = {model: {r: statistics.median(values) for r, values in sorted(by_running.items())}
+                        for model, by_running in sorted(self.by_running.items())}
         self.by_running.clear()
 
 

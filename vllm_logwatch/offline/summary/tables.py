@@ -58,7 +58,8 @@ SPEC_COLUMNS: dict[str, str] = {
     "drafted, accepted": "speculative tokens drafted and accepted, summed as the exporter counts them "
     "(V0 prints totals since start: the last one counts)",
     "acceptance %": "accepted / drafted",
-    "mean accept len": "median over the lines of the mean acceptance length (tokens per step)",
+    "median of mean accept len": "each SpecDecoding line prints its interval's mean acceptance length "
+    "(tokens per step); this is the median of those means over the lines, not a mean over the run",
 }
 TRANSFER_COLUMNS: dict[str, str] = {
     "KV lines": "KV / EC Transfer metrics lines read (one per interval with transfers)",
@@ -81,7 +82,8 @@ _TABLE_HEAD = (
     "running", "intervals", "gen tok/s median", "gen tok/s p90", "per-req tok/s", "prompt tok/s",
     "KV %", "waiting %",
 )
-_SPEC_HEAD = ("launch", "engine", "spec lines", "drafted", "accepted", "acceptance %", "mean accept len")
+_SPEC_HEAD = ("launch", "engine", "spec lines", "drafted", "accepted", "acceptance %",
+              "median of mean accept len")
 _TRANSFER_HEAD = (
     "launch", "engine", "KV lines", "succeeded", "failed", "failed recv", "expired", "GiB", "xfer ms avg",
     "xfer ms p90",
@@ -202,7 +204,7 @@ def _render_tables(summary: Summary, markdown: bool, asked: Asked) -> str:
     table = _md_table if markdown else _text_table
     h = "## " if markdown else ""
     head = tuple(f"start{_zone(summary)}" if c == "start" else c for c in _HEAD)
-    out = [f"{h}vLLM log summary (by {summary.by})", ""]
+    out = [f"{h}vLLM log summary (by {summary.by})", "", f"{h}Launches", ""]
     out += table(head, [_launch_row(g) for g in summary.groups])
     spec_rows = [row for g in summary.groups if (row := _spec_row(g)) is not None]
     transfer_rows = [row for g in summary.groups if (row := _transfer_row(g)) is not None]
@@ -222,8 +224,16 @@ def _render_tables(summary: Summary, markdown: bool, asked: Asked) -> str:
         if g.matrix is not None:
             out += ["", f"{h}Context x concurrency (estimated, median gen tok/s (intervals)): "
                     f"{_title(g, summary.by)}", "", *table(*matrix_table(g.matrix))]
+    return "\n".join([*out[:2], *_legend(summary, spec_rows, transfer_rows, markdown, asked), *out[2:], ""])
+
+
+def _legend(summary: Summary, spec_rows: list[list[str]], transfer_rows: list[list[str]],
+            markdown: bool, asked: Asked) -> list[str]:
+    """What the columns mean, first (a summary of many files is hundreds of lines: a legend at its end
+    scrolls away before the tables it explains), then a line saying the tables follow."""
+    h = "## " if markdown else ""
     bullet = "- " if markdown else "  "
-    out += ["", f"{h}What the columns mean", ""]
+    out = [f"{h}What the columns mean", ""]
     out += [f"{bullet}{name}: {text}" for name, text in LAUNCH_COLUMNS.items()]
     out.append("")
     out += [f"{bullet}{name}: {text}" for name, text in TABLE_COLUMNS.items()]
@@ -239,7 +249,7 @@ def _render_tables(summary: Summary, markdown: bool, asked: Asked) -> str:
     if any(g.matrix for g in summary.groups):
         out += ["", MATRIX_CAVEAT]
     out += ["", f"Steady decode: the intervals with {_STEADY}.", "", NOT_IN_LOG, ""]
-    return "\n".join(out)
+    return out
 
 
 def _extra_tables(summary: Summary, table: Any, h: str) -> list[str]:

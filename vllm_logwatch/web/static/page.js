@@ -325,13 +325,18 @@
         CHARTS.forEach(function (chart) { chart.series.forEach(function (s) { held[s.field] = []; }); });
       }
       var last = held.time.length ? held.time[held.time.length - 1] : -Infinity;
+      var gaps = incoming.gaps || [];
       for (var i = 0; i < times.length; i++) {
         if (times[i] <= last) continue; // already held (the overlap)
         held.time.push(times[i]);
+        // A gap row (a silence of several intervals: a restart, a replay's next pass) is null, and
+        // uPlot breaks the line there; a value a line lacks is undefined, and uPlot joins over it.
+        var gap = gaps.indexOf(times[i]) >= 0;
         Object.keys(held).forEach(function (field) {
           if (field === "time") return;
           var column = incoming[field];
-          held[field].push(column && column[i] !== undefined ? column[i] : null);
+          var value = column && column[i] !== undefined && column[i] !== null ? column[i] : undefined;
+          held[field].push(gap ? null : value);
         });
         if (newest === null || times[i] > newest) newest = times[i];
       }
@@ -358,7 +363,7 @@
   }
 
   function hasValues(column) {
-    for (var i = 0; i < column.length; i++) if (column[i] !== null) return true;
+    for (var i = 0; i < column.length; i++) if (column[i] !== null && column[i] !== undefined) return true;
     return false;
   }
 
@@ -398,7 +403,7 @@
       ],
       series: [{ label: "Time" }].concat(used.map(function (s) {
         return { label: s.label + " (" + spec.unit + ")", stroke: s.colour, width: 2, dash: s.dash,
-                 spanGaps: true, points: { show: false } };
+                 spanGaps: false, points: { show: false } };
       }))
     };
     var data = [held.time].concat(used.map(function (s) { return held[s.field]; }));
@@ -489,6 +494,20 @@
       Object.keys(charts).forEach(function (label) {
         out[label] = {};
         CHARTS.forEach(function (spec) { out[label][spec.key] = charts[label].plots[spec.key].data[0].length; });
+      });
+      return out;
+    },
+    breaks: function () { // per engine and chart: the gap rows uPlot draws (nulls) and its spanGaps
+      var out = {};
+      Object.keys(charts).forEach(function (label) {
+        out[label] = {};
+        CHARTS.forEach(function (spec) {
+          var plot = charts[label].plots[spec.key];
+          out[label][spec.key] = {
+            nulls: plot.data[1].filter(function (v) { return v === null; }).length,
+            spanGaps: plot.series.slice(1).map(function (s) { return s.spanGaps; })
+          };
+        });
       });
       return out;
     },

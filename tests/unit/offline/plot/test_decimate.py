@@ -115,3 +115,26 @@ def test_dots_all_while_few_then_one_per_cell() -> None:
     x, y = many.points()
     assert len(x) <= 11 * 11  # one a cell of the 10 x 10 grid (its far edges included)
     assert y.max() > 2900 and y.min() < 100
+
+
+def test_band_median_within_half_a_percent_and_extremes_exact_whatever_the_chunks() -> None:
+    rng = np.random.default_rng(11)
+    xs = np.arange(20_000, dtype=np.float64)
+    ys = np.where(rng.uniform(size=20_000) < 0.2, 0.0, rng.lognormal(7, 1, 20_000))
+    whole, chunked = Decimator(100), Decimator(100)
+    assert whole.band() is None
+    whole.extend(xs, ys)
+    for i in range(0, 20_000, 777):
+        chunked.extend(xs[i:i + 777], ys[i:i + 777])
+    band = whole.band()
+    assert band is not None
+    middle, median, low, high = band
+    assert all(a.tolist() == b.tolist() for a, b in zip(band, chunked.band() or (), strict=True))
+    assert len(middle) <= 100
+    origin, width = whole.grid or (0.0, 1.0)
+    column = np.floor((xs - origin) / width)
+    for k, at in enumerate(middle):
+        mine = ys[column == np.floor((at - origin) / width)]
+        exact = float(np.sort(mine)[(len(mine) - 1) // 2])
+        assert median[k] == pytest.approx(exact, rel=0.005, abs=1e-12)
+        assert (low[k], high[k]) == (mine.min(), mine.max())

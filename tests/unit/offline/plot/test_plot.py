@@ -92,17 +92,19 @@ def test_real_log_figure_panels_labels_and_points() -> None:
     assert list(median.get_xdata()) == sorted({e.running for e in busy})
 
 
-def test_engines_are_separate_lines_and_launches_break_them() -> None:
+def test_engines_are_separate_lines_and_launches_months_apart_are_facets() -> None:
     fig = figure_of(DATA / "021.log", DATA / "039.log", year="2025")
-    lines = data_lines(fig.axes[0])
-    assert set(lines) == {
-        "generation, engine 0", "prompt, engine 0", "generation, engine 1", "prompt, engine 1"}
-    # engine 0: one line in 021, five in 039, and a NaN between the two launches.
-    gen0 = lines["generation, engine 0"]
-    assert finite_points(gen0) == 6 and len(gen0.get_ydata()) == 7
-    assert finite_points(lines["generation, engine 1"]) == 1
-    marks = [line for line in fig.axes[0].get_lines() if line.get_label().startswith("_")]
-    assert len(marks) == 2
+    first, second = fig.axes[0], fig.axes[5]  # axes 5-8: the second facet's time panels
+    names = {"generation, engine 0", "prompt, engine 0", "generation, engine 1", "prompt, engine 1"}
+    assert set(data_lines(first)) == names
+    assert set(data_lines(second)) == {"generation, engine 0", "prompt, engine 0"}
+    # engine 0: one line in 021 (its own facet), five in 039 (the other); engine 1 only in 021.
+    assert finite_points(data_lines(first)["generation, engine 0"]) == 1
+    assert finite_points(data_lines(second)["generation, engine 0"]) == 5
+    assert finite_points(data_lines(first)["generation, engine 1"]) == 1
+    for ax in (first, second):
+        marks = [line for line in ax.get_lines() if line.get_label().startswith("_")]
+        assert len(marks) == 1
 
 
 @pytest.mark.integration  # over 0.2 s (a process, or a day of lines): make test, not smoke
@@ -195,3 +197,36 @@ def test_help_says_what_dash_does(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["plot", "--help"])
     assert "- writes PNG to standard output" in " ".join(capsys.readouterr().out.split())
+
+
+def test_facets_split_on_hours_apart_or_another_model_and_merge_past_six() -> None:
+    from datetime import datetime, timedelta
+
+    from vllm_logwatch.offline.plot.facets import MAX_FACETS, facets, unrelated
+    from vllm_logwatch.offline.reading.launches import Launch
+
+    t = datetime(2026, 11, 29, 10)
+    hour = timedelta(hours=1)
+    runs = [(0, "m", 0), (1, "m", 2), (2, "m", 9), (3, "other", 10)]  # index, model, start (hours)
+    launches = {i: (Launch(i, f"{i}.log", 1, model_name=m), t + h * hour) for i, m, h in runs}
+    ends = {i: start + hour / 2 for i, (_, start) in launches.items()}
+    drawn = facets(launches, ends)
+    assert [f.launches for f in drawn] == [[0, 1], [2], [3]]  # 1.5 h apart: together; 6.5 h: apart
+    assert [f.model for f in drawn] == ["m", "m", "other"]
+    assert unrelated(launches, ends, drawn) == (
+        "warning: these logs look unrelated: 2 models (m, other); drawn in 3 facets side by side, one "
+        "per run of launches")
+    many = {i: (Launch(i, f"{i}.log", 1), t + i * 10 * hour) for i in range(9)}
+    assert len(facets(many, {i: s for i, (_, s) in many.items()})) == MAX_FACETS == 6
+    one = {0: launches[0]}
+    assert unrelated(one, ends, facets(one, ends)) is None
+
+
+def test_two_models_get_a_scatter_colour_and_a_median_each() -> None:
+    logs = sorted((DATA / "compare").glob("*/serve_*.log"))
+    tiny, small = (next(p for p in logs if p.parent.name == name) for name in ("mns8-prefix", "small-model"))
+    fig = figure_of(tiny, small)
+    medians = sorted(label for label in data_lines(fig.axes[4]) if label.startswith("median"))
+    assert medians == ["median, small-llama", "median, tiny-llama"]
+    dots = [c.get_label() for c in fig.axes[4].collections]
+    assert dots == ["stats line, tiny-llama", "stats line, small-llama"]

@@ -291,3 +291,21 @@ def test_file_spanning_new_year(tmp_path: Path, name: str, capsys: pytest.Captur
     assert group["end"] == "2026-01-01T00:00:10+00:00"
     assert group["span_seconds"] == 30
     assert group["generation_tokens"] == pytest.approx(10 * (100 + 101 + 102 + 103))
+
+
+def test_the_legend_comes_first_on_many_files_and_names_say_what_they_are(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A summary of every bundled log is hundreds of lines: what the columns mean comes before the
+    tables, not after them; the speculative table's acceptance length says it is a median of means."""
+    logs = sorted(str(p) for p in (TESTS / "data").glob("*.log"))
+    out = summary(capsys, *logs, "--year", "2025")
+    lines = out.splitlines()
+    assert len(lines) > 150
+    legend, launches = lines.index("What the columns mean"), lines.index("Launches")
+    assert legend == 2 and launches < lines.index("Speculative decoding")
+    assert all(not line.startswith("Throughput by concurrency") for line in lines[:launches])
+    head = next(line for line in lines if line.startswith("launch") and "spec lines" in line)
+    assert head.split("  ")[-1].strip() == "median of mean accept len"
+    assert "  median of mean accept len: each SpecDecoding line prints its interval's mean acceptance" \
+        in out
+    assert not any(line.startswith("What the columns mean") for line in lines[launches:])

@@ -1,0 +1,164 @@
+"""Screenshots of the status page in headless Chromium (as in test_browser.py), each saved in the
+test's tmp_path and its DOM asserted: `watch` started at the end of a folder whose launch has start-up
+lines (model and version shown, the skipped lines said); `watch --from-start` on an old log (the
+launch ended, its age counted from the log's own stamps); and `logwatch demo` (the Replay badge and
+why each pass ends with a failure; the silence between passes drawn as a gap in the charts)."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from support import ROOT, free_port, poll_until
+from test_browser import CHROMIUM, CHROMIUM_ARGS, REAL_LINES, STAMP, STATS_AT, _missing, open_page
+
+pytestmark = pytest.mark.timeout(90)
+
+FACTS = """() => {
+  const facts = {};
+  for (const div of document.querySelectorAll('#server > div'))
+    facts[div.querySelector('dt').textContent.trim()] = div.querySelector('dd [data-key]').textContent.trim();
+  const row = document.querySelector('#engines tbody tr');
+  const cells = {};
+  if (row) for (const td of row.querySelectorAll('td[data-field]'))
+    cells[td.dataset.field] = td.textContent.trim();
+  const skipped = document.getElementById('skipped');
+  const replay = document.getElementById('replay');
+  const badge = document.getElementById('replay-badge');
+  return {facts, cells, rows: document.querySelectorAll('#engines tbody tr:not(.empty)').length,
+          skipped: skipped && !skipped.hidden ? skipped.textContent.trim() : null,
+          replay: replay ? replay.textContent.trim() : null,
+          badge: badge ? {text: badge.textContent.trim(), visible: badge.offsetWidth > 0} : null,
+          connection: document.getElementById('connection').textContent.trim(),
+          points: window.logwatch ? window.logwatch.points() : null,
+          breaks: window.logwatch ? window.logwatch.breaks() : null};
+}"""
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    if not os.path.exists(CHROMIUM):
+        _missing(f"{CHROMIUM} is missing (apt-get install chromium)")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _missing("the playwright package is missing (pip install playwright)")
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+def shifted(lines: list[str], delta: timedelta) -> str:
+    def move(m: re.Match[str]) -> str:
+        old = datetime.strptime(f"2026-{m.group(1)}", "%Y-%m-%d %H:%M:%S")
+        return m.group(0)[: m.start(1) - m.start(0)] + (old + delta).strftime("%m-%d %H:%M:%S")
+
+    return "".join(STAMP.sub(move, line, count=1) for line in lines)
+
+
+def read(page: Any, check: Callable[[dict[str, Any]], Any], what: str) -> dict[str, Any]:
+    return poll_until(lambda: (lambda s: s if check(s) else None)(page.evaluate(FACTS)), 15, what)  # type: ignore[no-any-return]
+
+
+def shoot(page: Any, path: Path) -> None:
+    page.evaluate("() => document.fonts.ready")
+    page.screenshot(path=str(path), full_page=True)
+    assert path.stat().st_size > 10_000
+
+
+def test_watch_started_at_the_end_shows_the_launchs_model_and_version(
+        browser: Any, tmp_path: Path, logwatch_watch: Callable[..., Any]) -> None:
+    now = datetime.now().replace(microsecond=0)
+    first = STATS_AT[40]
+    delta = now - datetime.strptime(f"2026-{STAMP.search(REAL_LINES[first])[1]}",  # type: ignore[index]
+                                    "%Y-%m-%d %H:%M:%S")
+    log = tmp_path / "logs" / f"serve_{now:%Y%m%d_%H%M%S}.log"
+    log.parent.mkdir()
+    log.write_text(shifted(REAL_LINES[:first + 1], delta), encoding="utf-8")  # start-up lines and 41 stats
+    errors: list[str] = []
+    with logwatch_watch(log.parent) as watch:  # the README's way: a folder, from its end
+        with open(log, "a", encoding="utf-8") as out:  # one more stats line, written now
+            out.write(shifted(REAL_LINES[first + 1:STATS_AT[41] + 1], delta + timedelta(seconds=0)))
+        page = open_page(browser, watch.url + "/", errors)
+        state = read(page, lambda s: s["rows"] == 1 and s["facts"]["vLLM"] != "\u2014",
+                     "the new stats line and the launch's version on the page")
+        assert state["facts"]["Model"] == "tiny-llama" and state["facts"]["vLLM"] == "0.32.0"
+        assert state["skipped"] and state["skipped"].startswith("Started at the end of the log: ")
+        assert "--from-start" in state["skipped"]
+        shoot(page, tmp_path / "watch-from-the-end.png")
+        page.context.close()
+    assert errors == []
+
+
+def test_from_start_on_an_old_log_shows_it_ended_with_its_age_from_the_log(
+        browser: Any, tmp_path: Path, logwatch_watch: Callable[..., Any]) -> None:
+    log = tmp_path / "serve_20261129T192328Z.log"
+    log.write_text("".join(REAL_LINES), encoding="utf-8")  # as recorded: it ends with its shutdown
+    errors: list[str] = []
+    with logwatch_watch(log, "--from-start") as watch:
+        page = open_page(browser, watch.url + "/", errors)
+        state = read(page, lambda s: s["rows"] == 1 and s["cells"].get("state") in ("ended", "dead"),
+                     "the old launch's end on the page")
+        assert state["cells"]["state"] == "ended"
+        age = state["cells"]["age_seconds"]
+        last = datetime(2026, 11, 29, 19, 26, 29)  # the log's last stats line, in this machine's zone
+        hours = (datetime.now() - last).total_seconds() / 3600
+        shown = re.match(r"(\d+) h \d+ min ago", age)  # by the log's stamps, not "4 s ago"
+        assert hours > 24 and shown is not None and abs(int(shown[1]) - hours) < 1.1, age
+        assert state["facts"]["Model"] == "tiny-llama"
+        shoot(page, tmp_path / "from-start-old-log.png")
+        page.context.close()
+    assert errors == []
+
+
+@pytest.fixture
+def demo(tmp_path: Path) -> Iterator[str]:
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LOGWATCH_")}
+    env.update(PYTHONUNBUFFERED="1", PYTHONPATH=str(ROOT))
+    err = tmp_path / "demo.err"
+    with open(err, "wb") as stderr:
+        proc = subprocess.Popen([sys.executable, "-m", "vllm_logwatch", "demo", "--speed", "100", "--port",
+                                 str(port)], stdout=subprocess.DEVNULL, stderr=stderr, env=env)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        def up() -> bool:
+            try:
+                return httpx.get(f"{base}/healthz", timeout=2).status_code == 200
+            except httpx.TransportError:
+                return False
+
+        poll_until(up, 20, "demo serving")
+        yield base
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(15) == 0, err.read_text()
+
+
+def test_demo_page_is_a_replay_with_gaps_as_gaps(browser: Any, tmp_path: Path, demo: str) -> None:
+    errors: list[str] = []
+    page = open_page(browser, demo + "/", errors)
+    state = read(page, lambda s: (s["breaks"] or {}).get("0", {}).get("throughput", {}).get("nulls", 0) >= 2,
+                 "two pass boundaries in the charts")
+    assert state["badge"] == {"text": "Replay", "visible": True}
+    assert state["replay"] and state["replay"].startswith(
+        "Replay of a real vLLM log (serve_20261129T192328Z.log) at 100x, pass ")
+    assert "EngineDeadError" in state["replay"] and "never reset" in state["replay"]
+    breaks = state["breaks"]["0"]
+    assert all(chart["spanGaps"] and not any(chart["spanGaps"]) for chart in breaks.values())
+    assert all(chart["nulls"] >= 2 for chart in breaks.values())  # each chart breaks at each boundary
+    shoot(page, tmp_path / "demo.png")
+    page.context.close()
+    assert errors == []

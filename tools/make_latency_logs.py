@@ -93,9 +93,8 @@ def scrape(port: int) -> str:
     import httpx
 
     text = httpx.get(f"http://{HOST}:{port}/metrics", timeout=10, trust_env=False).text
-    return "".join(line + "\n" for line in text.splitlines()
-                   if any(line.startswith(k) or line.startswith(f"# HELP {k}") or line.startswith(f"# TYPE {k}")
-                          for k in KEEP))
+    heads = tuple(h for k in KEEP for h in (k, f"# HELP {k}", f"# TYPE {k}"))
+    return "".join(line + "\n" for line in text.splitlines() if line.startswith(heads))
 
 
 def values(prom: str) -> dict[str, float]:
@@ -151,8 +150,9 @@ def bench_extras(venv: Path) -> Path:
     """A folder with pandas (and its pure-Python dependencies; numpy is the venv's) for the client."""
     extras = venv.parent / "bench-extras"
     if not (extras / "pandas").is_dir():
-        subprocess.run([str(vllm_env.venv_python(venv)), "-m", "pip", "install", "-q", "--target", str(extras),
-                        "--no-deps", "pandas", "python-dateutil", "pytz", "tzdata", "six"], check=True, timeout=600)
+        subprocess.run([str(vllm_env.venv_python(venv)), "-m", "pip", "install", "-q", "--target",
+                        str(extras), "--no-deps", "pandas", "python-dateutil", "pytz", "tzdata", "six"],
+                       check=True, timeout=600)
     return extras
 
 
@@ -196,8 +196,9 @@ def main() -> int:
                 name = f"c{conc}"
                 before = scrape(port)
                 start = time.time_ns()
-                bench = [py, cli, "bench", "serve", "--backend", "openai-chat", "--endpoint", "/v1/chat/completions",
-                         "--base-url", f"http://{HOST}:{port}", "--model", "tiny-llama", "--tokenizer", str(model),
+                bench = [py, cli, "bench", "serve", "--backend", "openai-chat",
+                         "--endpoint", "/v1/chat/completions", "--base-url", f"http://{HOST}:{port}",
+                         "--model", "tiny-llama", "--tokenizer", str(model),
                          "--dataset-name", "custom", "--dataset-path", str(prompts), "--custom-output-len",
                          str(OUTPUT_LEN), "--num-prompts", str(n), "--max-concurrency", str(conc),
                          "--request-rate", "inf", "--extra-body", json.dumps({"stop": [SECRET]}),
@@ -208,8 +209,8 @@ def main() -> int:
                 end = time.time_ns()
                 time.sleep(3)  # the last lines of the phase, and a stats line
                 after = scrape(port)
-                phases.append({"name": name, "concurrency": conc, "prompts": n, "start_ns": start, "end_ns": end,
-                               "vllm": key_of(delta(before, after))})
+                phases.append({"name": name, "concurrency": conc, "prompts": n, "start_ns": start,
+                               "end_ns": end, "vllm": key_of(delta(before, after))})
                 (out / f"metrics_{name}_before.prom").write_text(before)
                 (out / f"metrics_{name}_after.prom").write_text(after)
             before = scrape(port)
@@ -249,7 +250,8 @@ def main() -> int:
             "completed", "failed", "total_output_tokens", "mean_itl_ms", "median_itl_ms", "mean_e2el_ms",
             "median_e2el_ms", "mean_ttft_ms", "mean_tpot_ms", "max_concurrency", "duration")}
         phase["client"] = clients[phase["name"]]
-    (out / "phases.json").write_text(json.dumps({"logwatch_run_exit": code, "phases": phases}, indent=1) + "\n")
+    (out / "phases.json").write_text(
+        json.dumps({"logwatch_run_exit": code, "phases": phases}, indent=1) + "\n")
     (out / "answer_key.json").write_text(json.dumps(
         {p["name"]: {"window_ns": [p["start_ns"], p["end_ns"]], "concurrency": p["concurrency"], **p["vllm"],
                      "client": p.get("client")} for p in phases}, indent=1) + "\n")

@@ -8,6 +8,7 @@ exporter's own state (`openmetrics`), fed by the summary's fast lane (`fastsumma
 from __future__ import annotations
 
 import sys
+from datetime import tzinfo
 from typing import IO, TYPE_CHECKING, Literal
 
 from ..errors import NoStatsError
@@ -90,6 +91,9 @@ def run_parse(
         if result.counts["stats"] == 0:
             raise NoStatsError(no_stats_hint(sources, result.stats_disabled))
         return result
+    if kind in ("iterations", "requests"):
+        _write_details(sources, kind, fmt, zone, year, out, result)
+        return result
     csv_out = csv.writer(out, lineterminator="\n") if fmt == "csv" else None
     written = 0
     for source in sources:
@@ -116,7 +120,38 @@ def run_parse(
     return result
 
 
+def _write_details(sources: list[Source], kind: str, fmt: str, zone: tzinfo, year: int | None, out: IO[str],
+                   result: ParseResult) -> None:
+    """`--kind iterations` / `requests`: one row per step or per request (`offline/details.py`)."""
+    import csv
+    import json
+
+    from ..offline.details import ITERATION_COLUMNS, REQUEST_COLUMNS, rows_of
+    from ..offline.reading.events import iter_source_events
+
+    columns = ITERATION_COLUMNS if kind == "iterations" else REQUEST_COLUMNS
+    writer = csv.writer(out, lineterminator="\n") if fmt == "csv" else None
+    written = 0
+    for source in sources:
+        result.files += 1
+        for row in rows_of(kind, iter_source_events(source, kind, zone, year, result.scan)):
+            if writer is not None:
+                if written == 0:
+                    writer.writerow(columns)
+                writer.writerow(row)
+            else:
+                out.write(json.dumps({"kind": kind[:-1], **dict(zip(columns, row, strict=True))},
+                                     separators=(", ", ": ")) + "\n")
+            written += 1
+    result.counts[kind] = written
+    if written == 0:
+        n = len(sources)
+        raise NoStatsError(f"no {kind} records in {n} file{'s' if n != 1 else ''} ({_KIND_LINES[kind]})")
+
+
 _KIND_LINES = {
+    "iterations": "no iteration lines: vLLM runs without --enable-logging-iteration-details (vLLM >= 0.14)",
+    "requests": "no request lines: vLLM runs without --enable-log-requests",
     "spec": "no speculative-decoding metrics lines",
     "transfer": "no KV or EC transfer metrics lines: vLLM runs without a KV connector",
     "mfu": "no MFU lines: vLLM runs without --enable-mfu-metrics (vLLM >= 0.14)",

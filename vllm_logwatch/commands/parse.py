@@ -126,15 +126,14 @@ def _write_details(sources: list[Source], kind: str, fmt: str, zone: tzinfo, yea
     import csv
     import json
 
-    from ..offline.details import ITERATION_COLUMNS, REQUEST_COLUMNS, rows_of
-    from ..offline.reading.events import iter_source_events
+    from ..offline.details import ITERATION_COLUMNS, REQUEST_COLUMNS, source_rows
 
     columns = ITERATION_COLUMNS if kind == "iterations" else REQUEST_COLUMNS
     writer = csv.writer(out, lineterminator="\n") if fmt == "csv" else None
     written = 0
     for source in sources:
         result.files += 1
-        for row in rows_of(kind, iter_source_events(source, kind, zone, year, result.scan)):
+        for row in source_rows(source, kind, zone, year, result.scan):
             if writer is not None:
                 if written == 0:
                     writer.writerow(columns)

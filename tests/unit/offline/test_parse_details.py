@@ -68,3 +68,36 @@ def test_the_columns_are_documented() -> None:
     text = DOCS.read_text()
     for column in (*ITERATION_COLUMNS, *REQUEST_COLUMNS):
         assert f"`{column}`" in text, column
+
+
+def test_the_iterations_lane_gives_the_general_paths_rows(tmp_path: Path) -> None:
+    """`source_rows` reads vLLM's common iteration line by one pattern: the same rows as the general
+    parser's, on the real log plus lines the pattern leaves to the parser (a compose prefix, the engine
+    core's form, a dummy step, encoder counts, an unreadable one)."""
+    from datetime import timezone
+
+    from vllm_logwatch.offline.details import rows_of, source_rows
+    from vllm_logwatch.offline.reading.events import iter_source_events
+    from vllm_logwatch.offline.reading.inputs import resolve_inputs
+    from vllm_logwatch.offline.reading.stream import ScanStats
+
+    real = gzip.decompress((DATA / "serve.log.gz").read_bytes()).decode()
+    api = "(APIServer pid=1) INFO 12-02 02:10:2{} [loggers.py:199] Engine 00"
+    extra = [
+        "vllm-1  | " + api.format(0) + "0: Iteration(9): 0 context requests, 0 context tokens, 2 generation "
+        "requests, 2 generation tokens, iteration elapsed time: 3.10 ms, CPU KV cache usage: 0.1%",
+        "(EngineCore_DP0 pid=7) INFO 12-02 02:10:21 [core.py:335] Iteration(40): 0 context requests, "
+        "0 context tokens, 8 generation requests, 8 generation tokens, iteration elapsed time: 9.87 ms",
+        api.format(2) + "1: Iteration(3): 2 context requests, 900 context tokens, 5 generation requests, "
+        "5 generation tokens, iteration elapsed time: 31.20 ms (dummy), GPU KV cache usage: 12.5%, "
+        "encoder inputs: 2, encoder output embeddings: 1024",
+        api.format(3) + "0: Iteration(4): many",
+    ]
+    log = tmp_path / "serve_20261202_020741.log"
+    log.write_text(real + "\n".join(extra) + "\n")
+    (source,), _ = resolve_inputs([str(log)], "UTC")
+    fast = list(source_rows(source, "iterations", timezone.utc, None, ScanStats()))
+    events = iter_source_events(source, "iterations", timezone.utc, None, ScanStats())
+    general = list(rows_of("iterations", events))
+    assert len(fast) == 2827 + 3
+    assert fast == general

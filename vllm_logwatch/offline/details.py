@@ -169,6 +169,7 @@ def source_rows(
     path = None if source.is_stdin else source.path
     clock: YearClock | None = None
     last_stamp, last_iso = "", None
+    name = source.name  # a property that shows the path: once, not once a row
     with open_source(source) as stream:
         try:
             for number, text in scan_stream(stream, WANTS[kind].needles, scan, followers=()):
@@ -180,14 +181,14 @@ def source_rows(
                     if event.stamp is not None:
                         clock = clock or YearClock.for_source(path, zone, year, first_stamp=event.stamp)
                         event = event.model_copy(update={"time": clock.to_datetime(event.stamp)})
-                    yield iteration_row(event.model_copy(update={"file": source.name, "line": number}))
+                    yield iteration_row(event.model_copy(update={"file": name, "line": number}))
                     continue
                 stamp = m.group(1)
                 if stamp != last_stamp:
                     clock = clock or YearClock.for_source(path, zone, year, first_stamp=stamp)
                     when = clock.to_datetime(stamp)
                     last_stamp, last_iso = stamp, when.isoformat() if when else None
-                yield _row(m, last_iso, source.name, number)
+                yield _row(m, last_iso, name, number)
         except read_errors as exc:
             raise input_error(exc, source) from None
 

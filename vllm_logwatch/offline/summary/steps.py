@@ -1,8 +1,9 @@
 """The summary's engine-step tables, where the logs hold iteration lines
 (`--enable-logging-iteration-details`): the time between tokens by running streams (the decode-only
 steps' own time, p50 and p90, by their generation requests) and the prefill time per 1000 prompt
-tokens (the prefill-only steps). Read by a pass of their own over the inputs (the `iterations` needle:
-a SIMD search, cheap where there are none), beside the stats summary.
+tokens (the prefill-only steps). Read by a pass of their own over the inputs, through `parse --kind
+iterations`' lane (`offline/details.py`; a SIMD search, cheap where there are none), beside the stats
+summary.
 """
 
 from __future__ import annotations
@@ -13,8 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ...parsing.events import IterationStats
-from ..reading.events import iter_source_events
+from ..details import ITERATION_COLUMNS, source_rows
 from ..reading.inputs import resolve_inputs
 from ..reading.stream import ScanStats
 
@@ -28,6 +28,10 @@ STEP_COLUMNS = {
                         "output update between steps: 10-25% more on a real CPU run)",
     "prefill ms / 1k tokens": "prefill-only steps: their time over their prompt tokens, x 1000",
 }
+
+
+_COLUMNS = tuple(ITERATION_COLUMNS.index(c) for c in (
+    "engine", "context_tokens", "generation_requests", "elapsed_ms", "phase", "dummy"))
 
 
 @dataclass(frozen=True)
@@ -58,14 +62,15 @@ def collect_steps(inputs: list[str], year: int | None = None, tz: str | None = N
             continue
         decode: dict[int | None, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
         prefill: dict[int | None, list[float]] = {}
-        for e in iter_source_events(source, "iterations", zone, year, ScanStats()):
-            if not isinstance(e, IterationStats) or e.dummy:
+        for row in source_rows(source, "iterations", zone, year, ScanStats()):
+            engine, ctx_tokens, gen, ms, phase, dummy = (row[i] for i in _COLUMNS)
+            if dummy:
                 continue
-            if e.phase == "decode":
-                decode[e.engine][e.generation_requests].append(e.elapsed_ms)
-            elif e.phase == "prefill" and e.context_tokens:
-                acc = prefill.setdefault(e.engine, [0, 0.0, 0.0])
-                acc[0], acc[1], acc[2] = acc[0] + 1, acc[1] + e.elapsed_ms, acc[2] + e.context_tokens
+            if phase == "decode":
+                decode[engine][gen].append(ms)
+            elif phase == "prefill" and ctx_tokens:
+                acc = prefill.setdefault(engine, [0, 0.0, 0.0])
+                acc[0], acc[1], acc[2] = acc[0] + 1, acc[1] + ms, acc[2] + ctx_tokens
         for engine in sorted(set(decode) | set(prefill), key=lambda n: -1 if n is None else n):
             rows = []
             for running, times in sorted(decode[engine].items()):

@@ -57,7 +57,8 @@ ALERTS = GRAFANA / "alerts.yml"
 DATA = REPO / "tests" / "data"
 CPU_LOG = next((DATA / "real-vllm-cpu").glob("serve_*.log"))
 
-_SUFFIXES = {"counter": ("_total",), "info": ("_info",), "gauge": ("",), "histogram": ("_bucket", "_sum", "_count")}
+_SUFFIXES = {"counter": ("_total",), "info": ("_info",), "gauge": ("",),
+             "histogram": ("_bucket", "_sum", "_count")}
 EXPOSED = {m.name + suffix for m in METRICS for suffix in _SUFFIXES[m.type]}
 PROMETHEUS_OWN = {"up"}
 """Series Prometheus makes itself for every target; the dashboard may use them."""

@@ -4,7 +4,9 @@ the one table; patterns that stay linear on kilobytes of prompt."""
 
 from __future__ import annotations
 
+import gzip
 import time
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +14,7 @@ from vllm_logwatch.parsing import needles
 from vllm_logwatch.parsing.events import IterationStats, RequestLine, Unparsed
 from vllm_logwatch.parsing.line import parse_line
 
+DATA = Path(__file__).resolve().parents[2] / "data" / "latency"
 SECRET = "ZQXJ-SECRET-PROMPT"
 API = "(APIServer pid=26467) INFO 12-02 02:09:04 "
 ITERATIONS = [
@@ -117,3 +120,20 @@ def test_request_lines_of_kilobytes_parse_in_linear_time() -> None:
         for line in lines:
             parse_line(line)
         assert time.perf_counter() - start < 0.05 * size / 10_000
+
+
+@pytest.mark.parametrize("poll_bytes", [1 << 20, 4096])
+def test_the_real_detail_log_reads_the_same_by_blocks_as_line_by_line(
+        tmp_path: Path, poll_bytes: int) -> None:
+    """The live scanner hands over every iteration and request line `parse_line` reads (the metrics of
+    watch's block path equal those of `parse_line` on every line), on the real run of
+    tests/data/latency."""
+    from test_blocks import by_blocks, line_by_line
+
+    log = tmp_path / "serve_20261202_020741.log"
+    log.write_bytes(gzip.decompress((DATA / "serve.log.gz").read_bytes()))
+    want = line_by_line(log)
+    key = "vllm_logwatch_requests_total" + str(sorted({"finish_reason": "length", "lora": "",
+                                                        "model_name": "tiny-llama"}.items()))
+    assert want[0][key] == 139
+    assert by_blocks(log, poll_bytes) == want

@@ -102,7 +102,7 @@ class _Pending:
 
 class LatencyState:
     """The exporter's latency state: fed under its lock, read at scrape time. Counters and
-    histograms survive a new launch; the requests in flight and the last step lines do not."""
+    histograms survive a new launch; the requests in flight, the last step lines and the gauge do not."""
 
     def __init__(self, bound: Callable[[str], str] = str, max_adapters: int = 16) -> None:
         """`bound`: an engine label -> the bounded label its series use (the exporter's cap)."""
@@ -121,9 +121,11 @@ class LatencyState:
         self._last_line: dict[str, tuple[float, str]] = {}
 
     def reset(self) -> None:
-        """A new launch: requests in flight and the step cadence start over."""
+        """A new launch: requests in flight, the step cadence and the last decode step's gauge start over
+        (as every per-engine gauge does)."""
         self._pending.clear()
         self._last_line.clear()
+        self.last_decode.clear()
 
     def apply(self, event: IterationStats | RequestLine, measured: float | None) -> None:
         """One detail line; `measured`: when it was printed, if read live (monotonic)."""

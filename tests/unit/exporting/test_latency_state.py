@@ -133,3 +133,15 @@ def test_live_requests_are_timed_by_their_arrival_not_their_whole_second_stamps(
     reader.read((HDR + "Generated response r: output: 'y', finish_reason: stop\n").encode())
     assert registry.get_sample_value("vllm_logwatch_request_duration_seconds_sum",
                                      {"model_name": "unknown"}) == pytest.approx(0.7)
+
+
+def test_a_new_launch_resets_the_gauge_and_keeps_the_counters() -> None:
+    metrics, registry = _setup()
+    metrics.apply(_line(_step(0, 0, 2, 4.0), 1000.001))  # type: ignore[arg-type]
+    metrics.apply(_line("Received request r: params: x, lora_request: None.", 1000.002))  # type: ignore[arg-type]
+    metrics.apply(_line("Generated response r: output: 'y', finish_reason: stop", 1000.5))  # type: ignore[arg-type]
+    metrics.new_launch("next.log")
+    labels = {"engine": "0", "model_name": "unknown"}
+    assert registry.get_sample_value("vllm_logwatch_decode_step_seconds", labels) is None
+    assert registry.get_sample_value("vllm_logwatch_requests_total", {
+        "model_name": "unknown", "finish_reason": "stop", "lora": ""}) == 1

@@ -17,6 +17,12 @@ mtail's several threads) are those of the median run. Prints a Markdown table.
     python bench/ingest_bench.py                                 # 30 MB, 3 runs: a quick check
     python bench/ingest_bench.py --size-mb 300 --runs 3          # the RESULTS.md figure (~4 min)
     python bench/ingest_bench.py --size-mb 300 --workdir DIR     # keep the generated log in DIR, reuse it
+    python bench/ingest_bench.py --shape details --size-mb 300   # request logging and iteration details on
+
+`--shape details` generates the log of `bench/detail_shape.py` instead (iteration lines, request lines
+with ~4 KB of prompt each, a few access and stats lines) and gives mtail `bench/vllm_details.mtail`
+besides `bench/vllm.mtail` (step-time histogram, requests by finish reason); both sides' request counts
+are checked.
 """
 
 from __future__ import annotations
@@ -39,6 +45,9 @@ from pathlib import Path
 import httpx
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import detail_shape  # noqa: E402  (the --shape details log)
+
 ROOT = HERE.parent
 REAL_LOG = ROOT / "tests" / "data" / "real-vllm-cpu" / "serve_20261129T192328Z.log"
 MTAIL_PROGRAM = HERE / "vllm.mtail"
@@ -135,18 +144,27 @@ def http_total(prom_text: str, name: str) -> float:
     return sum(float(v) for v in pattern.findall(prom_text))
 
 
-def run_mtail(log: Path, work: Path, access_lines: int) -> Run:
+def run_mtail(log: Path, work: Path, access_lines: int, requests: int | None = None) -> Run:
     out = work / "mtail.out"
+    progs: Path = MTAIL_PROGRAM
+    if requests is not None:  # the detail shape: both programs, from a folder of their own
+        progs = work / "progs"
+        progs.mkdir(exist_ok=True)
+        for prog in (MTAIL_PROGRAM, HERE / "vllm_details.mtail"):
+            shutil.copy(prog, progs / prog.name)
     run = timed(["mtail", "--one_shot", "--one_shot_format", "prometheus", "--logtostderr",
-                 "--address", "127.0.0.1", "--port", "0", "--progs", str(MTAIL_PROGRAM),
+                 "--address", "127.0.0.1", "--port", "0", "--progs", str(progs),
                  "--logs", str(log)], out)
     counted = http_total(out.read_text(), "vllm_http_requests_total")
     if counted != access_lines:
         raise SystemExit(f"mtail counted {counted:.0f} access lines, the file has {access_lines}")
+    if requests is not None and http_total(out.read_text(), "vllm_requests_total") != requests:
+        raise SystemExit(f"mtail counted other than the {requests} requests of the file")
     return run
 
 
-def run_logwatch(log: Path, work: Path, lines: int, access_lines: int) -> tuple[Run, float]:
+def run_logwatch(log: Path, work: Path, lines: int, access_lines: int,
+                 requests: int | None = None) -> tuple[Run, float]:
     """(the run until every line is applied, the seconds SIGTERM took to stop it)."""
     size = log.stat().st_size
     err_path = work / "watch.stderr"
@@ -183,6 +201,8 @@ def run_logwatch(log: Path, work: Path, lines: int, access_lines: int) -> tuple[
         counted = http_total(metrics, "vllm_logwatch_http_requests_total")
         if counted != access_lines:
             raise SystemExit(f"logwatch counted {counted:.0f} access lines, the file has {access_lines}")
+        if requests is not None and http_total(metrics, "vllm_logwatch_requests_total") != requests:
+            raise SystemExit(f"logwatch counted other than the {requests} requests of the file")
         rss = peak_rss_kib(proc.pid)
         stopping = time.perf_counter()
         proc.send_signal(signal.SIGTERM)
@@ -212,18 +232,26 @@ def main() -> int:
     parser.add_argument("--log", type=Path, help="measure this log instead of generating one")
     parser.add_argument("--seed", type=int, default=20261201)
     parser.add_argument("--workdir", type=Path, help="keep the generated log here and reuse it")
+    parser.add_argument("--shape", choices=("access", "details"), default="access",
+                        help="access: stats and access lines (default); details: request logging and "
+                        "iteration details on (bench/detail_shape.py)")
     args = parser.parse_args()
     if shutil.which("mtail") is None:
         raise SystemExit("mtail not found: apt-get install -y mtail")
     work = args.workdir or Path(tempfile.mkdtemp(prefix="logwatch-ingest-"))
     work.mkdir(parents=True, exist_ok=True)
     try:
-        log = args.log or work / f"{args.size_mb:g}mb" / "serve_20261129T192328Z.log"
+        folder = f"{args.size_mb:g}mb" + ("" if args.shape == "access" else "-details")
+        log = args.log or work / folder / "serve_20261129T192328Z.log"
         if args.log is None and not log.exists():
             log.parent.mkdir(exist_ok=True)
-            print(f"generating {args.size_mb:g} MB access-heavy log...", file=sys.stderr)
-            generate(log, int(args.size_mb * 1e6), args.access_per_stats, args.seed)
+            print(f"generating {args.size_mb:g} MB {args.shape} log...", file=sys.stderr)
+            if args.shape == "access":
+                generate(log, int(args.size_mb * 1e6), args.access_per_stats, args.seed)
+            else:
+                detail_shape.generate(log, int(args.size_mb * 1e6), args.seed)
         data = log.read_bytes()
+        requests = detail_shape.expected(data)["requests"] if args.shape == "details" else None
         size, lines = len(data), data.count(b"\n")
         access = re.compile(rb'^INFO: +\S+ - "[A-Z]+ \S+ HTTP/1\.1" \d{3}', re.MULTILINE)
         access_lines = sum(1 for _ in access.finditer(data))
@@ -241,9 +269,9 @@ def main() -> int:
                 if label == "grep -c":
                     run = timed(["grep", "-c", "HTTP/1.1", str(log)], work / "grep.out")
                 elif label.startswith("mtail"):
-                    run = run_mtail(log, work, access_lines)
+                    run = run_mtail(log, work, access_lines, requests)
                 else:
-                    run, stop = run_logwatch(log, work, lines, access_lines)
+                    run, stop = run_logwatch(log, work, lines, access_lines, requests)
                     stops.append(stop)
                 results[label].append(run)
                 print(f"  run {i + 1}: {label}: {run.wall:.2f} s", file=sys.stderr)

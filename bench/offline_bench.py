@@ -18,6 +18,11 @@ with the parent once). Prints a Markdown table.
 
     python bench/offline_bench.py --workdir /tmp/lwbench            # generate once, reuse after
     python bench/offline_bench.py --workdir /tmp/lwbench --logs access --skip promtool
+    python bench/offline_bench.py --workdir /tmp/lwbench --logs details --skip promtool,plot
+
+The `details` log (200 MB of `bench/detail_shape.py`: request logging and iteration details on) adds
+`parse --kind iterations` and `parse --kind requests` to the commands (budget: iterations <= 2x
+`parse --csv` on the same file).
 """
 
 from __future__ import annotations
@@ -35,14 +40,17 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import detail_shape  # the `details` log
 from parse_bench import generate  # the same generator and seed as the parse bench
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 LOGS = {  # name: (file name, size, access lines per stats line, seed offset)
     "stats": ("stats_20261101_000000.log", 200 * 10**6, 0, 1),
     "access": ("serve_20261101_000000.log", 1 << 30, 3000, 0),
+    "details": ("details_20261202_000000.log", 200 * 10**6, -1, 2),
 }
-TITLES = {"stats": "stats-only, 200 MB", "access": "access-heavy, 1 GB"}
+TITLES = {"stats": "stats-only, 200 MB", "access": "access-heavy, 1 GB",
+          "details": "request logging and iteration details, 200 MB"}
 
 
 def _tree_pss(root: int) -> int:
@@ -100,6 +108,8 @@ def commands(log: Path, work: Path, skip: set[str]) -> list[tuple[str, list[str]
         ("grep -c", ["grep", "-c", "Avg prompt throughput", str(log)], work / "grep.out"),
         ("parse --csv", [*lw, "parse", "--csv", str(log)], work / "out.csv"),
         ("parse --jsonl", [*lw, "parse", "--jsonl", str(log)], work / "out.jsonl"),
+        *((f"parse --kind {kind}", [*lw, "parse", "--kind", kind, "--csv", str(log)], work / f"{kind}.csv")
+          for kind in (("iterations", "requests") if log.name.startswith("details_") else ())),
         ("summary", [*lw, "summary", str(log)], work / "summary.txt"),
         ("plot", [*lw, "plot", str(log), "-o", str(work / "out.png")], None),
         ("parse --openmetrics", [*lw, "parse", "--openmetrics", str(log)], om),
@@ -140,7 +150,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--workdir", type=Path, help="keep the generated logs here and reuse them")
-    parser.add_argument("--logs", default="stats,access", help="which logs: stats, access (default both)")
+    parser.add_argument("--logs", default="stats,access",
+                        help="which logs: stats, access, details (default stats,access)")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each command, the median shown")
     parser.add_argument("--skip", default="", help="commands to leave out (parse --csv always runs), "
                         "e.g. promtool,plot,--jsonl")
@@ -165,7 +176,10 @@ def main() -> None:
             log = tmp / file_name
             if not log.exists():
                 print(f"generating {log} ...", file=sys.stderr)
-                generate(log, size, access_per_stats=access, seed=args.seed + seed)
+                if access < 0:
+                    detail_shape.generate(log, size, seed=args.seed + seed)
+                else:
+                    generate(log, size, access_per_stats=access, seed=args.seed + seed)
             print(f"\n{table(TITLES[name], bench(log, work, args.repeat, skip))}")
         load = os.getloadavg()
         print(f"\nload average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at the end")

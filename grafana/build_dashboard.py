@@ -69,7 +69,7 @@ PER_ENGINE = "{{instance}} engine {{engine}}"
 def m(short: str) -> str:
     """The exposed name of a metric of exporting/catalogue.py: counters get `_total`, info metrics `_info`."""
     spec = _SPECS[short]
-    return spec.name + {"counter": "_total", "info": "_info", "gauge": ""}[spec.type]
+    return spec.name + {"counter": "_total", "info": "_info"}.get(spec.type, "")
 
 
 def by_engine(short: str) -> str:

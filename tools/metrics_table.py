@@ -27,7 +27,7 @@ END = "<!-- metrics-table:end -->"
 
 def exposed_name(spec: MetricSpec) -> str:
     """The name as scraped: counters end in `_total`, info metrics in `_info`."""
-    suffix = {"counter": "_total", "info": "_info", "gauge": ""}[spec.type]
+    suffix = {"counter": "_total", "info": "_info"}.get(spec.type, "")
     return spec.name + suffix
 
 

@@ -44,12 +44,13 @@ def _cmd_parse(args: argparse.Namespace) -> int:
         return EXIT_OK
     from .commands.parse import run_parse
 
-    if args.csv and args.kind != "stats":
+    if args.csv and args.kind not in ("stats", "iterations", "requests"):
         from .errors import UsageError
 
-        raise UsageError(f"--csv writes stats records only; use --jsonl for --kind {args.kind}")
-    # Other kinds than stats have no CSV columns: they come as JSON lines unless --csv was asked.
-    run_parse(args.files, fmt="jsonl", kind=args.kind, year=args.year, tz=args.tz)
+        raise UsageError(
+            f"--csv writes stats, iterations and requests records; use --jsonl for --kind {args.kind}")
+    # Other kinds come as JSON lines unless --csv was asked (iterations and requests have CSV columns too).
+    run_parse(args.files, fmt="csv" if args.csv else "jsonl", kind=args.kind, year=args.year, tz=args.tz)
     return EXIT_OK
 
 

@@ -72,7 +72,8 @@ def _add_parse(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("files", nargs="+", metavar="FILE", help="log files, globs, or - for stdin")
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--csv", action="store_true",
-                     help="CSV with a header row (the default for --kind stats; other kinds are JSON lines)")
+                     help="CSV with a header row (the default for --kind stats; iterations and requests "
+                     "have CSV columns too; other kinds are JSON lines)")
     fmt.add_argument("--jsonl", action="store_true", help="one JSON object per line, with a 'kind' key")
     fmt.add_argument("--openmetrics", action="store_true",
                      help="OpenMetrics text with timestamps (the exporter's gauges and estimated counters, "
@@ -86,8 +87,9 @@ def _add_parse(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         default="stats",
         help="records to write: stats (default), spec (speculative decoding), transfer (KV/EC "
         "connector transfers), mfu (--enable-mfu-metrics lines), info (start-up facts), access (HTTP "
-        "requests), log (warnings and errors, "
-        "no text), all; exit 1 when the inputs hold none (for all: no stats line)",
+        "requests), log (warnings and errors, no text), iterations (engine steps, "
+        "--enable-logging-iteration-details), requests (one row per request, --enable-log-requests; no "
+        "prompt or output), all; exit 1 when the inputs hold none (for all: no stats line)",
     )
     _add_year_tz(p)
 

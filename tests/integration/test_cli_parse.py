@@ -208,7 +208,23 @@ def test_other_kinds_default_to_json_lines_and_refuse_csv(
     assert all(kind in ("all", r["kind"]) or (kind == "log" and r["kind"] == "unparsed") for r in jsonl(out))
     code, out, err = run(capsys, "--csv", "--kind", kind, str(DATA / "021.log"))
     assert code == 2 and out == ""
-    assert_one_line_error(err, "--csv writes stats records only", "--jsonl")
+    assert_one_line_error(err, "--csv writes stats, iterations and requests records", "--jsonl")
+
+
+@pytest.mark.parametrize("kind", ["iterations", "requests"])
+def test_iterations_and_requests_default_to_json_lines_and_take_csv(
+    capsys: pytest.CaptureFixture[str], kind: str
+) -> None:
+    log = str(DATA / "latency" / "serve.log.gz")
+    code, out, err = run(capsys, "--kind", kind, log)
+    assert code == 0, err
+    assert {r["kind"] for r in jsonl(out)} == {kind[:-1]}
+    code, csv_out, err = run(capsys, "--kind", kind, "--csv", log)
+    assert code == 0, err
+    assert len(csv_out.splitlines()) == len(out.splitlines()) + 1  # the header
+    code, out, err = run(capsys, "--kind", kind, str(DATA / "021.log"))
+    assert code == 1 and out == ""
+    assert_one_line_error(err, f"no {kind} records", "--enable-log")
 
 
 # --- inputs ---------------------------------------------------------------------------------------

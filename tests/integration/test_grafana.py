@@ -57,7 +57,9 @@ ALERTS = GRAFANA / "alerts.yml"
 DATA = REPO / "tests" / "data"
 CPU_LOG = next((DATA / "real-vllm-cpu").glob("serve_*.log"))
 
-EXPOSED = {m.name + {"counter": "_total", "info": "_info", "gauge": ""}[m.type] for m in METRICS}
+_SUFFIXES = {"counter": ("_total",), "info": ("_info",), "gauge": ("",),
+             "histogram": ("_bucket", "_sum", "_count")}
+EXPOSED = {m.name + suffix for m in METRICS for suffix in _SUFFIXES[m.type]}
 PROMETHEUS_OWN = {"up"}
 """Series Prometheus makes itself for every target; the dashboard may use them."""
 RUN_MODE_ONLY = {n for n in EXPOSED if n.startswith(("vllm_logwatch_child_", "vllm_logwatch_log_file_"))}

@@ -9,6 +9,7 @@ OpenMetrics through the exporter's own state (`output/openmetrics.py`), fed by t
 from __future__ import annotations
 
 import sys
+from datetime import tzinfo
 from typing import IO, TYPE_CHECKING, BinaryIO, Literal, cast
 
 from ..errors import NoStatsError
@@ -94,6 +95,9 @@ def run_parse(
         if result.counts["stats"] == 0:
             raise NoStatsError(no_stats_hint(sources, result.stats_disabled))
         return result
+    if kind in ("iterations", "requests"):
+        _write_details(sources, kind, fmt, zone, year, out, result)
+        return result
     csv_out = csv.writer(out, lineterminator="\n") if fmt == "csv" else None
     written = 0
     for source in sources:
@@ -133,7 +137,37 @@ class _TextOut:
         self.out.flush()
 
 
+def _write_details(sources: list[Source], kind: str, fmt: str, zone: tzinfo, year: int | None, out: IO[str],
+                   result: ParseResult) -> None:
+    """`--kind iterations` / `requests`: one row per step or per request (`offline/details.py`)."""
+    import csv
+    import json
+
+    from ..offline.details import ITERATION_COLUMNS, REQUEST_COLUMNS, source_rows
+
+    columns = ITERATION_COLUMNS if kind == "iterations" else REQUEST_COLUMNS
+    writer = csv.writer(out, lineterminator="\n") if fmt == "csv" else None
+    written = 0
+    for source in sources:
+        result.files += 1
+        for row in source_rows(source, kind, zone, year, result.scan):
+            if writer is not None:
+                if written == 0:
+                    writer.writerow(columns)
+                writer.writerow(row)
+            else:
+                out.write(json.dumps({"kind": kind[:-1], **dict(zip(columns, row, strict=True))},
+                                     separators=(", ", ": ")) + "\n")
+            written += 1
+    result.counts[kind] = written
+    if written == 0:
+        n = len(sources)
+        raise NoStatsError(f"no {kind} records in {n} file{'s' if n != 1 else ''} ({_KIND_LINES[kind]})")
+
+
 _KIND_LINES = {
+    "iterations": "no iteration lines: vLLM runs without --enable-logging-iteration-details (vLLM >= 0.14)",
+    "requests": "no request lines: vLLM runs without --enable-log-requests",
     "spec": "no speculative-decoding metrics lines",
     "transfer": "no KV or EC transfer metrics lines: vLLM runs without a KV connector",
     "mfu": "no MFU lines: vLLM runs without --enable-mfu-metrics (vLLM >= 0.14)",

@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import json
 import sys
+from functools import partial
 from typing import IO
 
 from ..errors import UsageError
@@ -11,7 +13,8 @@ from ..offline.reading.launches import iter_summary_records
 from ..offline.reading.ranges import DEFAULT_TUNING, Tuning
 from ..offline.summary.answers import Asked
 from ..offline.summary.build import By, Summary, summarize
-from ..offline.summary.tables import render
+from ..offline.summary.steps import collect_steps, steps_json, steps_lines
+from ..offline.summary.tables import render, table_lines
 
 __all__ = ["run_summary"]
 
@@ -40,5 +43,13 @@ def run_summary(
         raise UsageError(
             f"summary by {by!r} as {fmt!r}: by is launch, engine or none; fmt text, markdown or json")
     summary = summarize(iter_summary_records(inputs, year=year, tz=tz, fast=tuning, mfu=True), by)
-    (out if out is not None else sys.stdout).write(render(summary, fmt, asked))
+    text = render(summary, fmt, asked)
+    steps = collect_steps(inputs, year, tz)  # iteration lines, where the logs have them
+    if steps and fmt == "json":
+        text = json.dumps({**json.loads(text), "steps": steps_json(steps)}, indent=2) + "\n"
+    elif steps:
+        markdown = fmt == "markdown"
+        lines = steps_lines(steps, partial(table_lines, markdown=markdown), "## " if markdown else "")
+        text = text.rstrip("\n") + "\n" + "\n".join(lines) + "\n"
+    (out if out is not None else sys.stdout).write(text)
     return summary

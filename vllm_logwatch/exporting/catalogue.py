@@ -21,7 +21,7 @@ PREFIX = "vllm_logwatch_"
 class MetricSpec(NamedTuple):
     name: str
     """Full name without the `_total` suffix of counters (prometheus_client adds it)."""
-    type: Literal["gauge", "counter", "info"]
+    type: Literal["gauge", "counter", "info", "histogram"]
     labels: tuple[str, ...]
     help: str
 
@@ -29,7 +29,7 @@ class MetricSpec(NamedTuple):
 _ENGINE = ("engine", "model_name")
 
 
-def _m(short: str, kind: Literal["gauge", "counter", "info"], labels: tuple[str, ...], help_: str) -> MetricSpec:
+def _m(short: str, kind: Literal["gauge", "counter", "info", "histogram"], labels: tuple[str, ...], help_: str) -> MetricSpec:
     return MetricSpec(PREFIX + short, kind, labels, help_)
 
 
@@ -66,6 +66,24 @@ METRICS: tuple[MetricSpec, ...] = (
        "Estimated model FLOP/s per device (GPU) of the last MFU line (--enable-mfu-metrics, vLLM >= 0.14)."),
     _m("mfu_memory_bytes_per_second", "gauge", _ENGINE,
        "Estimated memory bytes read and written per second per device, from the last MFU line (GB/s x 10^9)."),
+    # Engine steps and requests, from the detail lines (`--enable-logging-iteration-details`,
+    # `--enable-log-requests`, `--enable-log-outputs`): exporting/latency_state.py.
+    _m("step_duration_seconds", "histogram", (*_ENGINE, "phase", "batch"),
+       "Engine step time from the iteration lines; phase: decode, prefill or mixed; batch: the step's "
+       "generation requests, bucketed (0, 1, 2, 3-4, 5-8, ..., 257-512, 513+)."),
+    _m("decode_step_seconds", "gauge", _ENGINE, "Elapsed time of the engine's last decode-only step."),
+    _m("time_between_tokens_seconds", "histogram", (*_ENGINE, "batch"),
+       "From an engine's step line to its next generating step's line (read live, or container stamps), once "
+       "per generating stream: the step and what vLLM does between steps (its mean, not single gaps)."),
+    _m("requests", "counter", ("model_name", "finish_reason", "lora"),
+       "Requests ended (request logging): finish_reason stop, length, abort, ..., unknown (a stream's end "
+       "logged without one); lora: an adapter the log loaded, other, or empty for none."),
+    _m("request_duration_seconds", "histogram", ("model_name",),
+       "End-to-end time of finished requests: Received request line to their last response line."),
+    _m("time_to_first_token_seconds", "histogram", ("model_name",),
+       "Received request line to the request's first streamed output line (--enable-log-outputs)."),
+    _m("requests_untimed", "counter", ("model_name",),
+       "Requests counted but not timed: read only by vLLM's 1 s stamps, or their Received line not read."),
     # KV / EC connector transfers (disaggregated prefill, KV offloading): `KV Transfer metrics:` lines.
     _m("transfers", "counter", (*_ENGINE, "cache", "result"),
        "Connector transfers (cache: kv or ec) by result: succeeded, failed, failed_recv."),

@@ -48,6 +48,7 @@ from .catalogue import METRICS, check_const_labels
 from .engine_state import EngineState, engine_label
 from .facts import add_fact_series
 from .families import Families, new_family
+from .latency_state import DETAIL_EVENTS, LatencyState
 from .routes import VLLM_ROUTES, HttpCounts
 from .runtime_state import RUNTIME_FIELDS, RuntimeState, engine_counts
 from .selfmetrics import SelfMetrics
@@ -107,6 +108,7 @@ class ExporterMetrics(Collector):
         self._launch_source: str | None = None
         self._self = SelfMetrics()
         self._runtime = RuntimeState()
+        self._latency = LatencyState(self._bounded)  # iteration and request lines
         self._replay = False
         self._skipped_bytes: int | None = None
         self._banner_seen, self._facts_of = False, ""  # `_facts_of`: the file set_startup_facts read
@@ -207,9 +209,8 @@ class ExporterMetrics(Collector):
         self._facts_of = ""  # once: a restart banner in that file is a launch of its own
         self._launches += 1
         self._launch_source = source
-        for state in self._engines.values():
-            state.reset()
-        self._runtime.reset()
+        for reset in (*(e.reset for e in self._engines.values()), self._runtime.reset, self._latency.reset):
+            reset()
         self._reset_launch(kept)  # the facts read from before where reading started, if of this file
 
     def _reset_launch(self, facts: dict[str, Any] | None = None) -> None:
@@ -253,6 +254,8 @@ class ExporterMetrics(Collector):
             self._engine_line()
         elif isinstance(event, MfuStats):
             self._engine(engine_label(event.engine)).mfu = event
+        elif isinstance(event, DETAIL_EVENTS):
+            self._latency.apply(event, measured)
         elif isinstance(event, PrefixCacheRates):
             if self._last_v0 is not None:
                 self._last_v0.apply_prefix_rates(event.gpu_pct, event.cpu_pct)
@@ -346,6 +349,7 @@ class ExporterMetrics(Collector):
         add_fact_series(out, self._facts, self._model_name() or "")
         for short, labels, value in self._runtime.samples():
             out.add(short, labels, value)
+        self._latency.add_to(out, model)
         out.add("launches", (), self._launches)
         for (method, path, status), count in self._http.counts.items():
             out.add("http_requests", (method, path, status), count)

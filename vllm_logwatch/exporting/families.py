@@ -8,7 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    InfoMetricFamily,
+    Metric,
+)
 
 from .catalogue import METRICS, PREFIX, MetricSpec
 
@@ -24,6 +30,8 @@ def new_family(spec: MetricSpec, const_names: tuple[str, ...]) -> Metric:
     names = [*spec.labels, *const_names]
     if spec.type == "counter":
         return CounterMetricFamily(spec.name, spec.help, labels=names)
+    if spec.type == "histogram":
+        return HistogramMetricFamily(spec.name, spec.help, labels=names)
     return GaugeMetricFamily(spec.name, spec.help, labels=names)
 
 
@@ -46,6 +54,14 @@ class Families:
         family = self._get(short)
         assert isinstance(family, (GaugeMetricFamily, CounterMetricFamily))
         family.add_metric([*labels, *self._const_values], value)
+
+    def histogram(
+        self, short: str, labels: Sequence[str], buckets: list[tuple[str, float]], total: float
+    ) -> None:
+        """One histogram series: `buckets` as (`le`, cumulative count), `+Inf` last; `total`: the sum."""
+        family = self._get(short)
+        assert isinstance(family, HistogramMetricFamily)
+        family.add_metric([*labels, *self._const_values], buckets, total)
 
     def info(self, short: str, value: dict[str, str]) -> None:
         family = self._get(short)

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ..parsing.events import EngineStats, Event
+from ..parsing.events import EngineStats, Event, IterationStats, RequestLine
 
 __all__ = ["BACKLOG_SECONDS", "CLOCK_SKEW_SECONDS", "Arrival", "ArrivalTimer", "print_time"]
 
@@ -73,11 +73,11 @@ class ArrivalTimer:
         return Arrival(self._monotonic(), self._wall())
 
     def measure(self, events: Sequence[Event], arrival: Arrival) -> dict[int, float]:
-        """Index of each stats event read live -> when it was printed (monotonic); for
-        `ExporterMetrics.apply_many`."""
+        """Index of each stats, iteration or request event read live -> when it was printed
+        (monotonic); for `ExporterMetrics.apply_many`."""
         out: dict[int, float] = {}
         for index, event in enumerate(events):
-            if isinstance(event, EngineStats) and event.time is not None:
+            if isinstance(event, (EngineStats, IterationStats, RequestLine)) and event.time is not None:
                 printed = print_time(event.time.timestamp(), arrival)
                 if printed is not None:
                     out[index] = printed

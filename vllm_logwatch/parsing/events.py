@@ -19,10 +19,12 @@ __all__ = [
     "EngineStats",
     "Event",
     "HttpAccess",
+    "IterationStats",
     "LogMessage",
     "MfuStats",
     "OffloadSample",
     "PrefixCacheRates",
+    "RequestLine",
     "ServerInfo",
     "SpecDecodeStats",
     "TransferStats",
@@ -251,6 +253,58 @@ class MfuStats(_Record):
     """GB/s (10**9 bytes) read and written per device."""
 
 
+class IterationStats(_Record):
+    """One engine step (`--enable-logging-iteration-details`): `Iteration(N): A context requests, B context
+    tokens, C generation requests, D generation tokens, iteration elapsed time: X ms`."""
+
+    kind: Literal["iteration"] = "iteration"
+    engine: int | None = None
+    """None before vLLM 0.26 (the engine core printed the line, without `Engine NNN: `)."""
+    iteration: int
+    context_requests: int
+    """Requests prefilling in the step (their prompt, or a chunk of it)."""
+    context_tokens: int
+    generation_requests: int
+    """Requests decoding in the step: the running streams."""
+    generation_tokens: int
+    elapsed_ms: float
+    """vLLM's `iteration elapsed time`, in ms (2 decimals)."""
+    dummy: bool = False
+    """` (dummy)`: a padding step of a data-parallel rank with nothing to run."""
+    kv_cache_usage_pct: float | None = None
+    device: str | None = None
+    encoder_inputs: int | None = None
+    encoder_embeddings: int | None = None
+
+    @property
+    def phase(self) -> Literal["decode", "prefill", "mixed", "idle"]:
+        """`decode` (generation only: its time is the time between tokens at `generation_requests`
+        streams), `prefill` (context only), `mixed`, or `idle` (nothing scheduled)."""
+        if self.context_requests == 0:
+            return "decode" if self.generation_requests else "idle"
+        return "mixed" if self.generation_requests else "prefill"
+
+
+RequestEventKind = Literal["received", "added", "aborted", "delta", "complete", "response", "lora_loaded"]
+
+
+class RequestLine(_Record):
+    """A request's line (`--enable-log-requests`, `--enable-log-outputs`) or a LoRA adapter's load: ids,
+    finish reason, adapter name. Never the prompt, its parameters or the output (users' text)."""
+
+    kind: Literal["request"] = "request"
+    event: RequestEventKind
+    """`received` (the front end got it), `added` (given to the engine), `aborted`, `delta` (a
+    streamed piece of output), `complete` (the end of a stream), `response` (a whole response),
+    `lora_loaded` (`Loaded new LoRA adapter`: then `request_id` is empty)."""
+    request_id: str
+    aborted: tuple[str, ...] = ()
+    """Every id of an `Aborted request(s) a,b.` line."""
+    finish_reason: str | None = None
+    lora: str | None = None
+    """The adapter a `received` request asked for, or the one `lora_loaded` loaded."""
+
+
 class HttpAccess(_Record):
     """A uvicorn access line. The client address is not kept."""
 
@@ -272,7 +326,8 @@ class LogMessage(_Record):
     """`engine_dead`, `out_of_memory`, `worker_died`, ... for known failure lines."""
 
 
-UnparsedKind = Literal["stats", "spec", "prefix", "transfer", "mfu", "info", "access", "log", "envelope"]
+UnparsedKind = Literal[
+    "stats", "spec", "prefix", "transfer", "mfu", "info", "access", "log", "envelope", "iteration", "request"]
 """The kinds of line an `Unparsed` can be: what was being read when it failed (`envelope`: a line of a
 container log that is not a record of its format, `parsing/envelope.py`)."""
 
@@ -286,5 +341,5 @@ class Unparsed(_Record):
 
 Event = (
     EngineStats | PrefixCacheRates | SpecDecodeStats | TransferStats | MfuStats | ServerInfo | HttpAccess
-    | LogMessage | Unparsed
+    | LogMessage | IterationStats | RequestLine | Unparsed
 )

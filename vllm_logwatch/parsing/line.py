@@ -28,6 +28,7 @@ from .events import (
 from .fields import MAX_EXTRA, Unreadable, as_kind, read_number, slug, split_fields
 from .mfu import MFU_START, parse_mfu
 from .needles import STATS_MARK, kind_of
+from .requests import ITERATION_START, REQUEST_STARTS, parse_iteration, parse_request_line
 from .shapes import CANONICAL_STATS
 from .spec import SPEC_START, parse_spec
 from .startup import parse_info, problem_of
@@ -193,6 +194,10 @@ def _parse_message(
     sm = _STATS_START.match(msg)
     if sm is not None:
         return _parse_stats(msg, sm, common)
+    if msg.startswith(REQUEST_STARTS):
+        return parse_request_line(msg, common)
+    if ITERATION_START.match(msg) is not None:
+        return parse_iteration(msg, common)
     if msg.startswith("Prefix cache hit rate: GPU:"):
         pm = _V0_PREFIX.match(msg)
         if pm is None:

@@ -13,9 +13,10 @@ from __future__ import annotations
 from typing import NamedTuple
 
 __all__ = [
-    "ACCESS_NEEDLE", "FOLLOWER_NEEDLES", "INFO_HOOKS", "LAUNCH_NEEDLES", "LIVE_NEEDLES", "MFU_NEEDLES",
-    "NO_STATS_NEEDLES", "PREFIX_NEEDLES", "SPEC_NEEDLES", "STATS_FOLLOWER_NEEDLES", "STATS_MARK",
-    "STATS_NEEDLES", "TRANSFER_NEEDLES", "VARIANT_NEEDLES", "WANTS", "Want", "kind_of", "with_variants",
+    "ACCESS_NEEDLE", "FOLLOWER_NEEDLES", "INFO_HOOKS", "ITERATION_NEEDLES", "LAUNCH_NEEDLES", "LIVE_NEEDLES",
+    "MFU_NEEDLES", "NO_STATS_NEEDLES", "PREFIX_NEEDLES", "REQUEST_NEEDLES", "SPEC_NEEDLES",
+    "STATS_FOLLOWER_NEEDLES", "STATS_MARK", "STATS_NEEDLES", "TRANSFER_NEEDLES", "VARIANT_NEEDLES", "WANTS",
+    "Want", "kind_of", "with_variants",
 ]
 
 STATS_MARK = b"Avg prompt t"
@@ -38,6 +39,13 @@ STATS_FOLLOWER_NEEDLES: tuple[bytes, ...] = PREFIX_NEEDLES
 alone skips the spec-decode and KV-transfer lines, which would cost a full parse each."""
 MFU_NEEDLES: tuple[bytes, ...] = (b"MFU: ",)
 """`Engine 000: MFU: ... TF/s/device ... GB/s/device` (`--enable-mfu-metrics`)."""
+ITERATION_NEEDLES: tuple[bytes, ...] = (b"Iteration(",)
+"""`[Engine 000: ]Iteration(N): ...` (`--enable-logging-iteration-details`): one line per engine step."""
+REQUEST_NEEDLES: tuple[bytes, ...] = (
+    b"Received request ", b"Added request ", b"Aborted request", b"Generated response ",
+    b"Loaded new LoRA adapter: ",
+)
+"""A request's lines (`--enable-log-requests`, `--enable-log-outputs`) and a LoRA adapter's load."""
 INFO_HOOKS: tuple[str, ...] = (
     "version", "args:", "LLM engine", "KV cache", "concurrency", "blocks:", "took", "Graph capturing",
     "torch.compile", "max model len", "server", "Uvicorn", "startup complete", "api_server_count", " backend",
@@ -62,11 +70,12 @@ NO_STATS_NEEDLES: tuple[bytes, ...] = (b"disabling stats logging", b"disable_log
 """For a log without stats lines, why: vLLM said it disabled stats logging, or served requests anyway."""
 LIVE_NEEDLES: tuple[bytes, ...] = (
     STATS_MARK, b"Running: ", *PREFIX_NEEDLES, *SPEC_NEEDLES, *MFU_NEEDLES,
-    *(hook.encode() for hook in INFO_HOOKS), *LEVEL_NEEDLES,
+    *(hook.encode() for hook in INFO_HOOKS), *LEVEL_NEEDLES, *ITERATION_NEEDLES, *REQUEST_NEEDLES,
 )
 """Every line `parse_line` gives an event for holds one of these, or `ACCESS_NEEDLE`: stats (V1, V0,
 the idle Running/Waiting form, V0's prefix-cache line), spec-decode and transfer lines (` metrics: `),
-MFU lines, start-up facts, warnings and errors. The live scanner hands over every line holding one."""
+MFU lines, start-up facts, warnings and errors, iteration and request lines. The live scanner hands
+over every line holding one."""
 
 
 class Want(NamedTuple):
@@ -84,12 +93,15 @@ WANTS: dict[str, Want] = {
     "transfer": Want(STATS_NEEDLES + TRANSFER_NEEDLES, FOLLOWER_NEEDLES),
     "mfu": Want(STATS_NEEDLES + MFU_NEEDLES, FOLLOWER_NEEDLES),
     "launches": _LAUNCHES,
+    "iterations": Want(ITERATION_NEEDLES, ()),
+    "requests": Want(REQUEST_NEEDLES, ()),
 }
 """What each reader parses: a `parse --kind` (the kinds not here read every line), and `launches`:
 the stats, spec-decode and start-up lines that summary, compare, plot and the backfill read."""
 
 _MARKS: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
     (kind, tuple(needle.decode() for needle in needles)) for kind, needles in (
+        ("request", REQUEST_NEEDLES), ("iteration", ITERATION_NEEDLES),
         ("prefix", PREFIX_NEEDLES), ("stats", (STATS_MARK, b"Running: ")),
         ("transfer", TRANSFER_NEEDLES), ("spec", SPEC_NEEDLES), ("mfu", MFU_NEEDLES),
         ("access", (ACCESS_NEEDLE,)),

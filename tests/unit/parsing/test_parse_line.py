@@ -554,7 +554,8 @@ LOG_CASES = [
 ]
 
 NONE_CASES = [
-    p(real("026", "Added request"), None, id="plain-info"),
+    p(real("026", "Added request"), "request",
+      {"event": "added", "request_id": "chatcmpl-6a2e591b-e842-41b9-8269-46672ef25479"}, id="added-request"),
     p(real("cpu", "Resolved architecture"), None, id="plain-info-process-prefix"),
     p(real("cpu", "Route: /health"), None, id="route-line"),
     p(real("049", "Capturing CUDA graphs"), None, id="tqdm-bar"),
@@ -586,10 +587,13 @@ NONE_CASES = [
       "mfu", {"engine": None, "tflops_per_device": 1.5}, id="mfu-rust"),
     p(f"{HDR}Engine 000: MFU: twelve TF/s/device", "unparsed", {"what": "mfu"}, id="mfu-unreadable"),
     p(f"{HDR}Engine 000: Iteration(5): 1 context requests, 100 context tokens, 2 generation requests, 2 generation "
-      "tokens, iteration elapsed time: 12.34 ms (dummy), GPU KV cache usage: 1.0%", None, id="lookalike-iteration-0.26"),
+      "tokens, iteration elapsed time: 12.34 ms (dummy), GPU KV cache usage: 1.0%", "iteration",
+      {"engine": 0, "iteration": 5, "context_requests": 1, "context_tokens": 100, "generation_requests": 2,
+       "generation_tokens": 2, "elapsed_ms": 12.34, "dummy": True, "kv_cache_usage_pct": 1.0, "device": "GPU"},
+      id="iteration-0.26"),
     p("(EngineCore_DP0 pid=1) INFO 11-02 12:00:10 [core.py:335] Iteration(5): 1 context requests, 100 context "
-      "tokens, 2 generation requests, 2 generation tokens, iteration elapsed time: 12.34 ms", None,
-      id="lookalike-iteration-0.14"),
+      "tokens, 2 generation requests, 2 generation tokens, iteration elapsed time: 12.34 ms", "iteration",
+      {"engine": None, "elapsed_ms": 12.34, "dummy": False, "kv_cache_usage_pct": None}, id="iteration-0.14"),
     p("(APIServer pid=1) INFO 11-02 12:00:10 [cuda_graph.py:33] **CUDAGraph Stats:**", None, id="cudagraph-title"),
     p("(APIServer pid=1) INFO 11-02 12:00:10 [cuda_graph.py:33] | Unpadded Tokens | Padded Tokens | Num Paddings "
       "| Runtime Mode | Count |", None, id="cudagraph-table-header"),

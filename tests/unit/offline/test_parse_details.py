@@ -1,0 +1,103 @@
+"""`logwatch parse --kind iterations` and `--kind requests`, CSV and JSON lines, on the real run of
+tests/data/latency: a row per step, a row per request, the columns docs/offline.md names, no text."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from vllm_logwatch.offline.details import ITERATION_COLUMNS, REQUEST_COLUMNS
+
+DATA = Path(__file__).resolve().parents[2] / "data" / "latency"
+DOCS = Path(__file__).resolve().parents[3] / "docs" / "offline.md"
+SECRET = "ZQXJ-SECRET-PROMPT"
+KEY = json.loads((DATA / "answer_key.json").read_text())
+
+
+def _parse(*args: str) -> str:
+    done = subprocess.run([sys.executable, "-m", "vllm_logwatch", "parse", *args], capture_output=True,
+                          text=True, check=False, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert SECRET not in done.stdout + done.stderr
+    return done.stdout
+
+
+def _lines(name: str, needle: str) -> int:
+    with gzip.open(DATA / name, "rt") as fh:
+        return sum(needle in line for line in fh)
+
+
+@pytest.mark.parametrize("log", ["serve.log.gz", "serve.cri.log.gz"])
+def test_iterations_a_row_per_step_in_csv_and_json_lines(log: str) -> None:
+    rows = list(csv.DictReader(io.StringIO(_parse(str(DATA / log), "--kind", "iterations", "--csv"))))
+    assert len(rows) == _lines(log, "] Engine 000: Iteration(") == 2827
+    assert tuple(rows[0]) == ITERATION_COLUMNS
+    assert (rows[1]["phase"], rows[1]["generation_requests"], rows[1]["device"]) == ("decode", "1", "CPU")
+    records = [json.loads(line) for line in _parse(str(DATA / log), "--kind", "iterations").splitlines()]
+    assert [r.pop("kind") for r in records] == ["iteration"] * len(rows)
+    assert [str(r["elapsed_ms"]) for r in records] == [r["elapsed_ms"] for r in rows]
+
+
+def test_requests_a_row_per_request_with_its_end_and_times() -> None:
+    text = _parse(str(DATA / "serve.cri.log.gz"), "--kind", "requests", "--csv")
+    rows = list(csv.DictReader(io.StringIO(text)))
+    assert tuple(rows[0]) == REQUEST_COLUMNS
+    assert len(rows) == _lines("serve.log.gz", "Received request ") == 148
+    ends: dict[tuple[str, str], int] = {}
+    for row in rows:
+        ends[row["end"], row["finish_reason"]] = ends.get((row["end"], row["finish_reason"]), 0) + 1
+    assert ends == {("complete", "length"): 139, ("complete", "stop"): 5, ("complete", ""): 1,
+                    ("aborted", "abort"): 3}
+    finished = [float(r["e2e_s"]) for r in rows if r["end"] == "complete"]
+    vllm = sum(k["e2e_request_latency_mean_s"] * k["e2e_request_latency_count"] for k in KEY.values())
+    assert abs(sum(finished) / vllm - 1) < 0.10  # container stamps: the same measure as the live exporter's
+    assert {r["time_resolution_s"] for r in rows} == {"1e-06"}
+    text = _parse(str(DATA / "serve.log.gz"), "--kind", "requests")
+    plain = [json.loads(line) for line in text.splitlines()]
+    assert len(plain) == 148 and {r["time_resolution_s"] for r in plain} == {1}
+
+
+def test_the_columns_are_documented() -> None:
+    text = DOCS.read_text()
+    for column in (*ITERATION_COLUMNS, *REQUEST_COLUMNS):
+        assert f"`{column}`" in text, column
+
+
+def test_the_iterations_lane_gives_the_general_paths_rows(tmp_path: Path) -> None:
+    """`source_rows` reads vLLM's common iteration line by one pattern: the same rows as the general
+    parser's, on the real log plus lines the pattern leaves to the parser (a compose prefix, the engine
+    core's form, a dummy step, encoder counts, an unreadable one)."""
+    from datetime import timezone
+
+    from vllm_logwatch.offline.details import rows_of, source_rows
+    from vllm_logwatch.offline.reading.events import iter_source_events
+    from vllm_logwatch.offline.reading.inputs import resolve_inputs
+    from vllm_logwatch.offline.reading.stream import ScanStats
+
+    real = gzip.decompress((DATA / "serve.log.gz").read_bytes()).decode()
+    api = "(APIServer pid=1) INFO 12-02 02:10:2{} [loggers.py:199] Engine 00"
+    extra = [
+        "vllm-1  | " + api.format(0) + "0: Iteration(9): 0 context requests, 0 context tokens, 2 generation "
+        "requests, 2 generation tokens, iteration elapsed time: 3.10 ms, CPU KV cache usage: 0.1%",
+        "(EngineCore_DP0 pid=7) INFO 12-02 02:10:21 [core.py:335] Iteration(40): 0 context requests, "
+        "0 context tokens, 8 generation requests, 8 generation tokens, iteration elapsed time: 9.87 ms",
+        api.format(2) + "1: Iteration(3): 2 context requests, 900 context tokens, 5 generation requests, "
+        "5 generation tokens, iteration elapsed time: 31.20 ms (dummy), GPU KV cache usage: 12.5%, "
+        "encoder inputs: 2, encoder output embeddings: 1024",
+        api.format(3) + "0: Iteration(4): many",
+    ]
+    log = tmp_path / "serve_20261202_020741.log"
+    log.write_text(real + "\n".join(extra) + "\n")
+    (source,), _ = resolve_inputs([str(log)], "UTC")
+    fast = list(source_rows(source, "iterations", timezone.utc, None, ScanStats()))
+    events = iter_source_events(source, "iterations", timezone.utc, None, ScanStats())
+    general = list(rows_of("iterations", events))
+    assert len(fast) == 2827 + 3
+    assert fast == general

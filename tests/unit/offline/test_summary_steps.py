@@ -1,0 +1,56 @@
+"""`summary`'s engine-step tables (`offline/summary/steps.py`) on the real run of tests/data/latency: the
+decode steps' time by running streams, p50 and p90, and the prefill time per 1000 prompt tokens, the
+same numbers `parse --kind iterations` gives; none for a log without iteration lines."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+
+from vllm_logwatch.commands.summary import run_summary
+
+DATA = Path(__file__).resolve().parents[2] / "data"
+LOG = str(DATA / "latency" / "serve.log.gz")
+_STEP = re.compile(r"Iteration\(\d+\): (\d+) context requests, (\d+) context tokens, "
+                   r"(\d+) generation requests, \d+ generation tokens, iteration elapsed time: ([\d.]+) ms")
+
+
+def _steps() -> list[tuple[int, int, int, float]]:
+    with gzip.open(LOG, "rt") as fh:
+        return [(int(m[1]), int(m[2]), int(m[3]), float(m[4])) for line in fh if (m := _STEP.search(line))]
+
+
+def test_summary_json_has_the_steps_by_running_streams_and_the_prefill_rate() -> None:
+    out = io.StringIO()
+    run_summary([LOG], fmt="json", out=out)
+    (table,) = json.loads(out.getvalue())["steps"]
+    steps = _steps()
+    by_running: dict[int, list[float]] = {}
+    for ctx, _, gen, ms in steps:
+        if ctx == 0 and gen:
+            by_running.setdefault(gen, []).append(ms)
+    assert [row["running"] for row in table["decode"]] == sorted(by_running)
+    for row in table["decode"]:
+        times = by_running[row["running"]]
+        assert row["steps"] == len(times)
+        expected = tuple(round(float(x), 2) for x in np.percentile(times, [50, 90]))
+        assert (row["p50_ms"], row["p90_ms"]) == expected
+    prefill = [(tokens, ms) for ctx, tokens, gen, ms in steps if ctx and not gen]
+    assert table["prefill_steps"] == len(prefill)
+    rate = 1000 * sum(m for _, m in prefill) / sum(t for t, _ in prefill)
+    assert table["prefill_ms_per_1k_tokens"] == round(rate, 2)
+
+
+def test_summary_text_shows_the_table_only_where_iteration_lines_exist() -> None:
+    out = io.StringIO()
+    run_summary([LOG], out=out)
+    assert "Time between tokens by running streams (engine steps)" in out.getvalue()
+    assert "prefill ms / 1k tokens: 73.1 (36 steps)" in out.getvalue()
+    plain = io.StringIO()
+    run_summary([str(next((DATA / "real-vllm-cpu").glob("serve_*.log")))], out=plain)
+    assert "Time between tokens" not in plain.getvalue()

@@ -139,11 +139,11 @@ class _TextOut:
 
 def _write_details(sources: list[Source], kind: str, fmt: str, zone: tzinfo, year: int | None, out: IO[str],
                    result: ParseResult) -> None:
-    """`--kind iterations` / `requests`: one row per step or per request (`offline/details.py`)."""
+    """`--kind iterations` / `requests`: one row per step or per request (`offline/reading/details.py`)."""
     import csv
     import json
 
-    from ..offline.details import ITERATION_COLUMNS, REQUEST_COLUMNS, source_rows
+    from ..offline.reading.details import ITERATION_COLUMNS, REQUEST_COLUMNS, source_rows
 
     columns = ITERATION_COLUMNS if kind == "iterations" else REQUEST_COLUMNS
     writer = csv.writer(out, lineterminator="\n") if fmt == "csv" else None

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from vllm_logwatch.offline.details import ITERATION_COLUMNS, REQUEST_COLUMNS
+from vllm_logwatch.offline.reading.details import ITERATION_COLUMNS, REQUEST_COLUMNS
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "latency"
 DOCS = Path(__file__).resolve().parents[3] / "docs" / "offline.md"
@@ -76,7 +76,7 @@ def test_the_iterations_lane_gives_the_general_paths_rows(tmp_path: Path) -> Non
     core's form, a dummy step, encoder counts, an unreadable one)."""
     from datetime import timezone
 
-    from vllm_logwatch.offline.details import rows_of, source_rows
+    from vllm_logwatch.offline.reading.details import rows_of, source_rows
     from vllm_logwatch.offline.reading.events import iter_source_events
     from vllm_logwatch.offline.reading.inputs import resolve_inputs
     from vllm_logwatch.offline.reading.stream import ScanStats

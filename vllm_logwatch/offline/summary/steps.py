@@ -2,7 +2,7 @@
 (`--enable-logging-iteration-details`): the time between tokens by running streams (the decode-only
 steps' own time, p50 and p90, by their generation requests) and the prefill time per 1000 prompt
 tokens (the prefill-only steps). Read by a pass of their own over the inputs, through `parse --kind
-iterations`' lane (`offline/details.py`; a SIMD search, cheap where there are none), beside the stats
+iterations`' lane (`offline/reading/details.py`; a SIMD search, cheap where there are none), beside the stats
 summary.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ..details import ITERATION_COLUMNS, source_rows
+from ..reading.details import ITERATION_COLUMNS, source_rows
 from ..reading.inputs import resolve_inputs
 from ..reading.stream import ScanStats
 

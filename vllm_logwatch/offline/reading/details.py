@@ -17,16 +17,16 @@ from dataclasses import dataclass
 from datetime import datetime, tzinfo
 from typing import Any
 
-from ..parsing.events import Event, IterationStats, RequestLine
-from ..parsing.line import parse_line
-from ..parsing.needles import WANTS
-from ..parsing.requests import ITERATION_BODY
-from ..parsing.stamps import YearClock
-from ..shown import finite
-from .reading.events import iter_source_events
-from .reading.inputs import Source, input_error, open_source, read_errors
-from .reading.route import container_format
-from .reading.stream import ScanStats, scan_stream
+from ...parsing.events import Event, IterationStats, RequestLine
+from ...parsing.line import parse_line
+from ...parsing.needles import WANTS
+from ...parsing.requests import ITERATION_BODY
+from ...parsing.stamps import YearClock
+from ...shown import finite
+from .events import iter_source_events
+from .inputs import Source, input_error, open_source, read_errors
+from .route import container_format
+from .stream import ScanStats, scan_stream
 
 __all__ = ["ITERATION_COLUMNS", "REQUEST_COLUMNS", "RequestRows", "iteration_row", "rows_of", "source_rows"]
 

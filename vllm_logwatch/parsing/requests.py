@@ -27,17 +27,10 @@ import re
 from typing import Any
 
 from .events import IterationStats, RequestEventKind, RequestLine, Unparsed
+from .shapes import ITERATION_BODY
 
-__all__ = ["ITERATION_BODY", "ITERATION_START", "REQUEST_STARTS", "parse_iteration", "parse_request_line"]
+__all__ = ["ITERATION_START", "REQUEST_STARTS", "parse_iteration", "parse_request_line"]
 
-ITERATION_BODY = (
-    r"(?:Engine (\d{1,6}): )?Iteration\((\d+)\): (\d+) context requests, (\d+) context tokens, "
-    r"(\d+) generation requests, (\d+) generation tokens, iteration elapsed time: (\d+(?:\.\d+)?) ms"
-    r"( \(dummy\))?(?:, ([A-Za-z]{1,16}) KV cache usage: (\d+(?:\.\d+)?)%)?"
-    r"(?:, encoder inputs: (\d+), encoder output embeddings: (\d+))?[ \t.]*"
-)
-"""The iteration message, its 12 groups: engine, iteration, context requests and tokens, generation
-requests and tokens, elapsed ms, ` (dummy)`, KV device and usage, encoder inputs and embeddings."""
 _ITERATION = re.compile(ITERATION_BODY + "$")
 ITERATION_START = re.compile(r"(?:Engine \d{1,6}: )?Iteration\(")
 """A message that starts like an iteration line (then read whole, or counted as unreadable)."""

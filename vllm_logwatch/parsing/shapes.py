@@ -6,7 +6,7 @@ Pure constants, no import: the range workers load no pydantic model.
 
 from __future__ import annotations
 
-__all__ = ["CANONICAL_STATS", "HEADER", "MFU_BODY", "MFU_START"]
+__all__ = ["CANONICAL_STATS", "HEADER", "ITERATION_BODY", "MFU_BODY", "MFU_START"]
 
 CANONICAL_STATS = (
     r"Engine (\d{3,12}): Avg prompt throughput: (\d+\.\d+) tokens/s, Avg generation throughput: (\d+\.\d+) "
@@ -25,3 +25,11 @@ MFU_START = r"(?:Engine (\d{3,12}): )?MFU: "
 _NUMBER = r"(\d+(?:\.\d+)?|nan|inf)"
 MFU_BODY = rf"{_NUMBER} TF/s/(?:GPU|device) {_NUMBER} GB/s/(?:GPU|device)"
 """The rest of an MFU message: TF/s and GB/s per device."""
+ITERATION_BODY = (
+    r"(?:Engine (\d{1,6}): )?Iteration\((\d+)\): (\d+) context requests, (\d+) context tokens, "
+    r"(\d+) generation requests, (\d+) generation tokens, iteration elapsed time: (\d+(?:\.\d+)?) ms"
+    r"( \(dummy\))?(?:, ([A-Za-z]{1,16}) KV cache usage: (\d+(?:\.\d+)?)%)?"
+    r"(?:, encoder inputs: (\d+), encoder output embeddings: (\d+))?[ \t.]*"
+)
+"""The iteration message, its 12 groups: engine, iteration, context requests and tokens, generation
+requests and tokens, elapsed ms, ` (dummy)`, KV device and usage, encoder inputs and embeddings."""

@@ -20,7 +20,7 @@ from typing import Any
 from ...parsing.events import Event, IterationStats, RequestLine
 from ...parsing.line import parse_line
 from ...parsing.needles import WANTS
-from ...parsing.requests import ITERATION_BODY
+from ...parsing.shapes import HEADER, ITERATION_BODY
 from ...parsing.stamps import YearClock
 from ...shown import finite
 from .events import iter_source_events
@@ -150,8 +150,7 @@ def rows_of(kind: str, events: Iterable[Event]) -> Iterator[list[Any]]:
     yield from requests.rest()
 
 
-_COMMON = re.compile(r"\((?:[^()\n]{1,80}) pid=\d+\) INFO (\d\d-\d\d \d\d:\d\d:\d\d) \[[^\]\s]{1,80}\] "
-                     + ITERATION_BODY + "\r?")
+_COMMON = re.compile(HEADER + ITERATION_BODY + "\r?")
 """vLLM's own iteration line, whole (`(APIServer pid=N) INFO MM-DD HH:MM:SS [loggers.py:N] Engine ...`):
 the rows of these are made without a parser; any other line of the kind goes through `parse_line`."""
 
@@ -183,7 +182,7 @@ def source_rows(
                         event = event.model_copy(update={"time": clock.to_datetime(event.stamp)})
                     yield iteration_row(event.model_copy(update={"file": name, "line": number}))
                     continue
-                stamp = m.group(1)
+                stamp = m.group(2)
                 if stamp != last_stamp:
                     clock = clock or YearClock.for_source(path, zone, year, first_stamp=stamp)
                     when = clock.to_datetime(stamp)
@@ -194,7 +193,7 @@ def source_rows(
 
 
 def _row(m: re.Match[str], iso: str | None, file: str, number: int) -> list[Any]:
-    engine, it, creq, ctok, greq, gtok, ms, dummy, device, kv, enc_in, enc_out = m.groups()[1:]
+    engine, it, creq, ctok, greq, gtok, ms, dummy, device, kv, enc_in, enc_out = m.groups()[2:]
     ctx, gen = int(creq), int(greq)
     phase = ("decode" if gen else "idle") if ctx == 0 else ("mixed" if gen else "prefill")
     return [iso, file, number, int(engine) if engine is not None else None, int(it), ctx, int(ctok), gen,

@@ -54,7 +54,7 @@ from ..parsing.assemble import Assembler
 from ..parsing.events import Event, Unparsed
 from ..parsing.line import parse_line
 from ..parsing.stamps import local_zone
-from ..shown import json_safe
+from ..shown import json_safe, shown_path
 from .arrival import ArrivalTimer
 from .ingest import LaunchReader
 from .sources import MetricsFactory, SourceReaders, withhold_extra
@@ -370,7 +370,7 @@ class Pipeline:
             "follower": {"ended": self.follower.ended, **self.follower.status()},
             **snapshot,
             **({"sources": sources} if sources else {}),
-        })
+        }, shown_path)  # file names shown valid UTF-8, control characters escaped
         return safe
 
 

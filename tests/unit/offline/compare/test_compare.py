@@ -157,7 +157,8 @@ def test_time_between_tokens_by_running_streams(capsys: pytest.CaptureFixture[st
     assert f"{decode[0]['p50_ms']:g}" in text and f"{decode[0]['p90_ms']:g}" in text
     # Two launches in one file: its steps belong to both, so neither gets them.
     two = tmp_path / "two.log"
-    lines = gzip.open(LATENCY, "rt", encoding="utf-8").read()
+    with gzip.open(LATENCY, "rt", encoding="utf-8") as f:
+        lines = f.read()
     two.write_text(lines + lines, encoding="utf-8")
     code, text, err = run(capsys, str(two))
     assert code == 0, err

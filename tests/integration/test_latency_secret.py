@@ -1,7 +1,7 @@
 """Must show 2 of the latency issue: the string placed in every prompt and every request's stop list of
 the real run of tests/data/latency (148 `Received request` lines hold it) appears in no output of
 logwatch: /metrics (both formats), the status API, history and page, parse's CSV and JSON lines of every
-kind, summary, compare and a plot's SVG text."""
+kind, summary (--by lora too), compare and a plot's SVG text."""
 
 from __future__ import annotations
 
@@ -49,7 +49,10 @@ def test_the_planted_string_is_in_no_output(
                  ["parse", cri, "--kind", "requests", "--csv"], ["parse", str(log), "--kind", "requests"],
                  ["parse", str(log), "--openmetrics"],
                  ["summary", str(log)], ["summary", cri, "--json"], ["summary", str(log), "--markdown"],
-                 ["compare", str(log), cri], ["plot", str(log), "-o", str(tmp_path / "run.svg")]):
+                 ["summary", cri, "--by", "lora"],
+                 ["summary", str(DATA.parent / "lora" / "serve.cri.log"), "--by", "lora", "--json"],
+                 ["compare", str(log), cri], ["compare", cri, "--json"],
+                 ["plot", str(log), "-o", str(tmp_path / "run.svg")]):
         bodies[" ".join(args)] = _cli(*args, cwd=tmp_path)
     bodies["run.svg"] = (tmp_path / "run.svg").read_text()
     assert "<svg" in bodies["run.svg"]

@@ -17,6 +17,7 @@ from ..offline.reading.launches import Launch, iter_summary_records
 from ..offline.reading.ranges import DEFAULT_TUNING, Tuning
 from ..offline.summary.answers import Asked
 from ..offline.summary.build import Record, summarize
+from ..offline.summary.steps import collect_steps
 from ..parsing.events import EngineStats
 
 __all__ = ["run_compare"]
@@ -58,7 +59,8 @@ def run_compare(
                 preemptions[key] = preemptions.get(key, 0) + int(e.extra["preemptions"])
             yield launch, e
 
-    comparison = compare(summarize(tapped(), "launch"), preemptions)  # type: ignore[arg-type]
+    summary = summarize(tapped(), "launch")  # type: ignore[arg-type]
+    comparison = compare(summary, preemptions, collect_steps(inputs, year, tz))
     scripts = {c.launch.index: script_name(os.path.basename(c.launch.file)) for c in comparison.launches}
     (out if out is not None else sys.stdout).write(render_comparison(comparison, fmt, asked, scripts))
     if output is not None:

@@ -6,11 +6,12 @@ from __future__ import annotations
 import json
 import sys
 from functools import partial
-from typing import IO
+from typing import IO, Literal
 
-from ..errors import UsageError
+from ..errors import NoStatsError, UsageError
 from ..offline.reading.launches import iter_summary_records
 from ..offline.reading.ranges import DEFAULT_TUNING, Tuning
+from ..offline.summary.adapters import adapters_json, adapters_lines, collect_adapters
 from ..offline.summary.answers import Asked
 from ..offline.summary.build import By, Summary, summarize
 from ..offline.summary.steps import collect_steps, steps_json, steps_lines
@@ -22,7 +23,7 @@ __all__ = ["run_summary"]
 def run_summary(
     inputs: list[str],
     *,
-    by: By = "launch",
+    by: By | Literal["lora"] = "launch",
     fmt: str = "text",
     year: int | None = None,
     tz: str | None = None,
@@ -39,9 +40,12 @@ def run_summary(
     Example: `run_summary(["logs/serve_*.log"], fmt="markdown")` is
     `logwatch summary 'logs/serve_*.log' --markdown`.
     """
-    if by not in ("launch", "engine", "none") or fmt not in ("text", "markdown", "json"):
+    if by not in ("launch", "engine", "none", "lora") or fmt not in ("text", "markdown", "json"):
         raise UsageError(
-            f"summary by {by!r} as {fmt!r}: by is launch, engine or none; fmt text, markdown or json")
+            f"summary by {by!r} as {fmt!r}: by is launch, engine, none or lora; fmt text, markdown or json")
+    if by == "lora":
+        _by_lora(inputs, fmt, year, tz, out)
+        return Summary(by="lora", groups=[])
     summary = summarize(iter_summary_records(inputs, year=year, tz=tz, fast=tuning, mfu=True), by)
     text = render(summary, fmt, asked)
     steps = collect_steps(inputs, year, tz)  # iteration lines, where the logs have them
@@ -53,3 +57,19 @@ def run_summary(
         text = text.rstrip("\n") + "\n" + "\n".join(lines) + "\n"
     (out if out is not None else sys.stdout).write(text)
     return summary
+
+
+def _by_lora(inputs: list[str], fmt: str, year: int | None, tz: str | None, out: IO[str] | None) -> None:
+    """`--by lora`: requests by LoRA adapter from the request lines (`summary/adapters.py`); exit 1
+    (NoStatsError) without request lines."""
+    rows = collect_adapters(inputs, year, tz)
+    if not rows:
+        raise NoStatsError("no request lines in the input (vLLM prints them with --enable-log-requests; "
+                           "their ends with --enable-log-outputs)")
+    if fmt == "json":
+        text = json.dumps(adapters_json(rows), indent=2) + "\n"
+    else:
+        markdown = fmt == "markdown"
+        text = "\n".join(adapters_lines(rows, partial(table_lines, markdown=markdown),
+                                         "## " if markdown else ""))
+    (out if out is not None else sys.stdout).write(text)

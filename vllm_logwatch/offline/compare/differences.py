@@ -18,6 +18,7 @@ from typing import Any
 from ..reading.launches import Launch
 from ..summary.build import ConcurrencyRow, GroupSummary, Summary
 from ..summary.facts import FACT_COLUMNS, fact_text, launch_facts
+from ..summary.steps import StepTable
 
 __all__ = ["DEFAULT", "IGNORED_ARGS", "LOGGING_ARGS", "Comparison", "LaunchComparison", "compare"]
 
@@ -45,6 +46,12 @@ class LaunchComparison:
     preemptions: dict[str, int | None] = field(default_factory=dict)
     """Concurrency row label -> preemptions summed from its lines' `Preemptions:` field (None: the
     launch's lines have no such field)."""
+    steps: list[StepTable] = field(default_factory=list)
+    """The time between tokens by running streams of the launch's file (offline/summary/steps.py), one
+    table per engine; empty without iteration lines, or when the file holds more than one launch
+    (its steps cannot be told apart by launch: `steps_shared`)."""
+    steps_shared: bool = False
+    """The launch's file has iteration lines but holds other launches too."""
 
 
 @dataclass
@@ -119,8 +126,11 @@ def _row_preemptions(row: ConcurrencyRow, counts: dict[int, int]) -> int | None:
     return sum(n for running, n in counts.items() if running >= row.lo and (hi is None or running <= hi))
 
 
-def compare(summary: Summary, preemptions: dict[tuple[int, int], int] | None = None) -> Comparison:
-    """The comparison of a summary by launch; `preemptions`: (launch index, running) -> preemptions."""
+def compare(summary: Summary, preemptions: dict[tuple[int, int], int] | None = None,
+            steps: list[StepTable] | None = None) -> Comparison:
+    """The comparison of a summary by launch; `preemptions`: (launch index, running) -> preemptions;
+    `steps`: the step tables of the inputs (offline/summary/steps.py `collect_steps`), given to the
+    launch of their file when it is the file's only launch."""
     by_index = {la.index: la for la in summary.launches}
     pairs = [(by_index[g.launch_index], g) for g in summary.groups
              if g.launch_index is not None and g.launch_index in by_index]
@@ -135,12 +145,18 @@ def compare(summary: Summary, preemptions: dict[tuple[int, int], int] | None = N
     counts: dict[int, dict[int, int]] = {}
     for (index, running), n in (preemptions or {}).items():
         counts.setdefault(index, {})[running] = counts.get(index, {}).get(running, 0) + n
+    per_file: dict[str, int] = {}
+    for la in summary.launches:
+        per_file[la.file] = per_file.get(la.file, 0) + 1
     launches = []
     for i, (launch, group) in enumerate(pairs):
         mine = counts.get(launch.index, {})
+        tables = [t for t in steps or [] if t.file == launch.file]
+        shared = bool(tables) and per_file.get(launch.file, 0) > 1
         launches.append(LaunchComparison(
             launch=launch, group=group, tag=_tag(i, launch, differing_args, differing_facts),
             preemptions={r.running: _row_preemptions(r, mine) for r in group.concurrency},
+            steps=[] if shared else tables, steps_shared=shared,
         ))
     return Comparison(launches=launches, differing_args=differing_args, differing_facts=differing_facts,
                       args_unknown=[la.label for la, _ in pairs if la.args is None])

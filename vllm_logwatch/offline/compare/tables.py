@@ -12,6 +12,7 @@ from ..summary.build import ConcurrencyRow
 from ..summary.facts import FACT_COLUMNS, fact_text, launch_facts
 from ..summary.launch_tables import launch_json, matrix_table
 from ..summary.matrix import MATRIX_CAVEAT
+from ..summary.steps import STEP_COLUMNS, steps_json
 from ..summary.tables import (
     NOT_IN_LOG,
     TABLE_COLUMNS,
@@ -72,6 +73,7 @@ def _launch_json(c: LaunchComparison) -> dict[str, Any]:
         "steady_decode": [_row_json(r, None) for r in g.steady_decode],
         "spec": asdict(g.spec) if g.spec else None, "mfu": asdict(g.mfu) if g.mfu else None,
         "matrix": asdict(g.matrix) if g.matrix else None,
+        "steps": steps_json(c.steps), "steps_shared_with_other_launches": c.steps_shared,
     }
 
 
@@ -88,7 +90,7 @@ def _json(cmp: Comparison, asked: Asked, scripts: dict[int, str]) -> str:
         "differing_facts": cmp.differing_facts,
         "args_unknown": cmp.args_unknown,
         "ignored_args": list(IGNORED_ARGS),
-        "columns": {**TABLE_COLUMNS, "preemptions": _PREEMPTIONS},
+        "columns": {**TABLE_COLUMNS, "preemptions": _PREEMPTIONS, **STEP_COLUMNS},
         "matrix_caveat": MATRIX_CAVEAT,
         "not_in_log": NOT_IN_LOG,
         "startup_seconds": {row[0]: row[1:] for row in startup_rows(cmp)},
@@ -155,6 +157,24 @@ def _launch_tables(c: LaunchComparison, markdown: bool) -> list[str]:
         title = "Context x concurrency (estimated; median gen tok/s (intervals))"
         out += ["", _heading(title, markdown, 3), ""]
         out += table_lines(*matrix_table(g.matrix), markdown)
+    return out + _step_tables(c, markdown)
+
+
+def _step_tables(c: LaunchComparison, markdown: bool) -> list[str]:
+    """The time between tokens by running streams (summary/steps.py's tables), where the launch's file
+    has iteration lines."""
+    if c.steps_shared:
+        return ["", "Time between tokens: the file's iteration lines hold other launches too (see "
+                "`logwatch summary` on it)."]
+    out: list[str] = []
+    for t in c.steps:
+        engine = "" if t.engine is None else f", engine {t.engine}"
+        title = f"Time between tokens by running streams (engine steps{engine})"
+        out += ["", _heading(title, markdown, 3), ""]
+        rows = [[str(r.running), f"{r.steps:,}", f"{r.p50_ms:g}", f"{r.p90_ms:g}"] for r in t.rows]
+        out += table_lines(("running", "steps", "step ms p50", "step ms p90"), rows, markdown)
+        prefill = "-" if t.prefill_ms_per_1k is None else f"{t.prefill_ms_per_1k:g} ({t.prefill_steps} steps)"
+        out += ["", f"prefill ms / 1k tokens: {prefill}"]
     return out
 
 
@@ -209,6 +229,8 @@ def render_comparison(cmp: Comparison, fmt: str = "text", asked: Asked | None = 
             f"have ({MIN_INTERVALS}+ intervals each); slower: {SLOWER_SHARE:.0%} or more below it (a "
             "launch's script: its file name without a trailing timestamp)"]
     out += answer_notes(asked, bullet)
+    if any(c.steps for c in cmp.launches):
+        out += [f"{bullet}time between tokens, {name}: {text}" for name, text in STEP_COLUMNS.items()]
     if any(c.group.matrix for c in cmp.launches):
         out += ["", MATRIX_CAVEAT]
     out += ["", NOT_IN_LOG, ""]

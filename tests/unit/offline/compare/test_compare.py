@@ -3,6 +3,7 @@ vLLM versions, a restart inside one file, and bad options: clear output or a one
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
@@ -131,3 +132,35 @@ def test_the_same_arguments_twice(capsys: pytest.CaptureFixture[str], tmp_path: 
     assert code == 0
     assert "(none: the launches that logged their arguments give the same ones; host, port, model_tag" in out
     assert compare_json(capsys, REAL, again)["differing_args"] == {}
+
+
+LATENCY = TESTS / "data" / "latency" / "serve.log.gz"
+
+
+def test_time_between_tokens_by_running_streams(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """A launch whose file has iteration lines gets summary/steps.py's tables (the same numbers as
+    `summary --json`'s steps); a launch without them gets none; a file of two launches gets none and
+    says why."""
+    code, out, err = run(capsys, str(LATENCY), str(REAL), "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert main(["summary", str(LATENCY), "--json", "--tz", "UTC"]) == 0
+    steps = json.loads(capsys.readouterr()[0])["steps"]
+    by_file = {la["file"]: la for la in doc["launches"]}
+    assert by_file[str(LATENCY)]["steps"] == steps
+    assert [r["running"] for r in steps[0]["decode"]][:1] == [1] and steps[0]["decode"][0]["steps"] > 1000
+    assert by_file[str(REAL)]["steps"] == []
+    code, text, _ = run(capsys, str(LATENCY), str(REAL))
+    decode = steps[0]["decode"]
+    assert "Time between tokens by running streams (engine steps, engine 0)" in text
+    assert f"{decode[0]['running']}        {decode[0]['steps']:,}" in text
+    assert f"{decode[0]['p50_ms']:g}" in text and f"{decode[0]['p90_ms']:g}" in text
+    # Two launches in one file: its steps belong to both, so neither gets them.
+    two = tmp_path / "two.log"
+    with gzip.open(LATENCY, "rt", encoding="utf-8") as f:
+        lines = f.read()
+    two.write_text(lines + lines, encoding="utf-8")
+    code, text, err = run(capsys, str(two))
+    assert code == 0, err
+    assert "Time between tokens by running streams" not in text
+    assert text.count("the file's iteration lines hold other launches too") == 2

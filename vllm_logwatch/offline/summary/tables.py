@@ -70,9 +70,11 @@ TRANSFER_COLUMNS: dict[str, str] = {
     "xfer ms avg, p90": "median over the lines with transfers of their average and p90 transfer time",
 }
 NOT_IN_LOG = (
-    "Not in the log: time to first token (TTFT) and inter-token latency. Per-request tok/s is an "
-    "average over a ~10 s interval, not a latency; use vLLM's /metrics histograms or a benchmark "
-    "client for those."
+    "Not in the stats lines: time to first token (TTFT) and inter-token latency. Per-request tok/s is an "
+    "average over a ~10 s interval, not a latency; vLLM logs step times with "
+    "--enable-logging-iteration-details and request times with --enable-log-requests "
+    "(`parse --kind iterations`, `--kind requests`, the time-between-tokens tables), or use vLLM's "
+    "/metrics histograms or a benchmark client."
 )
 _HEAD = (
     "launch", "engine", "model", "start", "span", "lines", "busy", "prompt tokens", "gen tokens",

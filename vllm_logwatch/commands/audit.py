@@ -3,13 +3,11 @@ the server really ran in it (offline/audit/), print it and, with an output, draw
 
 from __future__ import annotations
 
-import io
-import os
 import sys
 from datetime import timedelta
 from typing import IO
 
-from ..errors import NoStatsError, OutputError, UsageError
+from ..errors import NoStatsError, UsageError
 from ..offline.audit.measures import measure
 from ..offline.audit.results import read_results
 from ..offline.audit.tables import Audited, render_audit
@@ -21,7 +19,6 @@ from ..parsing.stamps import resolve_zone
 
 __all__ = ["run_audit"]
 
-_IMAGE_KINDS = ("png", "svg", "pdf")
 
 
 def run_audit(
@@ -51,7 +48,9 @@ def run_audit(
     if fmt not in ("text", "markdown", "json"):
         raise UsageError(f"audit as {fmt!r}: text, markdown or json")
     if output is not None:
-        _check_output(output)
+        from ..offline.plot.image import check_image_output
+
+        check_image_output(output)
     try:
         zone = resolve_zone(tz)
     except ValueError as exc:
@@ -91,30 +90,12 @@ def _nothing_matched(audits: list[Audited], span: object, offset: float) -> str:
             f"has a stats line: {covered} (another server's log? a clock offset: --clock-offset, --tz?)")
 
 
-def _check_output(output: str) -> None:
-    if output == "-":
-        raise UsageError("-o -: standard output carries the tables; give an image file name")
-    kind = os.path.splitext(output)[1][1:].lower()
-    if kind not in _IMAGE_KINDS:
-        raise UsageError(f"{output}: the image is .png, .svg or .pdf")
-    from ..offline.plot.collect import require_matplotlib
-
-    require_matplotlib()
-
-
 def _draw(audits: list[Audited], output: str) -> None:
     """Render in memory, then write it ourselves (matplotlib's own writes lose errors such as a full disk)."""
     import matplotlib
 
     matplotlib.use("Agg")
     from ..offline.audit.figure import build_audit_figure
-    from ..offline.plot.collect import DPI
+    from ..offline.plot.image import write_figure
 
-    fig = build_audit_figure(audits)
-    image = io.BytesIO()
-    fig.savefig(image, dpi=DPI, format=os.path.splitext(output)[1][1:].lower())
-    try:
-        with open(output, "wb") as fh:
-            fh.write(image.getbuffer())
-    except OSError as exc:
-        raise OutputError(f"{output}: cannot write ({exc.strerror or exc})") from None
+    write_figure(build_audit_figure(audits), output)

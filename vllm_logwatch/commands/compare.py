@@ -3,13 +3,12 @@ launches (offline/compare/differences.py), print the comparison and, with an out
 
 from __future__ import annotations
 
-import io
 import os
 import sys
 from collections.abc import Iterator
 from typing import IO
 
-from ..errors import OutputError, UsageError
+from ..errors import UsageError
 from ..following.layouts import script_name
 from ..offline.compare.differences import Comparison, compare
 from ..offline.compare.tables import render_comparison
@@ -22,7 +21,6 @@ from ..parsing.events import EngineStats
 
 __all__ = ["run_compare"]
 
-_IMAGE_KINDS = ("png", "svg", "pdf")
 
 
 def run_compare(
@@ -49,7 +47,9 @@ def run_compare(
     if fmt not in ("text", "markdown", "json"):
         raise UsageError(f"compare as {fmt!r}: text, markdown or json")
     if output is not None:
-        _check_output(output)
+        from ..offline.plot.image import check_image_output
+
+        check_image_output(output)
     preemptions: dict[tuple[int, int], int] = {}
 
     def tapped() -> Iterator[tuple[Launch, Record | object]]:
@@ -68,17 +68,6 @@ def run_compare(
     return comparison
 
 
-def _check_output(output: str) -> None:
-    if output == "-":
-        raise UsageError("-o -: standard output carries the tables; give an image file name")
-    kind = os.path.splitext(output)[1][1:].lower()
-    if kind not in _IMAGE_KINDS:
-        raise UsageError(f"{output}: the image is .png, .svg or .pdf")
-    from ..offline.plot.collect import require_matplotlib
-
-    require_matplotlib()
-
-
 def _draw(comparison: Comparison, output: str, gpus: int | None) -> None:
     """Render in memory, then write it ourselves: matplotlib's own file writes lose errors such as a
     full disk (the command would succeed with a cut image)."""
@@ -86,13 +75,6 @@ def _draw(comparison: Comparison, output: str, gpus: int | None) -> None:
 
     matplotlib.use("Agg")
     from ..offline.compare.figure import build_compare_figure
-    from ..offline.plot.collect import DPI
+    from ..offline.plot.image import write_figure
 
-    fig = build_compare_figure(comparison, gpus)
-    image = io.BytesIO()
-    fig.savefig(image, dpi=DPI, format=os.path.splitext(output)[1][1:].lower())
-    try:
-        with open(output, "wb") as fh:
-            fh.write(image.getbuffer())
-    except OSError as exc:
-        raise OutputError(f"{output}: cannot write ({exc.strerror or exc})") from None
+    write_figure(build_compare_figure(comparison, gpus), output)

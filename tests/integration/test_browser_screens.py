@@ -8,17 +8,13 @@ from __future__ import annotations
 
 import os
 import re
-import signal
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
-from support import ROOT, free_port, poll_until
+from support import poll_until
 from test_browser import CHROMIUM, CHROMIUM_ARGS, REAL_LINES, STAMP, STATS_AT, _missing, open_page
 
 pytestmark = pytest.mark.timeout(90)
@@ -121,30 +117,6 @@ def test_from_start_on_an_old_log_shows_it_ended_with_its_age_from_the_log(
         shoot(page, tmp_path / "from-start-old-log.png")
         page.context.close()
     assert errors == []
-
-
-@pytest.fixture
-def demo(tmp_path: Path) -> Iterator[str]:
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LOGWATCH_")}
-    env.update(PYTHONUNBUFFERED="1", PYTHONPATH=str(ROOT))
-    err = tmp_path / "demo.err"
-    with open(err, "wb") as stderr:
-        proc = subprocess.Popen([sys.executable, "-m", "vllm_logwatch", "demo", "--speed", "100", "--port",
-                                 str(port)], stdout=subprocess.DEVNULL, stderr=stderr, env=env)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        def up() -> bool:
-            try:
-                return httpx.get(f"{base}/healthz", timeout=2).status_code == 200
-            except httpx.TransportError:
-                return False
-
-        poll_until(up, 20, "demo serving")
-        yield base
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(15) == 0, err.read_text()
 
 
 def test_demo_page_is_a_replay_with_gaps_as_gaps(browser: Any, tmp_path: Path, demo: str) -> None:

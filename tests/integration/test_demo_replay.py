@@ -5,44 +5,12 @@ line there instead of drawing a diagonal."""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
-from support import ROOT, free_port, poll_until
+from support import poll_until
 
 from vllm_logwatch.commands.demo import REPLAYED_FAILURE
-
-
-@pytest.fixture
-def demo(tmp_path: Path) -> Iterator[str]:
-    """A real `logwatch demo --speed 100` (a pass of the bundled log in about 2 s); its base URL."""
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LOGWATCH_")}
-    env.update(PYTHONUNBUFFERED="1", PYTHONPATH=str(ROOT))
-    err = tmp_path / "demo.err"
-    with open(err, "wb") as stderr:
-        proc = subprocess.Popen([sys.executable, "-m", "vllm_logwatch", "demo", "--speed", "100", "--port",
-                                 str(port)], stdout=subprocess.DEVNULL, stderr=stderr, env=env)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        def up() -> bool:
-            try:
-                return httpx.get(f"{base}/healthz", timeout=2).status_code == 200
-            except httpx.TransportError:
-                return False
-
-        poll_until(up, 20, "demo serving")
-        yield base
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(15) == 0, err.read_text()
 
 
 def status(base: str) -> dict[str, Any]:

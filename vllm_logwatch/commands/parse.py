@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import sys
 from datetime import tzinfo
+from functools import partial
 from typing import IO, TYPE_CHECKING, BinaryIO, Literal, cast
 
 from ..errors import NoStatsError
-from ..offline.output.csv_rows import DEFAULT_TUNING, Tuning, write_csv
+from ..offline.output.csv_rows import DEFAULT_TUNING, CsvFastWriter, Tuning, write_csv
 from ..offline.reading.inputs import Source, resolve_inputs
 from ..offline.reading.stream import ScanStats
 from ..parsing.stamps import YearClock
@@ -31,19 +32,19 @@ def run_csv(inputs: list[str], *, year: int | None = None, tz: str | None = None
     """`logwatch parse --csv FILE...` to stdout; raises `NoStatsError` (with its hint) if none."""
     sources, zone = resolve_inputs(inputs, tz)
     scan = ScanStats()
-
-    def clock(source: Source, stamp: str) -> YearClock:
-        path = None if source.is_stdin else source.path
-        return YearClock.for_source(path, zone, year, first_stamp=stamp)
-
     sys.stdout.flush()
-    rows = write_csv(sources, sys.stdout.buffer, clock, scan, tuning)
+    rows = write_csv(sources, sys.stdout.buffer, partial(_clock, zone, year), scan, tuning)
     sys.stdout.buffer.flush()
     if rows == 0:
         from ..offline.reading.events import no_stats_hint
 
         raise NoStatsError(no_stats_hint(sources))
     return rows
+
+
+def _clock(zone: tzinfo, year: int | None, source: Source, stamp: str) -> YearClock:
+    """A source's clock, from its first stamp (the fast writers make it when they need it)."""
+    return YearClock.for_source(None if source.is_stdin else source.path, zone, year, first_stamp=stamp)
 
 
 def _wanted(event: Event, kind: str) -> bool:
@@ -81,19 +82,25 @@ def run_parse(
     out = out if out is not None else sys.stdout
     sources, zone = resolve_inputs(inputs, tz)
     result = ParseResult()
-    if kind == "stats" and tuning is not None:  # the fast routes (`output/csv_rows.py`, `jsonl_rows.py`)
-        from ..offline.output.jsonl_rows import write_jsonl
+    if kind in ("stats", "iterations") and tuning is not None:  # the fast routes (`output/csv_rows.py`, ...)
+        from ..offline.output.csv_rows import StepCsvWriter
+        from ..offline.output.jsonl_rows import JsonlFastWriter, StepJsonlWriter, write_jsonl
 
         binary = cast(BinaryIO, getattr(out, "buffer", None) or _TextOut(out))
-
+        steps, clock = kind == "iterations", partial(_clock, zone, year)
         out.flush()
         result.files = len(sources)
-        result.counts["stats"] = (write_csv if fmt == "csv" else write_jsonl)(
-            sources, binary, lambda source, stamp: YearClock.for_source(
-                None if source.is_stdin else source.path, zone, year, first_stamp=stamp), result.scan,
-            tuning)
-        if result.counts["stats"] == 0:
-            raise NoStatsError(no_stats_hint(sources, result.stats_disabled))
+        if fmt == "csv":
+            written = write_csv(sources, binary, clock, result.scan, tuning,
+                                StepCsvWriter if steps else CsvFastWriter)
+        else:
+            written = write_jsonl(sources, binary, clock, result.scan, tuning,
+                                  StepJsonlWriter if steps else JsonlFastWriter)
+        result.counts[kind] = written
+        if written == 0:
+            n = len(sources)
+            raise NoStatsError(f"no {kind} records in {n} file{'s' if n != 1 else ''} ({_KIND_LINES[kind]})"
+                               if steps else no_stats_hint(sources, result.stats_disabled))
         return result
     if kind in ("iterations", "requests"):
         _write_details(sources, kind, fmt, zone, year, out, result)
@@ -139,7 +146,8 @@ class _TextOut:
 
 def _write_details(sources: list[Source], kind: str, fmt: str, zone: tzinfo, year: int | None, out: IO[str],
                    result: ParseResult) -> None:
-    """`--kind iterations` / `requests`: one row per step or per request (`offline/reading/details.py`)."""
+    """`--kind requests` (and `iterations` through the general parser): one row per request or step
+    (`offline/reading/details.py`)."""
     import csv
     import json
 

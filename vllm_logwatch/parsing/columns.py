@@ -1,11 +1,12 @@
-"""The columns of a stats record: CSV header, JSON-lines keys, `EngineStats` fields.
+"""The columns of a stats record (CSV header, JSON-lines keys, `EngineStats` fields) and of a step
+row (`parse --kind iterations`).
 
 A module of its own so the fast CSV path can write the header without loading the pydantic models.
 """
 
 from __future__ import annotations
 
-__all__ = ["STATS_COLUMNS"]
+__all__ = ["ITERATION_COLUMNS", "STATS_COLUMNS"]
 
 STATS_COLUMNS: tuple[str, ...] = (
     "time",
@@ -25,3 +26,9 @@ STATS_COLUMNS: tuple[str, ...] = (
     "extra",
 )
 """CSV columns and JSONL keys of a stats record, in order."""
+ITERATION_COLUMNS: tuple[str, ...] = (
+    "time", "file", "line", "engine", "iteration", "context_requests", "context_tokens",
+    "generation_requests", "generation_tokens", "elapsed_ms", "phase", "dummy", "kv_cache_usage_pct",
+    "device", "encoder_inputs", "encoder_embeddings",
+)
+"""CSV columns and JSON-lines keys (after `kind`) of a step row, in order."""

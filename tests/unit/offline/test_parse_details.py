@@ -70,16 +70,16 @@ def test_the_columns_are_documented() -> None:
         assert f"`{column}`" in text, column
 
 
-def test_the_iterations_lane_gives_the_general_paths_rows(tmp_path: Path) -> None:
-    """`source_rows` reads vLLM's common iteration line by one pattern: the same rows as the general
-    parser's, on the real log plus lines the pattern leaves to the parser (a compose prefix, the engine
-    core's form, a dummy step, encoder counts, an unreadable one)."""
-    from datetime import timezone
+@pytest.mark.parametrize("fmt", ["csv", "jsonl"])
+def test_the_range_workers_give_the_general_paths_step_rows(tmp_path: Path, fmt: str) -> None:
+    """`parse --kind iterations` renders vLLM's common iteration line in the range workers (and in this
+    process for a small file): the same rows as the general parser's, on the real log plus lines the
+    pattern leaves to the parser (a compose prefix, an unreadable one) or reads in odd forms (the engine
+    core's, a dummy step, encoder counts, a whole-number and an overlong elapsed time)."""
+    import io
 
-    from vllm_logwatch.offline.reading.details import rows_of, source_rows
-    from vllm_logwatch.offline.reading.events import iter_source_events
-    from vllm_logwatch.offline.reading.inputs import resolve_inputs
-    from vllm_logwatch.offline.reading.stream import ScanStats
+    from vllm_logwatch.commands.parse import run_parse
+    from vllm_logwatch.offline.reading.ranges import Tuning
 
     real = gzip.decompress((DATA / "serve.log.gz").read_bytes()).decode()
     api = "(APIServer pid=1) INFO 12-02 02:10:2{} [loggers.py:199] Engine 00"
@@ -92,12 +92,20 @@ def test_the_iterations_lane_gives_the_general_paths_rows(tmp_path: Path) -> Non
         "5 generation tokens, iteration elapsed time: 31.20 ms (dummy), GPU KV cache usage: 12.5%, "
         "encoder inputs: 2, encoder output embeddings: 1024",
         api.format(3) + "0: Iteration(4): many",
+        api.format(4) + "0: Iteration(5): 1 context requests, 7 context tokens, 0 generation requests, "
+        "0 generation tokens, iteration elapsed time: 5 ms, xpu KV cache usage: 0.05%",
+        api.format(5) + "0: Iteration(6): 0 context requests, 0 context tokens, 0 generation requests, "
+        "0 generation tokens, iteration elapsed time: " + "9" * 400 + ".5 ms",
     ]
     log = tmp_path / "serve_20261202_020741.log"
     log.write_text(real + "\n".join(extra) + "\n")
-    (source,), _ = resolve_inputs([str(log)], "UTC")
-    fast = list(source_rows(source, "iterations", timezone.utc, None, ScanStats()))
-    events = iter_source_events(source, "iterations", timezone.utc, None, ScanStats())
-    general = list(rows_of("iterations", events))
-    assert len(fast) == 2827 + 3
-    assert fast == general
+
+    def parse(tuning: Tuning | None) -> list[str]:
+        out = io.StringIO()
+        result = run_parse([str(log)], fmt=fmt, kind="iterations", tz="UTC", out=out, tuning=tuning)  # type: ignore[arg-type]
+        assert result.counts["iterations"] == 2827 + 5
+        return out.getvalue().splitlines()
+
+    general = parse(None)
+    assert parse(Tuning()) == general  # one process (a small file)
+    assert parse(Tuning(parallel_min_bytes=1, range_bytes=32 << 10, dense_probe=4 << 10)) == general  # workers

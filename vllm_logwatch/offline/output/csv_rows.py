@@ -1,9 +1,11 @@
-"""The parent's half of `logwatch parse --csv`: chunks from the workers (`reading/ranges.py`) to CSV rows.
+"""The parent's half of `logwatch parse --csv` (and `--kind iterations`): chunks from the workers
+(`reading/ranges.py`) to CSV rows.
 
-The workers render the common stats lines, all but two cells; here each rendered row gets its time
-(through the file's clock, so New Year moves the year on) and its line number, and every other line
-goes through the general parser and its Assembler (V0's prefix-cache line merged into its stats row),
-at its place among the rows. Output is the general path's, row for row (tests/integration/test_fastcsv.py).
+The workers render vLLM's common line of the kind (the stats line; the iteration line), all but two
+cells; here each rendered row gets its time (through the file's clock, so New Year moves the year on)
+and its line number, and every other line goes through the general parser and its Assembler (V0's
+prefix-cache line merged into its stats row), at its place among the rows. Output is the general
+path's, row for row (tests/integration/test_fastcsv.py, tests/unit/offline/test_parse_details.py).
 """
 
 from __future__ import annotations
@@ -14,13 +16,13 @@ import itertools
 from array import array
 from collections.abc import Callable, Iterable
 from functools import partial
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
-from ...parsing.columns import STATS_COLUMNS
-from ...parsing.needles import STATS_NEEDLES
+from ...parsing.columns import ITERATION_COLUMNS, STATS_COLUMNS
+from ...parsing.needles import WANTS
 from ...parsing.stamps import YearClock
 from ..reading.inputs import Source, input_error, read_errors
-from ..reading.ranges import CSV_LANE, DEFAULT_TUNING, STAMP, Chunk, Tuning, stream_chunks
+from ..reading.ranges import CSV_LANE, DEFAULT_TUNING, ITERATIONS_LANE, STAMP, Chunk, Tuning, stream_chunks
 from ..reading.route import container_format, opened, range_chunks, route
 from ..reading.stream import ScanStats
 
@@ -28,7 +30,7 @@ if TYPE_CHECKING:
     from ...parsing.assemble import Assembler
     from ...parsing.events import Event
 
-__all__ = ["DEFAULT_TUNING", "CsvFastWriter", "RowSink", "Tuning", "write_csv", "write_rows"]
+__all__ = ["DEFAULT_TUNING", "CsvFastWriter", "RowSink", "StepCsvWriter", "Tuning", "write_csv", "write_rows"]
 
 class RowSink:
     """The binary CSV output: the header goes out with the first row (no half output on errors)."""
@@ -58,6 +60,9 @@ class CsvFastWriter:
     """A rendered row: time cell, file cell, line number, the worker's tail."""
     LANE = CSV_LANE
     """What the workers render: CSV cells (JSON-lines fields for `offline/output/jsonl_rows.py`)."""
+    WANT = WANTS["stats"]
+    """The lines read (`parsing/needles.py`)."""
+    COLUMNS = STATS_COLUMNS
 
     def __init__(self, sink: RowSink, file: str, clock_factory: Callable[[str], YearClock]) -> None:
         self.sink = sink
@@ -122,7 +127,7 @@ class CsvFastWriter:
         tails = chunk.tails.split(b"\n") if numbers else []
         others = chunk.others.split(b"\n") if other_numbers else []
         stamps, file_cell, j = chunk.stamps, self._file, 0
-        row, time_cell = self.ROW, self.time_cell
+        row, time_cell, last, cell = self.ROW, self.time_cell, b"", b""
         for i, tail in enumerate(tails):
             while j < len(positions) and positions[j] == i:
                 self._slow(others[j], base + other_numbers[j], rows)
@@ -130,7 +135,9 @@ class CsvFastWriter:
             if self._assembler is not None and self._assembler.pending:
                 self._emit_events(self._assembler.flush(), rows)
             stamp = stamps[i * STAMP:(i + 1) * STAMP]
-            rows.append(row % (time_cell(stamp), file_cell, base + numbers[i], tail))
+            if stamp != last:  # engine steps: tens of rows a second
+                last, cell = stamp, time_cell(stamp)
+            rows.append(row % (cell, file_cell, base + numbers[i], tail))
         self._n += len(tails)
         for k in range(j, len(positions)):
             self._slow(others[k], base + other_numbers[k], rows)
@@ -164,13 +171,19 @@ class CsvFastWriter:
         if event is not None:
             self._emit_events(self.assembler.feed(event, number), rows)
 
-    def _emit_events(self, events: list[Event], rows: list[bytes]) -> None:
+    @staticmethod
+    def cells(event: Event) -> list[Any] | None:
+        """The row of a record of the general parser, None for a record of another kind."""
         from ...parsing.events import EngineStats
         from ..reading.events import stats_csv_row
 
+        return stats_csv_row(event) if isinstance(event, EngineStats) else None
+
+    def _emit_events(self, events: list[Event], rows: list[bytes]) -> None:
         for event in events:
-            if isinstance(event, EngineStats):
-                self._csv.writerow(stats_csv_row(event))
+            cells = self.cells(event)
+            if cells is not None:
+                self._csv.writerow(cells)
                 self._n += 1
         if self._text.tell():
             rows.append(self._text.getvalue().encode())
@@ -178,11 +191,28 @@ class CsvFastWriter:
             self._text.truncate()
 
 
+class StepCsvWriter(CsvFastWriter):
+    """`parse --kind iterations --csv`: a row per engine step."""
+
+    LANE = ITERATIONS_LANE
+    WANT = WANTS["iterations"]
+    COLUMNS = ITERATION_COLUMNS
+
+    @staticmethod
+    def cells(event: Event) -> list[Any] | None:
+        from ...parsing.events import IterationStats
+        from ..reading.details import iteration_row
+
+        return iteration_row(event) if isinstance(event, IterationStats) else None
+
+
 def write_csv(sources: list[Source], out: BinaryIO, clock_factory: Callable[[Source, str], YearClock],
-              scan: ScanStats, tuning: Tuning = DEFAULT_TUNING) -> int:
-    """`logwatch parse --csv`: the stats rows of `sources` to `out`; returns how many were written."""
-    sink = RowSink(out, (",".join(STATS_COLUMNS) + "\n").encode())
-    return write_rows(sources, sink, CsvFastWriter, clock_factory, scan, tuning)
+              scan: ScanStats, tuning: Tuning = DEFAULT_TUNING,
+              kind: type[CsvFastWriter] = CsvFastWriter) -> int:
+    """`logwatch parse --csv`: the rows of `sources` (stats, or the `kind` writer's) to `out`; returns how
+    many were written."""
+    sink = RowSink(out, (",".join(kind.COLUMNS) + "\n").encode())
+    return write_rows(sources, sink, kind, clock_factory, scan, tuning)
 
 
 def write_rows(sources: list[Source], sink: RowSink, kind: type[CsvFastWriter],
@@ -194,23 +224,25 @@ def write_rows(sources: list[Source], sink: RowSink, kind: type[CsvFastWriter],
         way = route(source, tuning)
         try:
             if way == "general":  # a container log (offline/reading/route.py)
-                from ..reading.containers import ENVELOPE_NEEDLES, source_events
+                from ..reading.containers import source_events
 
                 writer.write_events(source_events(source, container_format(source), writer.assembler, scan,
-                                                  ENVELOPE_NEEDLES))
+                                                  kind.WANT.needles + kind.WANT.followers))
                 continue
             if way == "ranges":
-                for chunk, base in range_chunks(source, STATS_NEEDLES, scan, tuning, kind.LANE):
+                for chunk, base in range_chunks(source, kind.WANT.needles, scan, tuning, kind.LANE):
                     writer.write_chunk(chunk, base)
             else:
                 with opened(source) as (raw, fmt):
                     if fmt != "plain":  # a container log on a stream
-                        from ..reading.containers import ENVELOPE_NEEDLES, enveloped_events
+                        from ..reading.containers import enveloped_events
 
-                        events = enveloped_events(raw, fmt, writer.assembler, scan, ENVELOPE_NEEDLES)
+                        events = enveloped_events(raw, fmt, writer.assembler, scan,
+                                                  kind.WANT.needles + kind.WANT.followers)
                         writer.write_events(events)
                     else:
-                        for chunk, base in stream_chunks(raw, scan, lane=kind.LANE):
+                        chunks = stream_chunks(raw, scan, lane=kind.LANE, needles=kind.WANT.needles)
+                        for chunk, base in chunks:
                             writer.write_chunk(chunk, base)
             writer.finish()
         except read_errors as exc:

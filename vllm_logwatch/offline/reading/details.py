@@ -11,30 +11,20 @@ text, nor the request's parameters, is read into a row.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, tzinfo
 from typing import Any
 
+from ...parsing.columns import ITERATION_COLUMNS
 from ...parsing.events import Event, IterationStats, RequestLine
-from ...parsing.line import parse_line
-from ...parsing.needles import WANTS
-from ...parsing.shapes import HEADER, ITERATION_BODY
-from ...parsing.stamps import YearClock
 from ...shown import finite
 from .events import iter_source_events
-from .inputs import Source, input_error, open_source, read_errors
-from .route import container_format
-from .stream import ScanStats, scan_stream
+from .inputs import Source
+from .stream import ScanStats
 
 __all__ = ["ITERATION_COLUMNS", "REQUEST_COLUMNS", "RequestRows", "iteration_row", "rows_of", "source_rows"]
 
-ITERATION_COLUMNS: tuple[str, ...] = (
-    "time", "file", "line", "engine", "iteration", "context_requests", "context_tokens",
-    "generation_requests", "generation_tokens", "elapsed_ms", "phase", "dummy", "kv_cache_usage_pct",
-    "device", "encoder_inputs", "encoder_embeddings",
-)
 REQUEST_COLUMNS: tuple[str, ...] = (
     "request_id", "file", "line", "lora", "received", "added", "first_output", "ended", "end",
     "finish_reason", "queue_s", "ttft_s", "e2e_s", "time_resolution_s",
@@ -150,53 +140,9 @@ def rows_of(kind: str, events: Iterable[Event]) -> Iterator[list[Any]]:
     yield from requests.rest()
 
 
-_COMMON = re.compile(HEADER + ITERATION_BODY + "\r?")
-"""vLLM's own iteration line, whole (`(APIServer pid=N) INFO MM-DD HH:MM:SS [loggers.py:N] Engine ...`):
-the rows of these are made without a parser; any other line of the kind goes through `parse_line`."""
-
-
 def source_rows(
     source: Source, kind: str, zone: tzinfo, year: int | None, scan: ScanStats
 ) -> Iterator[list[Any]]:
-    """The rows of `kind` of one source. The iterations of a plain file take a lane of their own: vLLM's
-    common line is read by one pattern into its row, its stamp converted once a second; every other line
-    (a prefix, another shape) through the general parser, in the same order: the rows are the general
-    path's, the same (tests hold it)."""
-    if kind != "iterations" or container_format(source) != "plain":
-        yield from rows_of(kind, iter_source_events(source, kind, zone, year, scan))
-        return
-    path = None if source.is_stdin else source.path
-    clock: YearClock | None = None
-    last_stamp, last_iso = "", None
-    name = source.name  # a property that shows the path: once, not once a row
-    with open_source(source) as stream:
-        try:
-            for number, text in scan_stream(stream, WANTS[kind].needles, scan, followers=()):
-                m = _COMMON.fullmatch(text)
-                if m is None:
-                    event = parse_line(text)
-                    if not isinstance(event, IterationStats):
-                        continue
-                    if event.stamp is not None:
-                        clock = clock or YearClock.for_source(path, zone, year, first_stamp=event.stamp)
-                        event = event.model_copy(update={"time": clock.to_datetime(event.stamp)})
-                    yield iteration_row(event.model_copy(update={"file": name, "line": number}))
-                    continue
-                stamp = m.group(2)
-                if stamp != last_stamp:
-                    clock = clock or YearClock.for_source(path, zone, year, first_stamp=stamp)
-                    when = clock.to_datetime(stamp)
-                    last_stamp, last_iso = stamp, when.isoformat() if when else None
-                yield _row(m, last_iso, name, number)
-        except read_errors as exc:
-            raise input_error(exc, source) from None
-
-
-def _row(m: re.Match[str], iso: str | None, file: str, number: int) -> list[Any]:
-    engine, it, creq, ctok, greq, gtok, ms, dummy, device, kv, enc_in, enc_out = m.groups()[2:]
-    ctx, gen = int(creq), int(greq)
-    phase = ("decode" if gen else "idle") if ctx == 0 else ("mixed" if gen else "prefill")
-    return [iso, file, number, int(engine) if engine is not None else None, int(it), ctx, int(ctok), gen,
-            int(gtok), float(ms), phase, dummy is not None, float(kv) if kv else None,
-            device.upper() if device else None, int(enc_in) if enc_in else None,
-            int(enc_out) if enc_out else None]
+    """The rows of `kind` of one source, through the general parser (`parse --kind iterations` takes
+    the range workers instead: `offline/output/csv_rows.py` `StepCsvWriter`)."""
+    yield from rows_of(kind, iter_source_events(source, kind, zone, year, scan))

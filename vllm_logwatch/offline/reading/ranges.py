@@ -23,16 +23,16 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from multiprocessing import get_context
-from typing import BinaryIO, NamedTuple
+from typing import BinaryIO, Literal, NamedTuple
 
 from ...parsing.framing import MAX_LINE_BYTES, hit_lines
-from ...parsing.needles import STATS_FOLLOWER_NEEDLES, STATS_NEEDLES, VARIANT_NEEDLES, with_variants
-from ...parsing.shapes import CANONICAL_STATS, HEADER
+from ...parsing.needles import STATS_FOLLOWER_NEEDLES, STATS_NEEDLES, VARIANT_NEEDLES, WANTS, with_variants
+from ...parsing.shapes import CANONICAL_STATS, HEADER, ITERATION_BODY
 from ..children import exit_with_parent
 from .stream import ScanStats, scan_stream_bytes, simd_count, simd_find
 
-__all__ = ["CSV_LANE", "DEFAULT_TUNING", "VALUES", "Chunk", "Lane", "Tuning", "render", "scan_file_chunks",
-           "stream_chunks"]
+__all__ = ["CSV_LANE", "DEFAULT_TUNING", "ITERATION_LINE", "VALUES", "Chunk", "Lane", "Tuning", "render",
+           "scan_file_chunks", "stream_chunks"]
 
 _WORKER_BLOCK = 1 << 20  # find + count twice over a block that stays in the CPU cache
 _MAX_FOLLOWER = 64 << 10
@@ -57,8 +57,13 @@ DEFAULT_TUNING = Tuning()
 
 @dataclass(frozen=True)
 class Lane:
-    """What the workers make of the lines: CSV cells (the default), JSON-lines fields, or numbers."""
+    """What the workers make of the lines: CSV cells (the default), JSON-lines fields, or numbers; of
+    which lines: the common stats line, or vLLM's iteration line (`parse --kind iterations`)."""
 
+    shape: Literal["stats", "iterations"] = "stats"
+    """The line rendered: `_CANON` (stats rows) or `ITERATION_LINE` (step rows)."""
+    followers: tuple[bytes, ...] = STATS_FOLLOWER_NEEDLES
+    """The follower lines a hit takes with it (`framing.hit_lines`): V0's prefix line for stats."""
     json: bool = False
     """Tails are JSON-lines fields (`_JSON_TAIL`) instead of CSV cells."""
     values: bool = False
@@ -74,6 +79,8 @@ class Lane:
 
 
 CSV_LANE = Lane()
+ITERATIONS_LANE = Lane(shape="iterations", followers=WANTS["iterations"].followers,
+                       keep=WANTS["iterations"].needles)
 VALUES = 8
 """Numbers per row of `Chunk.values`: engine, prompt and generation throughput, running, waiting, KV cache
 usage, prefix and MM cache hit rates (NaN when absent)."""
@@ -81,6 +88,9 @@ usage, prefix and MM cache hit rates (NaN when absent)."""
 
 _CANON = re.compile(rf"(?m)^{HEADER}{CANONICAL_STATS}\r?\n".encode())
 """A whole line of vLLM's own header and the common stats message (`parsing/shapes.py`)."""
+ITERATION_LINE = re.compile(rf"(?m)^{HEADER}{ITERATION_BODY}\r?\n".encode())
+"""A whole line of vLLM's own header and the iteration message: its row is rendered here (and the
+summary reads its numbers in the parent: `records.py`); any other iteration line goes to the parser."""
 
 
 class Chunk(NamedTuple):
@@ -105,9 +115,12 @@ class Chunk(NamedTuple):
 
 def _num(text: bytes, empty: bytes) -> bytes:
     """The cell the general path writes for a number: `repr(float(x))`, which is the text itself for
-    vLLM's `%.1f` below 16 digits (and costs a conversion otherwise); `empty` (its empty cell: b"" in
-    CSV, b"null" in JSON) for a number too large for a float, as the general path writes an infinity."""
-    if len(text) < 16 and text[-2] == 0x2E and (text[0] != 0x30 or text[1] == 0x2E):  # `.` one from the end
+    vLLM's `%.1f` and `%.2f` below 16 digits without a last 0 in two decimals or a leading one (and costs
+    a conversion otherwise); `empty` (its empty cell: b"" in CSV, b"null" in JSON) for a number too
+    large for a float, as the general path writes an infinity."""
+    n, dot = len(text), text.rfind(b".")
+    decimals = n - 1 - dot if dot > 0 else 0
+    if n < 16 and (decimals == 1 or (decimals == 2 and text[-1] != 0x30)) and (text[0] != 0x30 or dot == 1):
         return text
     value = float(text)
     return empty if math.isinf(value) else repr(value).encode()
@@ -135,6 +148,7 @@ def render(data: bytes | bytearray, size: int, numbers: array[int] | None, *, st
     values = array("d")
     k, pos = 0, start
     json, keep, nan = lane.json, lane.keep, math.nan
+    steps = lane.shape == "iterations"
 
     def gap(stop: int) -> None:  # the lines between two rendered rows: those holding a `keep` needle
         nonlocal k
@@ -147,9 +161,16 @@ def render(data: bytes | bytearray, size: int, numbers: array[int] | None, *, st
             positions.append(len(canon))
         k += data.count(b"\n", counted, stop)
 
-    for m in _CANON.finditer(data, start, size):
+    for m in (ITERATION_LINE if steps else _CANON).finditer(data, start, size):
         if m.start() > pos:
             gap(m.start())
+        if steps:
+            stamps.append(m.group(2))
+            tails.append(_step_tail(m.groups()[2:], json))
+            canon.append(numbers[k] if numbers is not None else k + first_number)
+            k += 1
+            pos = m.end()
+            continue
         process, stamp, engine, prompt, gen, running, waiting, device, kv, prefix, mm = m.groups()
         stamps.append(stamp)
         if lane.values:  # the tail: the process name, for the Assembler's bookkeeping
@@ -177,6 +198,37 @@ def render(data: bytes | bytearray, size: int, numbers: array[int] | None, *, st
         gap(size)
     return Chunk(b"".join(stamps), b"\n".join(tails), canon.tobytes(), b"\n".join(others),
                  other_numbers.tobytes(), positions.tobytes(), k, values.tobytes())
+
+
+_STEP_CSV = b",%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s"
+_STEP_JSON = (b', "engine": %s, "iteration": %s, "context_requests": %s, "context_tokens": %s, '
+              b'"generation_requests": %s, "generation_tokens": %s, "elapsed_ms": %s, "phase": %s, '
+              b'"dummy": %s, "kv_cache_usage_pct": %s, "device": %s, "encoder_inputs": %s, '
+              b'"encoder_embeddings": %s}')
+"""A step row's cells after `line` (`offline/reading/details.py` `ITERATION_COLUMNS`), CSV or JSON
+lines' fields: the general path's text (`csv.writer` / `json.dumps` of `iteration_row`)."""
+
+
+def _step_tail(groups: tuple[bytes | None, ...], json: bool) -> bytes:
+    """A step row's rendered cells from the 12 groups of `ITERATION_BODY`."""
+    engine, it, creq, ctok, greq, gtok, ms, dummy, device, kv, enc_in, enc_out = groups
+    empty = b"null" if json else b""
+    ctx, gen = _int(creq), _int(greq)
+    idle = gen == b"0"
+    phase = (b"idle" if idle else b"decode") if ctx == b"0" else (b"prefill" if idle else b"mixed")
+    flag = (b"true" if dummy else b"false") if json else (b"True" if dummy else b"False")
+    name = device.upper() if device else None
+    return (_STEP_JSON if json else _STEP_CSV) % (
+        _int(engine) if engine is not None else empty, _int(it), ctx, _int(ctok), gen, _int(gtok),
+        _num(ms or b"", empty), b'"%s"' % phase if json else phase, flag, _num(kv, empty) if kv else empty,
+        (b'"%s"' % name if json else name) if name else empty,
+        _int(enc_in) if enc_in else empty, _int(enc_out) if enc_out else empty)
+
+
+def _int(text: bytes | None) -> bytes:
+    """The cell of a count: its digits, without leading zeros (`int`'s text)."""
+    assert text is not None  # the pattern's groups that are not optional
+    return text if text[0] != 0x30 or len(text) == 1 else b"%d" % int(text)
 
 
 _buffer = bytearray()
@@ -222,7 +274,7 @@ def _scan_range(path: str, start: int, end: int, needles: tuple[bytes, ...], ins
     while window < complete:
         # Windows of about 1 MiB, cut at a line end, so `find` and `count` read cached memory.
         stop = simd_find(data, b"\n", min(window + _WORKER_BLOCK, complete - 1), complete) + 1 or complete
-        starts, _ = hit_lines(data, window, stop, needles, STATS_FOLLOWER_NEEDLES, end=complete,
+        starts, _ = hit_lines(data, window, stop, needles, lane.followers, end=complete,
                               limit=MAX_LINE_BYTES)
         for line_start in starts:
             if counting:
@@ -329,13 +381,12 @@ def scan_file_chunks(
 
 
 def stream_chunks(stream: BinaryIO, stats: ScanStats, batch: int = 4096, lane: Lane = CSV_LANE,
-                  needles: tuple[bytes, ...] = STATS_NEEDLES,
-                  followers: tuple[bytes, ...] = STATS_FOLLOWER_NEEDLES) -> Iterator[tuple[Chunk, int]]:
+                  needles: tuple[bytes, ...] = STATS_NEEDLES) -> Iterator[tuple[Chunk, int]]:
     """The same as `scan_file_chunks` for any stream (stdin, .gz, small files), in one process; the
     numbers are absolute (base 0)."""
     numbers = array("Q")
     parts: list[bytes] = []
-    for number, raw in scan_stream_bytes(stream, needles, stats, followers=followers):
+    for number, raw in scan_stream_bytes(stream, needles, stats, followers=lane.followers):
         numbers.append(number)
         parts.append(raw)
         if len(parts) >= batch:

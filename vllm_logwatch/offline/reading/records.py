@@ -39,7 +39,7 @@ __all__ = ["FastBlock", "FastMfu", "FastStats", "iter_fast_events", "source_reco
 _WANT = WANTS["launches"]
 _NEEDLES = _WANT.needles
 _ENVELOPE_NEEDLES = _NEEDLES + _WANT.followers  # a container log's: the followers too (containers.py)
-_LANE = Lane(values=True, keep=_NEEDLES + VARIANT_NEEDLES + PREFIX_NEEDLES)
+_LANE = Lane(values=True, keep=_NEEDLES + VARIANT_NEEDLES + PREFIX_NEEDLES, followers=_WANT.followers)
 _NUMBERLESS = replace(_LANE, numbers=False)
 _EMPTY: dict[str, float] = {}
 _MFU = re.compile(rf"{HEADER}{MFU_START}{MFU_BODY}\r?".encode())
@@ -201,8 +201,7 @@ def iter_fast_events(source: Source, zone: tzinfo, year: int | None, scan: ScanS
                 if fmt != "plain":  # a container log on a stream: the general parser (route.py)
                     yield from enveloped_events(raw, fmt, assembler, scan, _ENVELOPE_NEEDLES)
                 else:
-                    yield from _rows(stream_chunks(raw, scan, lane=_LANE, needles=_NEEDLES,
-                                                   followers=_WANT.followers),
+                    yield from _rows(stream_chunks(raw, scan, lane=_LANE, needles=_NEEDLES),
                                      assembler, times, blocks)
         yield from assembler.flush()
     except read_errors as exc:

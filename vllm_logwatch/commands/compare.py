@@ -16,7 +16,7 @@ from ..offline.reading.launches import Launch, iter_summary_records
 from ..offline.reading.ranges import DEFAULT_TUNING, Tuning
 from ..offline.summary.answers import Asked
 from ..offline.summary.build import Record, summarize
-from ..offline.summary.steps import collect_steps
+from ..offline.summary.steps import StepCollector
 from ..parsing.events import EngineStats
 
 __all__ = ["run_compare"]
@@ -51,16 +51,18 @@ def run_compare(
 
         check_image_output(output)
     preemptions: dict[tuple[int, int], int] = {}
+    collector = StepCollector()  # the step tables, from the same pass
 
     def tapped() -> Iterator[tuple[Launch, Record | object]]:
-        for launch, e in iter_summary_records(inputs, year=year, tz=tz, fast=tuning, mfu=True):
+        records = iter_summary_records(inputs, year=year, tz=tz, fast=tuning, mfu=True, steps=True)
+        for launch, e in collector.divert(records):
             if isinstance(e, EngineStats) and e.extra.get("preemptions"):
                 key = (launch.index, e.running or 0)
                 preemptions[key] = preemptions.get(key, 0) + int(e.extra["preemptions"])
             yield launch, e
 
     summary = summarize(tapped(), "launch")  # type: ignore[arg-type]
-    comparison = compare(summary, preemptions, collect_steps(inputs, year, tz))
+    comparison = compare(summary, preemptions, collector.tables())
     scripts = {c.launch.index: script_name(os.path.basename(c.launch.file)) for c in comparison.launches}
     (out if out is not None else sys.stdout).write(render_comparison(comparison, fmt, asked, scripts))
     if output is not None:

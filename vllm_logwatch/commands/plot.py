@@ -15,9 +15,10 @@ from ..offline.plot.collect import DPI, collect, parse_when, require_matplotlib
 from ..offline.plot.drawer import Drawer
 from ..offline.plot.facets import facets, unrelated
 from ..offline.reading.launches import Launch, iter_launch_records, iter_summary_records
-from ..offline.reading.ranges import DEFAULT_TUNING, VALUES, Tuning
-from ..offline.reading.records import FastBlock, FastMfu
-from ..parsing.events import EngineStats, MfuStats, SpecDecodeStats, TransferStats
+from ..offline.reading.ranges import DEFAULT_TUNING, Tuning
+from ..offline.reading.records import FastBlock, FastStats
+from ..offline.reading.rows import VALUES
+from ..parsing.events import EngineStats
 from ..parsing.stamps import resolve_zone
 
 __all__ = ["run_plot"]
@@ -72,7 +73,7 @@ def run_plot(
                 block = e if start is None and end is None else _select(e, within)
                 drawn += sum(1 for t in block.times if t is not None)
                 yield launch, block
-            elif not isinstance(e, (SpecDecodeStats, TransferStats, MfuStats, FastMfu)) and within(e.time):
+            elif isinstance(e, (EngineStats, FastStats)) and within(e.time):
                 drawn += 1
                 yield launch, e
 

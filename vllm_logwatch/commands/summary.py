@@ -14,7 +14,7 @@ from ..offline.reading.ranges import DEFAULT_TUNING, Tuning
 from ..offline.summary.adapters import adapters_json, adapters_lines, collect_adapters
 from ..offline.summary.answers import Asked
 from ..offline.summary.build import By, Summary, summarize
-from ..offline.summary.steps import collect_steps, steps_json, steps_lines
+from ..offline.summary.steps import StepCollector, steps_json, steps_lines
 from ..offline.summary.tables import render, table_lines
 
 __all__ = ["run_summary"]
@@ -46,9 +46,11 @@ def run_summary(
     if by == "lora":
         _by_lora(inputs, fmt, year, tz, out)
         return Summary(by="lora", groups=[])
-    summary = summarize(iter_summary_records(inputs, year=year, tz=tz, fast=tuning, mfu=True), by)
+    collector = StepCollector()  # iteration lines, where the logs have them: read in the same pass
+    summary = summarize(collector.divert(iter_summary_records(inputs, year=year, tz=tz, fast=tuning, mfu=True,
+                                                              steps=True)), by)
     text = render(summary, fmt, asked)
-    steps = collect_steps(inputs, year, tz)  # iteration lines, where the logs have them
+    steps = collector.tables()
     if steps and fmt == "json":
         text = json.dumps({**json.loads(text), "steps": steps_json(steps)}, indent=2) + "\n"
     elif steps:

@@ -6,7 +6,11 @@ A module of its own so the fast CSV path can write the header without loading th
 
 from __future__ import annotations
 
-__all__ = ["ITERATION_COLUMNS", "STATS_COLUMNS"]
+from typing import Literal
+
+__all__ = ["ITERATION_COLUMNS", "STATS_COLUMNS", "Phase", "step_phase"]
+
+Phase = Literal["decode", "prefill", "mixed", "idle"]
 
 STATS_COLUMNS: tuple[str, ...] = (
     "time",
@@ -32,3 +36,11 @@ ITERATION_COLUMNS: tuple[str, ...] = (
     "device", "encoder_inputs", "encoder_embeddings",
 )
 """CSV columns and JSON-lines keys (after `kind`) of a step row, in order."""
+
+
+def step_phase(context_requests: int, generation_requests: int) -> Phase:
+    """A step's `phase` cell: `decode` (generation only: its time is the time between tokens at
+    `generation_requests` streams), `prefill` (context only), `mixed`, or `idle` (nothing scheduled)."""
+    if context_requests == 0:
+        return "decode" if generation_requests else "idle"
+    return "mixed" if generation_requests else "prefill"

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .columns import STATS_COLUMNS
+from .columns import STATS_COLUMNS, Phase, step_phase
 
 __all__ = [
     "STATS_COLUMNS",
@@ -277,12 +277,9 @@ class IterationStats(_Record):
     encoder_embeddings: int | None = None
 
     @property
-    def phase(self) -> Literal["decode", "prefill", "mixed", "idle"]:
-        """`decode` (generation only: its time is the time between tokens at `generation_requests`
-        streams), `prefill` (context only), `mixed`, or `idle` (nothing scheduled)."""
-        if self.context_requests == 0:
-            return "decode" if self.generation_requests else "idle"
-        return "mixed" if self.generation_requests else "prefill"
+    def phase(self) -> Phase:
+        """`columns.step_phase`: decode, prefill, mixed or idle."""
+        return step_phase(self.context_requests, self.generation_requests)
 
 
 RequestEventKind = Literal["received", "added", "aborted", "delta", "complete", "response", "lora_loaded"]

@@ -108,4 +108,5 @@ def test_the_range_workers_give_the_general_paths_step_rows(tmp_path: Path, fmt:
 
     general = parse(None)
     assert parse(Tuning()) == general  # one process (a small file)
-    assert parse(Tuning(parallel_min_bytes=1, range_bytes=32 << 10, dense_probe=4 << 10)) == general  # workers
+    workers = Tuning(parallel_min_bytes=1, range_bytes=32 << 10, dense_probe=4 << 10)
+    assert parse(workers) == general

@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from vllm_logwatch.commands.summary import run_summary
 
@@ -54,3 +55,39 @@ def test_summary_text_shows_the_table_only_where_iteration_lines_exist() -> None
     plain = io.StringIO()
     run_summary([str(next((DATA / "real-vllm-cpu").glob("serve_*.log")))], out=plain)
     assert "Time between tokens" not in plain.getvalue()
+
+
+def test_the_step_tables_are_the_same_on_every_route(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The steps come in the summary's own pass: the range workers (the common line read in this
+    process by their pattern), the stream route, standard input and the general parser give the same
+    tables; a file is opened once for them (it was read a second time)."""
+    from vllm_logwatch.offline.reading import inputs
+    from vllm_logwatch.offline.reading.ranges import Tuning
+
+    log = tmp_path / "serve_20261202_020741.log"
+    log.write_bytes(gzip.decompress(Path(LOG).read_bytes()))
+
+    def tables(source: str, tuning: Tuning | None) -> object:
+        out = io.StringIO()
+        run_summary([source], fmt="json", out=out, tuning=tuning)
+        return json.loads(out.getvalue())["steps"]
+
+    general = tables(str(log), None)
+    assert general and general[0]["decode"]
+    opened = []
+    real_open = inputs.open_source
+
+    def counting(source, **kw):  # type: ignore[no-untyped-def]
+        opened.append(source.name)
+        return real_open(source, **kw)
+
+    monkeypatch.setattr(inputs, "open_source", counting)
+    for module in ("route", "events"):
+        monkeypatch.setattr(f"vllm_logwatch.offline.reading.{module}.open_source", counting)
+    assert tables(str(log), Tuning()) == general
+    assert opened.count(str(log)) <= 2  # the format's sniff, and the one pass
+    assert tables(str(log), Tuning(parallel_min_bytes=1, range_bytes=64 << 10, dense_probe=4 << 10)) == general
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(log.read_bytes())))
+    stdin = tables("-", Tuning())
+    assert [{k: v for k, v in t.items() if k != "file"} for t in stdin] == [
+        {k: v for k, v in t.items() if k != "file"} for t in general]

@@ -129,7 +129,7 @@ def _row_preemptions(row: ConcurrencyRow, counts: dict[int, int]) -> int | None:
 def compare(summary: Summary, preemptions: dict[tuple[int, int], int] | None = None,
             steps: list[StepTable] | None = None) -> Comparison:
     """The comparison of a summary by launch; `preemptions`: (launch index, running) -> preemptions;
-    `steps`: the step tables of the inputs (offline/summary/steps.py `collect_steps`), given to the
+    `steps`: the step tables of the inputs (offline/summary/steps.py `StepCollector`), given to the
     launch of their file when it is the file's only launch."""
     by_index = {la.index: la for la in summary.launches}
     pairs = [(by_index[g.launch_index], g) for g in summary.groups

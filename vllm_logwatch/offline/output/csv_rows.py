@@ -1,5 +1,5 @@
 """The parent's half of `logwatch parse --csv` (and `--kind iterations`): chunks from the workers
-(`reading/ranges.py`) to CSV rows.
+(`reading/ranges.py`, `rows.py`) to CSV rows.
 
 The workers render vLLM's common line of the kind (the stats line; the iteration line), all but two
 cells; here each rendered row gets its time (through the file's clock, so New Year moves the year on)
@@ -22,8 +22,9 @@ from ...parsing.columns import ITERATION_COLUMNS, STATS_COLUMNS
 from ...parsing.needles import WANTS
 from ...parsing.stamps import YearClock
 from ..reading.inputs import Source, input_error, read_errors
-from ..reading.ranges import CSV_LANE, DEFAULT_TUNING, ITERATIONS_LANE, STAMP, Chunk, Tuning, stream_chunks
+from ..reading.ranges import DEFAULT_TUNING, Tuning, stream_chunks
 from ..reading.route import container_format, opened, range_chunks, route
+from ..reading.rows import CSV_LANE, ITERATIONS_LANE, STAMP, Chunk
 from ..reading.stream import ScanStats
 
 if TYPE_CHECKING:

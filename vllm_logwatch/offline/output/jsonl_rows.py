@@ -1,6 +1,6 @@
 """`logwatch parse --jsonl` (stats records): the fast lane of `parse --csv`, writing JSON lines.
 
-The workers (`offline/reading/ranges.py`) render the common stats lines as the JSON-lines fields after
+The workers (`offline/reading/rows.py`) render the common stats lines as the JSON-lines fields after
 `line`; here each row gets its time, file and line number, as `offline/output/csv_rows.py` does for CSV, and
 every other line goes through the general parser and the Assembler. Output is the general path's
 (`json.dumps(event_to_dict(e), separators=(", ", ": "))`), byte for byte
@@ -19,7 +19,7 @@ from ...parsing.columns import ITERATION_COLUMNS
 from ...parsing.needles import WANTS
 from ...parsing.stamps import YearClock
 from ..reading.inputs import Source
-from ..reading.ranges import ITERATIONS_LANE, Lane
+from ..reading.rows import ITERATIONS_LANE, Lane
 from ..reading.stream import ScanStats
 from .csv_rows import DEFAULT_TUNING, CsvFastWriter, RowSink, Tuning, write_rows
 

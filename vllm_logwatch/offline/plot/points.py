@@ -19,8 +19,8 @@ import numpy as np
 
 from ...parsing.events import EngineStats
 from ..reading.launches import Launch
-from ..reading.ranges import VALUES
 from ..reading.records import FastBlock
+from ..reading.rows import VALUES
 from .decimate import Decimator, Dots
 
 __all__ = ["COLUMNS", "PlotData", "Series"]

@@ -18,7 +18,7 @@ from ...parsing.needles import LAUNCH_NEEDLES
 from .events import iter_source_events, no_stats_hint
 from .inputs import resolve_inputs
 from .ranges import Tuning
-from .records import FastBlock, FastMfu, FastStats, source_records
+from .records import FastBlock, FastMfu, FastStats, Step, source_records
 from .stream import ScanStats
 
 __all__ = ["Launch", "iter_launch_records", "iter_summary_records"]
@@ -84,21 +84,25 @@ def iter_launch_records(
     return cast(Iterator[tuple[Launch, EngineStats | SpecDecodeStats | TransferStats]], records)
 
 
+_Summarised = EngineStats | SpecDecodeStats | TransferStats | FastBlock | MfuStats | FastMfu | Step
+
+
 def iter_summary_records(
     inputs: list[str], *, year: int | None = None, tz: str | None = None, fast: Tuning | None = None,
-    mfu: bool = False, numbers: bool = True,
-) -> Iterator[tuple[Launch, EngineStats | SpecDecodeStats | TransferStats | FastBlock | MfuStats | FastMfu]]:
+    mfu: bool = False, numbers: bool = True, steps: bool = False,
+) -> Iterator[tuple[Launch, _Summarised]]:
     """`iter_launch_records(inputs, spec=True, ...)`, with each run of the fast lane's common stats lines
     as one `FastBlock` (`offline/summary/groups.py` adds it to the summary in one call); with `mfu`, the
-    MFU lines (`MfuStats`) too. Without `numbers` the fast lane counts no lines: a restart's
+    MFU lines (`MfuStats`) too; with `steps`, the iteration lines (`records.Step`: the summary's step
+    tables, `offline/summary/steps.py`). Without `numbers` the fast lane counts no lines: a restart's
     `Launch.line` is not its line (`plot` shows none)."""
-    return _records(inputs, year, tz, True, fast, blocks=True, mfu=mfu, numbers=numbers)
+    return _records(inputs, year, tz, True, fast, blocks=True, mfu=mfu, numbers=numbers, steps=steps)
 
 
 def _records(
     inputs: list[str], year: int | None, tz: str | None, spec: bool, fast: Tuning | None, *, blocks: bool,
-    mfu: bool = False, numbers: bool = True,
-) -> Iterator[tuple[Launch, EngineStats | SpecDecodeStats | TransferStats | FastBlock | MfuStats | FastMfu]]:
+    mfu: bool = False, numbers: bool = True, steps: bool = False,
+) -> Iterator[tuple[Launch, _Summarised]]:
     sources, zone = resolve_inputs(inputs, tz)
     scan = ScanStats()
     kind = "spec" if spec else "stats"
@@ -107,7 +111,8 @@ def _records(
     stats_disabled = False
     for source in sources:
         launch = Launch(index, source.name, 1)
-        events = (source_records(source, zone, year, scan, fast, blocks=blocks, numbers=numbers) if spec
+        events = (source_records(source, zone, year, scan, fast, blocks=blocks, numbers=numbers, steps=steps)
+                  if spec
                   else iter_source_events(source, kind, zone, year, scan, LAUNCH_NEEDLES))
         for event in events:
             if isinstance(event, ServerInfo):
@@ -127,7 +132,8 @@ def _records(
                 launch.has_stats = any_stats = True
                 yield launch, event
             elif isinstance(event, (SpecDecodeStats, TransferStats)) or (
-                    mfu and isinstance(event, (MfuStats, FastMfu))):
+                    mfu and isinstance(event, (MfuStats, FastMfu))) or (
+                    steps and event.kind == "iteration"):
                 yield launch, event
         if launch.has_stats:
             index += 1

@@ -1,14 +1,13 @@
 """`logwatch summary`'s fast lane: the stats records of the common V1 line without a parser or a model.
 
-The range workers (`offline/reading/ranges.py`, `Lane(values=True)`) read the common stats line into eight
-numbers; here each row gets its time (the file's clock, once per hour of log) and becomes a
+The range workers (`offline/reading/ranges.py`, `rows.py`'s `Lane(values=True)`) read the common stats line
+into eight numbers; here each row gets its time (the file's clock, once per hour of log) and becomes a
 `FastStats`: a slotted record with the fields the summary and the per-engine token estimate read
-(`offline/summary/groups.py`'s `_Group`, `exporting/engine_state.py`); with `blocks` (the summary's
-reader), each run of such rows with no other line between them is one `FastBlock` instead: the rows
-as columns, added to the summary in one call. Every other line the summary needs
-(other stats shapes, V0's prefix-cache line, spec-decode and transfer lines, the start-up banner)
-goes through the general parser and its Assembler, at its place. The summary is the general path's,
-field for field (tests/integration/test_fastsummary.py).
+(`offline/summary/groups.py`'s `_Group`, `exporting/engine_state.py`); with `blocks` (the summary's reader),
+each run of such rows with no other line between them is one `FastBlock` instead: the rows as columns, added
+to the summary in one call. Every other line the summary needs (other stats shapes, V0's prefix-cache line,
+spec-decode and transfer lines, the start-up banner) goes through the general parser and its Assembler, at
+its place. The summary is the general path's, field for field (tests/integration/test_fastsummary.py).
 """
 
 from __future__ import annotations
@@ -16,31 +15,33 @@ from __future__ import annotations
 import math
 import re
 from array import array
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta, tzinfo
 from typing import Any, ClassVar, Literal
 
 from ...parsing.assemble import Assembler
-from ...parsing.events import Event
+from ...parsing.columns import Phase, step_phase
+from ...parsing.events import Event, IterationStats
 from ...parsing.line import parse_line
-from ...parsing.needles import PREFIX_NEEDLES, VARIANT_NEEDLES, WANTS
+from ...parsing.needles import ITERATION_NEEDLES, PREFIX_NEEDLES, VARIANT_NEEDLES, WANTS
 from ...parsing.shapes import HEADER, MFU_BODY, MFU_START
 from ...parsing.stamps import YearClock
 from .containers import enveloped_events
 from .events import iter_source_events
 from .inputs import Source, input_error, read_errors
-from .ranges import DEFAULT_TUNING, STAMP, VALUES, Lane, Tuning, stream_chunks
+from .ranges import Tuning, stream_chunks
 from .route import opened, range_chunks, route
+from .rows import ITERATION_LINE, STAMP, VALUES, Lane
 from .stream import ScanStats
 
-__all__ = ["FastBlock", "FastMfu", "FastStats", "iter_fast_events", "source_records"]
+__all__ = ["FastBlock", "FastMfu", "FastStats", "FastStep", "Step", "iter_fast_events", "source_records"]
 
 _WANT = WANTS["launches"]
 _NEEDLES = _WANT.needles
 _ENVELOPE_NEEDLES = _NEEDLES + _WANT.followers  # a container log's: the followers too (containers.py)
 _LANE = Lane(values=True, keep=_NEEDLES + VARIANT_NEEDLES + PREFIX_NEEDLES, followers=_WANT.followers)
-_NUMBERLESS = replace(_LANE, numbers=False)
+_STEPS = replace(_LANE, keep=_LANE.keep + ITERATION_NEEDLES)
 _EMPTY: dict[str, float] = {}
 _MFU = re.compile(rf"{HEADER}{MFU_START}{MFU_BODY}\r?".encode())
 """vLLM's own MFU line, whole (`parsing/shapes.py`): between two stats rows, the summary takes it as it
@@ -69,6 +70,29 @@ class FastStats:
         self.time, self.engine, self.running, self.waiting = time, int(engine), int(running), int(waiting)
         self.prefix_cache_hit_rate_pct = None if math.isnan(prefix) else prefix
         self.mm_cache_hit_rate_pct = None if math.isnan(mm) else mm
+
+
+class FastStep:
+    """vLLM's common iteration line as the summary's step tables read it (`IterationStats`' fields of
+    that shape), made from the range workers' pattern (`rows.ITERATION_LINE`) without a parser."""
+
+    __slots__ = ("context_requests", "context_tokens", "dummy", "elapsed_ms", "engine", "generation_requests")
+    kind: ClassVar[Literal["iteration"]] = "iteration"
+
+    def __init__(self, m: re.Match[bytes]) -> None:
+        engine, _, ctx, ctok, gen, _, ms, dummy = m.groups()[2:10]
+        self.engine = None if engine is None else int(engine)
+        self.context_requests, self.context_tokens = int(ctx or 0), int(ctok or 0)
+        self.generation_requests, self.elapsed_ms = int(gen or 0), float(ms or 0)
+        self.dummy = dummy is not None
+
+    @property
+    def phase(self) -> Phase:
+        return step_phase(self.context_requests, self.generation_requests)
+
+
+Step = IterationStats | FastStep
+"""A step record of the summary's pass: vLLM's common line read here, any other by the parser."""
 
 
 class FastMfu:
@@ -164,24 +188,28 @@ class _Times:
 
 def source_records(
     source: Source, zone: tzinfo, year: int | None, scan: ScanStats, tuning: Tuning | None, *,
-    blocks: bool = False, numbers: bool = True,
-) -> Iterator[Event | FastStats | FastBlock | FastMfu]:
+    blocks: bool = False, numbers: bool = True, steps: bool = False,
+) -> Iterator[Event | FastStats | FastBlock | FastMfu | FastStep]:
     """The records summary, compare, plot and the backfill read of one source, by its route
     (`route.py`): `iter_fast_events` on the fast routes, else the general parser's
-    (`iter_source_events(source, "launches", ...)`)."""
-    if route(source, tuning) == "general" or tuning is None:
-        return iter_source_events(source, "launches", zone, year, scan)
-    return iter_fast_events(source, zone, year, scan, tuning, blocks=blocks, numbers=numbers)
+    (`iter_source_events(source, "launches", ...)`); with `steps`, the iteration lines' records too."""
+    way = route(source, tuning)
+    if way == "general" or tuning is None:
+        return iter_source_events(source, "launches", zone, year, scan, ITERATION_NEEDLES if steps else ())
+    return iter_fast_events(source, zone, year, scan, tuning, way == "ranges", blocks=blocks, numbers=numbers,
+                            steps=steps)
 
 
 def iter_fast_events(source: Source, zone: tzinfo, year: int | None, scan: ScanStats,
-                     tuning: Tuning = DEFAULT_TUNING, *, blocks: bool = False,
-                     numbers: bool = True) -> Iterator[Event | FastStats | FastBlock | FastMfu]:
-    """What `iter_source_events(source, "spec", zone, year, scan, LAUNCH_NEEDLES)` yields, in file
-    order, with a `FastStats` in place of each common stats line's `EngineStats` (with `blocks`, a
-    `FastBlock` in place of each run of them, then a `FastMfu` of the MFU lines that sat alone among
-    its rows). Without `numbers`, a big file's lines are not counted: the events' `line` is not
-    theirs (`Lane.numbers`), for a reader that uses none."""
+                     tuning: Tuning, ranges: bool, *, blocks: bool = False, numbers: bool = True,
+                     steps: bool = False) -> Iterator[Event | FastStats | FastBlock | FastMfu | FastStep]:
+    """What `iter_source_events(source, "spec", zone, year, scan, LAUNCH_NEEDLES)` yields, in file order
+    (`ranges`: by the range workers, else streamed in this process), with a `FastStats` in place of each
+    common stats line's `EngineStats` (with `blocks`, a `FastBlock` in place of each run of them, then a
+    `FastMfu` of the MFU lines that sat alone among its rows). Without `numbers`, a big file's lines are not
+    counted: the events' `line` is not theirs (`Lane.numbers`), for a reader that uses none. With `steps`,
+    the iteration lines too: vLLM's common one as a `FastStep`, any other as the parser's
+    `IterationStats`."""
     path = None if source.is_stdin else source.path
     clock: list[YearClock] = []
 
@@ -193,15 +221,18 @@ def iter_fast_events(source: Source, zone: tzinfo, year: int | None, scan: ScanS
     assembler = Assembler(source.name, clock_for)
     times = _Times(clock_for)
     try:
-        if route(source, tuning) == "ranges":
-            lane = _LANE if numbers else _NUMBERLESS
-            yield from _rows(range_chunks(source, _NEEDLES, scan, tuning, lane), assembler, times, blocks)
+        needles = _NEEDLES + ITERATION_NEEDLES if steps else _NEEDLES
+        lane = _STEPS if steps else _LANE
+        if ranges:
+            lane = lane if numbers else replace(lane, numbers=False)
+            yield from _rows(range_chunks(source, needles, scan, tuning, lane), assembler, times, blocks)
         else:
             with opened(source) as (raw, fmt):
                 if fmt != "plain":  # a container log on a stream: the general parser (route.py)
-                    yield from enveloped_events(raw, fmt, assembler, scan, _ENVELOPE_NEEDLES)
+                    envelope = _ENVELOPE_NEEDLES + ITERATION_NEEDLES if steps else _ENVELOPE_NEEDLES
+                    yield from enveloped_events(raw, fmt, assembler, scan, envelope)
                 else:
-                    yield from _rows(stream_chunks(raw, scan, lane=_LANE, needles=_NEEDLES),
+                    yield from _rows(stream_chunks(raw, scan, lane=lane, needles=needles),
                                      assembler, times, blocks)
         yield from assembler.flush()
     except read_errors as exc:
@@ -209,7 +240,7 @@ def iter_fast_events(source: Source, zone: tzinfo, year: int | None, scan: ScanS
 
 
 def _rows(chunks: Iterator[tuple[Any, int]], assembler: Assembler, times: _Times,
-          blocks: bool) -> Iterator[Event | FastStats | FastBlock | FastMfu]:
+          blocks: bool) -> Iterator[Event | FastStats | FastBlock | FastMfu | FastStep]:
     for chunk, base in chunks:
         numbers, other_numbers, positions, values = array("Q"), array("Q"), array("Q"), array("d")
         numbers.frombytes(chunk.numbers)
@@ -291,6 +322,11 @@ def _counts(positions: Any) -> dict[int, int]:
     return out
 
 
-def _slow(assembler: Assembler, raw: bytes, number: int) -> list[Event]:
+def _slow(assembler: Assembler, raw: bytes, number: int) -> Sequence[Event | FastStep]:
+    """A line the workers did not render: vLLM's common iteration line read here, else the parser."""
+    if ITERATION_NEEDLES[0] in raw:
+        m = ITERATION_LINE.fullmatch(raw + b"\n")
+        if m is not None:
+            return [FastStep(m)]
     event = parse_line(raw.decode("utf-8", "replace"))
     return assembler.feed(event, number) if event is not None else []

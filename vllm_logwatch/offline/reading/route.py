@@ -22,7 +22,8 @@ from typing import BinaryIO, Literal
 
 from ...parsing.envelope import Format, detect
 from .inputs import Source, open_source, progress_bar
-from .ranges import Chunk, Lane, Tuning, scan_file_chunks
+from .ranges import Tuning, scan_file_chunks
+from .rows import Chunk, Lane
 from .stream import ScanStats
 
 __all__ = ["Route", "container_format", "opened", "plain_file_size", "range_chunks", "route", "sniff"]

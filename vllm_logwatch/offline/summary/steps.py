@@ -1,24 +1,23 @@
 """The summary's engine-step tables, where the logs hold iteration lines
 (`--enable-logging-iteration-details`): the time between tokens by running streams (the decode-only
 steps' own time, p50 and p90, by their generation requests) and the prefill time per 1000 prompt
-tokens (the prefill-only steps). Read by a pass of their own over the inputs, through `parse --kind
-iterations`' lane (`offline/reading/details.py`; a SIMD search, cheap where there are none), beside the stats
-summary.
+tokens (the prefill-only steps). Filled from the step records of the summary's own pass
+(`iter_summary_records(..., steps=True)`: vLLM's common iteration line read in the parent by the range
+workers' pattern, any other through the parser), diverted before the stats summary sees them.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
-from ..reading.details import ITERATION_COLUMNS, source_rows
-from ..reading.inputs import resolve_inputs
-from ..reading.stream import ScanStats
+from ..reading.launches import Launch
+from ..reading.records import Step
 
-__all__ = ["STEP_COLUMNS", "StepRow", "StepTable", "collect_steps", "steps_json", "steps_lines"]
+__all__ = ["STEP_COLUMNS", "StepCollector", "StepRow", "StepTable", "steps_json", "steps_lines"]
 
 STEP_COLUMNS = {
     "running": "the step's generation requests (streams decoding at once)",
@@ -29,9 +28,7 @@ STEP_COLUMNS = {
     "prefill ms / 1k tokens": "prefill-only steps: their time over their prompt tokens, x 1000",
 }
 
-
-_COLUMNS = tuple(ITERATION_COLUMNS.index(c) for c in (
-    "engine", "context_tokens", "generation_requests", "elapsed_ms", "phase", "dummy"))
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -53,33 +50,51 @@ class StepTable:
     prefill_ms_per_1k: float | None = None
 
 
-def collect_steps(inputs: list[str], year: int | None = None, tz: str | None = None) -> list[StepTable]:
-    """The step tables of every input that has iteration lines."""
-    sources, zone = resolve_inputs(inputs, tz)
-    tables: list[StepTable] = []
-    for source in sources:
-        if source.is_stream:  # read once already by the summary
-            continue
-        decode: dict[int | None, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
-        prefill: dict[int | None, list[float]] = {}
-        for row in source_rows(source, "iterations", zone, year, ScanStats()):
-            engine, ctx_tokens, gen, ms, phase, dummy = (row[i] for i in _COLUMNS)
-            if dummy:
-                continue
-            if phase == "decode":
-                decode[engine][gen].append(ms)
-            elif phase == "prefill" and ctx_tokens:
-                acc = prefill.setdefault(engine, [0, 0.0, 0.0])
-                acc[0], acc[1], acc[2] = acc[0] + 1, acc[1] + ms, acc[2] + ctx_tokens
-        for engine in sorted(set(decode) | set(prefill), key=lambda n: -1 if n is None else n):
-            rows = []
-            for running, times in sorted(decode[engine].items()):
-                p50, p90 = np.percentile(np.array(times), [50, 90])
-                rows.append(StepRow(running, len(times), round(float(p50), 2), round(float(p90), 2)))
-            steps, ms, tokens = prefill.get(engine, (0, 0.0, 0.0))
-            tables.append(StepTable(source.name, engine, rows, int(steps),
-                                    round(1000 * ms / tokens, 2) if tokens else None))
-    return tables
+class StepCollector:
+    """The step tables of the inputs, by file and engine, from the step records of the summary's pass."""
+
+    def __init__(self) -> None:
+        self._decode: dict[tuple[str, int | None], dict[int, list[float]]] = {}
+        self._prefill: dict[tuple[str, int | None], list[float]] = {}
+
+    def divert(self, records: Iterable[tuple[Launch, R | Step]]) -> Iterator[tuple[Launch, R]]:
+        """`records` without their step records, which are taken into the tables."""
+        for launch, e in records:
+            if getattr(e, "kind", None) == "iteration":
+                self.add(launch.file, e)  # type: ignore[arg-type]
+            else:
+                yield launch, e  # type: ignore[misc]
+
+    def add(self, file: str, e: Step) -> None:
+        if e.dummy:
+            return
+        key = (file, e.engine)
+        decode = self._decode.setdefault(key, {})
+        phase = e.phase
+        if phase == "decode":
+            decode.setdefault(e.generation_requests, []).append(e.elapsed_ms)
+        elif phase == "prefill" and e.context_tokens:
+            acc = self._prefill.setdefault(key, [0, 0.0, 0.0])
+            acc[0], acc[1], acc[2] = acc[0] + 1, acc[1] + e.elapsed_ms, acc[2] + e.context_tokens
+
+    def tables(self) -> list[StepTable]:
+        """The tables, files in the order read, engines in order within a file."""
+        files = list(dict.fromkeys(file for file, _ in self._decode))
+        out: list[StepTable] = []
+        for file in files:
+            engines = sorted((n for f, n in self._decode if f == file), key=lambda n: -1 if n is None else n)
+            for engine in engines:
+                decode = self._decode[(file, engine)]
+                steps, ms, tokens = self._prefill.get((file, engine), (0, 0.0, 0.0))
+                if not decode and not steps:
+                    continue
+                rows = []
+                for running, times in sorted(decode.items()):
+                    p50, p90 = np.percentile(np.array(times), [50, 90])
+                    rows.append(StepRow(running, len(times), round(float(p50), 2), round(float(p90), 2)))
+                out.append(StepTable(file, engine, rows, int(steps),
+                                     round(1000 * ms / tokens, 2) if tokens else None))
+        return out
 
 
 def steps_lines(tables: list[StepTable], table: Any, h: str) -> list[str]:

@@ -13,8 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support import TESTS
 
-from vllm_logwatch.offline.reading.ranges import CSV_LANE, Lane, Tuning, _num, scan_file_chunks
+from vllm_logwatch.offline.reading.ranges import Tuning, scan_file_chunks
 from vllm_logwatch.offline.reading.records import _LANE, _NEEDLES
+from vllm_logwatch.offline.reading.rows import CSV_LANE, Lane, _num
 from vllm_logwatch.offline.reading.stream import ScanStats
 from vllm_logwatch.parsing.needles import STATS_NEEDLES
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import compress
@@ -51,20 +51,20 @@ def quantile(values: Iterable[float], q: float) -> float:
     return _quantile_sorted(sorted(values), q)
 
 
-def _quantile_sorted(ordered: list[float], q: float) -> float:
+def _quantile_sorted(ordered: Sequence[float], q: float) -> float:
     pos = q * (len(ordered) - 1)
     lo = math.floor(pos)
     if lo + 1 >= len(ordered):
-        return ordered[-1]
-    return round(ordered[lo] + (ordered[lo + 1] - ordered[lo]) * (pos - lo), 10)
+        return float(ordered[-1])
+    return round(float(ordered[lo]) + (float(ordered[lo + 1]) - float(ordered[lo])) * (pos - lo), 10)
 
 
-def _median_sorted(ordered: list[float]) -> float:
-    """`statistics.median` of an already sorted list (the same arithmetic, no second copy)."""
+def _median_sorted(ordered: Sequence[float]) -> float:
+    """`statistics.median` of an already sorted sequence (the same arithmetic, no second copy)."""
     n = len(ordered)
     if n % 2 == 1:
-        return ordered[n // 2]
-    return (ordered[n // 2 - 1] + ordered[n // 2]) / 2
+        return float(ordered[n // 2])
+    return (float(ordered[n // 2 - 1]) + float(ordered[n // 2])) / 2
 
 
 def bucket_of(running: int) -> tuple[int, int | None]:
@@ -203,12 +203,12 @@ def _concurrency(g: _Group, codes: bytes, keys: list[tuple[int, int | None]],
     masks = [(number, lo, hi, _mask(codes, number, flag))
              for number, (lo, hi) in enumerate(keys, start=1)]
     every = sorted_selected(g.generation, _mask(codes, 0, flag))  # the rows' intervals, all of them
-    median = _median_sorted(every) if every else None
+    median = _median_sorted(every) if len(every) else None
     del every
     generation: dict[int, tuple[float, float, float]] = {}
     for number, _lo, _hi, rows in masks:
         gen = sorted_selected(g.generation, rows)
-        if gen:
+        if len(gen):
             generation[number] = (_median_sorted(gen), _quantile_sorted(gen, 0.9), _quantile_sorted(gen, 0.1))
         del gen
     out = []
@@ -227,7 +227,7 @@ def _concurrency(g: _Group, codes: bytes, keys: list[tuple[int, int | None]],
             generation_p10=generation[number][2],
             per_request_median=_median_sorted(sorted_ratios(g.generation, g.running, rows)),
             prompt_median=_median_sorted(sorted_selected(g.prompt, rows)),
-            kv_cache_usage_median_pct=_median_sorted(kv) if kv else None,
+            kv_cache_usage_median_pct=_median_sorted(kv) if len(kv) else None,
             waiting_share=_mask(codes, number, flag | _WAITING).count(1) / intervals,
         ))
     return out, median

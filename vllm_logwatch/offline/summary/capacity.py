@@ -18,18 +18,17 @@ Where the launch logged its KV cache size in tokens, the same curve per context 
 
 from __future__ import annotations
 
-import math
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from .matrix import context_label
+import numpy as np
+
+from .matrix import as_column, context_label, context_rows
 
 __all__ = ["KV_FULL_PCT", "CapacityAnswer", "CapacityCurve", "CapacityPoint", "answer", "capacity_curves"]
 
 KV_FULL_PCT = 90.0
 """KV usage (median of the intervals with requests waiting above the answer) from which the KV cache binds."""
-_LOWEST = 7  # the matrix's lowest context row: 128 tokens
 
 
 @dataclass
@@ -67,25 +66,28 @@ class CapacityAnswer:
     """The evidence of the limit: the slower point above (speed), the waiting one (KV cache)."""
 
 
-def _median(values: list[float]) -> float | None:
-    return statistics.median(values) if values else None
+def _median(values: np.ndarray) -> float | None:
+    return float(np.median(values)) if len(values) else None
 
 
-def _points(rows: list[tuple[int, float, int, float]]) -> list[CapacityPoint]:
-    by_running: dict[int, list[tuple[float, int, float]]] = {}
-    for r, gen, w, kv in rows:
-        by_running.setdefault(r, []).append((gen, w, kv))
+def _points(index: np.ndarray, r: np.ndarray, gen: np.ndarray, w: np.ndarray,
+            kv: np.ndarray) -> list[CapacityPoint]:
+    """One point per running count of the intervals `index` (of the columns `r`, `gen`, `w`, `kv`)."""
+    index = index[np.argsort(r[index], kind="stable")]  # by running count, in order within each
+    counts, starts = np.unique(r[index], return_index=True)
+    ends = [*starts[1:].tolist(), len(index)][:len(starts)]
     points = []
-    for r in sorted(by_running):
-        free = [gen for gen, w, _ in by_running[r] if w == 0]
-        waited = [kv for _, w, kv in by_running[r] if w > 0 and math.isfinite(kv)]
-        per_stream = _median([gen / r for gen in free])
+    for running, start, end in zip(counts.tolist(), starts.tolist(), ends, strict=True):
+        rows = index[start:end]
+        waits, kvs = w[rows], kv[rows]
+        free = gen[rows][waits == 0]
+        per_stream = _median(free / running)
         points.append(CapacityPoint(
-            running=r, intervals=len(free),
+            running=running, intervals=len(free),
             per_stream_median=None if per_stream is None else round(per_stream, 3),
             total_median=_median(free),
-            waiting_intervals=sum(1 for _, w, _ in by_running[r] if w > 0),
-            waiting_kv_median_pct=_median(waited),
+            waiting_intervals=int((waits > 0).sum()),
+            waiting_kv_median_pct=_median(kvs[(waits > 0) & np.isfinite(kvs)]),
         ))
     return points
 
@@ -94,25 +96,20 @@ def capacity_curves(running: Sequence[int], generation: Sequence[float], waiting
                     kv_pct: Sequence[float], kv_cache_tokens: int | None = None,
                     engines: int = 1) -> list[CapacityCurve]:
     """The launch's curve, then one per context row when `kv_cache_tokens` is known (busy intervals:
-    running > 0 and a finite generation tok/s).
+    running > 0 and a finite generation tok/s; by context: those with a KV usage, `matrix.context_rows`).
 
     >>> c = capacity_curves([1, 1, 2, 2, 4], [90.0, 110.0, 150.0, 170.0, 200.0], [0, 0, 0, 1, 3],
     ...                     [5.0, 5.0, 9.0, 9.0, 97.0])[0]
     >>> [(p.running, p.intervals, p.per_stream_median, p.waiting_intervals) for p in c.points]
     [(1, 2, 100.0, 0), (2, 1, 75.0, 1), (4, 0, None, 1)]
     """
-    rows = [(r, gen, w, kv) for r, gen, w, kv in zip(running, generation, waiting, kv_pct, strict=True)
-            if r > 0 and math.isfinite(gen)]
-    curves = [CapacityCurve(None, _points(rows))]
+    r, w = as_column(running, np.int64), as_column(waiting, np.int64)
+    gen, kv = as_column(generation, np.float64), as_column(kv_pct, np.float64)
+    curves = [CapacityCurve(None, _points(np.flatnonzero((r > 0) & np.isfinite(gen)), r, gen, w, kv))]
     if kv_cache_tokens and kv_cache_tokens > 0 and engines > 0:
-        by_context: dict[int, list[tuple[int, float, int, float]]] = {}
-        for row in rows:
-            r, _, _, kv = row
-            if math.isfinite(kv):
-                tokens = kv / 100.0 * kv_cache_tokens * engines / r
-                power = max(_LOWEST, round(math.log2(tokens))) if tokens > 0 else _LOWEST
-                by_context.setdefault(power, []).append(row)
-        curves += [CapacityCurve(context_label(p), _points(by_context[p])) for p in sorted(by_context)]
+        index, _, powers = context_rows(running, kv_pct, generation, kv_cache_tokens, engines)
+        for power in np.unique(powers).tolist():
+            curves.append(CapacityCurve(context_label(power), _points(index[powers == power], r, gen, w, kv)))
     return curves
 
 

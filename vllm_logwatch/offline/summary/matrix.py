@@ -11,12 +11,14 @@ number. Pure: columns of numbers in, a `Matrix` out.
 
 from __future__ import annotations
 
-import math
-import statistics
+from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-__all__ = ["MATRIX_CAVEAT", "Matrix", "MatrixCell", "build_matrix", "context_label"]
+import numpy as np
+
+__all__ = ["MATRIX_CAVEAT", "Matrix", "MatrixCell", "as_column", "build_matrix", "context_label",
+           "context_rows"]
 
 MATRIX_CAVEAT = (
     "Context is an estimate: KV cache usage x KV cache size in tokens / running requests, per interval. "
@@ -73,10 +75,27 @@ class Matrix:
         return None
 
 
-def _power(tokens: float) -> int:
-    if tokens <= 0:
-        return _LOWEST
-    return max(_LOWEST, round(math.log2(tokens)))
+def as_column(values: Sequence[float] | Sequence[int], dtype: type[np.generic]) -> np.ndarray:
+    """A summary column as numpy sees it: the array's own memory for an `array` (no copy of months of
+    intervals), else a new array."""
+    if isinstance(values, array):
+        return np.frombuffer(values, dtype=dtype)
+    return np.asarray(values, dtype=dtype)
+
+
+def context_rows(running: Sequence[int], kv_pct: Sequence[float], generation: Sequence[float],
+                 kv_cache_tokens: int, engines: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each busy interval with KV usage (running > 0, finite KV usage and generation tok/s): its index,
+    its estimate of the tokens each running request holds (KV usage x KV cache size x engines /
+    running) and its row's power of two (the estimate rounded to the nearest, 128 tokens at least).
+    The one rule of a context row: the matrix and the capacity curves by context both use it."""
+    r, kv = as_column(running, np.int64), as_column(kv_pct, np.float64)
+    gen = as_column(generation, np.float64)
+    index = np.flatnonzero((r > 0) & np.isfinite(kv) & np.isfinite(gen))
+    estimate = kv[index] / 100.0 * (kv_cache_tokens * engines) / r[index]
+    with np.errstate(divide="ignore"):
+        power = np.maximum(_LOWEST, np.rint(np.log2(estimate))).astype(np.int64)
+    return index, estimate, power
 
 
 def build_matrix(running: Sequence[int], kv_pct: Sequence[float], generation: Sequence[float],
@@ -92,30 +111,28 @@ def build_matrix(running: Sequence[int], kv_pct: Sequence[float], generation: Se
     """
     if kv_cache_tokens <= 0 or engines <= 0:
         return None
-    capacity = kv_cache_tokens * engines
-    groups: dict[tuple[int, tuple[int, int | None]], tuple[list[float], list[float]]] = {}
-    for r, kv, gen in zip(running, kv_pct, generation, strict=True):
-        if r <= 0 or not math.isfinite(kv) or not math.isfinite(gen):
-            continue
-        estimate = kv / 100.0 * capacity / r
-        gens, estimates = groups.setdefault((_power(estimate), column(r)), ([], []))
-        gens.append(gen)
-        estimates.append(estimate)
-    if not groups:
+    index, estimates, powers = context_rows(running, kv_pct, generation, kv_cache_tokens, engines)
+    if not len(index):
         return None
-    every = [e for _, estimates in groups.values() for e in estimates]
+    gens = as_column(generation, np.float64)[index]
+    r = as_column(running, np.int64)[index]
+    buckets = {int(n): column(int(n)) for n in np.unique(r)}
+    lows = np.fromiter((buckets[n][0] for n in r.tolist()), dtype=np.int64, count=len(r))
     matrix = Matrix(kv_cache_tokens=kv_cache_tokens, engines=engines,
-                    tokens_per_request_median=round(statistics.median(every), 1))
-    for (power, (lo, hi)), (gens, estimates) in sorted(groups.items(), key=lambda i: (i[0][0], i[0][1][0])):
+                    tokens_per_request_median=round(float(np.median(estimates)), 1))
+    his = {lo: hi for lo, hi in buckets.values()}
+    cells = sorted({(int(p), int(lo)) for p, lo in zip(powers.tolist(), lows.tolist(), strict=True)})
+    for power, lo in cells:
+        pick = (powers == power) & (lows == lo)
+        hi = his[lo]
         matrix.cells.append(MatrixCell(
             context=context_label(power), context_tokens=1 << power,
-            running=_running_label(lo, hi), running_lo=lo, running_hi=hi, intervals=len(gens),
-            gen_tps_median=statistics.median(gens),
-            tokens_per_request_median=round(statistics.median(estimates), 1),
+            running=_running_label(lo, hi), running_lo=lo, running_hi=hi, intervals=int(pick.sum()),
+            gen_tps_median=float(np.median(gens[pick])),
+            tokens_per_request_median=round(float(np.median(estimates[pick])), 1),
         ))
-    powers = sorted({p for p, _ in groups})
-    matrix.rows = [context_label(p) for p in powers]
-    matrix.columns = [_running_label(lo, hi) for lo, hi in sorted({c for _, c in groups})]
+    matrix.rows = [context_label(p) for p in sorted({p for p, _ in cells})]
+    matrix.columns = [_running_label(lo, his[lo]) for lo in sorted({lo for _, lo in cells})]
     return matrix
 
 

@@ -1,4 +1,5 @@
-"""The summary's sorted columns: `sorted(compress(column, mask))`, by numpy when the column is long.
+"""The summary's sorted columns: `sorted(compress(column, mask))`, by numpy when the column is long
+(then a numpy array: a list of months of floats would take four times its memory).
 
 The summary's medians and quantiles are exact: they read a sorted list of a row's values. On months of
 logs that is millions of floats, and CPython's sort of them was the largest part of `summary`; numpy's
@@ -15,6 +16,7 @@ finite numbers, or masks the NaN out), the one value whose place in `sorted` dep
 from __future__ import annotations
 
 from array import array
+from collections.abc import Sequence
 from itertools import compress
 from operator import truediv
 
@@ -24,7 +26,7 @@ NUMPY_FROM = 50_000
 """Columns of at least this many values are sorted by numpy."""
 
 
-def sorted_selected(column: array[float], mask: bytes, *, numpy_from: int = NUMPY_FROM) -> list[float]:
+def sorted_selected(column: array[float], mask: bytes, *, numpy_from: int = NUMPY_FROM) -> Sequence[float]:
     """`sorted(compress(column, mask))` of a column of floats (`mask`: a byte a value, 1 keeps it)."""
     if len(column) < numpy_from:
         return sorted(compress(column, mask))
@@ -32,11 +34,11 @@ def sorted_selected(column: array[float], mask: bytes, *, numpy_from: int = NUMP
 
     values = np.frombuffer(column, dtype=np.float64)
     keep = np.frombuffer(mask, dtype=np.bool_)
-    return np.sort(values[keep], kind="stable").tolist()  # type: ignore[no-any-return]
+    return np.sort(values[keep], kind="stable")  # type: ignore[return-value]
 
 
 def sorted_ratios(numerators: array[float], denominators: array[int], mask: bytes, *,
-                  numpy_from: int = NUMPY_FROM) -> list[float]:
+                  numpy_from: int = NUMPY_FROM) -> Sequence[float]:
     """`sorted(map(truediv, compress(numerators, mask), compress(denominators, mask)))`; the
     denominators kept by `mask` are not 0 and below 2**53 (exact as floats, as `truediv` takes them)."""
     if len(numerators) < numpy_from:
@@ -46,4 +48,4 @@ def sorted_ratios(numerators: array[float], denominators: array[int], mask: byte
     keep = np.frombuffer(mask, dtype=np.bool_)
     top = np.frombuffer(numerators, dtype=np.float64)[keep]
     bottom = np.frombuffer(denominators, dtype=np.int64)[keep].astype(np.float64)
-    return np.sort(top / bottom, kind="stable").tolist()  # type: ignore[no-any-return]
+    return np.sort(top / bottom, kind="stable")  # type: ignore[return-value]

@@ -1,5 +1,6 @@
 """The summary's sorted columns by numpy (`summary/sorting.py`) are `sorted(compress(...))`'s, float for
-float, signed zeros in the same order, whichever way a column goes."""
+float, signed zeros in the same order, whichever way a column goes (numpy's as an array, read by the
+summary's median and quantile as it reads a list)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from operator import truediv
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from vllm_logwatch.offline.summary.build import _median_sorted, _quantile_sorted
 from vllm_logwatch.offline.summary.sorting import sorted_ratios, sorted_selected
 
 VALUE = st.one_of(st.sampled_from([0.0, -0.0, 1.0, 1e300, -1e-300]),
@@ -24,8 +26,12 @@ def test_numpy_sorts_as_sorted(rows: list[tuple[float, int, bool]]) -> None:
     counts = array("q", [c for _, c, _ in rows])
     mask = bytes(int(k) for _, _, k in rows)
     want = sorted(compress(column, mask))
-    assert repr(sorted_selected(column, mask, numpy_from=0)) == repr(want)
+    assert repr(list(map(float, sorted_selected(column, mask, numpy_from=0)))) == repr(want)
     assert repr(sorted_selected(column, mask)) == repr(want)  # a short column: `sorted` itself
     ratios = sorted(map(truediv, compress(column, mask), compress(counts, mask)))
-    assert repr(sorted_ratios(column, counts, mask, numpy_from=0)) == repr(ratios)
-    assert all(type(v) is float for v in sorted_selected(column, mask, numpy_from=0))
+    assert repr(list(map(float, sorted_ratios(column, counts, mask, numpy_from=0)))) == repr(ratios)
+    if want:
+        for q in (0.1, 0.5, 0.9):
+            assert _quantile_sorted(sorted_selected(column, mask, numpy_from=0), q) == _quantile_sorted(want, q)
+        median = _median_sorted(sorted_selected(column, mask, numpy_from=0))
+        assert type(median) is float and repr(median) == repr(_median_sorted(want))

@@ -69,6 +69,9 @@ class TokenWindows:
         self.prompt_tokens = RunningTotal()
         self.generation_tokens = RunningTotal()
         self.busy_seconds = RunningTotal()  # the windows in which tokens were computed
+        self.counting = True
+        """False: the lines' throughputs add no tokens, only their busy windows (the engine's step lines
+        count its tokens, `EngineState.apply_step`)."""
         self._last_time: datetime | None = None
         self._gaps: deque[float] = deque(maxlen=GAP_HISTORY)
         self._held: tuple[float | None, float | None] | None = None
@@ -90,7 +93,7 @@ class TokenWindows:
                 generations: Sequence[float], after_zero: bool) -> None:
         """`add` for each line of a run of backlog lines given as columns (NaN for a missing
         throughput); `after_zero`: the line before the run was all-zero."""
-        if self.stats_interval is not None or self.prior is not None:
+        if self.stats_interval is not None or self.prior is not None or not self.counting:
             for time, p, g in zip(times, prompts, generations, strict=True):
                 self.add(time, _finite(p), _finite(g), after_zero)
                 after_zero = not p and not g
@@ -204,10 +207,12 @@ class TokenWindows:
         busy = False
         if prompt is not None:
             busy = 0 < prompt * window < math.inf
-            self.prompt_tokens.add(prompt * window)
+            if self.counting:
+                self.prompt_tokens.add(prompt * window)
         if generation is not None:
             busy = busy or 0 < generation * window < math.inf
-            self.generation_tokens.add(generation * window)
+            if self.counting:
+                self.generation_tokens.add(generation * window)
         if busy:
             self.busy_seconds.add(window)
 

@@ -19,8 +19,9 @@ and `LOGWATCH_E2E_MAX_TOKENS` (load.py's choices) change the load. Then vLLM's o
 * and what remains; both must be within 1% of vLLM on both counters.
 
 `test_counters_exact_from_iteration_lines` runs the same with `--enable-logging-iteration-details`,
-no hog and a 30 s load: the counters are then the steps' own counts, within 0.1% of vLLM's (the
-starved-load rule does not apply: the steps count the same at any load).
+no hog, a 30 s load and `--max-num-batched-tokens 2048` (the CPU build's default, named so that
+logwatch knows the step budget): the counters are then the steps' own counts, within 0.1% of vLLM's
+(the starved-load rule does not apply: the steps count the same at any load).
 
 One real vLLM a machine: the test holds `vllm_env.server_lock` (`vllm_server_slot`), or runs under
 `flock` of that file. It takes about 2.5 minutes (start-up ~30 s, load 60 s, drain, stop).
@@ -35,6 +36,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -90,6 +92,45 @@ def busy_running(launch_file: Path) -> list[int]:
     year = time.localtime().tm_year
     events = iter_events(lines, str(launch_file), YearClock(year, local_zone()))
     return [event.running or 0 for event in events
+            if isinstance(event, EngineStats) and (event.generation_throughput or event.prompt_throughput)]
+
+
+class CounterTrace(threading.Thread):
+    """Reads a logwatch's token counters every 0.2 s until stopped: each change is what one stats line
+    (or a held first line with the next) was credited, so the windows each line got can be told."""
+
+    def __init__(self, port: int) -> None:
+        super().__init__(daemon=True)
+        self.port, self.stop, self.values = port, threading.Event(), [(0.0, 0.0)]
+
+    def run(self) -> None:
+        while not self.stop.wait(0.2):
+            with contextlib.suppress(httpx.HTTPError):
+                m = scrape(self.port)
+                value = (m.get("vllm_logwatch_prompt_tokens_total", 0.0),
+                         m.get("vllm_logwatch_generation_tokens_total", 0.0))
+                if value != self.values[-1]:
+                    self.values.append(value)
+
+    def windows(self, rates: list[tuple[float, float]]) -> str:
+        """The seconds each credit stands for, given the busy lines' (prompt, generation) throughputs in
+        order: the first credit is the first two lines' (the first is held until the second tells its
+        window); a credit that does not fit the lines (a late credit of its own) is shown as `?`."""
+        credits = [sum(b) - sum(a) for a, b in zip(self.values, self.values[1:], strict=False)]
+        out, line = [], 0
+        for i, credit in enumerate(credits):
+            width = 2 if i == 0 else 1
+            rate = sum(sum(r) for r in rates[line:line + width])
+            out.append(f"{credit / rate:.2f}" if rate else "?")
+            line += width
+        return " ".join(out)
+
+
+def busy_rates(launch_file: Path) -> list[tuple[float, float]]:
+    """(prompt, generation) throughputs of each busy stats line of the launch file."""
+    lines = launch_file.read_text(errors="replace").splitlines()
+    events = iter_events(lines, str(launch_file), YearClock(time.localtime().tm_year, local_zone()))
+    return [(event.prompt_throughput or 0.0, event.generation_throughput or 0.0) for event in events
             if isinstance(event, EngineStats) and (event.generation_throughput or event.prompt_throughput)]
 
 
@@ -157,7 +198,8 @@ def measure(real_vllm: dict[str, Path], tmp_path: Path, *, details: bool, hog: b
         "--host", HOST, "--port", str(vllm_port), "--served-model-name", MODEL_NAME,
         "--dtype", "bfloat16", "--max-model-len", "1024", "--enforce-eager",
         "--enable-prefix-caching", "--max-num-seqs", str(STREAMS),
-        *(["--enable-logging-iteration-details"] if details else []),
+        # the step budget named (vLLM's CPU default): a prompt cut into chunks counts one first token
+        *(["--enable-logging-iteration-details", "--max-num-batched-tokens", "2048"] if details else []),
     ]
     env = {k: v for k, v in os.environ.items() if not k.startswith("LOGWATCH_")}
     env.update(VLLM_ENV)
@@ -192,6 +234,9 @@ def measure(real_vllm: dict[str, Path], tmp_path: Path, *, details: bool, hog: b
         # (idle, unprinted) call pass so the load's windows are all vLLM's timer (not a sync: vLLM's clock).
         time.sleep(INTERVAL + 1.5)
         load_before = os.getloadavg()[0]
+        traces = [CounterTrace(run_port), CounterTrace(watch_port)]
+        for trace in traces:
+            trace.start()
         load = subprocess.run(
             [sys.executable, str(vllm_env.HERE / "load.py"), str(vllm_port), "--conc", str(STREAMS),
              "--duration", str(load_seconds), "--max-requests", "5000",
@@ -210,6 +255,9 @@ def measure(real_vllm: dict[str, Path], tmp_path: Path, *, details: bool, hog: b
 
         wait_for("an idle stats line (run)", lambda: drained(run_port), 6 * INTERVAL + 10, alive)
         wait_for("an idle stats line (watch)", lambda: drained(watch_port), 10, alive)
+        for trace in traces:
+            trace.stop.set()
+            trace.join(timeout=5)
         theirs_text = httpx.get(f"http://{HOST}:{vllm_port}/metrics", timeout=10, trust_env=False).text
         ours, followed = scrape(run_port), scrape(watch_port)
         (tmp_path / "vllm.prom").write_text(theirs_text)
@@ -243,6 +291,9 @@ def measure(real_vllm: dict[str, Path], tmp_path: Path, *, details: bool, hog: b
             "load average (1 min)": f"{load_before:.1f} before the load, {load_after:.1f} after",
             "interval (run / watch)": f"{ours.get('vllm_logwatch_stats_interval_seconds', 0):.3f} s / "
                                       f"{followed.get('vllm_logwatch_stats_interval_seconds', 0):.3f} s",
+            **({} if details else {
+                f"windows credited ({name})": trace.windows(busy_rates(launch_file))
+                for name, trace in zip(("run", "watch"), traces, strict=True)}),
             "vLLM's own": f"prompt {want_prompt:9.0f} (local_compute)   generation {want_gen:9.0f}",
             "nominal interval": row("each line x 5 s", *nominal[:2], want_prompt, want_gen),
             "stamps' mean spacing": row("summary, backfill", *stamped[:2], want_prompt, want_gen),

@@ -19,9 +19,10 @@ and `LOGWATCH_E2E_MAX_TOKENS` (load.py's choices) change the load. Then vLLM's o
 * and what remains; both must be within 1% of vLLM on both counters.
 
 `test_counters_exact_from_iteration_lines` runs the same with `--enable-logging-iteration-details`,
-no hog, a 30 s load and `--max-num-batched-tokens 2048` (the CPU build's default, named so that
-logwatch knows the step budget): the counters are then the steps' own counts, within 0.1% of vLLM's
-(the starved-load rule does not apply: the steps count the same at any load).
+no hog, a 30 s load and `--max-num-batched-tokens 512` (a step budget logwatch reads from the launch's
+arguments, small enough that prompts are often cut into chunks): the counters are then the steps' own
+counts, within 0.1% of vLLM's (the starved-load rule does not apply: the steps count the same at any
+load).
 
 One real vLLM a machine: the test holds `vllm_env.server_lock` (`vllm_server_slot`), or runs under
 `flock` of that file. It takes about 2.5 minutes (start-up ~30 s, load 60 s, drain, stop).
@@ -198,8 +199,8 @@ def measure(real_vllm: dict[str, Path], tmp_path: Path, *, details: bool, hog: b
         "--host", HOST, "--port", str(vllm_port), "--served-model-name", MODEL_NAME,
         "--dtype", "bfloat16", "--max-model-len", "1024", "--enforce-eager",
         "--enable-prefix-caching", "--max-num-seqs", str(STREAMS),
-        # the step budget named (vLLM's CPU default): a prompt cut into chunks counts one first token
-        *(["--enable-logging-iteration-details", "--max-num-batched-tokens", "2048"] if details else []),
+        # a step budget named, and small: prompts of ~480 tokens are often cut into chunks
+        *(["--enable-logging-iteration-details", "--max-num-batched-tokens", "512"] if details else []),
     ]
     env = {k: v for k, v in os.environ.items() if not k.startswith("LOGWATCH_")}
     env.update(VLLM_ENV)

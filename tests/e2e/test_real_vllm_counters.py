@@ -113,14 +113,15 @@ class CounterTrace(threading.Thread):
                 if value != self.values[-1]:
                     self.values.append(value)
 
-    def windows(self, rates: list[tuple[float, float]]) -> str:
+    def windows(self, rates: list[tuple[float, float]], held_first: bool) -> str:
         """The seconds each credit stands for, given the busy lines' (prompt, generation) throughputs in
-        order: the first credit is the first two lines' (the first is held until the second tells its
-        window); a credit that does not fit the lines (a late credit of its own) is shown as `?`."""
+        order; `held_first`: the first credit is the first two lines' (`watch` holds the first line until
+        the second tells its window; run mode credits it the configured interval). A credit past the
+        lines is shown as `?`."""
         credits = [sum(b) - sum(a) for a, b in zip(self.values, self.values[1:], strict=False)]
         out, line = [], 0
         for i, credit in enumerate(credits):
-            width = 2 if i == 0 else 1
+            width = 2 if i == 0 and held_first else 1
             rate = sum(sum(r) for r in rates[line:line + width])
             out.append(f"{credit / rate:.2f}" if rate else "?")
             line += width
@@ -273,7 +274,7 @@ def measure(real_vllm: dict[str, Path], tmp_path: Path, *, details: bool, hog: b
         watch_gen = followed["vllm_logwatch_generation_tokens_total"]
         # What remains: each line's throughput is printed to 0.1 tok/s (up to 0.25 tokens a line).
         rounding = 0.05 * INTERVAL * nominal[2]
-        running = busy_running(launch_file)
+        running, rates = busy_running(launch_file), busy_rates(launch_file)
         running_median = statistics.median(running) if running else 0.0
         in_flight = theirs.get("vllm:e2e_request_latency_seconds_sum", 0.0) / client["wall_s"]
         result: dict[str, Any] = {
@@ -293,7 +294,7 @@ def measure(real_vllm: dict[str, Path], tmp_path: Path, *, details: bool, hog: b
             "interval (run / watch)": f"{ours.get('vllm_logwatch_stats_interval_seconds', 0):.3f} s / "
                                       f"{followed.get('vllm_logwatch_stats_interval_seconds', 0):.3f} s",
             **({} if details else {
-                f"windows credited ({name})": trace.windows(busy_rates(launch_file))
+                f"windows credited ({name})": trace.windows(rates, held_first=name == "watch")
                 for name, trace in zip(("run", "watch"), traces, strict=True)}),
             "vLLM's own": f"prompt {want_prompt:9.0f} (local_compute)   generation {want_gen:9.0f}",
             "nominal interval": row("each line x 5 s", *nominal[:2], want_prompt, want_gen),

@@ -103,6 +103,7 @@ class CounterTrace(threading.Thread):
     def __init__(self, port: int) -> None:
         super().__init__(daemon=True)
         self.port, self.stop, self.values = port, threading.Event(), [(0.0, 0.0)]
+        self.seen: list[float] = [0.0]  # the wall time each value was first read
 
     def run(self) -> None:
         while not self.stop.wait(0.2):
@@ -112,6 +113,7 @@ class CounterTrace(threading.Thread):
                          m.get("vllm_logwatch_generation_tokens_total", 0.0))
                 if value != self.values[-1]:
                     self.values.append(value)
+                    self.seen.append(time.time())
 
     def windows(self, rates: list[tuple[float, float]], held_first: bool) -> str:
         """The seconds each credit stands for, given the busy lines' (prompt, generation) throughputs in
@@ -263,6 +265,9 @@ def measure(real_vllm: dict[str, Path], tmp_path: Path, *, details: bool, hog: b
         theirs_text = httpx.get(f"http://{HOST}:{vllm_port}/metrics", timeout=10, trust_env=False).text
         ours, followed = scrape(run_port), scrape(watch_port)
         (tmp_path / "vllm.prom").write_text(theirs_text)
+        for name, trace in zip(("run", "watch"), traces, strict=True):  # for a look at a run out of budget
+            (tmp_path / f"credits-{name}.json").write_text(json.dumps(list(zip(trace.seen, trace.values,
+                                                                                strict=True))))
         theirs = samples(theirs_text)
         want_gen, want_prompt = theirs["vllm:generation_tokens_total"], computed_prompt(theirs_text)
         launch_file = next(log_dir.iterdir())

@@ -21,8 +21,8 @@ with the V1 model runner, its whole recomputation. So, per step:
   draft tokens and recomputations) + the context requests (the first token of each prefill), less one
   when the step before filled the step budget (`max_num_batched_tokens`): its last context request was
   cut there, this step goes on with it, and only one of the two steps yields its first token. The
-  budget is known when the launch names it (its arguments, or the engine's config line); without it a
-  prompt cut into chunks counts one first token per chunk.
+  budget is known when the launch's arguments name it; without it a prompt cut into chunks counts one
+  first token per chunk.
 
 Accepted draft tokens (speculative decoding) are not on the step line: the exporter adds them from the
 SpecDecoding lines (`EngineState.apply_spec`).

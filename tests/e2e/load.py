@@ -1,12 +1,15 @@
 """A bounded load for a local vLLM: N streaming /v1/completions workers until a deadline.
 
     python load.py PORT [--conc 8] [--duration 20] [--max-requests 400] [--model tiny-llama] [--no-stream]
+                   [--max-tokens 64,96,128]
 
 Sends to 127.0.0.1 only, stops by itself (deadline, request budget, per-request timeout), and prints
 one JSON line: requests, failures, and the prompt and completion tokens vLLM reported in each stream's
 `usage`. Prompts are ~1400-character excerpts of Python's standard library; 60% repeat an excerpt
 exactly and the rest add a unique tail, so the prefix cache gets both whole and partial hits.
-`ignore_eos` makes every request generate exactly its `max_tokens` (64, 96 or 128).
+`ignore_eos` makes every request generate exactly its `max_tokens` (64, 96 or 128; `--max-tokens`
+gives other choices: longer requests keep more of them in the engine when each costs the front end
+a fixed share of a loaded CPU).
 
 Needs httpx (the test's own environment has it). Importing this module does nothing.
 """
@@ -55,7 +58,8 @@ async def _one(client: Any, url: str, body: dict[str, Any]) -> dict[str, Any] | 
 
 
 async def run(
-    port: int, conc: int, duration: float, max_requests: int, model: str, stream: bool = True
+    port: int, conc: int, duration: float, max_requests: int, model: str, stream: bool = True,
+    max_tokens: tuple[int, ...] = (64, 96, 128),
 ) -> dict[str, Any]:
     import httpx
 
@@ -73,7 +77,7 @@ async def run(
             text = rnd.choice(texts)
             if rnd.random() >= 0.6:
                 text += f"\n# worker {wid} request {rnd.randrange(10**9)}\n"
-            body = {"model": model, "prompt": text, "max_tokens": rnd.choice([64, 96, 128]),
+            body = {"model": model, "prompt": text, "max_tokens": rnd.choice(max_tokens),
                     "temperature": 1.0, "ignore_eos": True, "stream": stream}
             if stream:
                 body["stream_options"] = {"include_usage": True}
@@ -104,10 +108,18 @@ def main() -> int:
     ap.add_argument("--model", default="tiny-llama")
     ap.add_argument("--stream", action=argparse.BooleanOptionalAction, default=True,
                     help="stream the completions (server-sent events), as chat front ends do (default)")
+    ap.add_argument("--max-tokens", default="64,96,128", metavar="N,N,...",
+                    help="the choices of each request's max_tokens (default 64,96,128)")
     a = ap.parse_args()
-    if not (1 <= a.conc <= 64 and 0 < a.duration <= 600 and 0 < a.max_requests <= 10000):
-        ap.error("keep the load bounded: --conc 1-64, --duration <= 600, --max-requests <= 10000")
-    result = asyncio.run(run(a.port, a.conc, a.duration, a.max_requests, a.model, a.stream))
+    try:
+        max_tokens = tuple(int(n) for n in a.max_tokens.split(","))
+    except ValueError:
+        ap.error(f"--max-tokens: whole numbers separated by commas, not {a.max_tokens!r}")
+    if not (1 <= a.conc <= 64 and 0 < a.duration <= 600 and 0 < a.max_requests <= 10000
+            and all(1 <= n <= 512 for n in max_tokens)):
+        ap.error("keep the load bounded: --conc 1-64, --duration <= 600, --max-requests <= 10000, "
+                 "--max-tokens 1-512")
+    result = asyncio.run(run(a.port, a.conc, a.duration, a.max_requests, a.model, a.stream, max_tokens))
     print(json.dumps(result), flush=True)
     return 0 if result["requests"] and not result["failed"] else 1
 

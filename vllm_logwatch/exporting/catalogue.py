@@ -50,10 +50,12 @@ METRICS: tuple[MetricSpec, ...] = (
        "Prefix cache hit rate, 0-1 (V1: window of the last ~1000 requests; V0: cumulative)."),
     _m("external_prefix_cache_hit_ratio", "gauge", _ENGINE, "External (KV connector) prefix cache hit rate, 0-1."),
     _m("mm_cache_hit_ratio", "gauge", _ENGINE, "Multi-modal cache hit rate, 0-1 (window of recent items)."),
-    # Counters estimated from the stats lines.
+    # Counters estimated from the stats lines (the token counters: counted from the step lines when present).
     _m("prompt_tokens", "counter", _ENGINE,
-       "Prompt tokens estimated as throughput x stats interval (vLLM >= 0.16: computed prefill tokens only)."),
-    _m("generation_tokens", "counter", _ENGINE, "Generated tokens estimated as throughput x stats interval."),
+       "Prompt tokens estimated as throughput x stats interval, or the step lines' context tokens when "
+       "vLLM prints them (vLLM >= 0.16: computed prefill tokens only)."),
+    _m("generation_tokens", "counter", _ENGINE, "Generated tokens estimated as throughput x stats interval, "
+       "or counted from the step lines when vLLM prints them."),
     _m("preemptions", "counter", _ENGINE, "Preemptions summed from the stats lines' Preemptions field."),
     _m("stats_lines", "counter", _ENGINE, "Stats lines read for the engine."),
     _m("busy_seconds", "counter", _ENGINE,

@@ -4,7 +4,9 @@ lines, and the token counters integrated from its throughputs.
 It lives apart from `exporting/exporter.py` because the integration rules are the subtle part of the exporter
 and they are pure given the records' times, so they read (and are tested) without Prometheus.
 
-The token counters and the spacing of the engine's lines are `tokens.TokenWindows` (the token rule).
+The token counters and the spacing of the engine's lines are `tokens.TokenWindows` (the token rule);
+from the engine's first step line on (`--enable-logging-iteration-details`), the counters add the
+steps' own counts instead (`step_tokens.StepTokens`), and the stats lines only time the busy windows.
 """
 
 from __future__ import annotations
@@ -12,10 +14,11 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from datetime import datetime
 
-from ..parsing.events import EngineStats, MfuStats, SpecDecodeStats, TransferStats
+from ..parsing.events import EngineStats, IterationStats, MfuStats, SpecDecodeStats, TransferStats
 from ..shown import finite, json_safe
 from .mfu_gauges import mfu_gauges
 from .snapshot import EngineSnapshot, EngineStateName, TransferSnapshot
+from .step_tokens import StepTokens
 from .tokens import TokenWindows
 from .totals import RunningTotal
 from .transfer_state import TransferState
@@ -46,6 +49,8 @@ class EngineState:
         lines' times are precise, so gaps up to 1.9 intervals are samples (a line given a `measured`
         time in `apply_stats` is treated so on its own)."""
         self.tokens = TokenWindows(stats_interval, exact_times=exact_times, prior=prior)
+        self.steps = StepTokens()  # the step lines' counts, once the engine prints them
+        self.step_lines = 0
         self.preemptions = RunningTotal()
         self.corrupted = RunningTotal()
         self.has_corrupted = False
@@ -118,6 +123,20 @@ class EngineState:
         self.last = last
         self.last_arrival = arrival
 
+    def apply_step(self, step: IterationStats, budget: int | None = None) -> None:
+        """One step line of this engine (`--enable-logging-iteration-details`); `budget`: the launch's
+        `max_num_batched_tokens` when known. From the first one on, the token counters are the steps'
+        own counts (`StepTokens`), and the stats lines' throughputs no longer add to them."""
+        prompt, generation = self.steps.add(
+            step.context_requests, step.context_tokens, step.generation_requests, step.generation_tokens,
+            dummy=step.dummy, budget=budget if isinstance(budget, int) and budget > 0 else None)
+        if not self.steps.started:
+            return
+        self.step_lines += 1
+        self.tokens.counting = False
+        self.tokens.prompt_tokens.add(prompt)
+        self.tokens.generation_tokens.add(generation)
+
     def apply_prefix_rates(self, gpu_pct: float, cpu_pct: float) -> None:
         """V0's separate prefix-cache line completes the stats line before it."""
         if self.last is not None:
@@ -134,6 +153,8 @@ class EngineState:
         else:
             self.spec_accepted.add(spec.accepted_tokens)
             self.spec_drafted.add(spec.drafted_tokens)
+            if self.steps.started and spec.format == "v1":  # generated tokens no step line shows
+                self.tokens.generation_tokens.add(spec.accepted_tokens)
         self.spec = spec
 
     def apply_transfer(self, line: TransferStats) -> None:
@@ -144,6 +165,8 @@ class EngineState:
         """A new launch: forget gauges and spacing; keep the counters (a held first line is credited
         with vLLM's default interval rather than lost)."""
         self.tokens.restart()
+        self.tokens.counting = True
+        self.steps.restart()
         self.last = None
         self.last_arrival = None
         self.spec = self.mfu = None
@@ -253,9 +276,10 @@ class EngineState:
     def counters(self) -> dict[str, float]:
         """Short metric name -> total, for the counters this engine has data for."""
         out: dict[str, float] = {}
-        if self.stats_lines:
+        if self.stats_lines or self.step_lines:
             out["prompt_tokens"] = self.prompt_tokens.value
             out["generation_tokens"] = self.generation_tokens.value
+        if self.stats_lines:
             out["busy_seconds"] = self.busy_seconds.value
             out["stats_lines"] = float(self.stats_lines)
         if self.has_preemptions:

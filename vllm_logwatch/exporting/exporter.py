@@ -34,6 +34,7 @@ from ..parsing.events import (
     EngineStats,
     Event,
     HttpAccess,
+    IterationStats,
     LogMessage,
     MfuStats,
     PrefixCacheRates,
@@ -256,6 +257,9 @@ class ExporterMetrics(Collector):
             self._engine(engine_label(event.engine)).mfu = event
         elif isinstance(event, DETAIL_EVENTS):
             self._latency.apply(event, measured)
+            if isinstance(event, IterationStats):  # it counts its engine's tokens
+                budget = self._facts.get("max_num_batched_tokens")
+                self._engine(engine_label(event.engine)).apply_step(event, budget)
         elif isinstance(event, PrefixCacheRates):
             if self._last_v0 is not None:
                 self._last_v0.apply_prefix_rates(event.gpu_pct, event.cpu_pct)
@@ -277,6 +281,8 @@ class ExporterMetrics(Collector):
         if self._replay and measured is None and event.time is not None:
             arrival = min(arrival, event.time.timestamp())  # a backlog line: its own stamp
         state = self._engines[label]
+        if label == "aggregated":  # data parallel: the engines' step lines count their tokens, not this
+            state.tokens.counting = not any(e.steps.started for e in self._engines.values())
         state.apply_stats(event, arrival, measured)
         if self._on_stats is not None:
             self._on_stats(label, event, arrival)
@@ -383,16 +389,8 @@ class ExporterMetrics(Collector):
                 log_messages=dict(self._levels),
                 problems=dict(self._problems), http_requests=sum(self._http.counts.values()),
             )
-            child = self._self.child()
             return ExporterStatus(
-                engines=engines,
-                model_name=self._series_model,
-                server=json_safe(self._facts),
-                stats_missing=self._stats_missing(now),
-                launches=self._launches,
-                launch_source=self._launch_source,
-                stats_interval_seconds=self._interval,
-                skipped_bytes=self._skipped_bytes,
-                counters=counters,
-                child=child,
-            )
+                engines=engines, model_name=self._series_model, server=json_safe(self._facts),
+                stats_missing=self._stats_missing(now), launches=self._launches,
+                launch_source=self._launch_source, stats_interval_seconds=self._interval,
+                skipped_bytes=self._skipped_bytes, counters=counters, child=self._self.child())

@@ -69,28 +69,37 @@ class TokenWindows:
         self.prompt_tokens = RunningTotal()
         self.generation_tokens = RunningTotal()
         self.busy_seconds = RunningTotal()  # the windows in which tokens were computed
+        self.counting = True
+        """False: the lines' throughputs add no tokens, only their busy windows (the engine's step lines
+        count its tokens, `EngineState.apply_step`)."""
         self._last_time: datetime | None = None
         self._gaps: deque[float] = deque(maxlen=GAP_HISTORY)
         self._held: tuple[float | None, float | None] | None = None
         self._last_measured: float | None = None
         self._credited_to: float | None = None  # the end of the last window credited from measured times
         self._run_lines = 0  # lines since the measured times last started over
+        # Without a configured interval (watch), a run's first measured gap, given to its held first
+        # line and to the second: (that gap, their summed throughputs, the gaps after it).
+        self._first_gap: tuple[float, float | None, float | None, list[float]] | None = None
 
     def add(self, time: datetime | None, prompt: float | None, generation: float | None, after_zero: bool,
             measured: float | None = None) -> None:
         """One line's throughputs (None: absent or not finite), stamped `time`; `after_zero`: the line
         before was all-zero; `measured`: its print time on the monotonic clock when read live."""
+        held = self._held
         window = self._window(time, after_zero, measured)
         if window is None:
             self._held = (prompt, generation)
-        else:
-            self._credit(prompt, generation, window)
+            return
+        self._credit(prompt, generation, window)
+        if held is not None and self._run_lines == 2 and self.prior is None:  # both credited the first gap
+            self._first_gap = (window, _plus(held[0], prompt), _plus(held[1], generation), [])
 
     def add_run(self, times: Sequence[datetime | None], prompts: Sequence[float],
                 generations: Sequence[float], after_zero: bool) -> None:
         """`add` for each line of a run of backlog lines given as columns (NaN for a missing
         throughput); `after_zero`: the line before the run was all-zero."""
-        if self.stats_interval is not None or self.prior is not None:
+        if self.stats_interval is not None or self.prior is not None or not self.counting:
             for time, p, g in zip(times, prompts, generations, strict=True):
                 self.add(time, _finite(p), _finite(g), after_zero)
                 after_zero = not p and not g
@@ -159,6 +168,8 @@ class TokenWindows:
         usable = gap is not None and 0 < gap <= limit and not after_zero
         if usable:
             self._gaps.append(gap)  # type: ignore[arg-type]
+            if exact:
+                self._check_first_gap(gap)  # type: ignore[arg-type]
         if self._held is not None:  # its window, best known now: the next true gap
             held_window = gap if usable and gap is not None else typical or DEFAULT_INTERVAL
             self._credit(*self._held, held_window)
@@ -171,7 +182,23 @@ class TokenWindows:
         """The measured times start over at this line (credited `window`; None: held)."""
         self._credited_to = measured
         self._run_lines = 1
+        self._first_gap = None
         return window
+
+    def _check_first_gap(self, gap: float) -> None:
+        """Without a configured interval (watch), a run's first gap under the shortest of the 3 measured
+        gaps after it was its first line read late: vLLM sleeps the same interval before every line, and
+        the gaps after it pay back only their own lines' late reads. Both lines given that gap get the
+        time it fell short (the counters go up late, never down)."""
+        if self._first_gap is None:
+            return
+        window, prompt, generation, later = self._first_gap
+        later.append(gap)
+        if len(later) < _MIN_GAPS:
+            return
+        self._first_gap = None
+        if (short := min(later) - window) > 0:
+            self._credit(prompt, generation, short)
 
     def _measured_window(self, measured: float, gap: float) -> float:
         """A live line's own window: from the end of the window credited before it to its print time.
@@ -204,10 +231,12 @@ class TokenWindows:
         busy = False
         if prompt is not None:
             busy = 0 < prompt * window < math.inf
-            self.prompt_tokens.add(prompt * window)
+            if self.counting:
+                self.prompt_tokens.add(prompt * window)
         if generation is not None:
             busy = busy or 0 < generation * window < math.inf
-            self.generation_tokens.add(generation * window)
+            if self.counting:
+                self.generation_tokens.add(generation * window)
         if busy:
             self.busy_seconds.add(window)
 
@@ -272,6 +301,10 @@ class TokenWindows:
                     add_busy(window)
             zero = not p and not g
         self._last_time, self._held = last_time, held
+
+
+def _plus(a: float | None, b: float | None) -> float | None:
+    return b if a is None else a if b is None else a + b
 
 
 def _finite(value: float) -> float | None:

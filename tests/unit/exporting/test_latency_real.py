@@ -74,6 +74,7 @@ def phases() -> dict[str, dict[str, float]]:
             return _total(after, name, **match) - _total(before, name, **match)  # noqa: B023
 
         out[name] = {
+            "generation": delta("vllm_logwatch_generation_tokens_total"),
             "tbt_sum": delta("vllm_logwatch_time_between_tokens_seconds_sum"),
             "tbt_count": delta("vllm_logwatch_time_between_tokens_seconds_count"),
             "e2e_sum": delta("vllm_logwatch_request_duration_seconds_sum"),
@@ -99,6 +100,15 @@ LOADS = ("c1", "c4", "c8")
 @pytest.mark.parametrize("phase", LOADS)
 def test_every_token_gap_vllm_counts_is_a_generating_stream_of_a_step(phase: str, phases: Any) -> None:
     assert phases[phase]["tbt_count"] == KEY[phase]["inter_token_latency_count"]
+
+
+@pytest.mark.parametrize("phase", [*LOADS, "abort"])
+def test_generation_tokens_from_the_steps_are_vllms(phase: str, phases: Any) -> None:
+    """Counted from the step lines (exporting/step_tokens.py): vLLM's generation_tokens_total exactly
+    in each phase (1024, 3048, 4940), and 3 more in the abort phase (287): vLLM aborted 3 requests
+    while a step ran for them, and dropped that step's token."""
+    aborted = 3 if phase == "abort" else 0
+    assert phases[phase]["generation"] == KEY[phase]["generation_tokens"] + aborted
 
 
 @pytest.mark.parametrize(("phase", "within"), [("c1", 0.15), ("c4", 0.10), ("c8", 0.10)])

@@ -525,11 +525,12 @@ vllm_logwatch_kv_cache_usage_ratio{engine="0",host="h",model_name="unknown"} 0.0
 requests; V0: cumulative).
 # TYPE vllm_logwatch_prefix_cache_hit_ratio gauge
 vllm_logwatch_prefix_cache_hit_ratio{engine="0",host="h",model_name="unknown"} 0.613
-# HELP vllm_logwatch_prompt_tokens_total Prompt tokens estimated as throughput x stats interval \
-(vLLM >= 0.16: computed prefill tokens only).
+# HELP vllm_logwatch_prompt_tokens_total Prompt tokens estimated as throughput x stats interval, \
+or the step lines' context tokens when vLLM prints them (vLLM >= 0.16: computed prefill tokens only).
 # TYPE vllm_logwatch_prompt_tokens_total counter
 vllm_logwatch_prompt_tokens_total{engine="0",host="h",model_name="unknown"} 50.0
-# HELP vllm_logwatch_generation_tokens_total Generated tokens estimated as throughput x stats interval.
+# HELP vllm_logwatch_generation_tokens_total Generated tokens estimated as throughput x stats interval, \
+or counted from the step lines when vLLM prints them.
 # TYPE vllm_logwatch_generation_tokens_total counter
 vllm_logwatch_generation_tokens_total{engine="0",host="h",model_name="unknown"} 500.0
 # HELP vllm_logwatch_stats_lines_total Stats lines read for the engine.

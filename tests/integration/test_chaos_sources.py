@@ -300,7 +300,10 @@ def one_process(tree: Path, args: tuple[str, ...], layout: Layout, sources: list
     return scrapes.seen
 
 
-@pytest.mark.parametrize(("layout", "seed"), [("pods", 1), ("pods", 2), ("docker", 1)])
+# One seed a layout: seed 1 draws every fault of its layout (pods: rotate, restart, recreate and a
+# restart while the watch is down; docker: rotate, recreate) and every end (kill, term, last). Pods
+# seed 2 drew a subset of those (no term, no restart while down): the same paths, 40 s more.
+@pytest.mark.parametrize(("layout", "seed"), [("pods", 1), ("docker", 1)])
 def test_every_source_no_line_lost_and_none_counted_twice(tmp_path: Path, layout: str, seed: int) -> None:
     rng = random.Random(seed)
     tree, state = tmp_path / "tree", tmp_path / "state" / "logwatch.json"

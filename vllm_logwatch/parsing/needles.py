@@ -124,5 +124,8 @@ def kind_of(text: str) -> str:
 
 
 def with_variants(needles: tuple[bytes, ...], head: bytes | bytearray) -> tuple[bytes, ...]:
-    """`needles` and the variant needles that `head` (a file's first block) holds."""
+    """`needles` and, for a reader of stats lines (`STATS_NEEDLES` among them), the variant needles that
+    `head` (a file's first block) holds."""
+    if STATS_NEEDLES[0] not in needles:
+        return needles
     return needles + tuple(n for n in VARIANT_NEEDLES if n not in needles and n in head)

@@ -133,7 +133,7 @@ def _records(
                 yield launch, event
             elif isinstance(event, (SpecDecodeStats, TransferStats)) or (
                     mfu and isinstance(event, (MfuStats, FastMfu))) or (
-                    steps and event.kind == "iteration"):
+                    steps and event.kind in ("iteration", "steps")):
                 yield launch, event
         if launch.has_stats:
             index += 1

@@ -18,9 +18,9 @@ from multiprocessing import get_context
 from typing import BinaryIO
 
 from ...parsing.framing import MAX_LINE_BYTES, hit_lines
-from ...parsing.needles import STATS_FOLLOWER_NEEDLES, STATS_NEEDLES, with_variants
+from ...parsing.needles import STATS_FOLLOWER_NEEDLES, STATS_NEEDLES, VARIANT_NEEDLES, with_variants
 from ..children import exit_with_parent
-from .rows import CSV_LANE, Chunk, Lane, render
+from .rows import CSV_LANE, Chunk, Lane, keeps_all, render
 from .stream import ScanStats, scan_stream_bytes, simd_count, simd_find
 
 __all__ = ["DEFAULT_TUNING", "Tuning", "scan_file_chunks", "stream_chunks"]
@@ -102,7 +102,7 @@ def _scan_range(path: str, start: int, end: int, needles: tuple[bytes, ...], ins
     parts.append(b"")
     blob = b"\n".join(parts)
     lines = number - 1 + simd_count(data, b"\n", counted, size) if counting else 0
-    return render(blob, len(blob), numbers, lane=lane)._replace(lines=lines)
+    return render(blob, len(blob), numbers, lane=lane, every=keeps_all(lane, needles))._replace(lines=lines)
 
 
 def _ranges(path: str, size: int, range_bytes: int) -> list[tuple[int, int, bool]]:
@@ -199,15 +199,16 @@ def stream_chunks(stream: BinaryIO, stats: ScanStats, batch: int = 4096, lane: L
     numbers are absolute (base 0)."""
     numbers = array("Q")
     parts: list[bytes] = []
+    every = keeps_all(lane, with_variants(needles, b"".join(VARIANT_NEEDLES)))  # whatever the stream holds
     for number, raw in scan_stream_bytes(stream, needles, stats, followers=lane.followers):
         numbers.append(number)
         parts.append(raw)
         if len(parts) >= batch:
             parts.append(b"")
             blob = b"\n".join(parts)
-            yield render(blob, len(blob), numbers, lane=lane), 0
+            yield render(blob, len(blob), numbers, lane=lane, every=every), 0
             numbers, parts = array("Q"), []
     if parts:
         parts.append(b"")
         blob = b"\n".join(parts)
-        yield render(blob, len(blob), numbers, lane=lane), 0
+        yield render(blob, len(blob), numbers, lane=lane, every=every), 0

@@ -15,13 +15,12 @@ from __future__ import annotations
 import math
 import re
 from array import array
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from datetime import datetime, timedelta, tzinfo
 from typing import Any, ClassVar, Literal
 
 from ...parsing.assemble import Assembler
-from ...parsing.columns import Phase, step_phase
 from ...parsing.events import Event, IterationStats
 from ...parsing.line import parse_line
 from ...parsing.needles import ITERATION_NEEDLES, PREFIX_NEEDLES, VARIANT_NEEDLES, WANTS
@@ -35,7 +34,7 @@ from .route import opened, range_chunks, route
 from .rows import ITERATION_LINE, STAMP, VALUES, Lane
 from .stream import ScanStats
 
-__all__ = ["FastBlock", "FastMfu", "FastStats", "FastStep", "Step", "iter_fast_events", "source_records"]
+__all__ = ["FastBlock", "FastMfu", "FastStats", "FastSteps", "Step", "iter_fast_events", "source_records"]
 
 _WANT = WANTS["launches"]
 _NEEDLES = _WANT.needles
@@ -72,27 +71,31 @@ class FastStats:
         self.mm_cache_hit_rate_pct = None if math.isnan(mm) else mm
 
 
-class FastStep:
-    """vLLM's common iteration line as the summary's step tables read it (`IterationStats`' fields of
-    that shape), made from the range workers' pattern (`rows.ITERATION_LINE`) without a parser."""
+class FastSteps:
+    """vLLM's common iteration lines of a chunk, as columns of the fields the summary's step tables read
+    (`IterationStats`'), read by the range workers' pattern (`rows.ITERATION_LINE`) without a parser:
+    the summary adds them in one call (`offline/summary/steps.py`)."""
 
     __slots__ = ("context_requests", "context_tokens", "dummy", "elapsed_ms", "engine", "generation_requests")
-    kind: ClassVar[Literal["iteration"]] = "iteration"
+    kind: ClassVar[Literal["steps"]] = "steps"
 
-    def __init__(self, m: re.Match[bytes]) -> None:
-        engine, _, ctx, ctok, gen, _, ms, dummy = m.groups()[2:10]
-        self.engine = None if engine is None else int(engine)
-        self.context_requests, self.context_tokens = int(ctx or 0), int(ctok or 0)
-        self.generation_requests, self.elapsed_ms = int(gen or 0), float(ms or 0)
-        self.dummy = dummy is not None
+    def __init__(self, matches: list[re.Match[bytes]]) -> None:
+        # The groups after the header's two: engine, context requests and tokens, generation requests,
+        # elapsed ms, ` (dummy)` (`shapes.ITERATION_BODY`).
+        engine, ctx, ctok, gen, ms, dummy = zip(*(m.group(3, 5, 6, 7, 9, 10) for m in matches), strict=True)
+        self.engine = [None if e is None else int(e) for e in engine]
+        self.context_requests: list[int] = list(map(int, ctx))
+        self.context_tokens: list[int] = list(map(int, ctok))
+        self.generation_requests: list[int] = list(map(int, gen))
+        self.elapsed_ms: list[float] = list(map(float, ms))
+        self.dummy = [d is not None for d in dummy]
 
-    @property
-    def phase(self) -> Phase:
-        return step_phase(self.context_requests, self.generation_requests)
+    def __len__(self) -> int:
+        return len(self.engine)
 
 
-Step = IterationStats | FastStep
-"""A step record of the summary's pass: vLLM's common line read here, any other by the parser."""
+Step = IterationStats | FastSteps
+"""The step records of the summary's pass: vLLM's common lines read here, any other by the parser."""
 
 
 class FastMfu:
@@ -189,7 +192,7 @@ class _Times:
 def source_records(
     source: Source, zone: tzinfo, year: int | None, scan: ScanStats, tuning: Tuning | None, *,
     blocks: bool = False, numbers: bool = True, steps: bool = False,
-) -> Iterator[Event | FastStats | FastBlock | FastMfu | FastStep]:
+) -> Iterator[Event | FastStats | FastBlock | FastMfu | FastSteps]:
     """The records summary, compare, plot and the backfill read of one source, by its route
     (`route.py`): `iter_fast_events` on the fast routes, else the general parser's
     (`iter_source_events(source, "launches", ...)`); with `steps`, the iteration lines' records too."""
@@ -202,14 +205,14 @@ def source_records(
 
 def iter_fast_events(source: Source, zone: tzinfo, year: int | None, scan: ScanStats,
                      tuning: Tuning, ranges: bool, *, blocks: bool = False, numbers: bool = True,
-                     steps: bool = False) -> Iterator[Event | FastStats | FastBlock | FastMfu | FastStep]:
+                     steps: bool = False) -> Iterator[Event | FastStats | FastBlock | FastMfu | FastSteps]:
     """What `iter_source_events(source, "spec", zone, year, scan, LAUNCH_NEEDLES)` yields, in file order
     (`ranges`: by the range workers, else streamed in this process), with a `FastStats` in place of each
     common stats line's `EngineStats` (with `blocks`, a `FastBlock` in place of each run of them, then a
     `FastMfu` of the MFU lines that sat alone among its rows). Without `numbers`, a big file's lines are not
     counted: the events' `line` is not theirs (`Lane.numbers`), for a reader that uses none. With `steps`,
-    the iteration lines too: vLLM's common one as a `FastStep`, any other as the parser's
-    `IterationStats`."""
+    the iteration lines too: vLLM's common ones as a `FastSteps` a chunk (with `blocks`), any other as the
+    parser's `IterationStats`."""
     path = None if source.is_stdin else source.path
     clock: list[YearClock] = []
 
@@ -240,7 +243,7 @@ def iter_fast_events(source: Source, zone: tzinfo, year: int | None, scan: ScanS
 
 
 def _rows(chunks: Iterator[tuple[Any, int]], assembler: Assembler, times: _Times,
-          blocks: bool) -> Iterator[Event | FastStats | FastBlock | FastMfu | FastStep]:
+          blocks: bool) -> Iterator[Event | FastStats | FastBlock | FastMfu | FastSteps]:
     for chunk, base in chunks:
         numbers, other_numbers, positions, values = array("Q"), array("Q"), array("Q"), array("d")
         numbers.frombytes(chunk.numbers)
@@ -249,7 +252,9 @@ def _rows(chunks: Iterator[tuple[Any, int]], assembler: Assembler, times: _Times
         values.frombytes(chunk.values)
         others = chunk.others.split(b"\n") if other_numbers else []
         mfu: list[_Mfu] = []
+        steps: FastSteps | None = None
         if blocks and others:
+            others, other_numbers, positions, steps = _deferred_steps(others, other_numbers, positions)
             others, other_numbers, positions, mfu = _deferred_mfu(others, other_numbers, positions)
         m, n_mfu = 0, len(mfu)
         stamps, j, n_pos = chunk.stamps, 0, len(positions)
@@ -290,9 +295,29 @@ def _rows(chunks: Iterator[tuple[Any, int]], assembler: Assembler, times: _Times
             yield run
         for k in range(j, n_pos):
             yield from _slow(assembler, others[k], base + other_numbers[k])
+        if steps is not None:
+            yield steps
 
 
 _Mfu = tuple[int, int, float, float]
+
+
+def _deferred_steps(others: list[bytes], numbers: Any,
+                    positions: Any) -> tuple[list[bytes], Any, Any, FastSteps | None]:
+    """vLLM's common iteration lines, taken out of `others` as columns so that they do not cut the runs
+    of stats rows (a step counts for its file's tables whatever its place); any other iteration line
+    stays, for the parser."""
+    keep, matches, needle, line = [], [], ITERATION_NEEDLES[0], ITERATION_LINE
+    for k, raw in enumerate(others):
+        m = line.fullmatch(raw + b"\n") if needle in raw else None
+        if m is None:
+            keep.append(k)
+        else:
+            matches.append(m)
+    if not matches:
+        return others, numbers, positions, None
+    return ([others[k] for k in keep], array("Q", (numbers[k] for k in keep)),
+            array("Q", (positions[k] for k in keep)), FastSteps(matches))
 
 
 def _deferred_mfu(others: list[bytes], numbers: Any,
@@ -322,11 +347,7 @@ def _counts(positions: Any) -> dict[int, int]:
     return out
 
 
-def _slow(assembler: Assembler, raw: bytes, number: int) -> Sequence[Event | FastStep]:
-    """A line the workers did not render: vLLM's common iteration line read here, else the parser."""
-    if ITERATION_NEEDLES[0] in raw:
-        m = ITERATION_LINE.fullmatch(raw + b"\n")
-        if m is not None:
-            return [FastStep(m)]
+def _slow(assembler: Assembler, raw: bytes, number: int) -> list[Event]:
+    """A line the workers did not render: the general parser, and the Assembler."""
     event = parse_line(raw.decode("utf-8", "replace"))
     return assembler.feed(event, number) if event is not None else []

@@ -22,7 +22,8 @@ from ...parsing.framing import MAX_LINE_BYTES, hit_lines
 from ...parsing.needles import STATS_FOLLOWER_NEEDLES, STATS_NEEDLES, VARIANT_NEEDLES, WANTS
 from ...parsing.shapes import CANONICAL_STATS, HEADER, ITERATION_BODY
 
-__all__ = ["CSV_LANE", "ITERATIONS_LANE", "ITERATION_LINE", "STAMP", "VALUES", "Chunk", "Lane", "render"]
+__all__ = ["CSV_LANE", "ITERATIONS_LANE", "ITERATION_LINE", "STAMP", "VALUES", "Chunk", "Lane", "keeps_all",
+           "render"]
 
 _ROW_NEEDLES = STATS_NEEDLES + VARIANT_NEEDLES + STATS_FOLLOWER_NEEDLES
 STAMP = 14
@@ -107,11 +108,18 @@ _JSON_TAIL = (b', "engine": %d, "prompt_throughput": %s, "generation_throughput"
 spacing (`json.dumps(..., separators=(", ", ": "))`), numbers as `repr(float)` like the CSV cells."""
 
 
+def keeps_all(lane: Lane, needles: tuple[bytes, ...]) -> bool:
+    """Every line found by `needles` (and `lane.followers`) is one `lane` passes on when not rendered."""
+    return set(needles) | set(lane.followers) <= set(lane.keep)
+
+
 def render(data: bytes | bytearray, size: int, numbers: array[int] | None, *, start: int = 0,
-           first_number: int = 1, lane: Lane = CSV_LANE) -> Chunk:
+           first_number: int = 1, lane: Lane = CSV_LANE, every: bool = False) -> Chunk:
     """The chunk of the whole lines in `data[start:size]`; `numbers`: their line numbers, or None for
     consecutive lines numbered from `first_number`. Lines over `MAX_LINE_BYTES` bytes are left out.
-    `lane`: what to render (CSV cells, JSON-lines fields or numbers) and which other lines to pass on."""
+    `lane`: what to render (CSV cells, JSON-lines fields or numbers) and which other lines to pass on.
+    `every`: each line of `data` is one to pass on (lines found by needles that `lane.keep` holds,
+    `keeps_all`), taken as they are instead of searched for again."""
     stamps: list[bytes] = []
     tails: list[bytes] = []
     canon = array("Q")
@@ -125,6 +133,13 @@ def render(data: bytes | bytearray, size: int, numbers: array[int] | None, *, st
 
     def gap(stop: int) -> None:  # the lines between two rendered rows: those holding a `keep` needle
         nonlocal k
+        if every:
+            for line in data[pos:stop].split(b"\n")[:-1]:
+                others.append(bytes(line))
+                other_numbers.append(numbers[k] if numbers is not None else k + first_number)
+                positions.append(len(canon))
+                k += 1
+            return
         counted = pos
         for start in hit_lines(data, pos, stop, keep, limit=MAX_LINE_BYTES)[0]:
             k += data.count(b"\n", counted, start)

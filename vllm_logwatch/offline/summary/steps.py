@@ -14,8 +14,10 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from ...parsing.columns import step_phase
+from ...parsing.events import IterationStats
 from ..reading.launches import Launch
-from ..reading.records import Step
+from ..reading.records import FastSteps, Step
 
 __all__ = ["STEP_COLUMNS", "StepCollector", "StepRow", "StepTable", "steps_json", "steps_lines"]
 
@@ -60,22 +62,40 @@ class StepCollector:
     def divert(self, records: Iterable[tuple[Launch, R | Step]]) -> Iterator[tuple[Launch, R]]:
         """`records` without their step records, which are taken into the tables."""
         for launch, e in records:
-            if getattr(e, "kind", None) == "iteration":
+            kind = getattr(e, "kind", None)
+            if kind == "steps":
+                self.add_steps(launch.file, e)  # type: ignore[arg-type]
+            elif kind == "iteration":
                 self.add(launch.file, e)  # type: ignore[arg-type]
             else:
                 yield launch, e  # type: ignore[misc]
 
-    def add(self, file: str, e: Step) -> None:
-        if e.dummy:
+    def add(self, file: str, e: IterationStats) -> None:
+        self._step(file, e.engine, e.context_requests, e.context_tokens, e.generation_requests, e.elapsed_ms,
+                   e.dummy)
+
+    def add_steps(self, file: str, steps: FastSteps) -> None:
+        for row in zip(steps.engine, steps.context_requests, steps.context_tokens, steps.generation_requests,
+                       steps.elapsed_ms, steps.dummy, strict=True):
+            self._step(file, *row)
+
+    def _step(self, file: str, engine: int | None, ctx: int, ctx_tokens: int, gen: int, ms: float,
+              dummy: bool) -> None:
+        if dummy:
             return
-        key = (file, e.engine)
-        decode = self._decode.setdefault(key, {})
-        phase = e.phase
+        key = (file, engine)
+        decode = self._decode.get(key)
+        if decode is None:
+            decode = self._decode[key] = {}
+        phase = step_phase(ctx, gen)
         if phase == "decode":
-            decode.setdefault(e.generation_requests, []).append(e.elapsed_ms)
-        elif phase == "prefill" and e.context_tokens:
+            times = decode.get(gen)
+            if times is None:
+                times = decode[gen] = []
+            times.append(ms)
+        elif phase == "prefill" and ctx_tokens:
             acc = self._prefill.setdefault(key, [0, 0.0, 0.0])
-            acc[0], acc[1], acc[2] = acc[0] + 1, acc[1] + e.elapsed_ms, acc[2] + e.context_tokens
+            acc[0], acc[1], acc[2] = acc[0] + 1, acc[1] + ms, acc[2] + ctx_tokens
 
     def tables(self) -> list[StepTable]:
         """The tables, files in the order read, engines in order within a file."""

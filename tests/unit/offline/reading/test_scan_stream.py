@@ -43,9 +43,10 @@ def naive(
 
     A line is wanted when it holds a needle, or when it holds a follower and the line before it was
     wanted for a needle. Lines over 1 MiB are never wanted. The variant needles (0.7.0 stub, Rust
-    frontend) are searched only when the first block holds one.
+    frontend) are searched only by a reader of stats lines, and only when the first block holds one.
     """
-    needles = needles + tuple(n for n in VARIANT_NEEDLES if n in data[:block_size] and n not in needles)
+    if STATS_NEEDLES[0] in needles:
+        needles = needles + tuple(n for n in VARIANT_NEEDLES if n in data[:block_size] and n not in needles)
     lines = data.split(b"\n")
     if data.endswith(b"\n") or not data:
         lines.pop()

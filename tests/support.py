@@ -444,3 +444,18 @@ def stop_process(proc: subprocess.Popen[bytes]) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+
+
+def outputs_each(script: str, groups: list[list[str]], *args: int) -> list[str]:
+    """`script`'s output (`python -c script *args groups-as-JSON`) for each group of inputs, one
+    interpreter for all of them: the script ends each group's output with a record separator."""
+    import json
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", script, *map(str, args), json.dumps(groups)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    outputs = proc.stdout.split("\x1e")
+    assert outputs.pop() == "" and len(outputs) == len(groups)
+    return outputs

@@ -5,13 +5,10 @@ from __future__ import annotations
 import contextlib
 import gzip
 import io
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from support import TESTS
+from support import TESTS, outputs_each
 
 from vllm_logwatch.commands.parse import run_parse
 from vllm_logwatch.errors import NoStatsError
@@ -54,14 +51,7 @@ def fast_jsonl(paths: list[str], parallel_min: int = 64 << 20, range_size: int =
 def fast_jsonl_each(groups: list[list[str]], parallel_min: int = 64 << 20, range_size: int = 8 << 20,
                     probe: int = 1 << 16) -> list[str]:
     """The fast lane's output for each group of inputs, one interpreter for all of them."""
-    proc = subprocess.run(
-        [sys.executable, "-c", FAST, str(parallel_min), str(range_size), str(probe), json.dumps(groups)],
-        capture_output=True, text=True, timeout=120,
-    )
-    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
-    outputs = proc.stdout.split("\x1e")
-    assert outputs.pop() == "" and len(outputs) == len(groups)
-    return outputs
+    return outputs_each(FAST, groups, parallel_min, range_size, probe)
 
 
 @pytest.fixture(scope="module")

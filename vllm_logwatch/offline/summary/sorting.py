@@ -9,7 +9,8 @@ such as -0.0 and 0.0, keep their order as `sorted` keeps it) in a tenth of the t
 finite numbers, or masks the NaN out), the one value whose place in `sorted` depends on its neighbours.
 
 >>> from array import array
->>> sorted_selected(array("d", [3.0, -0.0, 1.0, 0.0]), b"\\x01\\x01\\x00\\x01", numpy_from=1)
+>>> column = array("d", [3.0, -0.0, 1.0, 0.0])
+>>> [float(v) for v in sorted_selected(column, b"\\x01\\x01\\x00\\x01", numpy_from=1)]
 [-0.0, 0.0, 3.0]
 """
 

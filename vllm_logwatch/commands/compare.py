@@ -62,6 +62,7 @@ def run_compare(
             yield launch, e
 
     summary = summarize(tapped(), "launch")  # type: ignore[arg-type]
+    collector.add_to_matrices(summary)
     comparison = compare(summary, preemptions, collector.tables())
     scripts = {c.launch.index: script_name(os.path.basename(c.launch.file)) for c in comparison.launches}
     (out if out is not None else sys.stdout).write(render_comparison(comparison, fmt, asked, scripts))

@@ -49,6 +49,7 @@ def run_summary(
     collector = StepCollector()  # iteration lines, where the logs have them: read in the same pass
     summary = summarize(collector.divert(iter_summary_records(inputs, year=year, tz=tz, fast=tuning, mfu=True,
                                                               steps=True)), by)
+    collector.add_to_matrices(summary)
     text = render(summary, fmt, asked)
     steps = collector.tables()
     if steps and fmt == "json":

@@ -92,3 +92,35 @@ def test_the_step_tables_are_the_same_on_every_route(tmp_path: Path, monkeypatch
     stdin = tables("-", Tuning())
     assert [{k: v for k, v in t.items() if k != "file"} for t in stdin] == [
         {k: v for k, v in t.items() if k != "file"} for t in general]
+
+
+def test_the_matrix_cells_get_the_time_of_their_decode_steps() -> None:
+    """Each decode-only step's own estimate (its KV usage x the KV cache size / its generation requests,
+    the matrix's rule) and its running count place it in a cell; a cell shows its steps' count and
+    median elapsed ms, computed here from the lines alone."""
+    import math
+    import statistics
+
+    from vllm_logwatch.offline.summary.build import bucket_of
+
+    out = io.StringIO()
+    run_summary([LOG], fmt="json", out=out)
+    matrix = json.loads(out.getvalue())["groups"][0]["matrix"]
+    tokens = matrix["kv_cache_tokens"]
+    kv_step = re.compile(_STEP.pattern + r"(?: \(dummy\))?, \w+ KV cache usage: ([\d.]+)%")
+    with gzip.open(LOG, "rt") as fh:
+        decode = [(int(m[3]), float(m[5]), float(m[4])) for line in fh
+                  if (m := kv_step.search(line)) and m[1] == "0" and int(m[3]) > 0 and "(dummy)" not in line]
+    assert len(decode) > 2000
+    by_cell: dict[tuple[int, int], list[float]] = {}
+    for running, kv, ms in decode:
+        estimate = kv / 100.0 * tokens / running
+        power = max(7, round(math.log2(estimate))) if estimate > 0 else 7
+        by_cell.setdefault((power, bucket_of(running)[0]), []).append(ms)
+    placed = 0
+    for cell in matrix["cells"]:
+        times = by_cell.get((cell["context_tokens"].bit_length() - 1, cell["running_lo"]), [])
+        assert cell["decode_steps"] == len(times)
+        assert cell["step_ms_median"] == (round(statistics.median(times), 2) if times else None)
+        placed += len(times)
+    assert placed > 0 and matrix["steps_elsewhere"] == len(decode) - placed

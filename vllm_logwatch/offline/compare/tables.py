@@ -10,7 +10,7 @@ from typing import Any
 from ..summary.answers import Asked, answer_lines, answer_notes, answers_json
 from ..summary.build import ConcurrencyRow
 from ..summary.facts import FACT_COLUMNS, fact_text, launch_facts
-from ..summary.launch_tables import launch_json, matrix_table
+from ..summary.launch_tables import launch_json, matrix_table, matrix_title
 from ..summary.matrix import MATRIX_CAVEAT
 from ..summary.steps import STEP_COLUMNS, steps_json
 from ..summary.tables import (
@@ -154,7 +154,7 @@ def _launch_tables(c: LaunchComparison, markdown: bool) -> list[str]:
     out += ["", _heading("Steady decode (nothing waiting, no prefill burst)", markdown, 3), ""]
     out += table_lines(TABLE_HEAD, steady, markdown) if steady else ["(no such intervals)"]
     if g.matrix is not None:
-        title = "Context x concurrency (estimated; median gen tok/s (intervals))"
+        title = matrix_title("Context x concurrency (estimated; median gen tok/s (intervals))", g.matrix)
         out += ["", _heading(title, markdown, 3), ""]
         out += table_lines(*matrix_table(g.matrix), markdown)
     return out + _step_tables(c, markdown)

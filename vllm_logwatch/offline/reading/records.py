@@ -76,19 +76,22 @@ class FastSteps:
     (`IterationStats`'), read by the range workers' pattern (`rows.ITERATION_LINE`) without a parser:
     the summary adds them in one call (`offline/summary/steps.py`)."""
 
-    __slots__ = ("context_requests", "context_tokens", "dummy", "elapsed_ms", "engine", "generation_requests")
+    __slots__ = ("context_requests", "context_tokens", "dummy", "elapsed_ms", "engine", "generation_requests",
+                 "kv_cache_usage_pct")
     kind: ClassVar[Literal["steps"]] = "steps"
 
     def __init__(self, matches: list[re.Match[bytes]]) -> None:
         # The groups after the header's two: engine, context requests and tokens, generation requests,
-        # elapsed ms, ` (dummy)` (`shapes.ITERATION_BODY`).
-        engine, ctx, ctok, gen, ms, dummy = zip(*(m.group(3, 5, 6, 7, 9, 10) for m in matches), strict=True)
+        # elapsed ms, ` (dummy)`, KV usage (`shapes.ITERATION_BODY`).
+        engine, ctx, ctok, gen, ms, dummy, kv = zip(*(m.group(3, 5, 6, 7, 9, 10, 12) for m in matches),
+                                                    strict=True)
         self.engine = [None if e is None else int(e) for e in engine]
         self.context_requests: list[int] = list(map(int, ctx))
         self.context_tokens: list[int] = list(map(int, ctok))
         self.generation_requests: list[int] = list(map(int, gen))
         self.elapsed_ms: list[float] = list(map(float, ms))
         self.dummy = [d is not None for d in dummy]
+        self.kv_cache_usage_pct = [math.nan if k is None else float(k) for k in kv]
 
     def __len__(self) -> int:
         return len(self.engine)

@@ -45,14 +45,25 @@ def mfu_table(groups: list[Any]) -> Table | None:
     return ("launch", "engine", "MFU lines", "TF/s median", "TF/s p90", "GB/s median", "GB/s p90"), rows
 
 
+def matrix_title(title: str, matrix: Matrix) -> str:
+    """`title` (`... (intervals))`), saying what a cell's `ms` is where the launch printed iteration lines."""
+    if any(c.step_ms_median is not None for c in matrix.cells):
+        return title[:-1] + ", ms: median decode step)"
+    return title
+
+
 def matrix_table(matrix: Matrix) -> Table:
-    """Rows: context; columns: running; cells `median gen tok/s (intervals)`."""
+    """Rows: context; columns: running; cells `median gen tok/s (intervals)`, then `, step ms` (the
+    median decode step's time there) where the launch printed iteration lines."""
     rows = []
     for row in matrix.rows:
         cells = []
         for column in matrix.columns:
             cell = matrix.cell(row, column)
-            cells.append("" if cell is None else f"{cell.gen_tps_median:,.0f} ({cell.intervals})")
+            text = "" if cell is None else f"{cell.gen_tps_median:,.0f} ({cell.intervals})"
+            if cell is not None and cell.step_ms_median is not None:
+                text += f", {cell.step_ms_median:g} ms"
+            cells.append(text)
         rows.append([row, *cells])
     return ("context \\ running", *matrix.columns), rows
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["MATRIX_CAVEAT", "Matrix", "MatrixCell", "as_column", "build_matrix", "context_label",
-           "context_rows"]
+__all__ = ["MATRIX_CAVEAT", "Matrix", "MatrixCell", "add_step_times", "as_column", "build_matrix",
+           "context_label", "context_rows"]
 
 MATRIX_CAVEAT = (
     "Context is an estimate: KV cache usage x KV cache size in tokens / running requests, per interval. "
@@ -54,6 +54,10 @@ class MatrixCell:
     gen_tps_median: float
     tokens_per_request_median: float
     """Median of the intervals' own estimates (what the row rounds)."""
+    decode_steps: int = 0
+    """Decode-only steps whose own estimate falls in the cell (`add_step_times`; 0: no iteration lines)."""
+    step_ms_median: float | None = None
+    """Their median `iteration elapsed time`: the time between tokens at that context and concurrency."""
 
 
 @dataclass
@@ -67,6 +71,8 @@ class Matrix:
     columns: list[str] = field(default_factory=list)
     cells: list[MatrixCell] = field(default_factory=list)
     caveat: str = MATRIX_CAVEAT
+    steps_elsewhere: int = 0
+    """Decode steps whose own estimate fell in no cell of the stats intervals (`add_step_times`)."""
 
     def cell(self, row: str, column: str) -> MatrixCell | None:
         for c in self.cells:
@@ -85,7 +91,8 @@ def as_column(values: Sequence[float] | Sequence[int], dtype: type[np.generic]) 
 
 def context_rows(running: Sequence[int], kv_pct: Sequence[float], generation: Sequence[float],
                  kv_cache_tokens: int, engines: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Each busy interval with KV usage (running > 0, finite KV usage and generation tok/s): its index,
+    """Each busy interval with KV usage (running > 0, finite KV usage and `generation`: its generation
+    tok/s, or a step's elapsed ms for `add_step_times`): its index,
     its estimate of the tokens each running request holds (KV usage x KV cache size x engines /
     running) and its row's power of two (the estimate rounded to the nearest, 128 tokens at least).
     The one rule of a context row: the matrix and the capacity curves by context both use it."""
@@ -134,6 +141,27 @@ def build_matrix(running: Sequence[int], kv_pct: Sequence[float], generation: Se
     matrix.rows = [context_label(p) for p in sorted({p for p, _ in cells})]
     matrix.columns = [_running_label(lo, his[lo]) for lo in sorted({lo for _, lo in cells})]
     return matrix
+
+
+def add_step_times(matrix: Matrix, running: Sequence[int], kv_pct: Sequence[float],
+                   elapsed_ms: Sequence[float], column: Callable[[int], tuple[int, int | None]]) -> None:
+    """The decode-only steps of the matrix's launch (`--enable-logging-iteration-details`: each step's
+    generation requests, its own KV usage, its elapsed ms) into the cells: each step's estimate by the
+    matrix's rule (`context_rows`, the KV cache of the one engine that printed it), its column by its
+    own running count; a cell gets its steps' count and median elapsed ms. Steps whose cell the stats
+    intervals did not fill are left out (`Matrix.steps_elsewhere`)."""
+    index, _, powers = context_rows(running, kv_pct, elapsed_ms, matrix.kv_cache_tokens, 1)
+    if not len(index):
+        return
+    ms = as_column(elapsed_ms, np.float64)[index]
+    r = as_column(running, np.int64)[index]
+    lows = np.fromiter((column(n)[0] for n in r.tolist()), dtype=np.int64, count=len(r))
+    for cell in matrix.cells:
+        pick = (powers == cell.context_tokens.bit_length() - 1) & (lows == cell.running_lo)
+        if pick.any():
+            cell.decode_steps = int(pick.sum())
+            cell.step_ms_median = round(float(np.median(ms[pick])), 2)
+    matrix.steps_elsewhere = len(index) - sum(c.decode_steps for c in matrix.cells)
 
 
 def _running_label(lo: int, hi: int | None) -> str:

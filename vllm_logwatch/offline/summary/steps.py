@@ -8,6 +8,8 @@ workers' pattern, any other through the parser), diverted before the stats summa
 
 from __future__ import annotations
 
+import math
+from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -18,6 +20,8 @@ from ...parsing.columns import step_phase
 from ...parsing.events import IterationStats
 from ..reading.launches import Launch
 from ..reading.records import FastSteps, Step
+from .build import Summary, bucket_of
+from .matrix import add_step_times
 
 __all__ = ["STEP_COLUMNS", "StepCollector", "StepRow", "StepTable", "steps_json", "steps_lines"]
 
@@ -58,6 +62,8 @@ class StepCollector:
     def __init__(self) -> None:
         self._decode: dict[tuple[str, int | None], dict[int, list[float]]] = {}
         self._prefill: dict[tuple[str, int | None], list[float]] = {}
+        self._kv: dict[str, tuple[array[int], array[float], array[float]]] = {}
+        """Per file, its decode steps' running count, own KV usage (NaN: not printed) and ms (the matrix)."""
 
     def divert(self, records: Iterable[tuple[Launch, R | Step]]) -> Iterator[tuple[Launch, R]]:
         """`records` without their step records, which are taken into the tables."""
@@ -71,16 +77,17 @@ class StepCollector:
                 yield launch, e  # type: ignore[misc]
 
     def add(self, file: str, e: IterationStats) -> None:
+        kv = e.kv_cache_usage_pct
         self._step(file, e.engine, e.context_requests, e.context_tokens, e.generation_requests, e.elapsed_ms,
-                   e.dummy)
+                   e.dummy, math.nan if kv is None else kv)
 
     def add_steps(self, file: str, steps: FastSteps) -> None:
         for row in zip(steps.engine, steps.context_requests, steps.context_tokens, steps.generation_requests,
-                       steps.elapsed_ms, steps.dummy, strict=True):
+                       steps.elapsed_ms, steps.dummy, steps.kv_cache_usage_pct, strict=True):
             self._step(file, *row)
 
     def _step(self, file: str, engine: int | None, ctx: int, ctx_tokens: int, gen: int, ms: float,
-              dummy: bool) -> None:
+              dummy: bool, kv: float) -> None:
         if dummy:
             return
         key = (file, engine)
@@ -93,9 +100,33 @@ class StepCollector:
             if times is None:
                 times = decode[gen] = []
             times.append(ms)
+            columns = self._kv.get(file)
+            if columns is None:
+                columns = self._kv[file] = (array("q"), array("d"), array("d"))
+            columns[0].append(gen)
+            columns[1].append(kv)
+            columns[2].append(ms)
         elif phase == "prefill" and ctx_tokens:
             acc = self._prefill.setdefault(key, [0, 0.0, 0.0])
             acc[0], acc[1], acc[2] = acc[0] + 1, acc[1] + ms, acc[2] + ctx_tokens
+
+    def add_to_matrices(self, summary: Summary) -> None:
+        """Each matrix of a launch that is its file's only one gets its decode steps' times
+        (`matrix.add_step_times`; a file of several launches: its steps cannot be told apart)."""
+        per_file: dict[str, int] = {}
+        for launch in summary.launches:
+            per_file[launch.file] = per_file.get(launch.file, 0) + 1
+        files = {la.index: la.file for la in summary.launches}
+        for g in summary.groups:
+            file = files.get(g.launch_index) if g.launch_index is not None else None
+            if g.matrix is None or file is None or per_file[file] != 1 or file not in self._kv:
+                continue
+            if summary.by == "engine" and g.engine != "-" and len(self._engines(file)) > 1:
+                continue  # one engine's group: the file's steps are every engine's
+            add_step_times(g.matrix, *self._kv[file], bucket_of)
+
+    def _engines(self, file: str) -> set[int | None]:
+        return {engine for f, engine in self._decode if f == file}
 
     def tables(self) -> list[StepTable]:
         """The tables, files in the order read, engines in order within a file."""

@@ -12,7 +12,7 @@ from ...shown import json_safe
 from .answers import Asked, answer_lines, answer_notes, answers_json
 from .build import STEADY_MAX_PROMPT_SHARE, ConcurrencyRow, GroupSummary, Summary
 from .facts import MFU_COLUMNS
-from .launch_tables import Table, fact_notes, facts_table, launch_json, matrix_table, mfu_table
+from .launch_tables import Table, fact_notes, facts_table, launch_json, matrix_table, matrix_title, mfu_table
 from .matrix import MATRIX_CAVEAT
 
 __all__ = [
@@ -224,8 +224,8 @@ def _render_tables(summary: Summary, markdown: bool, asked: Asked) -> str:
             out += ["", f"{h}{title}: {_title(g, summary.by)}", ""]
             out += table(_TABLE_HEAD, [_table_row(r) for r in rows]) if rows else ["(no such intervals)"]
         if g.matrix is not None:
-            out += ["", f"{h}Context x concurrency (estimated, median gen tok/s (intervals)): "
-                    f"{_title(g, summary.by)}", "", *table(*matrix_table(g.matrix))]
+            title = matrix_title("Context x concurrency (estimated, median gen tok/s (intervals))", g.matrix)
+            out += ["", f"{h}{title}: {_title(g, summary.by)}", "", *table(*matrix_table(g.matrix))]
     return "\n".join([*out[:2], *_legend(summary, spec_rows, transfer_rows, markdown, asked), *out[2:], ""])
 
 

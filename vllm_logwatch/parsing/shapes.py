@@ -26,10 +26,13 @@ _NUMBER = r"(\d+(?:\.\d+)?|nan|inf)"
 MFU_BODY = rf"{_NUMBER} TF/s/(?:GPU|device) {_NUMBER} GB/s/(?:GPU|device)"
 """The rest of an MFU message: TF/s and GB/s per device."""
 ITERATION_BODY = (
-    r"(?:Engine (\d{1,6}): )?Iteration\((\d+)\): (\d+) context requests, (\d+) context tokens, "
-    r"(\d+) generation requests, (\d+) generation tokens, iteration elapsed time: (\d+(?:\.\d+)?) ms"
+    r"(?:Engine (\d{1,6}): )?Iteration\((\d{1,15})\): (\d{1,15}) context requests, "
+    r"(\d{1,15}) context tokens, (\d{1,15}) generation requests, (\d{1,15}) generation tokens, "
+    r"iteration elapsed time: (\d+(?:\.\d+)?) ms"
     r"( \(dummy\))?(?:, ([A-Za-z]{1,16}) KV cache usage: (\d+(?:\.\d+)?)%)?"
-    r"(?:, encoder inputs: (\d+), encoder output embeddings: (\d+))?[ \t.]*"
+    r"(?:, encoder inputs: (\d{1,15}), encoder output embeddings: (\d{1,15}))?[ \t.]*"
 )
 """The iteration message, its 12 groups: engine, iteration, context requests and tokens, generation
-requests and tokens, elapsed ms, ` (dummy)`, KV device and usage, encoder inputs and embeddings."""
+requests and tokens, elapsed ms, ` (dummy)`, KV device and usage, encoder inputs and embeddings. Counts
+have at most 15 digits (a longer one is no vLLM count: the line is left unread and counted, never an
+integer conversion past Python's limit)."""

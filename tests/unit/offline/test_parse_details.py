@@ -96,6 +96,11 @@ def test_the_range_workers_give_the_general_paths_step_rows(tmp_path: Path, fmt:
         "0 generation tokens, iteration elapsed time: 5 ms, xpu KV cache usage: 0.05%",
         api.format(5) + "0: Iteration(6): 0 context requests, 0 context tokens, 0 generation requests, "
         "0 generation tokens, iteration elapsed time: " + "9" * 400 + ".5 ms",
+        # a count past Python's 4,300-digit conversion limit: no vLLM count, left unread (no traceback)
+        api.format(6) + "0: Iteration(7): 0 context requests, " + "9" * 5000 + " context tokens, "
+        "1 generation requests, 1 generation tokens, iteration elapsed time: 3.00 ms",
+        api.format(7) + "0: Iteration(0" + "9" * 5000 + "): 0 context requests, 0 context tokens, "
+        "1 generation requests, 1 generation tokens, iteration elapsed time: 3.00 ms",
     ]
     log = tmp_path / "serve_20261202_020741.log"
     log.write_text(real + "\n".join(extra) + "\n")

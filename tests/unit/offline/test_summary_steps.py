@@ -65,7 +65,10 @@ def test_the_step_tables_are_the_same_on_every_route(tmp_path: Path, monkeypatch
     from vllm_logwatch.offline.reading.ranges import Tuning
 
     log = tmp_path / "serve_20261202_020741.log"
-    log.write_bytes(gzip.decompress(Path(LOG).read_bytes()))
+    hostile = ("(APIServer pid=1) INFO 12-02 02:30:00 [loggers.py:199] Engine 000: Iteration(7): 0 context "
+               "requests, 0 context tokens, " + "9" * 5000 + " generation requests, 1 generation tokens, "
+               "iteration elapsed time: 3.00 ms\n")  # a count past int()'s limit: left unread, no traceback
+    log.write_bytes(gzip.decompress(Path(LOG).read_bytes()) + hostile.encode())
 
     def tables(source: str, tuning: Tuning | None) -> object:
         out = io.StringIO()

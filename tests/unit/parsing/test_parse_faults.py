@@ -47,3 +47,18 @@ def test_a_bug_is_logged_once_and_never_with_the_line(broken: None, caplog: pyte
     said = caplog.records[0].getMessage()
     assert "internal error reading a" in said and "KeyError" in said
     assert SECRET not in said
+
+
+@pytest.mark.parametrize("line", [
+    f"{HEAD} Prefix cache hit rate: GPU: 1.2.3%, CPU: 0.00%",
+    "INFO 12-02 02:10:20 [loggers.py:199] Engine 000: Iteration(1): 0 context requests, "
+    + "9" * 5000 + " context tokens, 1 generation requests, 1 generation tokens, "
+    "iteration elapsed time: 3.00 ms",
+])
+def test_a_malformed_number_is_a_counted_skip_not_a_bug(line: str, caplog: pytest.LogCaptureFixture) -> None:
+    """A number vLLM never prints (`1.2.3`, a count past int()'s 4,300-digit limit) leaves the line
+    unread, counted under its kind, with no internal error logged (it was one: float() and int() raised)."""
+    with caplog.at_level(logging.DEBUG):
+        event = parse_line(line)
+    assert isinstance(event, Unparsed) and event.what in ("prefix", "iteration")
+    assert not caplog.records

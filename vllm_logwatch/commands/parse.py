@@ -74,6 +74,7 @@ def run_parse(
         ParseResult,
         event_to_dict,
         iter_source_events,
+        no_rows_hint,
         no_stats_hint,
         stats_csv_row,
     )
@@ -98,8 +99,7 @@ def run_parse(
                                   StepJsonlWriter if steps else JsonlFastWriter)
         result.counts[kind] = written
         if written == 0:
-            n = len(sources)
-            raise NoStatsError(f"no {kind} records in {n} file{'s' if n != 1 else ''} ({_KIND_LINES[kind]})"
+            raise NoStatsError(no_rows_hint(sources, kind, _KIND_LINES[kind])
                                if steps else no_stats_hint(sources, result.stats_disabled))
         return result
     if kind in ("iterations", "requests"):
@@ -169,8 +169,9 @@ def _write_details(sources: list[Source], kind: str, fmt: str, zone: tzinfo, yea
             written += 1
     result.counts[kind] = written
     if written == 0:
-        n = len(sources)
-        raise NoStatsError(f"no {kind} records in {n} file{'s' if n != 1 else ''} ({_KIND_LINES[kind]})")
+        from ..offline.reading.events import no_rows_hint
+
+        raise NoStatsError(no_rows_hint(sources, kind, _KIND_LINES[kind]))
 
 
 _KIND_LINES = {

@@ -115,3 +115,24 @@ def test_the_range_workers_give_the_general_paths_step_rows(tmp_path: Path, fmt:
     assert parse(Tuning()) == general  # one process (a small file)
     workers = Tuning(parallel_min_bytes=1, range_bytes=32 << 10, dense_probe=4 << 10)
     assert parse(workers) == general
+
+
+def test_no_rows_says_whether_lines_of_the_kind_were_there_but_unread(tmp_path: Path) -> None:
+    """Exit 1 with one line: step lines that could not be read are counted and the first named (not
+    "vLLM runs without --enable-logging-iteration-details"); a log without any keeps that hint."""
+    api = "(APIServer pid=1) INFO 12-02 02:10:2{} [loggers.py:199] Engine 000: Iteration(1): "
+    step = "0 context requests, " + "9" * 5000 + " context tokens, 1 generation requests, 1 generation " \
+           "tokens, iteration elapsed time: 3.00 ms\n"
+    damaged = tmp_path / "damaged.log"
+    damaged.write_text("".join(api.format(i) + step for i in range(2)))
+    plain = next((DATA.parent / "real-vllm-cpu").glob("serve_*.log"))
+    unread = f"2 lines look like iteration lines but could not be read (first: {damaged}, line 1)"
+    without = "no iteration lines: vLLM runs without --enable-logging-iteration-details"
+    for fmt in ("--csv", "--jsonl"):
+        for log, want in ((damaged, unread), (plain, without)):
+            done = subprocess.run([sys.executable, "-m", "vllm_logwatch", "parse", str(log), "--kind",
+                                   "iterations", fmt], capture_output=True, text=True, check=False,
+                                  timeout=60)
+            assert done.returncode == 1 and not done.stdout, done.stderr
+            assert want in done.stderr and "Traceback" not in done.stderr, done.stderr
+            assert done.stderr.count("\n") == 1, done.stderr

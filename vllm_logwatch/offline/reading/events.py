@@ -135,6 +135,32 @@ def _clock_for_source(path: str | None, zone: tzinfo, year: int | None, first_st
     return YearClock.for_source(path, zone, year, first_stamp=first_stamp)
 
 
+def no_rows_hint(sources: list[Source], kind: str, otherwise: str) -> str:
+    """The one-line `NoStatsError` message of `parse --kind iterations` or `requests` without rows: the
+    lines of the kind that could not be read, if any (a second, cheap look at the files), else
+    `otherwise`."""
+    n, what, unreadable = len(sources), kind[:-1], 0
+    first: tuple[str, int] | None = None
+    for source in sources:
+        if source.is_stream:  # read once already
+            continue
+        try:
+            with open_source(source) as stream:
+                for number, text in scan_stream(stream, WANTS[kind].needles, followers=()):
+                    event = parse_line(text)
+                    if isinstance(event, Unparsed) and event.what == what:
+                        unreadable += 1
+                        first = first or (source.name, number)
+        except (InputError, OSError, EOFError, ValueError):
+            continue
+    head = f"no {kind} records in {n} file{'s' if n != 1 else ''}"
+    if first is None:
+        return f"{head} ({otherwise})"
+    return (f"{head}: {unreadable} line{'s' if unreadable != 1 else ''} look like {what} lines but could not "
+            f"be read (first: {first[0]}, line {first[1]}): a vLLM format this version does not know, or "
+            "damaged lines")
+
+
 def no_stats_hint(sources: list[Source], stats_disabled: bool = False) -> str:
     """The one-line `NoStatsError` message for inputs without stats lines (summary, plot, backfill)."""
     return _no_stats_hint(sources, ParseResult(stats_disabled=stats_disabled))

@@ -68,7 +68,8 @@ _STATS_REACH = 34
 """The longest engine prefix before the needle (`999999999999 Engines Aggregated: `), and more than the
 rest of the match after it."""
 _V0_PREFIX = re.compile(  # on a stripped message; a number has one point at most (`1.2.3` is no number)
-    r"Prefix cache hit rate: GPU: (-?\d*\.?\d+|nan)%, CPU: (-?\d*\.?\d+|nan)%(?:\s*\.)?$"
+    r"Prefix cache hit rate: GPU: (-?(?:\d+(?:\.\d+)?|\.\d+)|nan)%, CPU: (-?(?:\d+(?:\.\d+)?|\.\d+)|nan)%"
+    r"(?:\s*\.)?$"
 )
 _KV_USAGE = re.compile(r"^([A-Za-z]+(?: \+ host)?) kv cache (?:usage|used)$", re.IGNORECASE)
 _KV_FETCH = re.compile(r"(\d+) waiting to start, (\d+) in progress, (\d+) completed waiting")

@@ -41,6 +41,9 @@ _HEADS = (
     "non-default args: {", "args: Namespace(", "Initializing a V1 LLM engine (v0.1) with config: ",
     "GPU KV cache size: ", "Using ", "Uvicorn running on http://", '1.2.3.4:5 - "GET /',
     "(EngineCore pid=1) INFO 11-29 19:26:05 [core.py:1] ",
+    "Prefix cache hit rate: GPU: ", "Prefix cache hit rate: GPU: 1%, CPU: ",  # the numbers' own patterns
+    "Engine 000: Iteration(1): ", "Engine 000: Iteration(1): 0 context requests, 0 context tokens, "
+    "0 generation requests, 0 generation tokens, iteration elapsed time: ",
 )
 _NEEDLES = sorted({
     *(n.decode() for n in NEEDLES), ACCESS_NEEDLE.decode(), *INFO_HOOKS, *_HEADS,

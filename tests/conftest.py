@@ -117,3 +117,30 @@ def demo(tmp_path: Path) -> Iterator[str]:
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(15) == 0, err.read_text()
+
+
+CHROMIUM = "/usr/bin/chromium"
+_REQUIRE_BROWSER = "LOGWATCH_REQUIRE_BROWSER"
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    # The network is closed here: without these Chromium keeps trying to phone home.
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """One headless Chromium (Debian's) for a module of the status page's browser tests (each test opens
+    its own context); missing, a skip, or a failure under LOGWATCH_REQUIRE_BROWSER (CI)."""
+    if not os.path.exists(CHROMIUM):
+        support.missing(f"{CHROMIUM} is missing (apt-get install chromium)", _REQUIRE_BROWSER)
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        support.missing("the playwright package is missing (pip install playwright)", _REQUIRE_BROWSER)
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()

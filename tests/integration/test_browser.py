@@ -12,15 +12,14 @@ from __future__ import annotations
 
 import itertools
 import math
-import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
-from support import ROOT, missing
+from support import ROOT
 
 from vllm_logwatch.web.page import format_number
 
@@ -32,35 +31,8 @@ REAL_LOG = REPO / "tests" / "data" / "real-vllm-cpu" / "serve_20261129T192328Z.l
 REAL_LINES = [line + "\n" for line in REAL_LOG.read_bytes().decode("utf-8").split("\n")[:-1]]
 STATS_AT = [n for n, line in enumerate(REAL_LINES) if "Avg prompt throughput" in line]
 STAMP = re.compile(r"(?<![A-Za-z])(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) (\d\d-\d\d \d\d:\d\d:\d\d)")
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    # The network is closed here: without these Chromium keeps trying to phone home.
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]
 E0 = {"engine": "0", "model_name": "tiny-llama"}
 FIRST = 60  # stats lines in the log when the page first loads: two minutes of history for the charts
-
-
-def _missing(reason: str) -> None:
-    missing(reason, "LOGWATCH_REQUIRE_BROWSER")
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    """One headless Chromium for the module (each test opens its own context)."""
-    if not os.path.exists(CHROMIUM):
-        _missing(f"{CHROMIUM} is missing (apt-get install chromium)")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        _missing("the playwright package is missing (pip install playwright)")
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
 
 
 class GrowingLog:

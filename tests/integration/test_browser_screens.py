@@ -6,16 +6,15 @@ why each pass ends with a failure; the silence between passes drawn as a gap in 
 
 from __future__ import annotations
 
-import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from support import poll_until
-from test_browser import CHROMIUM, CHROMIUM_ARGS, REAL_LINES, STAMP, STATS_AT, _missing, open_page
+from test_browser import REAL_LINES, STAMP, STATS_AT, open_page
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -38,22 +37,6 @@ FACTS = """() => {
           points: window.logwatch ? window.logwatch.points() : null,
           breaks: window.logwatch ? window.logwatch.breaks() : null};
 }"""
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    if not os.path.exists(CHROMIUM):
-        _missing(f"{CHROMIUM} is missing (apt-get install chromium)")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        _missing("the playwright package is missing (pip install playwright)")
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield chromium
-        finally:
-            chromium.close()
 
 
 def shifted(lines: list[str], delta: timedelta) -> str:

@@ -12,10 +12,19 @@ from __future__ import annotations
 import json
 import random
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 FORMATS = ("docker-json", "containerd", "cri-o")
 SPLIT = {"docker-json": 16 << 10, "containerd": 16 << 10, "cri-o": 8 << 10}
 BASE = datetime(2025, 7, 5, 11, 29, 1, 123456, tzinfo=timezone.utc)
+_DATA = Path(__file__).parent / "data"
+EXPECTED_LOGS = sorted(p.name.split(".")[0] for p in _DATA.glob("*.expected.jsonl"))
+"""The real logs with an answer key (`tests/data/NAME.expected.jsonl`), wrapped by the envelope tests."""
+STATS_KEYS = (
+    "engine", "prompt_throughput", "generation_throughput", "running", "waiting", "swapped",
+    "gpu_kv_cache_usage_pct", "cpu_kv_cache_usage_pct", "prefix_cache_hit_rate_pct", "mm_cache_hit_rate_pct",
+)
+"""The fields of a stats record the envelope tests compare with the answer key."""
 NOISE_STDERR = b"Loading safetensors checkpoint shards:  50% Completed | 1/2 [00:01<00:01,  1.50s/it]\n"
 
 

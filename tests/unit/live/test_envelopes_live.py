@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from envelopes import FORMATS, wrap
+from envelopes import EXPECTED_LOGS, FORMATS, STATS_KEYS, wrap
 from prometheus_client import CollectorRegistry
 from support import TESTS
 
@@ -31,11 +31,7 @@ from vllm_logwatch.parsing.stamps import resolve_zone
 pytestmark = pytest.mark.timeout(60)
 
 DATA = TESTS / "data"
-LOGS = sorted(p.name.split(".")[0] for p in DATA.glob("*.expected.jsonl"))
-KEYS = (
-    "engine", "prompt_throughput", "generation_throughput", "running", "waiting", "swapped",
-    "gpu_kv_cache_usage_pct", "cpu_kv_cache_usage_pct", "prefix_cache_hit_rate_pct", "mm_cache_hit_rate_pct",
-)
+LOGS, KEYS = EXPECTED_LOGS, STATS_KEYS
 UTC = resolve_zone("UTC")
 
 

@@ -13,7 +13,7 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-from envelopes import FORMATS, wrap
+from envelopes import EXPECTED_LOGS, FORMATS, STATS_KEYS, wrap
 from support import TESTS
 
 from vllm_logwatch.commands.parse import run_parse
@@ -27,11 +27,7 @@ from vllm_logwatch.parsing.events import EngineStats
 from vllm_logwatch.parsing.stamps import resolve_zone
 
 DATA = TESTS / "data"
-LOGS = sorted(p.name.split(".")[0] for p in DATA.glob("*.expected.jsonl"))
-KEYS = (
-    "engine", "prompt_throughput", "generation_throughput", "running", "waiting", "swapped",
-    "gpu_kv_cache_usage_pct", "cpu_kv_cache_usage_pct", "prefix_cache_hit_rate_pct", "mm_cache_hit_rate_pct",
-)
+LOGS, KEYS = EXPECTED_LOGS, STATS_KEYS
 UTC = resolve_zone("UTC")
 
 

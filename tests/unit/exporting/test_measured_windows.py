@@ -1,7 +1,7 @@
 """The token counters' windows (`exporting/engine_state.py`): vLLM's logging loop runs late under load
 (its windows are 5.06 s, not 5 s), its stamps have whole seconds. From stamps the interval is the mean
-of the last gaps, not their median; a line read live is credited with its measured window, robust to
-our own late reads; an idle gap is never a window, whichever the timing."""
+of the last gaps, not their median; lines read live are credited with the mean of their last measured
+gaps, robust to our own late reads; an idle gap is never a window, whichever the timing."""
 
 from __future__ import annotations
 
@@ -66,21 +66,44 @@ def test_measured_windows_follow_a_late_timer_with_jittery_reads() -> None:
     assert abs(nominal.generation_tokens.value + nominal.prompt_tokens.value - true) / true > 0.015
 
 
-def test_a_late_read_is_paid_back_by_the_next_line() -> None:
-    """One line read (or printed) 1 s late is credited 1 s more and the next line 1 s less: the
-    total is the tokens', whether vLLM's windows run late or keep time."""
-    late = EngineState(prior=5.0)
-    punctual = EngineState(prior=5.0)
-    for i in range(30):
-        late.apply_stats(line(5.2 * i, 100.0), 0.0, measured=5.2 * i + (1.0 if i == 3 else 0.0))
-        punctual.apply_stats(line(5.0 * i, 100.0), 0.0, measured=5.0 * i + (1.0 if i == 3 else 0.0))
-    assert late.generation_tokens.value == pytest.approx(100.0 * (5.0 + 5.2 * 29))
-    assert punctual.generation_tokens.value == pytest.approx(100.0 * 5.0 * 30)
+def test_a_late_read_moves_the_counter_by_a_ninth_of_its_delay() -> None:
+    """One line read 1 s late lengthens its gap and shortens the next by as much: both are in the mean
+    of the last 9 gaps, so the counter moves by no more than a ninth of the delay at each end of the
+    two gaps' stay, whether vLLM's windows run late or keep time."""
+    for timer in (5.0, 5.2):
+        late, punctual = EngineState(prior=5.0), EngineState(prior=5.0)
+        for i in range(30):
+            late.apply_stats(line(timer * i, 100.0), 0.0, measured=timer * i + (1.0 if i == 12 else 0.0))
+            punctual.apply_stats(line(timer * i, 100.0), 0.0, measured=timer * i)
+        assert abs(late.generation_tokens.value - punctual.generation_tokens.value) <= 2 * 100.0 * 1.0 / 9
+        # the run's first lines take the configured 5 s until 3 gaps are measured
+        assert punctual.generation_tokens.value == pytest.approx(100.0 * (5.0 * 4 + timer * 26))
 
 
-def test_a_gap_under_half_an_interval_is_not_believed() -> None:
-    """Two lines read 0.5 s apart (the first held up 4.5 s): the second gets half an interval and the
-    rest is paid back by the next line; the total stays the time the lines span."""
+def test_reads_late_by_most_of_a_second_between_lines_that_differ() -> None:
+    """Run mode, vLLM keeping its 2 s interval, our reads late by up to 50 ms and one by 0.9 s, as on a
+    2-core machine vLLM keeps busy: a prompt burst's line read late and a quiet line after it. Crediting
+    each line its own gap would carry 0.9 s x the difference of their throughputs into the counter (4% of
+    the run's tokens); the mean of the gaps keeps it within 0.5%."""
+    rnd = random.Random(5)
+    state = EngineState(prior=2.0)
+    true, own_gap_error = 0.0, 0.0
+    rates = [(250.0, 1.0), (2750.0, 2150.0), (900.0, 1540.0), (490.0, 550.0)] + [
+        (rnd.uniform(200, 550), rnd.uniform(250, 660)) for _ in range(8)]
+    for i, (prompt, gen) in enumerate(rates):
+        true += (prompt + gen) * 2.0
+        late = 0.9 if i == 2 else rnd.uniform(0.0, 0.05)
+        if i == 2:
+            own_gap_error = 0.9 * (prompt + gen - sum(rates[3]))
+        state.apply_stats(line(2.0 * i + 0.1, gen, prompt), 0.0, measured=2.0 * i + 0.1 + late)
+    state.apply_stats(line(2.0 * len(rates) + 0.1, 0.0), 0.0, measured=2.0 * len(rates) + 0.1)
+    assert own_gap_error / true > 0.03
+    assert state.generation_tokens.value + state.prompt_tokens.value == pytest.approx(true, rel=0.005)
+
+
+def test_a_late_read_and_the_short_gap_after_it_cancel() -> None:
+    """Two lines read 0.5 s apart (the first held up 4.5 s): the 9.5 s gap and the 0.5 s one are both in
+    the mean, which stays the interval."""
     state = EngineState(prior=5.0)
     for read in [0.0, 5.0, 14.5, 15.0, 20.0, 25.0]:
         state.apply_stats(line(read, 100.0), 0.0, measured=read)
@@ -109,14 +132,15 @@ def test_a_backlog_then_live_lines() -> None:
 
 def test_measured_windows_without_a_configured_interval() -> None:
     """watch with no --stats-interval: the first line is held until the first measured gap tells its
-    window (vLLM's first window is not seen); every later line gets its own window."""
+    window (vLLM's first window is not seen); later lines get the mean of the gaps measured, vLLM's
+    5.0-5.2 s windows within 0.3%."""
     state = EngineState()
     windows = late_windows(30, seed=2)
     printed = 0.0
     for window in [0.0, *windows]:
         printed += window
         state.apply_stats(line(printed, 100.0), 0.0, measured=printed)
-    assert state.generation_tokens.value == pytest.approx(100.0 * (windows[0] + sum(windows)), rel=1e-9)
+    assert state.generation_tokens.value == pytest.approx(100.0 * (windows[0] + sum(windows)), rel=0.003)
 
 
 def test_a_wrong_configured_interval_is_not_a_floor_for_ever() -> None:

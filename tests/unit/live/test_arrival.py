@@ -13,7 +13,7 @@ from vllm_logwatch.exporting.exporter import ExporterMetrics
 from vllm_logwatch.live.arrival import Arrival, ArrivalTimer, print_time
 from vllm_logwatch.live.ingest import LaunchReader
 from vllm_logwatch.parsing.assemble import Assembler
-from vllm_logwatch.parsing.events import EngineStats
+from vllm_logwatch.parsing.events import EngineStats, RequestLine
 from vllm_logwatch.parsing.stamps import YearClock
 
 UTC = timezone.utc
@@ -61,8 +61,8 @@ def test_print_time_is_the_read_cut_back_to_the_stamps_second() -> None:
 
 
 def test_lines_read_live_get_their_measured_windows() -> None:
-    """A 5 s interval whose loop runs 5.2 s: lines read as written are credited 5.2 s each (the
-    first waits for a gap), where the stamps (5 or 6 s apart) tell less line by line."""
+    """A 5 s interval whose loop runs 5.2 s: lines read as written are credited 5.2 s each once 3 gaps
+    are measured (the configured 5 s before), where the stamps (5 or 6 s apart) tell less line by line."""
     clocks = Clocks()
     metrics = ExporterMetrics(interval_prior=5.0)
     live = reader(metrics, clocks.timer())
@@ -70,7 +70,7 @@ def test_lines_read_live_get_their_measured_windows() -> None:
         printed = START + 0.1 + 5.2 * i
         clocks.wall = printed + 0.01  # read 10 ms after it was printed
         live.read(stats_line(printed))
-    assert generation(metrics) == pytest.approx(100.0 * (5.0 + 5.2 * 19), rel=1e-6)
+    assert generation(metrics) == pytest.approx(100.0 * (5.0 * 4 + 5.2 * 16), rel=1e-6)
 
 
 def test_a_backlog_is_timed_by_its_stamps() -> None:
@@ -93,3 +93,32 @@ def test_measure_names_only_live_stats_lines() -> None:
     new = EngineStats(time=datetime.fromtimestamp(START, UTC), generation_throughput=1.0)
     unstamped = EngineStats(time=None, generation_throughput=1.0)
     assert clocks.timer().measure([old, new, unstamped], clocks.timer().now()) == {1: START + 0.3 - 1000.0}
+
+
+def test_a_stats_line_read_after_its_second_is_not_a_measured_window() -> None:
+    """Read 0.4 s after its whole-second stamp's second ended, a stats line could have been printed
+    anywhere in that second: it is timed by the stamps, not cut back. A request line read as late is
+    cut back (its time is an estimate either way, and the second's end bounds it)."""
+    clocks = Clocks()
+    clocks.wall = START + 1.4
+    stats = EngineStats(time=datetime.fromtimestamp(START, UTC), generation_throughput=1.0)
+    request = RequestLine(time=datetime.fromtimestamp(START, UTC), event="added", request_id="r1")
+    assert clocks.timer().measure([stats, request], clocks.timer().now()) == {1: START + 1.0 - 1000.0}
+    clocks.wall = START + 0.9  # within the second: measured
+    assert clocks.timer().measure([stats], clocks.timer().now()) == {0: START + 0.9 - 1000.0}
+
+
+def test_lines_read_past_their_second_take_the_configured_interval() -> None:
+    """vLLM keeping a 2 s interval, printing 0.6 s into a second; our reads 50 ms late, then 0.5 s late
+    (past the second) through ten busy lines, then 50 ms again: the counter is throughput x 2 s. Cut
+    back to the second's end, the busy lines' times were 0.35 s late from the first on, and the mean of
+    the gaps carried that into them, paid back only on the quiet lines after (1.3% too many)."""
+    clocks = Clocks()
+    metrics = ExporterMetrics(interval_prior=2.0)
+    live = reader(metrics, clocks.timer())
+    rates = [100.0] * 10 + [900.0] * 10 + [100.0] * 10
+    for i, gen in enumerate(rates):
+        printed = START + 0.6 + 2.0 * i
+        clocks.wall = printed + (0.5 if gen > 100 else 0.05)
+        live.read(stats_line(printed, gen=gen))
+    assert generation(metrics) == pytest.approx(2.0 * sum(rates), rel=0.003)

@@ -34,9 +34,14 @@ from .wakers import Waker, own_waker
 __all__ = ["ManyFollower"]
 
 RESCAN_SECONDS = 10.0
-SAVE_SECONDS = 1.0
-"""State writes of a many-source watch are at least this far apart (scrapes included): the file holds
-every source and is rewritten whole, so at most one such write a second (a one-source file: ten)."""
+SAVE_BYTES_PER_SECOND = 128 * 1024
+"""The state file holds every source and is rewritten whole: its writes are spaced so that they write at
+most this many bytes a second (about 300 bytes a source), between `SAVE_SECONDS_MIN` and
+`SAVE_SECONDS_MAX` apart, scrapes included. A scrape that finds the file behind waits its turn, so the
+spacing is also how long a scrape may wait: a tenth of a second up to ~40 sources, as a one-source
+watch; a second from ~400."""
+SAVE_SECONDS_MIN = 0.1
+SAVE_SECONDS_MAX = 1.0
 _SUMMED = ("lines", "bytes", "rotations", "truncations", "read_errors", "lines_cut", "files_opened",
            "file_switches", "state_errors")
 
@@ -75,7 +80,7 @@ class ManyFollower:
         self.poll_bytes = poll_bytes
         self._open: OpenFiles[SourceKey] = OpenFiles(open_files)
         self.autosave = True
-        self.save_interval = SAVE_SECONDS  # the pipeline's state writes, at least this far apart
+        self._state_bytes = 0  # the size of the last state written
         self.own = FollowerStats()  # the watch's own: listing and state file errors
         self._clock = clock
         self._waker = waker
@@ -161,8 +166,17 @@ class ManyFollower:
         """Write every source's position (from `checkpoint()`) at once; errors counted, never raised."""
         assert isinstance(state, SourcesState)
         path = self.state_file
-        return self._state is not None and path is not None and self._state.write_with(
-            lambda: write_sources(path, state))
+        if self._state is None or path is None:
+            return False
+
+        def write() -> None:
+            self._state_bytes = write_sources(path, state)
+
+        return self._state.write_with(write)
+
+    def save_interval(self) -> float:
+        """Seconds the pipeline's state writes are at least apart (`SAVE_BYTES_PER_SECOND`)."""
+        return min(SAVE_SECONDS_MAX, max(SAVE_SECONDS_MIN, self._state_bytes / SAVE_BYTES_PER_SECOND))
 
     def status(self) -> dict[str, Any]:
         sources = list(self._sources.items())

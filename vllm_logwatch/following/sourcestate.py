@@ -69,9 +69,10 @@ def encode_sources(state: SourcesState, now: float) -> str:
     return json.dumps(document, separators=(",", ":")) + "\n"
 
 
-def write_sources(path: str, state: SourcesState) -> None:
-    """Save every source that has a file open, atomically. Raises OSError, or `StateError` when the
-    state is over `MAX_STATE_BYTES` (then the file is left as it is: a restart could not read it)."""
+def write_sources(path: str, state: SourcesState) -> int:
+    """Save every source that has a file open, atomically; the bytes written. Raises OSError, or
+    `StateError` when the state is over `MAX_STATE_BYTES` (then the file is left as it is: a restart
+    could not read it)."""
     text = encode_sources(state, time.time())
     size = len(text.encode("utf-8"))
     if size > MAX_STATE_BYTES:
@@ -79,3 +80,4 @@ def write_sources(path: str, state: SourcesState) -> None:
                          f"{MAX_STATE_BYTES >> 20} MiB a state file may be (the last one written is kept): "
                          f"{one_line(path)}")
     write_atomically(path, text)
+    return size

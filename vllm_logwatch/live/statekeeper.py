@@ -8,7 +8,8 @@ not on disk yet writes it (fsync'd) before the scrape collects: whatever it show
 thread of its own (`start`) writes the pending position without the gate, so the worker never waits
 for a disk, at most `save_interval` after the previous write: the file is never more than about that
 behind the applied lines. Writes, whoever makes them, are at least `save_interval` apart (a scrape
-that finds the file behind waits its turn, holding the gate), so at most ten a second by default. A
+that finds the file behind waits its turn, holding the gate), so at most ten a second by default (a
+many-source state file: fewer as it grows, `following/many.py`). A
 `kill -9` between an apply and its write loses nothing: no scrape saw those lines, and the restart
 reads them again. If the state file cannot be written, scrapes are answered anyway (the guarantee
 cannot hold then) and the failure is counted by the follower; it is retried every `save_retry`.
@@ -20,7 +21,7 @@ import contextlib
 import math
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from ..following.source import LineSource
 from ..following.statefile import Checkpoint, Position
@@ -35,8 +36,10 @@ class StateKeeper:
     """Keeps `follower`'s state file no further behind the applied lines than `save_interval`, and
     never behind what a scrape inside `published()` shows."""
 
-    def __init__(self, follower: LineSource, *, save_interval: float = SAVE_INTERVAL,
+    def __init__(self, follower: LineSource, *, save_interval: Callable[[], float] = lambda: SAVE_INTERVAL,
                  save_retry: float = SAVE_RETRY) -> None:
+        """`save_interval`: the seconds writes are at least apart, asked before each (a many-source
+        follower's grows with its state's size)."""
         self.follower = follower
         self.save_interval = save_interval
         self.save_retry = save_retry
@@ -104,7 +107,7 @@ class StateKeeper:
         """Seconds before the pending position may be written (0: now; inf: nothing to write)."""
         if not self._unsaved():
             return math.inf
-        pause = self.save_retry if self._failing else self.save_interval
+        pause = self.save_retry if self._failing else self.save_interval()
         return max(0.0, self._last_write + pause - time.monotonic())
 
     def _write_pending(self) -> None:

@@ -1,6 +1,7 @@
 """The many-source state file is bounded when written as when read (`sourcestate.py`): the largest state
 it writes is read back at the restart; one that would not fit is not written (counted), the last one
-written is kept. Its writes are at least a second apart (`many.SAVE_SECONDS`), scrapes included."""
+written is kept. Its writes are spaced to write at most `many.SAVE_BYTES_PER_SECOND`, 0.1 s to 1 s apart,
+scrapes included."""
 
 from __future__ import annotations
 
@@ -13,7 +14,12 @@ from podtree import pod, write
 
 from vllm_logwatch.commands.watch import _check_state_file
 from vllm_logwatch.exporting.exporter import ExporterMetrics
-from vllm_logwatch.following.many import SAVE_SECONDS, ManyFollower
+from vllm_logwatch.following.many import (
+    SAVE_BYTES_PER_SECOND,
+    SAVE_SECONDS_MAX,
+    SAVE_SECONDS_MIN,
+    ManyFollower,
+)
 from vllm_logwatch.following.sourcestate import encode_sources, read_sources, write_sources
 from vllm_logwatch.following.statefile import (
     MAX_STATE_BYTES,
@@ -52,7 +58,7 @@ def test_the_largest_state_that_can_be_written_is_read_back_at_a_restart(tmp_pat
 
 
 @pytest.mark.integration  # over 0.2 s (a process, or a day of lines): make test, not smoke
-def test_state_writes_of_many_sources_are_a_second_apart_and_their_bytes_bounded(tmp_path: Path) -> None:
+def test_state_writes_of_many_sources_are_spaced_by_size_and_their_bytes_bounded(tmp_path: Path) -> None:
     root, state_file = tmp_path / "pods", tmp_path / "state.json"
     busy = [pod(root, "busy-0"), pod(root, "busy-1")]
     for i in range(40):
@@ -74,8 +80,23 @@ def test_state_writes_of_many_sources_are_a_second_apart_and_their_bytes_bounded
     lived = time.monotonic() - start
     writes = pipeline.keeper.writes
     size = state_file.stat().st_size
-    assert writes <= lived / SAVE_SECONDS + 2  # one a second, plus the write at stop
+    spacing = min(SAVE_SECONDS_MAX, max(SAVE_SECONDS_MIN, size / SAVE_BYTES_PER_SECOND))
+    assert follower.save_interval() == pytest.approx(spacing)
+    assert writes <= lived / spacing + 2  # plus the first write and the one at stop
+    assert (writes - 2) * size / lived <= SAVE_BYTES_PER_SECOND or spacing == SAVE_SECONDS_MIN
     assert size < 42 * 400  # about 300 bytes a source (with a test folder's long path)
     print(f"{writes} writes in {lived:.1f} s ({writes / lived:.2f}/s), {size} bytes each, "
           f"{writes * size / lived:.0f} bytes/s, {scrapes} scrapes")
     assert read_sources(str(state_file)) is not None
+
+
+def test_the_spacing_of_state_writes_grows_with_the_state(tmp_path: Path) -> None:
+    """A few sources' state is written up to ten times a second (a scrape waits at most 0.1 s for its
+    turn); 2,000 sources' (about 600 KB) once a second at most."""
+    follower = ManyFollower(str(tmp_path), layout="pods", state_file=str(tmp_path / "state.json"))
+    follower._state_bytes = 3 * 300
+    assert follower.save_interval() == SAVE_SECONDS_MIN
+    follower._state_bytes = 2000 * 300
+    assert follower.save_interval() == SAVE_SECONDS_MAX
+    follower._state_bytes = 200 * 300
+    assert follower.save_interval() == pytest.approx(200 * 300 / SAVE_BYTES_PER_SECOND)

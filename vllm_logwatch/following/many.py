@@ -34,12 +34,12 @@ from .wakers import Waker, own_waker
 __all__ = ["ManyFollower"]
 
 RESCAN_SECONDS = 10.0
-SAVE_BYTES_PER_SECOND = 128 * 1024
+SAVE_BYTES_PER_SECOND = 64 * 1024
 """The state file holds every source and is rewritten whole: its writes are spaced so that they write at
 most this many bytes a second (about 300 bytes a source), between `SAVE_SECONDS_MIN` and
 `SAVE_SECONDS_MAX` apart, scrapes included. A scrape that finds the file behind waits its turn, so the
-spacing is also how long a scrape may wait: a tenth of a second up to ~40 sources, as a one-source
-watch; a second from ~400."""
+spacing is also how long a scrape may wait: a tenth of a second up to ~20 sources, as a one-source
+watch; a second from ~220."""
 SAVE_SECONDS_MIN = 0.1
 SAVE_SECONDS_MAX = 1.0
 _SUMMED = ("lines", "bytes", "rotations", "truncations", "read_errors", "lines_cut", "files_opened",

@@ -27,21 +27,13 @@ from .layouts import Found, SourceKey, detect_layout, discover, folded_key, sour
 from .openfile import FollowerStats, LineBlock
 from .parking import OpenFiles
 from .source import deliver
-from .sourcestate import read_sources, write_sources
+from .sourcestate import read_sources, save_spacing, write_sources
 from .statefile import Checkpoint, Position, SavedState, SourcesState, StateError, StateFile, describe
 from .wakers import Waker, own_waker
 
 __all__ = ["ManyFollower"]
 
 RESCAN_SECONDS = 10.0
-SAVE_BYTES_PER_SECOND = 64 * 1024
-"""The state file holds every source and is rewritten whole: its writes are spaced so that they write at
-most this many bytes a second (about 300 bytes a source), between `SAVE_SECONDS_MIN` and
-`SAVE_SECONDS_MAX` apart, scrapes included. A scrape that finds the file behind waits its turn, so the
-spacing is also how long a scrape may wait: a tenth of a second up to ~20 sources, as a one-source
-watch; a second from ~220."""
-SAVE_SECONDS_MIN = 0.1
-SAVE_SECONDS_MAX = 1.0
 _SUMMED = ("lines", "bytes", "rotations", "truncations", "read_errors", "lines_cut", "files_opened",
            "file_switches", "state_errors")
 
@@ -165,18 +157,15 @@ class ManyFollower:
     def write_checkpoint(self, state: Position) -> bool:
         """Write every source's position (from `checkpoint()`) at once; errors counted, never raised."""
         assert isinstance(state, SourcesState)
-        path = self.state_file
-        if self._state is None or path is None:
-            return False
+        return self._state is not None and self._state.write_with(lambda: self._write(state))
 
-        def write() -> None:
-            self._state_bytes = write_sources(path, state)
-
-        return self._state.write_with(write)
+    def _write(self, state: SourcesState) -> None:
+        assert self.state_file is not None  # a StateFile is made only with one
+        self._state_bytes = write_sources(self.state_file, state)
 
     def save_interval(self) -> float:
-        """Seconds the pipeline's state writes are at least apart (`SAVE_BYTES_PER_SECOND`)."""
-        return min(SAVE_SECONDS_MAX, max(SAVE_SECONDS_MIN, self._state_bytes / SAVE_BYTES_PER_SECOND))
+        """Seconds the pipeline's state writes are at least apart (`sourcestate.save_spacing`)."""
+        return save_spacing(self._state_bytes)
 
     def status(self) -> dict[str, Any]:
         sources = list(self._sources.items())
@@ -235,11 +224,9 @@ class ManyFollower:
 
     def _read_due(self, out: list[LineBlock]) -> bool:
         """Poll the sources due, in turn, within the budget; whether a source's position moved."""
-        budget = self.poll_bytes
-        keys = sorted(self._due)
-        moved = False
+        keys, budget, moved = sorted(self._due), self.poll_bytes, False
         if not keys:
-            return moved
+            return False
         start = self._turn % len(keys)
         for key in keys[start:] + keys[:start]:
             if budget <= 0:

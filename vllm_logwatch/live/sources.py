@@ -177,9 +177,6 @@ class SourceReaders:
     def all_metrics(self) -> list[ExporterMetrics]:
         return [self.base, *self._metrics.values()]
 
-    def labelled(self) -> dict[SourceKey, ExporterMetrics]:
-        return dict(self._metrics)
-
     def collect(self) -> list[Metric]:
         """The families of every source's metrics, merged by name (and how many sources there are)."""
         collected = [m.collect() for m in self.all_metrics()]

@@ -96,10 +96,6 @@ class Unwrapped:
     cut: int = 0
     """Joined lines longer than the cap (cut there)."""
 
-    def time_of(self, index: int) -> datetime | None:
-        """The container time of produced line `index` (0-based)."""
-        return container_time(self.stamps[index])
-
 
 class _Partial:
     """The parts of one stream's line so far."""
@@ -126,11 +122,6 @@ class Unwrapper:
         self._record: Callable[[bytes], tuple[bytes, bytes, bytes, bool] | None] = {
             "docker-json": _docker_record, "cri": _cri_record, "docker-timestamps": _timestamps_record,
         }[fmt]
-
-    @property
-    def holding(self) -> bool:
-        """A part waits for the rest of its line."""
-        return any(p.parts or p.skipping for p in self._partials.values())
 
     def unwrap(self, data: bytes, first: int = 1) -> Unwrapped:
         """The lines of `data` (complete envelope lines; a last one without its newline is read as one),

@@ -77,7 +77,7 @@ def test_the_folded_series_keep_what_a_dropped_source_counted() -> None:
     sources.sync(checkpoint(a=3, c=6), FollowerStats(state_errors=2), stats)
     assert value(made[FOLDED], "vllm_logwatch_log_lines_total") == 10  # 4 of b kept, c's 6
     sources.drop(A)  # a source with series of its own: they go
-    assert A not in sources.labelled()
+    assert made[A] not in sources.all_metrics()
 
 
 def test_an_unmoved_source_is_not_synced_again_after_a_batch() -> None:

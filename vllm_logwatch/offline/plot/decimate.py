@@ -12,13 +12,12 @@ last over every point it has been given (`decimate` of the kept points and the n
 The columns are set at the series' `columns + 1`-th point, however the points were chunked, so the
 fast lane (runs of lines) and the general path (a record at a time) keep the same points.
 
-In column mode a point with no value (NaN) is left out (the line joins its neighbours), and a
-launch's break stays a NaN point at its time (`add_gap`). In column mode the figure draws each
-column's median as the line and its lowest-to-highest as a band (`Decimator.band`): the median comes
-from a histogram per column whose bins are 1% apart (every value in a bin within 0.5% of the bin's
-value; 0 a bin of its own), so it is the exact median to within 0.5%. Columns only ever merge in pairs
-when their width doubles and a histogram merges by adding counts, so it too does not depend on how
-the points were chunked.
+In column mode a point with no value (NaN) is left out (the line joins its neighbours), and the
+figure draws each column's median as the line and its lowest-to-highest as a band (`Decimator.band`):
+the median comes from a histogram per column whose bins are 1% apart (every value in a bin within
+0.5% of the bin's value; 0 a bin of its own), so it is the exact median to within 0.5%. Columns only
+ever merge in pairs when their width doubles and a histogram merges by adding counts, so it too does
+not depend on how the points were chunked.
 
 numpy comes with matplotlib (the `plot` extra); this module is imported only when a plot is drawn.
 """
@@ -91,7 +90,6 @@ class Decimator:
         self.columns = columns
         self._x = array("d")
         self._y = array("d")
-        self._gaps = array("d")
         self._width: float | None = None  # None: every point kept as it came
         self._origin = 0.0
         self._low = math.inf
@@ -103,13 +101,6 @@ class Decimator:
     def grid(self) -> tuple[float, float] | None:
         """`(origin, width)` of the columns; None while every point is kept."""
         return None if self._width is None else (self._origin, self._width)
-
-    def add_gap(self, x: float) -> None:
-        """A break in the line at `x` (a new launch)."""
-        self._gaps.append(x)
-        if self._width is None:
-            self._x.append(x)
-            self._y.append(math.nan)
 
     def extend(self, x: Floats, y: Floats) -> None:
         x = np.asarray(x, dtype=np.float64)
@@ -193,14 +184,9 @@ class Decimator:
         return origin + (column[starts] + 0.5) * width, median, low, high
 
     def points(self) -> tuple[Floats, Floats]:
-        """The points to draw, in time order; a NaN point at each launch's break."""
-        x = np.frombuffer(self._x, dtype=np.float64).copy()
-        y = np.frombuffer(self._y, dtype=np.float64).copy()
-        if self._width is None or not len(self._gaps):
-            return x, y
-        gaps = np.unique(np.frombuffer(self._gaps, dtype=np.float64))
-        at = np.searchsorted(x, gaps, side="left")
-        return np.insert(x, at, gaps), np.insert(y, at, math.nan)
+        """The points to draw, in time order."""
+        x, y = np.frombuffer(self._x, dtype=np.float64), np.frombuffer(self._y, dtype=np.float64)
+        return x.copy(), y.copy()
 
 
 class Dots:

@@ -9,11 +9,18 @@ from collections.abc import Iterator
 
 from .simd import simd_find
 
-__all__ = ["MAX_LINE_BYTES", "hit_lines", "long_lines", "trim_partial_utf8"]
+__all__ = ["MAX_LINE_BYTES", "TEXT_MESSAGES", "hit_lines", "long_lines", "trim_partial_utf8"]
 
 MAX_LINE_BYTES = 1 << 20
 """The line cap: a longer line is cut and counted (live) or left out (offline); it is never a stats
 line (a dumped prompt, binary junk)."""
+
+
+TEXT_MESSAGES = (b"Received request ", b"Generated response ")
+"""The request lines that carry users' text (a prompt, an output), in which any needle may stand ("took",
+"version"): such a line is a hit only for a reader that looks for them (its needles hold these)."""
+_TEXT_HEAD = 256
+"""A line's message starts within this many bytes (vLLM's header, a container's prefix before it)."""
 
 
 def long_lines(data: bytes, start: int, end: int, cap: int) -> Iterator[int]:
@@ -53,7 +60,8 @@ def hit_lines(
     the speculative-decoding lines: they sit after a stats line and matter only there). `end`: where the
     whole lines of `data` end (`hi` by default); a line or a follower not ended by then is read up to
     it. With `limit`, a line longer than `limit` bytes is left out, and counted, and its follower is not
-    looked at (a line over the cap is never a stats line).
+    looked at (a line over the cap is never a stats line). A request line with users' text is a hit only
+    when `needles` look for it (`TEXT_MESSAGES`).
 
     >>> hit_lines(b"a\\nStats 1\\nPrefix\\nPrefix\\n", 0, 24, (b"Stats",), (b"Prefix",))
     ([2, 10], 0)
@@ -61,6 +69,7 @@ def hit_lines(
     stop_all = hi if end is None else end
     starts: set[int] = set()
     cut: set[int] = set()
+    texts = () if any(m in needles for m in TEXT_MESSAGES) else TEXT_MESSAGES
     for needle in needles:
         pos = simd_find(data, needle, lo, hi)
         while pos >= 0:
@@ -70,6 +79,8 @@ def hit_lines(
                 stop = stop_all
             if limit is not None and stop - start > limit:
                 cut.add(start)
+            elif texts and any(data.find(t, start, min(stop, start + _TEXT_HEAD)) >= 0 for t in texts):
+                pass  # a needle in a prompt or an output (`TEXT_MESSAGES`)
             else:
                 starts.add(start)
                 nxt = stop + 1

@@ -12,12 +12,13 @@ which runs late when its event loop is busy (prefill-heavy intervals the most): 
 interval is common. Whole-second stamps cannot show that line by line, so the interval from stamps
 is the mean of the last gaps (their sum telescopes: 9 gaps resolve 0.11 s, and the truncation errors
 average out over a run), not their median. Lines timed when they were read (`measured`, on the
-monotonic clock) are credited with the mean of their last measured gaps: each gap is vLLM's window
-plus the difference of two of our read delays, and a late read lengthens one gap and shortens the
-next by as much, so the mean keeps vLLM's spacing (a steady late timer included) and only a ninth of
-one late read. Crediting each line its own gap carried the whole delay into the tokens wherever two
-lines' throughputs differ: reads up to 0.9 s late in run mode, on a 2-core machine vLLM kept busy,
-made 5.8% too many tokens in a 20 s run.
+monotonic clock): each gap between two is vLLM's window plus the difference of two of our read
+delays. In run mode (a configured interval) a line is credited the mean of the last measured gaps,
+when they agree (`MAX_MEAN_ERROR`), else the configured interval: crediting each line its own gap
+carried a late read into the tokens wherever two lines' throughputs differ (reads up to 0.9 s late, on
+a 2-core machine vLLM kept busy, made 5.8% too many tokens in a 20 s run), and where reads scatter
+that much even the mean of 9 gaps is off by a few percent. Without one (watch) a line is credited the
+time since the window credited before it, so a run's windows add up to its measured span.
 """
 
 from __future__ import annotations
@@ -26,13 +27,13 @@ import math
 from collections import deque
 from collections.abc import Sequence
 from datetime import datetime
-from statistics import fmean
+from statistics import fmean, pstdev
 
 from .totals import RunningTotal
 
 __all__ = [
-    "DEFAULT_INTERVAL", "EXACT_IDLE_GAP_FACTOR", "GAP_HISTORY", "IDLE_GAP_FACTOR", "MAX_FIRST_GAP",
-    "TokenWindows",
+    "DEFAULT_INTERVAL", "EXACT_IDLE_GAP_FACTOR", "GAP_HISTORY", "IDLE_GAP_FACTOR", "MAX_CARRY",
+    "MAX_FIRST_GAP", "MAX_MEAN_ERROR", "MIN_WINDOW_SHARE", "TokenWindows",
 ]
 
 DEFAULT_INTERVAL = 10.0
@@ -42,6 +43,17 @@ IDLE_GAP_FACTOR = 1.5
 EXACT_IDLE_GAP_FACTOR = 1.9
 """The same with exact times: a hidden window makes a gap of two intervals or more, so up to that
 a longer gap is vLLM's timer running late (under load), and still the line's own window."""
+MAX_MEAN_ERROR = 0.01
+"""With a configured interval, the mean of the measured gaps is a line's window only when its standard
+error is within this share of it: our reads then time vLLM's spacing to better than the configured
+interval might be off. Reads that scatter more (a machine kept busy by vLLM: 0.1-0.9 s late on a 2 s
+interval) leave the configured interval, which vLLM keeps within 0.1% where it is not itself late."""
+MIN_WINDOW_SHARE = 0.5
+"""Without a configured interval, a measured window is at least this share of the interval (a shorter
+gap pays back a late read)."""
+MAX_CARRY = 0.5
+"""The windows credited without a configured interval may run ahead of the measured times by up to
+this many intervals (a late read paid back over the next lines); beyond, the measured time wins."""
 MAX_FIRST_GAP = 60.0
 """The first gap of an engine is believed as its interval only up to this (nothing to compare with)."""
 _MIN_GAPS = 3
@@ -75,9 +87,10 @@ class TokenWindows:
         self._held: tuple[float | None, float | None] | None = None
         self._last_measured: float | None = None
         self._measured: deque[float] = deque(maxlen=GAP_HISTORY)  # the last gaps between measured times
+        self._credited_to: float | None = None  # without a prior: the end of the last window credited
         self._run_lines = 0  # lines since the measured times last started over
-        # Without a configured interval (watch), a run's first measured gap, given to its held first
-        # line and to the second: (that gap, their summed throughputs, the gaps after it).
+        # Without a configured interval (watch), a run's first measured gap, given to its second line
+        # (and to its first, when that was held): (that gap, their summed throughputs, the gaps after it).
         self._first_gap: tuple[float, float | None, float | None, list[float]] | None = None
 
     def add(self, time: datetime | None, prompt: float | None, generation: float | None, after_zero: bool,
@@ -90,8 +103,10 @@ class TokenWindows:
             self._held = (prompt, generation)
             return
         self._credit(prompt, generation, window)
-        if held is not None and self._run_lines == 2 and self.prior is None:  # both credited the first gap
-            self._first_gap = (window, _plus(held[0], prompt), _plus(held[1], generation), [])
+        if self._run_lines == 2 and self.prior is None and measured is not None:  # credited the first gap
+            if held is not None:  # and so was the held first line
+                prompt, generation = _plus(held[0], prompt), _plus(held[1], generation)
+            self._first_gap = (window, prompt, generation, [])
 
     def add_run(self, times: Sequence[datetime | None], prompts: Sequence[float],
                 generations: Sequence[float], after_zero: bool) -> None:
@@ -111,7 +126,7 @@ class TokenWindows:
             self._credit(*self._held, self.interval())
         self._held = None
         self._last_time = None
-        self._last_measured = None
+        self._last_measured = self._credited_to = None
         self._gaps.clear()
         self._measured.clear()
 
@@ -145,7 +160,7 @@ class TokenWindows:
         previous_measured, self._last_measured = self._last_measured, measured
         exact = measured is not None and previous_measured is not None
         if time is None and not exact:
-            return self._restart(self.interval())
+            return self._restart(measured, self.interval())
         previous = self._last_time
         if time is not None:
             self._last_time = time
@@ -153,7 +168,7 @@ class TokenWindows:
         if exact:
             gap = measured - previous_measured  # type: ignore[operator]
         elif previous is None or time is None:
-            return self._restart(self.prior)  # None: hold the first line until a gap tells
+            return self._restart(measured, self.prior)  # None: hold the first line until a gap tells
         else:
             try:
                 gap = (time - previous).total_seconds()
@@ -174,11 +189,14 @@ class TokenWindows:
             self._credit(*self._held, held_window)
             self._held = None
         if exact and usable:
+            if self.prior is None:
+                return self._spanned_window(measured, gap)  # type: ignore[arg-type]
             return self._measured_window(gap)  # type: ignore[arg-type]
-        return self._restart(None if typical is None and not usable else self.interval())
+        return self._restart(measured, None if typical is None and not usable else self.interval())
 
-    def _restart(self, window: float | None) -> float | None:
+    def _restart(self, measured: float | None, window: float | None) -> float | None:
         """The measured times start over at this line (credited `window`; None: held)."""
+        self._credited_to = measured
         self._run_lines = 1
         self._first_gap = None
         return window
@@ -186,8 +204,9 @@ class TokenWindows:
     def _check_first_gap(self, gap: float) -> None:
         """Without a configured interval (watch), a run's first gap under the shortest of the 3 measured
         gaps after it was its first line read late: vLLM sleeps the same interval before every line, and
-        the gaps after it pay back only their own lines' late reads. Both lines given that gap get the
-        time it fell short (the counters go up late, never down)."""
+        the gaps after it pay back only their own lines' late reads. The lines given that gap (the
+        second, and the first when it was held) get the time it fell short (the counters go up late,
+        never down)."""
         if self._first_gap is None:
             return
         window, prompt, generation, later = self._first_gap
@@ -199,9 +218,9 @@ class TokenWindows:
             self._credit(prompt, generation, short)
 
     def _measured_window(self, gap: float) -> float:
-        """A live line's window: the mean of the last measured gaps (up to `GAP_HISTORY`, this line's
-        included) once there are 3, before that the typical interval (the configured one in run mode);
-        without a configured interval, the mean of those there are.
+        """With a configured interval (run mode), a live line's window: the mean of the last measured
+        gaps (up to `GAP_HISTORY`, this line's included) once there are 3 and they agree
+        (`MAX_MEAN_ERROR`), else the configured interval.
 
         A run's first gap does not enter the mean: a late read of its first line makes it short with no
         gap before it to pay that back (the load's first line, a prompt burst, read late). Nor does the
@@ -210,9 +229,30 @@ class TokenWindows:
         self._run_lines += 1
         if self._run_lines > 2:
             self._measured.append(gap)
-        if len(self._measured) >= _MIN_GAPS or (self.prior is None and self._measured):
-            return fmean(self._measured)
+        gaps = self._measured
+        if len(gaps) >= _MIN_GAPS:
+            mean = fmean(gaps)
+            if pstdev(gaps, mean) <= MAX_MEAN_ERROR * mean * math.sqrt(len(gaps)):
+                return mean
         return self.interval()
+
+    def _spanned_window(self, measured: float, gap: float) -> float:
+        """Without a configured interval (watch), a live line's window: from the end of the window
+        credited before it to its print time, so a run's windows add up to the time from its first line
+        to its last (a late read over-credits one line and the next pays it back). There is no interval
+        to fall back on: the measured span is the best measure, and its errors stay at the run's ends
+        (`_check_first_gap` pays back the first). A window under half the typical interval is not
+        believed: half is credited and the rest paid back by the next lines, up to half an interval
+        ahead of the clock; beyond that the clocks disagree and the gap itself is the window."""
+        start = self._credited_to if self._credited_to is not None else measured - gap
+        reference = self.interval()
+        window = max(measured - start, MIN_WINDOW_SHARE * reference)
+        if start + window - measured > MAX_CARRY * reference:  # far ahead of the clock: restart from it
+            self._restart(measured, gap)
+            return gap
+        self._run_lines += 1
+        self._credited_to = start + window
+        return window
 
     def _credit(self, prompt: float | None, generation: float | None, window: float) -> None:
         busy = False

@@ -7,11 +7,7 @@ monotonic clock, times vLLM's window to about our own scheduling delay (`EngineS
 there). The stamp is the check: vLLM printed the line within the stamp's second, so a read later
 than that second's end is our delay and is cut back to it, and a read much later (a backlog, a file
 read from its start, a replay) or before the stamp (another zone, another host's clock) is no
-measure at all: such a line is timed by its stamp. A stats line read after its whole-second stamp's
-second ended is no measure of its window either: cut back to the second's end, its time is up to a
-second late, where the token counters want the spacing of vLLM's lines to a few milliseconds (on a
-2-core machine kept busy by vLLM, run mode read lines up to half a second past their second, and the
-cut-back times moved the counters by 1%); it is timed by the stamps too.
+measure at all: such a line is timed by its stamp.
 
     timer = ArrivalTimer()
     reader = LaunchReader(metrics, assembler, on_error, timer=timer)   # each read() is timed
@@ -82,10 +78,7 @@ class ArrivalTimer:
         out: dict[int, float] = {}
         for index, event in enumerate(events):
             if isinstance(event, (EngineStats, IterationStats, RequestLine)) and event.time is not None:
-                stamp = event.time.timestamp()
-                if isinstance(event, EngineStats) and stamp == int(stamp) and arrival.wall > stamp + 1.0:
-                    continue  # read after its second ended: its window is not measured (above)
-                printed = print_time(stamp, arrival)
+                printed = print_time(event.time.timestamp(), arrival)
                 if printed is not None:
                     out[index] = printed
         return out

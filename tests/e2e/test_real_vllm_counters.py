@@ -40,6 +40,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -168,9 +169,18 @@ def row(name: str, prompt: float, gen: float, want_prompt: float, want_gen: floa
             f"generation {gen:9.0f} ({100 * (gen / want_gen - 1):+6.2f}%)   {name}")
 
 
-@pytest.mark.skipif(not os.environ.get("LOGWATCH_LONG_E2E"), reason="over 90 s: set LOGWATCH_LONG_E2E=1 "
-                    "(make test-long); make test stays within its few minutes without it")
-@pytest.mark.timeout(2400)
+def long_test(seconds: int) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Skipped unless LOGWATCH_LONG_E2E is set (it takes over `seconds`); a long timeout."""
+    def mark(test: Callable[..., None]) -> Callable[..., None]:
+        skip = pytest.mark.skipif(not os.environ.get("LOGWATCH_LONG_E2E"), reason=(
+            f"over {seconds} s: set LOGWATCH_LONG_E2E=1 (make test-long); make test stays within its few "
+            "minutes without it"))
+        marked: Callable[..., None] = skip(pytest.mark.timeout(2400)(test))
+        return marked
+    return mark
+
+
+@long_test(90)
 def test_counters_within_one_percent_of_vllm_under_a_cpu_hog(
     real_vllm: dict[str, Path], vllm_server_slot: None, tmp_path: Path
 ) -> None:
@@ -178,9 +188,7 @@ def test_counters_within_one_percent_of_vllm_under_a_cpu_hog(
             tolerance=TOLERANCE)
 
 
-@pytest.mark.skipif(not os.environ.get("LOGWATCH_LONG_E2E"), reason="over 60 s: set LOGWATCH_LONG_E2E=1 "
-                    "(make test-long); make test stays within its few minutes without it")
-@pytest.mark.timeout(2400)
+@long_test(60)
 def test_counters_exact_from_iteration_lines(
     real_vllm: dict[str, Path], vllm_server_slot: None, tmp_path: Path
 ) -> None:

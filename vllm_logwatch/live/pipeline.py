@@ -126,9 +126,8 @@ class Pipeline:
         self._logged_counts = dict.fromkeys(("files_opened", "file_switches", "rotations", "truncations"), 0)
         self._logged_errors: set[str] = set()
         # the state file in step with what scrapes show; a many-source file, rewritten whole, less often
-        interval = getattr(follower, "save_interval", None)
-        self.keeper = StateKeeper(follower,
-                                  save_interval=interval if callable(interval) else lambda: SAVE_INTERVAL)
+        spacing = getattr(follower, "save_interval", lambda: SAVE_INTERVAL)
+        self.keeper = StateKeeper(follower, save_interval=spacing)
         # A backlog is timed by its stamps until a poll finds nothing new (`set_replay`); a file read
         # from its end gets its launch's start-up facts from before that end (`startfacts.py`).
         self._replaying, self._had_lines, self._started = True, False, time.monotonic()

@@ -9,8 +9,6 @@ same chunks from any stream in this process.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import os
 from array import array
 from collections.abc import Callable, Iterator
@@ -157,12 +155,12 @@ def _steady_heap() -> None:
     """Fix glibc's mmap threshold at `MMAP_THRESHOLD`. Left dynamic, it rises to the size of the
     biggest buffer freed (up to 32 MiB), and the chunks that come from the workers, a few MiB each,
     are then cut from the heap, whose freed pieces the process keeps: `plot` of the 200 MB stats-only
-    log peaked at 157 MB RSS with it dynamic, 139 MB fixed, in the same time (bench/RESULTS.md).
-    Nothing on another C library."""
-    name = ctypes.util.find_library("c")
+    log peaked at 157 MB RSS with it dynamic, 145 MB fixed, in the same time (bench/RESULTS.md).
+    Nothing on a C library without `mallopt`. The symbols the process already has: no library search."""
+    import ctypes  # only where a file is read in ranges: `parse --csv` of a small file does without
+
     try:
-        libc = ctypes.CDLL(name) if name else None
-        mallopt = getattr(libc, "mallopt", None)
+        mallopt = getattr(ctypes.CDLL(None), "mallopt", None)
     except OSError:
         mallopt = None
     if mallopt is not None:

@@ -299,23 +299,25 @@ class Supervisor:
         return code, started, self.clock() - started_at
 
     def _pump(self, proc: subprocess.Popen[bytes], fd: int) -> bool:
-        """Move the child's bytes until it has exited and its pipe is drained; stop it when asked."""
+        """Move the child's bytes until it has exited and its pipe is drained; stop it when asked, also
+        once it has closed its end of the pipe and runs on."""
         sel = selectors.DefaultSelector()
         sel.register(fd, selectors.EVENT_READ)
         sel.register(self._wake_r, selectors.EVENT_READ)
         started, tail = False, b""
         stop, wait = Stop(), self.tick
         last_report = self.clock()
+        eof, closed_looks = False, 0
         assert self._file is not None
         while True:
-            eof = False
             for key, _ in sel.select(wait):
                 if key.fd == self._wake_r:
                     os.read(self._wake_r, 512)
                     continue
                 data = os.read(fd, _READ)
-                if not data:
+                if not data:  # the pipe closed; the child may run on (`exec >file 2>&1`)
                     eof = True
+                    sel.unregister(fd)
                     break
                 self._file.put(data)
                 if self.echo is not None:
@@ -326,14 +328,19 @@ class Supervisor:
                     started = any(marker in window for marker in _STARTED)
                     tail = window[-64:]
             now = self.clock()
+            running = proc.poll() is None
+            if eof and not running:
+                break
             step = decide_stop(stop, now=now, asked=self._stop, forced=self._forced,
-                               running=proc.poll() is None, timeout=self.stop_timeout)
+                               running=running, timeout=self.stop_timeout)
             stop = step.state
             for send in step.sends:
                 self._send(send, proc.pid, fd)
-            if eof or step.give_up:
+            if step.give_up:
                 break
             wait = min(self.tick, step.wait)
+            if eof:  # look for the exit soon (it usually follows the close), then at each tick
+                wait, closed_looks = min(wait, 0.01 * 2 ** closed_looks), min(closed_looks + 1, 8)
             if now - last_report >= 1.0:
                 self._report(up=proc.poll() is None)
                 last_report = now

@@ -50,13 +50,15 @@ class Launch:
     """What one fake vLLM does. `on_term`: its returncode on SIGTERM (None: it ignores SIGTERM);
     `exits_after`: it exits by itself with `code` after so many clock seconds; `signals`: signals
     sent to logwatch (this process) at clock seconds after the launch; `holds_pipe`: something it
-    started keeps its output pipe open after it exits; `cannot_start`: the exec fails with this reason."""
+    started keeps its output pipe open after it exits; `closes_pipe`: it closes its output at once and
+    runs on (a wrapper's `exec >file 2>&1`); `cannot_start`: the exec fails with this reason."""
 
     on_term: int | None = 0
     exits_after: float | None = None
     code: int = 0
     signals: list[tuple[float, int]] = field(default_factory=list)
     holds_pipe: bool = False
+    closes_pipe: bool = False
     cannot_start: str | None = None
 
 
@@ -74,6 +76,8 @@ class FakeChild:
             self._exit(127)
             return
         os.write(self._write, b"(APIServer pid=1) INFO Starting vLLM API server\n")
+        if launch.closes_pipe:
+            self.close()
 
     def _exit(self, returncode: int) -> None:
         if self.returncode is None:
@@ -186,6 +190,24 @@ def test_a_second_sigterm_does_not_skip_the_wait(tmp_path: Path) -> None:
     supervise(tmp_path, script, stop_timeout=30.0)
     (term_at, _, _), (kill_at, _, _) = script.sent
     assert kill_at - term_at >= 30.0
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_child_that_closed_its_output_is_still_stopped(tmp_path: Path, signum: int) -> None:
+    """A wrapper that sends its output elsewhere (`exec >>file 2>&1`) closes the pipe and runs on: a
+    stop still reaches its group, and SIGKILL follows when it ignores SIGTERM."""
+    script = Script(Launch(on_term=None, closes_pipe=True, signals=[(5.0, signum)]))
+    _, code = supervise(tmp_path, script, stop_timeout=30.0)
+    assert script.names() == ["SIGTERM", "SIGKILL"]
+    (term_at, _, _), (kill_at, _, _) = script.sent
+    assert 30.0 <= kill_at - term_at <= 30.5
+    assert code == 137
+
+
+def test_a_child_that_closed_its_output_is_waited_for(tmp_path: Path) -> None:
+    script = Script(Launch(closes_pipe=True, exits_after=20.0, code=3))
+    _, code = supervise(tmp_path, script)
+    assert code == 3 and script.sent == []
 
 
 @pytest.mark.parametrize(("returncode", "code"),

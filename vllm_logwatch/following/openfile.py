@@ -115,6 +115,11 @@ class OpenFile:
     fingerprint: tuple[str, int] | None = None  # (sha256, bytes) of the first bytes, up to FINGERPRINT_BYTES
     start: int = 0  # the offset reading started at
 
+    @classmethod
+    def framing(cls, name: str) -> OpenFile:
+        """The framing alone, for bytes handed in rather than read (run mode's pipe from vLLM)."""
+        return cls(-1, name, 0, 0, 0, 0, 1)
+
     @property
     def committed(self) -> int:
         """Offset just after the last line delivered: where a restart must resume."""

@@ -1,7 +1,8 @@
 """Run mode's parser: chunks of the child's output -> events -> metrics, in a thread of its own.
 
-Each chunk, up to its last newline, is read as one block by the live modes' one ingest core
-(`ingest.LaunchReader`, as watch reads a file): access lines counted by one pattern, only the lines that
+Each chunk is framed as watch frames a file (`OpenFile.consume`: the partial last line held, a line
+over the cap cut and the rest of it skipped), and its complete lines read as one block by the live
+modes' one ingest core (`ingest.LaunchReader`): access lines counted by one pattern, only the lines that
 can carry something else (stats, spec, start-up facts, warnings) through the full parser.
 
 Each chunk's arrival is read when the supervisor hands it over, before the queue, and times its stats
@@ -15,10 +16,10 @@ from collections import deque
 from datetime import datetime, tzinfo
 
 from ..exporting.exporter import ExporterMetrics
+from ..following.openfile import FollowerStats, LineBlock, OpenFile
 from ..parsing.assemble import Assembler
 from ..parsing.events import EngineStats, Event, ServerInfo, Unparsed
-from ..parsing.framing import MAX_LINE_BYTES, long_lines
-from ..parsing.simd import simd_count
+from ..parsing.framing import MAX_LINE_BYTES
 from ..parsing.stamps import YearClock
 from ..supervising.sinks import QUEUE_BYTES, QueuedWorker
 from .arrival import Arrival, ArrivalTimer
@@ -28,11 +29,13 @@ __all__ = ["LineFeeder"]
 
 log = logging.getLogger(__name__)
 
-_GAP = "\0gap"  # a queue marker: output was dropped here
+_GAP = "\0gap"  # queue markers: output was dropped here, in the middle of a line
+_GAP_AT_LINE = "\0gap at a line"  # ... after a newline
 
 
 class LineFeeder(QueuedWorker):
-    """Feed it chunks (`put`); it keeps the partial last line until its newline arrives."""
+    """Feed it chunks (`put`); it frames them as watch frames a file (`OpenFile.consume`): the partial
+    last line waits for its newline, a line over the cap is cut, counted, and the rest of it skipped."""
 
     def __init__(
         self,
@@ -51,10 +54,7 @@ class LineFeeder(QueuedWorker):
         self.timer = ArrivalTimer()
         self._arrivals: deque[Arrival] = deque()  # read time of each queued chunk, in queue order
         self._arrived = self.timer.now()
-        self._carry = b""
-        self.lines = 0
-        self.bytes = 0
-        self.lines_cut = 0
+        self._counts = FollowerStats()  # lines, bytes and lines cut, over all launches
         self.internal_errors = 0
         self.new_source(source)
         super().__init__("logwatch-parse", max_bytes)
@@ -62,6 +62,7 @@ class LineFeeder(QueuedWorker):
     def new_source(self, source: str | None) -> None:
         """A new launch (a restarted child writes a new log file)."""
         self._source = source
+        self._frame = OpenFile.framing(source or "-")  # the partial last line, the cap: as watch frames
         assembler = Assembler(source, YearClock.for_source(source, self.zone), hold_v0=False)
         self._reader = LaunchReader(self.metrics, assembler, self._internal_error, numbered=False,
                                     retime=self._retime, envelopes=False,  # vLLM's own output
@@ -75,15 +76,16 @@ class LineFeeder(QueuedWorker):
         super().put(data)
         if self.stats.bytes_dropped != dropped:
             self._arrivals.pop()
-            self.put_marker(_GAP)
+            self.put_marker(_GAP_AT_LINE if data.endswith(b"\n") else _GAP)
 
     def relaunch(self, source: str | None) -> None:
         """Called from the supervisor: queue the switch so it lands between the right chunks."""
         self.put_marker(source)
 
     def _marker(self, source: str | None) -> None:
-        if source == _GAP:
-            self._carry = b""  # the partial line before the gap has lost its end
+        if source in (_GAP, _GAP_AT_LINE):
+            self._frame.buf.clear()  # the partial line before the gap has lost its end
+            self._frame.discarding = source == _GAP  # and the bytes after it start in a line's middle
             return
         self._flush_carry()
         self.metrics.new_launch(source)
@@ -93,33 +95,26 @@ class LineFeeder(QueuedWorker):
 
     def _write(self, data: bytes) -> None:
         self._arrived = self._arrivals.popleft() if self._arrivals else self.timer.now()
-        self.bytes += len(data)
-        if self._carry:
-            data = self._carry + data
-        cut = data.rfind(b"\n")
-        if cut < 0:
-            self._carry = data
-            if len(self._carry) > MAX_LINE_BYTES:  # a giant line: drop it, counted
-                self._carry, self.lines_cut = b"", self.lines_cut + 1
-            return
-        self._carry = data[cut + 1:]
-        self._block(data if cut + 1 == len(data) else data[:cut + 1])
-        self._report()
+        self._counts.bytes += len(data)
+        blocks: list[LineBlock] = []
+        self._frame.consume(data, blocks, MAX_LINE_BYTES, self._counts)
+        self._read(blocks)
 
     def _flush_carry(self) -> None:
-        if self._carry:
-            self._block(self._carry + b"\n")
-            self._carry = b""
+        blocks: list[LineBlock] = []
+        self._frame.flush_partial(blocks, self._counts)
+        self._read(blocks)
         self._reader.flush()
         self._report()
 
     def _finish(self) -> None:
         self._flush_carry()
 
-    def _block(self, data: bytes) -> None:
-        self.lines += simd_count(data, b"\n", 0, len(data))
-        self.lines_cut += sum(1 for _ in long_lines(data, 0, len(data), MAX_LINE_BYTES))
-        self._reader.read(data, cap=MAX_LINE_BYTES, arrival=self._arrived)
+    def _read(self, blocks: list[LineBlock]) -> None:
+        for block in blocks:
+            self._reader.read(block.data, cap=MAX_LINE_BYTES, arrival=self._arrived)
+        if blocks:
+            self._report()
 
     def _retime(self, event: Event) -> Event:
         """Live output: the line's time is the moment it was read (its own stamp has whole seconds);
@@ -138,6 +133,6 @@ class LineFeeder(QueuedWorker):
 
     def _report(self) -> None:
         self.metrics.set_follower_stats(
-            lines=self.lines, bytes=self.bytes, rotations=0, truncations=0,
-            read_errors=0, lines_cut=self.lines_cut,
+            lines=self._counts.lines, bytes=self._counts.bytes, rotations=0, truncations=0,
+            read_errors=0, lines_cut=self._counts.lines_cut,
         )

@@ -617,3 +617,29 @@ def test_a_glob_in_a_folder_it_may_not_list_says_permission_denied(tmp_path: Pat
     assert proc.returncode == 2 and proc.stdout == ""
     assert_one_line_error(proc.stderr, f"{locked}: permission denied")
     assert "no file matches" not in proc.stderr
+
+
+def test_every_path_reads_the_same_stats_lines_of_a_custom_format(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A custom logging format (no vLLM header): request lines whose stop strings and output hold
+    stats-shaped text are not stats lines, in `--csv` (the scanner) as in `--kind all` (the parser)."""
+    fake = ("Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: 99999.0 tokens/s, Running: 77 "
+            "reqs, Waiting: 0 reqs, GPU KV cache usage: 99.0%, X: y")
+    lines = []
+    for i in range(6):
+        t = f"2026-12-02 10:00:{i * 10:02d},123"
+        lines += [f"{t} INFO vllm.v1.metrics.loggers: Engine 000: Avg prompt throughput: 10.0 tokens/s, "
+                  "Avg generation throughput: 100.0 tokens/s, Running: 2 reqs, Waiting: 0 reqs, GPU KV cache "
+                  "usage: 1.0%, Prefix cache hit rate: 0.0%",
+                  f"{t} INFO vllm.entrypoints.logger: Received request chatcmpl-{i}: params: "
+                  f"SamplingParams(n=1, stop=['{fake}'], max_tokens=16), lora_request: None.",
+                  f"{t} INFO vllm.entrypoints.logger: Generated response chatcmpl-{i}: output: '{fake}', "
+                  "output_token_ids: None, finish_reason: stop"]
+    log = tmp_path / "custom_20261202_100000.log"
+    log.write_text("\n".join(lines) + "\n")
+    code, out, _ = run(capsys, str(log), "--csv")
+    assert code == 0 and len(out.splitlines()) == 1 + 6
+    code, out, _ = run(capsys, str(log), "--jsonl", "--kind", "all")
+    kinds = [json.loads(row)["kind"] for row in out.splitlines()]
+    assert code == 0 and kinds.count("stats") == 6
+    assert all(json.loads(row).get("running") in (None, 2) for row in out.splitlines())

@@ -176,7 +176,7 @@ def _parse(text: str) -> Event | None:
             if event is not None:
                 return event
     m = _HEADER.search(line)
-    if m is None:
+    if m is None or _in_request_line(line, m.start()):
         return _parse_headerless(line)
     level, stamp, location = m.group(1), m.group(2), m.group(3)
     process = None
@@ -227,7 +227,8 @@ def _parse_headerless(line: str) -> Event | None:
         path = am.group(2).split("?", 1)[0]
         return HttpAccess(method=am.group(1), path=path, status=int(am.group(3)))
     sm = _stats_anywhere(line)
-    if sm is not None:  # a custom format without vLLM's header: no time, but the numbers count
+    if sm is not None and not _in_request_line(line, sm.start()):
+        # a custom format without vLLM's header: no time, but the numbers count
         return _parse_message(line[sm.start():].rstrip(), None, None, None, None)
     if "Uvicorn running on" in line or "Application startup complete" in line:
         um = _UVICORN_LEVEL.search(line)
@@ -236,6 +237,13 @@ def _parse_headerless(line: str) -> Event | None:
     if line.startswith(("WARNING:", "ERROR:", "CRITICAL:")):
         return LogMessage(level=line.split(":", 1)[0], problem=problem_of(line))
     return None
+
+
+def _in_request_line(line: str, at: int) -> bool:
+    """Whether `line[at:]` follows a request line's first words: a client's stop strings, prompt or
+    output, never a line of vLLM's own (a custom format without vLLM's header, or a header forged inside
+    the text)."""
+    return any(line.find(words, 0, at) >= 0 for words in REQUEST_STARTS)
 
 
 def _stats_anywhere(line: str) -> re.Match[str] | None:

@@ -948,3 +948,29 @@ def test_trailing_nul_bytes_are_padding(pad: str) -> None:
     assert isinstance(event, EngineStats)
     assert event == parse_line(line)
     assert (event.running, event.prefix_cache_hit_rate_pct) == (3, 0.0)
+
+
+FORGED_STATS = ("Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: 99999.0 tokens/s, Running: 77 "
+                "reqs, Waiting: 0 reqs, GPU KV cache usage: 99.0%, X: y")
+FORGED_LINE = "(APIServer pid=9) INFO 12-02 10:00:30 [loggers.py:335] Engine 000: " + FORGED_STATS
+
+
+@pytest.mark.parametrize("line", [
+    # a custom logging format without vLLM's header (`%(asctime)s %(levelname)s %(name)s: %(message)s`)
+    f"2026-12-02 10:00:00,123 INFO vllm.entrypoints.logger: Received request c-1: params: "
+    f"SamplingParams(n=1, stop=['{FORGED_STATS}'], max_tokens=16), lora_request: None.",
+    f"2026-12-02 10:00:00,123 INFO vllm.entrypoints.logger: Generated response c-1: output: '{FORGED_STATS}', "
+    "output_token_ids: None, finish_reason: stop",
+    f"2026-12-02 10:00:00,123 INFO vllm.entrypoints.logger: Received request c-1: params: "
+    f"SamplingParams(n=1, stop=['{FORGED_LINE}'], max_tokens=16), lora_request: None.",
+    f"2026-12-02 10:00:00,123 INFO vllm.v1.engine.async_llm: Aborted request(s) x {FORGED_STATS}.",
+])
+def test_a_clients_text_in_a_request_line_is_never_a_stats_line(line: str) -> None:
+    """Stop strings and outputs are the client's: stats-shaped text in them, or a vLLM header forged
+    there, is no line of vLLM's, with or without vLLM's own header in front."""
+    assert not isinstance(parse_line(line), EngineStats)
+
+
+def test_a_custom_formats_own_stats_line_is_still_read() -> None:
+    event = parse_line("2026-12-02 10:00:00,123 INFO vllm.v1.metrics.loggers: Engine 000: " + FORGED_STATS)
+    assert isinstance(event, EngineStats) and event.running == 77

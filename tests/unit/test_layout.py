@@ -1,5 +1,5 @@
 """The house keeps its shape: no import cycle (function-level imports included), a stage package
-imports only the stages below it, no module past 400 lines, and `logwatch parse` loads neither the
+imports only the stages below it, no module past 800 lines (modules are sized by concept), and `logwatch parse` loads neither the
 web server nor watchdog."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 from support import ROOT, TESTS
 
 PACKAGE = ROOT / "vllm_logwatch"
-MAX_LINES = 400
+MAX_LINES = 800
 
 # Which stages each stage may import (besides itself and the top-level errors, shown and config).
 ALLOWED: dict[str, set[str]] = {
@@ -153,7 +153,7 @@ def test_offline_is_a_few_packages_by_job() -> None:
 
 
 @pytest.mark.parametrize("name", sorted(MODULES))
-def test_no_module_is_past_400_lines(name: str) -> None:
+def test_no_module_is_past_800_lines(name: str) -> None:
     assert len(MODULES[name].read_text().splitlines()) <= MAX_LINES
 
 

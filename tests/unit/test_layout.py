@@ -1,6 +1,6 @@
 """The house keeps its shape: no import cycle (function-level imports included), a stage package
-imports only the stages below it, no module past 800 lines (modules are sized by concept), and `logwatch parse` loads neither the
-web server nor watchdog."""
+imports only the stages below it, no module past 800 lines (modules are sized by concept), and
+`logwatch parse` loads neither the web server nor watchdog."""
 
 from __future__ import annotations
 

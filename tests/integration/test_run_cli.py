@@ -111,8 +111,10 @@ def test_no_orphan_when_logwatch_is_sigkilled(tmp_path: Path) -> None:
         child = int(poll(lambda: samples(port).get("vllm_logwatch_child_pid"), what="child pid"))  # type: ignore[arg-type]
         assert alive(child)
         proc.kill()
-        proc.wait(10)
+        out, _ = proc.communicate(timeout=30)  # its stdout ends when the tee, which echoes to it, is gone
         poll(lambda: not alive(child), deadline=15, what="the child to get its death signal")
+        log = next((tmp_path / "logs").glob("vllm_*.log")).read_bytes()
+        assert log.endswith(SHUTDOWN) and out == log  # vLLM's last lines, written by the tee after the kill
 
 
 def test_full_disk_child_keeps_running_and_drops_are_counted(tmp_path: Path) -> None:

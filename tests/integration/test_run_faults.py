@@ -120,10 +120,8 @@ def test_sigkill_fallback_is_said_once(tmp_path: Path, caplog: object) -> None:
                      stop_timeout=0.3, killpg=slow_kill)
     with caplog.at_level(logging.INFO, logger="vllm_logwatch.run"):  # type: ignore[attr-defined]
         def stop_when_started() -> bool:
-            if sup.pid is None or not (tmp_path.glob("x_*.log")):
-                return False
-            log = next(tmp_path.glob("x_*.log")).read_bytes()
-            return b"Starting vLLM" in log
+            logs = list(tmp_path.glob("x_*.log"))  # made by the tee, once it has started
+            return sup.pid is not None and bool(logs) and b"Starting vLLM" in logs[0].read_bytes()
         def stopper() -> None:
             poll(stop_when_started, what="the child to start")
             sup.request_stop()

@@ -14,10 +14,11 @@ import os
 __all__ = ["pipe_holders"]
 
 
-def pipe_holders(fd: int, proc: str = "/proc") -> set[int]:
-    """The pids of the other processes that hold the pipe of `fd` open (empty where /proc is not)."""
+def pipe_holders(pipe: int, proc: str = "/proc") -> set[int]:
+    """The pids of the other processes that hold the pipe with inode `pipe` open (empty where /proc is
+    not)."""
     try:
-        target = f"pipe:[{os.fstat(fd).st_ino}]"
+        target = f"pipe:[{pipe}]"
         entries = [e.name for e in os.scandir(proc) if e.name.isdigit()]
     except OSError:
         return set()

@@ -179,8 +179,11 @@ class StreamSink(QueuedWorker):
     echo stops for good, said once on stderr; what it would have written is counted in `stats`. The
     log file, the parser and vLLM go on."""
 
-    def __init__(self, fd: int, max_bytes: int = QUEUE_BYTES) -> None:
+    def __init__(self, fd: int, max_bytes: int = QUEUE_BYTES, what: str | None = "stdout") -> None:
+        """`what`: the name its errors are said under; None: a pipe to logwatch's parser, whose end
+        (logwatch gone) is said by nothing."""
         self.fd = fd
+        self.what = what
         self._broken = False
         super().__init__("logwatch-echo", max_bytes)
 
@@ -195,9 +198,9 @@ class StreamSink(QueuedWorker):
             except OSError as exc:
                 self.stats.write_errors += 1
                 self.stats.bytes_dropped += len(view)
-                self.stats.last_error = f"stdout: {os.strerror(exc.errno or errno.EIO).lower()}"
+                self.stats.last_error = f"{self.what}: {os.strerror(exc.errno or errno.EIO).lower()}"
                 self._broken = exc.errno in (errno.EPIPE, errno.EBADF, errno.EIO, errno.ENXIO)
-                if self._broken:
+                if self._broken and self.what is not None:
                     log.warning("%s: no more echo of vLLM's output; the log file and the metrics go on "
                                 "(bytes not echoed: vllm_logwatch_stdout_bytes_dropped_total)",
                                 self.stats.last_error)

@@ -3,8 +3,9 @@ well, restart it if asked.
 
 Like the launch script it replaces (`exec > >(tee -a logs/<name>_<date>.log) 2>&1; vllm serve ...`):
 stdout and stderr merged into one pipe, every byte written unchanged and in order, a new timestamped
-file per launch. Unlike it: a full or slow log disk never stalls vLLM (see `tee`), and if logwatch
-dies the child gets SIGTERM (see `_deathsig`).
+file per launch, by a tee process of its own (`tee.py`), which hands logwatch a copy to parse. Unlike
+the script's: a full or slow log disk never stalls vLLM, nor does logwatch's parsing (not in the tee's
+process), and if logwatch dies the child gets SIGTERM (see `_deathsig`).
 
 Signals only set a flag; the main loop (which must run in the main thread: the death signal is tied
 to the thread that forked the child) does the work, as `policy.py` decides it.
@@ -31,7 +32,8 @@ from typing import Protocol
 from .holders import pipe_holders
 from .jobcontrol import JobControl
 from .policy import Restart, Send, Stop, after_exit, decide_stop, exit_code_of
-from .sinks import FileSink, SinkStats, StreamSink
+from .sinks import SinkStats
+from .tee import TeeProcess, read_stats, spawn_tee
 
 __all__ = ["ChildState", "ChunkConsumer", "Supervisor", "command_facts", "exit_code_of", "launch_name"]
 
@@ -118,10 +120,11 @@ class Supervisor:
     """Runs the child until it ends (or until stopped), restarting it per `restart`.
 
     `run()` returns logwatch's exit code: the child's, or 128+N when signal N ended it. It knows
-    nothing of metrics: every chunk goes to the log file, the echo and `feeder`; what it knows of
-    the child goes to `on_state`. What to do when is `policy.py`'s; `popen` (start the child),
-    `clock` (seconds, monotonic), `killpg` (signal a process group) and `tick` (the longest wait
-    between two looks at the child) are the seams tests replace (tests/unit/supervising/).
+    nothing of metrics: every chunk goes to the log file and the echo (by the tee) and to `feeder`;
+    what it knows of the child goes to `on_state`. What to do when is `policy.py`'s; `popen` (start the
+    child), `spawn_tee` (start its tee: `tee.spawn_tee`), `clock` (seconds, monotonic), `killpg`
+    (signal a process group) and `tick` (the longest wait between two looks at the child) are the
+    seams tests replace (tests/unit/supervising/).
     """
 
     def __init__(
@@ -139,6 +142,7 @@ class Supervisor:
         echo_fd: int | None = 1,
         clock: Callable[[], float] = time.monotonic,
         popen: Callable[..., subprocess.Popen[bytes]] = subprocess.Popen,
+        spawn_tee: Callable[[int, str, int | None], tuple[TeeProcess, int, int]] = spawn_tee,
         killpg: Callable[[int, int], None] = os.killpg,
         tick: float = 0.5,
     ) -> None:
@@ -148,6 +152,7 @@ class Supervisor:
         self.feeder = feeder
         self.on_state = on_state
         self.popen = popen
+        self.spawn_tee = spawn_tee
         self.stop_timeout = stop_timeout
         self.restart = restart
         self.startup_grace = startup_grace
@@ -155,14 +160,15 @@ class Supervisor:
         self.clock = clock
         self.killpg = killpg
         self.tick = tick
-        self.echo = StreamSink(echo_fd) if echo_fd is not None else None  # started by run()
+        self.echo_fd = echo_fd
         self.restarts = 0
         self.last_exit_code: int | None = None
         self.pid: int | None = None
         self.start_time: float | None = None
         self.log_path: str | None = None
-        self._file: FileSink | None = None
+        self._tee = [SinkStats(), SinkStats(), SinkStats()]  # this launch's file, echo, parse
         self._done_files = SinkStats()
+        self._done_echo = 0  # echoed bytes dropped by the launches before
         self._stop = False
         self._forced = False
         self._group: int | None = None  # the running child's process group
@@ -191,8 +197,6 @@ class Supervisor:
         previous = {s: signal.signal(s, self._on_signal) for s in _STOP_SIGNALS}
         jobs = JobControl(lambda: self._group)
         jobs.install()
-        if self.echo is not None:
-            self.echo.start()
         self.feeder.start()
         try:
             return self._loop()
@@ -200,8 +204,6 @@ class Supervisor:
             jobs.restore()
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
-            if self.echo is not None:
-                self.echo.close()
             self.feeder.close()
             os.close(self._wake_r)
             os.close(self._wake_w)
@@ -278,50 +280,77 @@ class Supervisor:
         except OSError as exc:  # the folder went away: the file sink counts the failed writes
             log.warning("cannot create %s (%s): this launch's log file will fail", self.log_dir, exc.strerror)
         self.log_path = self._new_log_path()
-        if self._file is not None:
-            self._add_done(self._file)
-        self._file = FileSink(self.log_path)
-        self._file.start()
+        self._add_done()
+        try:
+            tee, data_fd, stats_fd = self.spawn_tee(proc.stdout.fileno(), self.log_path, self.echo_fd)
+        except OSError as exc:  # no process to drain vLLM's pipe: vLLM would soon block on it
+            log.error("cannot start the tee of vLLM's output (%s): stopping vLLM", exc.strerror or exc)
+            self._signal_group(proc.pid, signal.SIGKILL)
+            proc.stdout.close()
+            return exit_code_of(proc.wait()), False, self.clock() - started_at
+        pipe = os.fstat(proc.stdout.fileno()).st_ino  # vLLM's pipe: who else holds it, at the end
+        proc.stdout.close()  # the tee's alone: if the tee were gone, vLLM would not wait on a full pipe
         self.feeder.relaunch(self.log_path)
         self.pid, self.start_time, self._group = proc.pid, time.time(), proc.pid
         log.info("started vLLM (pid %d), log %s", proc.pid, self.log_path)
         self._report(up=True)
         try:
-            started = self._pump(proc, proc.stdout.fileno())
+            started = self._pump(proc, data_fd, stats_fd, pipe, tee.pid)
         finally:
             self._group = None
-        proc.stdout.close()
+            self._end_tee(tee, data_fd, stats_fd)
         code = exit_code_of(proc.wait())
-        self._file.close()
         self._report(up=False)
         ended = f" (ended by {_signal_name(code - 128)})" if code > 128 and code - 128 < 65 else ""
         log.info("vLLM (pid %d) exited with code %d%s", proc.pid, code, ended)
         return code, started, self.clock() - started_at
 
-    def _pump(self, proc: subprocess.Popen[bytes], fd: int) -> bool:
-        """Move the child's bytes until it has exited and its pipe is drained; stop it when asked, also
-        once it has closed its end of the pipe and runs on."""
+    def _end_tee(self, tee: TeeProcess, data_fd: int, stats_fd: int) -> None:
+        """The tee ends with vLLM's pipe, once its queues are written; if something still holds that
+        pipe after the stop gave up on it, the tee is ended too."""
+        os.close(data_fd)
+        try:
+            tee.wait(timeout=35.0)
+        except subprocess.TimeoutExpired:
+            tee.kill()
+            tee.wait()
+        os.set_blocking(stats_fd, True)
+        self._read_tee_stats(_read_all(stats_fd))
+
+    def _read_tee_stats(self, data: bytes) -> None:
+        """The last of the tee's totals in `data` (JSON lines)."""
+        for line in reversed(data.split(b"\n")):
+            if line and (stats := read_stats(line)) is not None and len(stats) == 3:
+                self._tee = stats
+                return
+
+    def _pump(self, proc: subprocess.Popen[bytes], fd: int, stats_fd: int, pipe: int, tee: int) -> bool:
+        """Take the tee's copy of the child's bytes to the parser until the child has exited and its pipe
+        is drained; stop the child when asked, also once it has closed its end of the pipe and runs on."""
         sel = selectors.DefaultSelector()
         sel.register(fd, selectors.EVENT_READ)
+        sel.register(stats_fd, selectors.EVENT_READ)
         sel.register(self._wake_r, selectors.EVENT_READ)
         started, tail = False, b""
         stop, wait = Stop(), self.tick
         last_report = self.clock()
         eof, closed_looks = False, 0
-        assert self._file is not None
         while True:
             for key, _ in sel.select(wait):
                 if key.fd == self._wake_r:
                     os.read(self._wake_r, 512)
+                    continue
+                if key.fd == stats_fd:
+                    got = os.read(stats_fd, 1 << 16)  # whole lines: each was written at once, under PIPE_BUF
+                    if not got:
+                        sel.unregister(stats_fd)
+                    self._read_tee_stats(got)
                     continue
                 data = os.read(fd, _READ)
                 if not data:  # the pipe closed; the child may run on (`exec >file 2>&1`)
                     eof = True
                     sel.unregister(fd)
                     break
-                self._file.put(data)
-                if self.echo is not None:
-                    self.echo.put(data)
                 self.feeder.put(data)
                 if not started:
                     window = tail + data
@@ -335,7 +364,7 @@ class Supervisor:
                                running=running, timeout=self.stop_timeout)
             stop = step.state
             for send in step.sends:
-                self._send(send, proc.pid, fd)
+                self._send(send, proc.pid, pipe, tee)
             if step.give_up:
                 break
             wait = min(self.tick, step.wait)
@@ -347,7 +376,7 @@ class Supervisor:
         sel.close()
         return started
 
-    def _send(self, send: Send, pgid: int, fd: int) -> None:
+    def _send(self, send: Send, pgid: int, pipe: int, tee: int) -> None:
         if send.why == "asked":
             log.info("stopping vLLM: SIGTERM to its group, SIGKILL after %g s (a second Ctrl+C: at once)",
                      self.stop_timeout)
@@ -358,30 +387,34 @@ class Supervisor:
         if send.target == "group":
             self._signal_group(pgid, send.signum)
         else:
-            self._signal_leftovers(pgid, fd, send.signum)
+            self._signal_leftovers(pgid, pipe, tee, send.signum)
 
     def _signal_group(self, pgid: int, signum: int) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             self.killpg(pgid, signum)
 
-    def _signal_leftovers(self, pgid: int, fd: int, signum: int) -> None:
-        """vLLM is gone: its group, and whoever else still holds its pipe (a helper that left the
-        group with `setsid()`), get `signum`."""
+    def _signal_leftovers(self, pgid: int, pipe: int, tee: int, signum: int) -> None:
+        """vLLM is gone: its group, and whoever else but the tee still holds its pipe (a helper that left
+        the group with `setsid()`), get `signum`."""
         self._signal_group(pgid, signum)
-        for pid in pipe_holders(fd):
+        for pid in pipe_holders(pipe) - {tee}:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signum)
 
     # -- state ------------------------------------------------------------------------------------
 
-    def _add_done(self, sink: FileSink) -> None:
-        self._done_files.bytes_written += sink.stats.bytes_written
-        self._done_files.write_errors += sink.stats.write_errors
-        self._done_files.bytes_dropped += sink.stats.bytes_dropped
+    def _add_done(self) -> None:
+        """A launch's tee is done: its totals join those of the launches before."""
+        file, echo, _ = self._tee
+        self._done_files.bytes_written += file.bytes_written
+        self._done_files.write_errors += file.write_errors
+        self._done_files.bytes_dropped += file.bytes_dropped
+        self._done_echo += echo.bytes_dropped
+        self._tee = [SinkStats(), SinkStats(), SinkStats()]
 
     def file_stats(self) -> SinkStats:
         """Log-file totals over all launches."""
-        current = self._file.stats if self._file is not None else SinkStats()
+        current = self._tee[0]
         return SinkStats(
             bytes_written=self._done_files.bytes_written + current.bytes_written,
             write_errors=self._done_files.write_errors + current.write_errors,
@@ -395,6 +428,6 @@ class Supervisor:
         self.on_state(ChildState(
             up=up, pid=self.pid, start_time=self.start_time, restarts=self.restarts,
             last_exit_code=self.last_exit_code, log_file=self.file_stats(),
-            stdout_bytes_dropped=self.echo.stats.bytes_dropped if self.echo is not None else 0,
-            parse_bytes_dropped=self.feeder.stats.bytes_dropped,
+            stdout_bytes_dropped=self._done_echo + self._tee[1].bytes_dropped,
+            parse_bytes_dropped=self.feeder.stats.bytes_dropped + self._tee[2].bytes_dropped,
         ))

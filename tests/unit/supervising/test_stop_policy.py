@@ -1,5 +1,6 @@
 """The supervisor's stop and restart policy, driven through its seams: `popen` starts a scripted fake
-child (a real pipe for its output, no process), `killpg` delivers signals to it, `clock` is a fake
+child (a real pipe for its output, no process), read without a tee (`spawn_tee`), `killpg` delivers
+signals to it, `clock` is a fake
 clock that moves a quarter second at each reading, `tick=0` so that no wait is real. Stops are asked
 the way a user does, with a real signal to this process while the supervisor's handlers are in place.
 """
@@ -143,11 +144,29 @@ class Script:
             child.close()
 
 
+class NoTee:
+    """The tee's place: the fake child's pipe is read directly (no process, no real time)."""
+
+    pid = -1
+
+    def wait(self, timeout: float | None = None) -> int:
+        return 0
+
+    def kill(self) -> None: ...
+
+
+def no_tee(pipe_fd: int, path: str, echo_fd: int | None) -> tuple[NoTee, int, int]:
+    Path(path).touch()  # the launch file, as the tee makes it
+    stats_r, stats_w = os.pipe()
+    os.close(stats_w)  # no totals: at its end at once
+    return NoTee(), os.dup(pipe_fd), stats_r
+
+
 def supervise(tmp_path: Path, script: Script, **kw: Any) -> tuple[Supervisor, int]:
     """Run a Supervisor over the script to its end: (the supervisor, its exit code)."""
     sup = Supervisor(["vllm", "serve", "m"], log_dir=str(tmp_path / "logs"), name="m", feeder=Feeder(),
                      echo_fd=None, clock=script.clock, popen=script.popen, killpg=script.killpg, tick=0,
-                     **kw)
+                     spawn_tee=no_tee, **kw)
     before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     try:
         code = sup.run()
@@ -210,6 +229,22 @@ def test_a_child_that_closed_its_output_is_waited_for(tmp_path: Path) -> None:
     assert code == 3 and script.sent == []
 
 
+def test_a_tee_that_cannot_start_stops_vllm(tmp_path: Path) -> None:
+    """Nothing would drain vLLM's pipe: it is killed, said in one line, and not restarted."""
+    def cannot(pipe_fd: int, path: str, echo_fd: int | None) -> tuple[NoTee, int, int]:
+        raise OSError(11, "Resource temporarily unavailable")
+
+    script = Script(Launch(on_term=None), Launch())
+    sup = Supervisor(["vllm"], log_dir=str(tmp_path / "logs"), name="m", feeder=Feeder(), echo_fd=None,
+                     clock=script.clock, popen=script.popen, killpg=script.killpg, tick=0, spawn_tee=cannot,
+                     restart="always")
+    try:
+        code = sup.run()
+    finally:
+        script.close()
+    assert script.names() == ["SIGKILL"] and code == 137 and len(script.commands) == 1
+
+
 @pytest.mark.parametrize(("returncode", "code"),
                          [(-signal.SIGINT, 130), (-signal.SIGTERM, 143), (3, 3), (0, 0)])
 def test_the_exit_code_is_the_childs_or_128_plus_its_signal(tmp_path: Path, returncode: int,
@@ -248,7 +283,7 @@ def test_a_stop_during_the_backoff_ends_the_wait(tmp_path: Path) -> None:
     script = Script(Launch(exits_after=100.0, code=1), Launch())
     sup = Supervisor(["vllm"], log_dir=str(tmp_path / "logs"), name="m", feeder=Feeder(), echo_fd=None,
                      clock=script.clock, popen=script.popen, killpg=script.killpg, tick=0,
-                     restart="always", startup_grace=60.0, backoff_max=60.0)
+                     spawn_tee=no_tee, restart="always", startup_grace=60.0, backoff_max=60.0)
     real_clock = script.clock
 
     def clock() -> float:  # once its exit code is known, the clock is read only by the backoff wait

@@ -1,5 +1,5 @@
 """A real uvicorn serving the exporter's app with `--web-config`'s TLS and basic auth, built by
-`server.uvicorn_config` as watch, demo and run build it, on a free loopback port; certificates made
+`server.http_server` as watch, demo and run build it, on a free loopback port; certificates made
 by the test (a throw-away CA)."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from prometheus_client import CollectorRegistry
 from support import TLSFiles, make_tls_files, poll_until
 
 from vllm_logwatch.exporting.exporter import ExporterMetrics
-from vllm_logwatch.web.server import bind_socket, create_app, uvicorn_config
+from vllm_logwatch.web.server import bind_socket, create_app, http_server
 from vllm_logwatch.web.webconfig import WebConfig, load_web_config
 
 pytestmark = pytest.mark.timeout(60)
@@ -45,12 +45,11 @@ def web_config(folder: Path, tls: TLSFiles, extra: str = "", users: bool = True)
 
 @contextlib.contextmanager
 def serving(web: WebConfig) -> Iterator[int]:
-    import uvicorn
 
     metrics, registry = ExporterMetrics(), CollectorRegistry()
     metrics.register(registry)
     sock = bind_socket("127.0.0.1", 0)
-    server = uvicorn.Server(uvicorn_config(create_app(registry, metrics.status, web=web), web))
+    server = http_server(create_app(registry, metrics.status, web=web), web)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="uvicorn-tls", daemon=True)
     thread.start()
     try:

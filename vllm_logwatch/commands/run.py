@@ -46,7 +46,6 @@ def run_run(
 ) -> int:
     """Start `command`, tee its output to `settings.log_dir` (and to our stdout unless `echo` is
     False), serve metrics; vLLM's exit code."""
-    import uvicorn
     from prometheus_client.registry import CollectorRegistry
 
     from ..exporting.exporter import ExporterMetrics
@@ -55,7 +54,7 @@ def run_run(
     from ..parsing.masking import masked
     from ..parsing.stamps import resolve_zone
     from ..supervising.supervisor import Supervisor, command_facts, launch_name
-    from ..web.server import bind_socket, create_app, url_of, uvicorn_config
+    from ..web.server import bind_socket, create_app, http_server, url_of
 
     if not command:
         raise UsageError("give the command to run after --, e.g. logwatch run -- vllm serve MODEL")
@@ -97,7 +96,7 @@ def run_run(
 
     web = settings.web_config
     app = create_app(registry, status, history=history, web=web)
-    server = uvicorn.Server(uvicorn_config(app, web))
+    server = http_server(app, web)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="logwatch-http",
                               daemon=True)
     thread.start()

@@ -51,7 +51,7 @@ from prometheus_client.registry import CollectorRegistry
 from ..errors import InputError, UsageError
 from ..exporting import catalogue
 from ..exporting.history import History
-from .accepterrors import count_accept_errors
+from .accepterrors import ACCEPT_ERRORS
 from .assets import static_files
 
 if TYPE_CHECKING:
@@ -61,7 +61,7 @@ if TYPE_CHECKING:
     from .basicauth import BasicAuth
     from .webconfig import WebConfig
 
-__all__ = ["EXIT_SIGINT", "bind_socket", "create_app", "serve", "url_of", "uvicorn_config"]
+__all__ = ["EXIT_SIGINT", "bind_socket", "create_app", "http_server", "serve", "url_of", "uvicorn_config"]
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +99,6 @@ def create_app(
     from . import page
 
     history = history if history is not None else History()
-    accept_errors = count_accept_errors()
     # No redirect for a trailing slash: Starlette's names the Host header the client sent.
     app = FastAPI(title="vllm-logwatch", docs_url=None, redoc_url=None, openapi_url=None,
                   redirect_slashes=False)
@@ -119,7 +118,7 @@ def create_app(
 
     @app.api_route("/api/v1/status", methods=_READ)
     def api_status() -> JSONResponse:
-        return JSONResponse({**status(), "http": {"accept_errors": accept_errors.count}})
+        return JSONResponse({**status(), "http": {"accept_errors": ACCEPT_ERRORS.count}})
 
     @app.api_route("/api/v1/history", methods=_READ)
     def api_history(request: Request) -> JSONResponse:
@@ -290,13 +289,23 @@ def url_of(host: str, port: int, path: str = "/metrics", *, scheme: str = "http"
     return f"{scheme}://{shown}:{port}{path}"
 
 
+def http_server(app: Any, web: WebConfig | None = None) -> uvicorn.Server:
+    """The server of every logwatch command (watch, demo, run), to `run(sockets=[bind_socket(...)])`:
+    uvicorn with `uvicorn_config`, accepting through `gate.py` (a connection cap, a request head
+    deadline, out of descriptors counted)."""
+    from .gate import Server
+
+    return Server(uvicorn_config(app, web))
+
+
 def uvicorn_config(app: Any, web: WebConfig | None = None) -> uvicorn.Config:
-    """The uvicorn settings of every logwatch server (watch, demo, run): no access log, no lifespan,
-    no `Server` header, 5 s to finish requests at shutdown; uvicorn's own TLS when `web` has
-    `tls_server_config`, with its lowest TLS version set on the context uvicorn makes."""
+    """The uvicorn settings of every logwatch server: no access log, no lifespan, no `Server` header,
+    no WebSocket, idle keep-alive connections closed after 5 s, 5 s to finish requests at shutdown;
+    uvicorn's own TLS when `web` has `tls_server_config`, with its lowest TLS version set on the
+    context uvicorn makes. (No `limit_concurrency`: its 503 comes once a request head is complete,
+    and `gate.py` caps the connections before.)"""
     import uvicorn
 
-    count_accept_errors()
     tls = web.tls if web is not None else None
     minimum = tls.minimum_version if tls is not None else None
 
@@ -310,8 +319,8 @@ def uvicorn_config(app: Any, web: WebConfig | None = None) -> uvicorn.Config:
     if tls is not None:
         options = {"ssl_certfile": tls.cert_file, "ssl_keyfile": tls.key_file,
                    "ssl_ca_certs": tls.client_ca_file or None, "ssl_cert_reqs": tls.cert_reqs}
-    return Config(app, log_config=None, log_level="warning", access_log=False, lifespan="off",
-                  server_header=False, timeout_graceful_shutdown=5, **options)
+    return Config(app, log_config=None, log_level="warning", access_log=False, lifespan="off", ws="none",
+                  server_header=False, timeout_keep_alive=5, timeout_graceful_shutdown=5, **options)
 
 
 @contextlib.contextmanager
@@ -349,11 +358,9 @@ def serve(
 
     `on_stop` runs once the server is down, whatever happened (stop the pipeline there). Pass `sock`
     from `bind_socket` to learn of a port in use before starting anything else; `web` for TLS."""
-    import uvicorn  # here: `logwatch parse` never pays for it
-
     if sock is None:
         sock = bind_socket(host, port)
-    server = uvicorn.Server(uvicorn_config(app, web))
+    server = http_server(app, web)  # uvicorn, imported here: `logwatch parse` never pays for it
     received: list[int] = []
 
     def on_signal(signum: int) -> None:

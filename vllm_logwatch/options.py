@@ -343,7 +343,8 @@ def _add_audit(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                    "asked and Running (median, p10-p90), max-num-seqs, the verdicts; .png, .svg or .pdf "
                    "(needs matplotlib)")
     p.add_argument("--clock-offset", type=float, default=0.0, metavar="S", help="seconds to add to the "
-                   "benchmark's times to get the log's (the log's clock minus the client's; default 0)")
+                   "benchmark's times to get the log's (the log's clock minus the client's; default 0; at "
+                   "most 1e9 either way)")
     p.add_argument("--year", type=_year, help="year of the log's first line (default: from the file name, "
                    "e.g. serve_20261129_120000.log, else the file's mtime, else this year)")
     p.add_argument("--tz", metavar="ZONE", help="zone of the log's stamps and of the result files' "

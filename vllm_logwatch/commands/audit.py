@@ -3,6 +3,7 @@ the server really ran in it (offline/audit/), print it and, with an output, draw
 
 from __future__ import annotations
 
+import math
 import sys
 from datetime import timedelta
 from typing import IO
@@ -17,8 +18,10 @@ from ..offline.reading.launches import iter_launch_records
 from ..parsing.events import EngineStats
 from ..parsing.stamps import resolve_zone
 
-__all__ = ["run_audit"]
+__all__ = ["MAX_CLOCK_OFFSET", "run_audit"]
 
+MAX_CLOCK_OFFSET = 1e9
+"""Seconds (about 31 years): a clock offset past it is a typo, and datetime cannot move by much more."""
 
 
 def run_audit(
@@ -36,12 +39,13 @@ def run_audit(
     json) to `out` (stdout), draw it into `output` when given; return it.
 
     `clock_offset`: seconds to add to the benchmark's times to get the log's (the log's clock minus the
-    client's). `year`: of the log's year-less stamps (default: as `summary`). `tz`: the zone of
-    the log's stamps and of the result files' zone-less times (default: this machine's).
+    client's; finite, at most MAX_CLOCK_OFFSET either way). `year`: of the log's year-less stamps
+    (default: as `summary`). `tz`: the zone of the log's stamps and of the result files' zone-less times
+    (default: this machine's).
 
-    Raises `UsageError` for a bad format or image name, `InputError` for a result file that cannot be
-    read or is of no known format, `NoStatsError` when the logs have no stats line or no run found its
-    window with the benchmark's model in them (the message says which and why).
+    Raises `UsageError` for a bad format, image name or clock offset, `InputError` for a result file that
+    cannot be read or is of no known format, `NoStatsError` when the logs have no stats line or no run
+    found its window with the benchmark's model in them (the message says which and why).
 
     Example: `run_audit(["bench.json"], ["serve.log"])` is `logwatch audit bench.json --log serve.log`.
     """
@@ -51,6 +55,9 @@ def run_audit(
         from ..offline.plot.image import check_image_output
 
         check_image_output(output)
+    if not (math.isfinite(clock_offset) and abs(clock_offset) <= MAX_CLOCK_OFFSET):
+        raise UsageError(f"--clock-offset {clock_offset:g}: not a number of seconds between "
+                         f"-{MAX_CLOCK_OFFSET:g} and {MAX_CLOCK_OFFSET:g}")
     try:
         zone = resolve_zone(tz)
     except ValueError as exc:

@@ -66,3 +66,40 @@ def test_a_bad_result_file_is_one_line_naming_what_was_looked_for(tmp_path: Path
 def test_a_folder_without_sweep_runs_says_so(tmp_path: Path) -> None:
     with pytest.raises(InputError, match=r"no vllm bench sweep run=N\.json in it"):
         read_results([str(tmp_path)], UTC)
+
+
+GUIDE = {"benchmarks": [{"start_time": 1796177559.2, "end_time": 1796177568.9,
+                         "config": {"strategy": {"type_": "concurrent", "streams": 3}},
+                         "metrics": {"request_totals": {"successful": 24, "errored": 0, "incomplete": 0}}}]}
+
+
+def guide(**bench: object) -> str:
+    return json.dumps({"benchmarks": [{**GUIDE["benchmarks"][0], **bench}]})  # type: ignore[dict-item]
+
+
+def one_line_refusal(tmp_path: Path, text: str) -> str:
+    f = tmp_path / "bad.json"
+    f.write_text(text)
+    with pytest.raises(InputError) as err:
+        read_results([str(f)], UTC)
+    assert "\n" not in str(err.value)
+    return str(err.value)
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    (json.dumps({**VLLM, "duration": float("nan")}), "duration: value error, nan is not a number of seconds"),
+    (json.dumps({**VLLM, "duration": float("inf")}), "duration: value error, inf is not a number of seconds"),
+    (json.dumps({**VLLM, "duration": 1e300}), "duration: value error, 1e+300 s before date 2026-12-02 "
+                                              "02:07:32 is not a time"),
+    (json.dumps({**VLLM, "duration": -5}), "duration: value error, -5 is not a number of seconds"),
+    (json.dumps({**VLLM, "date": "00010101-000005"}), "duration: value error, 9.5 s before date 0001-01-01 "
+                                                      "00:00:05 is not a time"),
+    (guide(start_time=float("nan")), "benchmarks.0.start_time: value error, nan is not a time"),
+    (guide(end_time=float("inf")), "benchmarks.0.end_time: value error, inf is not a time"),
+    (guide(end_time=1e20), "benchmarks.0.end_time: value error, 1e+20 is not a time"),
+    (guide(end_time=1796177500.0), "benchmarks.0.end_time: value error, it is before start_time"),
+], ids=["nan", "inf", "1e300", "negative", "year 1", "guidellm nan", "guidellm inf", "guidellm 1e20",
+        "guidellm reversed"])
+def test_a_time_out_of_range_is_one_line(tmp_path: Path, text: str, message: str) -> None:
+    assert message in one_line_refusal(tmp_path, text)
+

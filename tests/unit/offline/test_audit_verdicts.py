@@ -6,6 +6,10 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
+import pytest
+
+from vllm_logwatch.cli import main
+from vllm_logwatch.errors import InputError
 from vllm_logwatch.offline.audit.measures import measure
 from vllm_logwatch.offline.audit.run import Run
 from vllm_logwatch.offline.audit.verdicts import judge
@@ -52,3 +56,19 @@ def test_a_clock_offset_moves_the_window() -> None:
     records = [(launch("m"), line(s, 4)) for s in range(3600, 3610)]
     [w], _ = find_windows([run(0, 9)], records, timedelta(hours=1))
     assert len(w.lines) == 10
+
+
+@pytest.mark.parametrize("offset", ["nan", "inf", "-inf", "1e300", "-1e18", "1e10"])
+def test_a_clock_offset_out_of_range_is_refused(offset: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["audit", "r.json", "--log", "serve.log", f"--clock-offset={offset}"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"logwatch audit: --clock-offset {float(offset):g}: not a number of seconds "
+                          "between -1e+09 and 1e+09\n")
+    assert err.count("\n") == 1
+
+
+def test_a_window_moved_past_the_last_date_is_refused() -> None:
+    late = Run("late.json", "vllm bench serve", "m", datetime(9999, 12, 31, 23, 0, tzinfo=timezone.utc),
+               datetime(9999, 12, 31, 23, 30, tzinfo=timezone.utc), 4, None, None, 1, 0)
+    with pytest.raises(InputError, match=r"^late\.json: its times moved by --clock-offset 7200 are not "):
+        find_windows([late], [], timedelta(hours=2))

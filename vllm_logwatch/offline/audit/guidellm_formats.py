@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from .run import Run
 
@@ -54,6 +54,17 @@ class _Benchmark(_Loose):
     end_time: float
     config: _Config
     metrics: _Metrics
+
+    @field_validator("start_time", "end_time")
+    @classmethod
+    def _time(cls, value: float, info: ValidationInfo) -> float:
+        try:
+            datetime.fromtimestamp(value, timezone.utc)
+        except (OverflowError, OSError, ValueError):
+            raise ValueError(f"{value:g} is not a time") from None
+        if info.field_name == "end_time" and value < info.data.get("start_time", value):
+            raise ValueError("it is before start_time")
+        return value
 
 
 class _Backend(_Loose):

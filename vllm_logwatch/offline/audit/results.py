@@ -19,7 +19,7 @@ import os
 from datetime import datetime, timedelta, tzinfo
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, field_validator
 
 from ...errors import InputError
 from ...shown import shown_path
@@ -56,6 +56,19 @@ class VllmBenchResult(BaseModel):
                 return datetime.strptime(value, "%Y%m%d-%H%M%S")
             except ValueError:
                 raise ValueError(f"date {value!r} is not YYYYmmdd-HHMMSS") from None
+        return value
+
+    @field_validator("duration")
+    @classmethod
+    def _duration(cls, value: float, info: ValidationInfo) -> float:
+        if not (math.isfinite(value) and value >= 0):
+            raise ValueError(f"{value:g} is not a number of seconds")
+        date = info.data.get("date")
+        if date is not None:
+            try:
+                date - timedelta(seconds=value)
+            except OverflowError:
+                raise ValueError(f"{value:g} s before date {date.isoformat(' ')} is not a time") from None
         return value
 
     @field_validator("request_rate", mode="before")

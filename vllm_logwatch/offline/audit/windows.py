@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from ...errors import InputError
 from ...parsing.events import EngineStats
 from ..reading.launches import Launch
 from .run import Run
@@ -59,11 +60,20 @@ def same_model(logged: str | None, asked: str | None) -> bool:
     return logged == asked or os.path.basename(logged.rstrip("/")) == os.path.basename(asked.rstrip("/"))
 
 
+def _moved(run: Run, offset: timedelta) -> tuple[datetime, datetime]:
+    try:
+        return run.start + offset, run.end + offset
+    except OverflowError:
+        raise InputError(f"{run.source}: its times moved by --clock-offset {offset.total_seconds():g} are "
+                         "not dates") from None
+
+
 def find_windows(runs: list[Run], records: Iterable[tuple[Launch, EngineStats]],
                  offset: timedelta = timedelta(0)) -> tuple[list[Window], LogSpan]:
     """The window of each run among `records` (the logs' stats records with their launches, read
-    once). `offset` is added to every run's times (the log's clock minus the client's)."""
-    starts = [(run.start + offset, run.end + offset) for run in runs]
+    once). `offset` is added to every run's times (the log's clock minus the client's); `InputError`
+    when that takes one past the dates a clock can show."""
+    starts = [_moved(run, offset) for run in runs]
     per_run: list[dict[int, tuple[Launch, list[EngineStats]]]] = [{} for _ in runs]
     span = LogSpan()
     for launch, record in records:

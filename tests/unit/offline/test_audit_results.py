@@ -103,3 +103,19 @@ def one_line_refusal(tmp_path: Path, text: str) -> str:
 def test_a_time_out_of_range_is_one_line(tmp_path: Path, text: str, message: str) -> None:
     assert message in one_line_refusal(tmp_path, text)
 
+
+@pytest.mark.parametrize(("text", "message"), [
+    (json.dumps({**VLLM, "max_concurrency": 0}), "max_concurrency: input should be greater than 0"),
+    (json.dumps({**VLLM, "max_concurrency": -5}), "max_concurrency: input should be greater than 0"),
+    (json.dumps({**VLLM, "failed": -3}), "failed: input should be greater than or equal to 0"),
+    (json.dumps({**VLLM, "completed": -1}), "completed: input should be greater than or equal to 0"),
+    (json.dumps({**VLLM, "request_rate": -2.0}), "request_rate: input should be greater than 0"),
+    (json.dumps({**VLLM, "request_rate": float("nan")}), "request_rate: input should be greater than 0"),
+    (guide(config={"strategy": {"type_": "concurrent", "streams": 0}}),
+     "benchmarks.0.config.strategy.streams: input should be greater than 0"),
+    (guide(metrics={"request_totals": {"successful": 24, "errored": -3, "incomplete": 0}}),
+     "benchmarks.0.metrics.request_totals.errored: input should be greater than or equal to 0"),
+], ids=["concurrency 0", "concurrency -5", "failed -3", "completed -1", "rate -2", "rate nan",
+        "guidellm streams 0", "guidellm errored -3"])
+def test_an_absurd_concurrency_or_count_is_refused(tmp_path: Path, text: str, message: str) -> None:
+    assert message in one_line_refusal(tmp_path, text)

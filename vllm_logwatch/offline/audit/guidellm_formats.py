@@ -9,7 +9,15 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    NonNegativeInt,
+    PositiveInt,
+    ValidationInfo,
+    field_validator,
+)
 
 from .run import Run
 
@@ -22,7 +30,7 @@ class _Loose(BaseModel):
 
 class _Strategy(_Loose):
     type_: str = Field(alias="type_")
-    streams: int | None = None
+    streams: PositiveInt | None = None
     rate: float | None = None
 
 
@@ -31,9 +39,9 @@ class _Config(_Loose):
 
 
 class _Totals(_Loose):
-    successful: int = 0
-    errored: int = 0
-    incomplete: int = 0
+    successful: NonNegativeInt = 0
+    errored: NonNegativeInt = 0
+    incomplete: NonNegativeInt = 0
 
 
 class _Summary(_Loose):

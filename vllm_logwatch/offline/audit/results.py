@@ -19,7 +19,16 @@ import os
 from datetime import datetime, timedelta, tzinfo
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
 from ...errors import InputError
 from ...shown import shown_path
@@ -40,12 +49,12 @@ class VllmBenchResult(BaseModel):
 
     date: datetime
     duration: float
-    completed: int
-    failed: int = 0
+    completed: NonNegativeInt
+    failed: NonNegativeInt = 0
     """Absent before vLLM 0.11: no failures were counted then."""
     model_id: str
-    max_concurrency: int | None = None
-    request_rate: float | None = None
+    max_concurrency: PositiveInt | None = None
+    request_rate: PositiveFloat | None = None
     output_throughput: float | None = None
 
     @field_validator("date", mode="before")

@@ -1,12 +1,17 @@
-"""The audit as text, Markdown or JSON: one row per run, then each run's verdicts with their numbers."""
+"""The audit as text, Markdown or JSON: one row per run, then each run's verdicts with their numbers.
+
+The model names and file names in it are what result files and logs chose: text shows them `printable`
+(no terminal escapes, one line), Markdown also with `&`, `<` and `>` as entities (text, not HTML)."""
 
 from __future__ import annotations
 
+import html
 import json
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ...shown import json_safe
+from ...shown import json_safe, printable
 from ..summary.tables import table_lines
 from .measures import Measures
 from .verdicts import Verdict
@@ -45,16 +50,21 @@ def _row(n: int, a: Audited) -> list[str]:
             _i(run.failed), ", ".join(v.kind for v in a.verdicts)]
 
 
+def _markdown_text(text: str) -> str:
+    return html.escape(printable(text), quote=False)
+
+
 def _text(audits: list[Audited], markdown: bool) -> str:
-    rows = [_row(n, a) for n, a in enumerate(audits, 1)]
+    shown: Callable[[str], str] = _markdown_text if markdown else printable
+    rows = [[shown(cell) for cell in _row(n, a)] for n, a in enumerate(audits, 1)]
     out = table_lines(_HEAD, rows, markdown)
     out.append("")
     for n, a in enumerate(audits, 1):
         run = a.window.run
         where = f"run {n} ({run.client}, {run.source}, {run.start:%Y-%m-%d %H:%M:%S} to {run.end:%H:%M:%S})"
-        out.append(f"- {where}" if markdown else where)
+        out.append(f"- {shown(where)}" if markdown else shown(where))
         for v in a.verdicts:
-            out.append(f"  - {v.kind}: {v.why}" if markdown else f"  {v.kind}: {v.why}")
+            out.append(f"  - {v.kind}: {shown(v.why)}" if markdown else f"  {v.kind}: {shown(v.why)}")
     return "\n".join(out) + "\n"
 
 

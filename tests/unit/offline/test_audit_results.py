@@ -4,6 +4,7 @@ was looked for."""
 from __future__ import annotations
 
 import json
+import tracemalloc
 from datetime import timezone
 from pathlib import Path
 
@@ -119,3 +120,28 @@ def test_a_time_out_of_range_is_one_line(tmp_path: Path, text: str, message: str
         "guidellm streams 0", "guidellm errored -3"])
 def test_an_absurd_concurrency_or_count_is_refused(tmp_path: Path, text: str, message: str) -> None:
     assert message in one_line_refusal(tmp_path, text)
+
+
+@pytest.mark.integration  # over 0.2 s: make test, not smoke
+def test_a_detailed_result_is_read_without_holding_its_arrays(tmp_path: Path) -> None:
+    """`--save-detailed` adds per-request arrays (100k requests: ~120 MB) the audit does not read."""
+    f = tmp_path / "detailed.json"
+    f.write_text(json.dumps({**VLLM, "ttfts": [0.25] * 8000, "itls": [[0.015625] * 100] * 8000,
+                             "generated_texts": ["word " * 8] * 8000}))
+    tracemalloc.start()
+    try:
+        [run] = read_results([str(f)], UTC)
+        _now, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert (run.completed, run.concurrency) == (48, 8)
+    assert peak < f.stat().st_size / 4  # ijson's events of one 64 KiB read at most: less than 1 MB
+
+
+def test_what_strict_json_refuses_is_still_read(tmp_path: Path) -> None:
+    """Python's json writes NaN for a NaN (a metric of a run where every request failed), and a name can
+    hold bytes that are not UTF-8."""
+    f = tmp_path / "r.json"
+    f.write_bytes(json.dumps({**VLLM, "std_ttft_ms": float("nan"), "mean_itl_ms": float("inf")}).encode()
+                  + b"\n" + json.dumps({**VLLM, "model_id": "tiny-XX"}).encode().replace(b"XX", b"\xff"))
+    assert [r.model for r in read_results([str(f)], UTC)] == ["tiny-llama", "tiny-\ufffd"]

@@ -9,6 +9,9 @@ was looked for):
   parameters); `warmup.json` and `summary.json` are left out.
 * GuideLLM's benchmarks JSON (`guidellm benchmark --outputs ....json`): one run per entry of
   `benchmarks`, with Unix start and end times (guidellm_formats.py).
+
+Only the fields the models name are built (fields.py: a detailed result's per-request arrays are
+skipped as they are read); a file that strict JSON refuses (NaN) is read whole the standard way.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from pydantic import (
 
 from ...errors import InputError
 from ...shown import shown_path
+from .fields import JSONError, Keep, read_documents, wanted
 from .guidellm_formats import GuideLLMFile, guidellm_runs
 from .run import Run
 
@@ -92,6 +96,11 @@ class VllmBenchResult(BaseModel):
                    self.failed)
 
 
+_KEEP: dict[str | None, Keep] = {**wanted(VllmBenchResult), **wanted(GuideLLMFile)}
+"""What the formats read of a file (fields.py); a list of results is read as each one."""
+_KEEP[None] = _KEEP
+
+
 def read_results(paths: list[str], zone: tzinfo) -> list[Run]:
     """Every run of `paths` (files or sweep folders), by start time. `zone`: the clients' local
     zone (vLLM's result dates carry none). Raises `InputError` (one line) for a file that cannot be read,
@@ -118,10 +127,13 @@ def _file(path: str, zone: tzinfo) -> list[Run]:
     shown = shown_path(path)
     try:
         with open(path, "rb") as fh:
-            text = fh.read().decode("utf-8", errors="replace")
+            try:
+                documents = read_documents(fh, _KEEP)
+            except JSONError:  # NaN, Infinity, bytes not UTF-8, or broken: read whole, or say where it breaks
+                fh.seek(0)
+                documents = _documents(fh.read().decode("utf-8", errors="replace"), shown)
     except OSError as exc:
         raise InputError(f"{shown}: cannot read ({exc.strerror or exc})") from None
-    documents = _documents(text, shown)
     runs: list[Run] = []
     for n, doc in enumerate(documents):
         where = shown if len(documents) == 1 else f"{shown} #{n + 1}"

@@ -46,6 +46,7 @@ def test_a_one_run_figure_keeps_every_text_inside() -> None:
             assert box.x0 >= 0 and box.x1 <= width, text.get_text()
 
 
+@pytest.mark.integration  # over 0.2 s: make test, not smoke
 def test_many_runs_keep_the_width_bounded_and_say_so() -> None:
     fig = build_audit_figure(audits(1000))
     assert fig.get_size_inches()[0] <= MAX_WIDTH_IN

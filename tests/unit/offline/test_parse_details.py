@@ -9,11 +9,14 @@ import io
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from vllm_logwatch.offline.reading.details import ITERATION_COLUMNS, REQUEST_COLUMNS
+from vllm_logwatch.offline.reading import details
+from vllm_logwatch.offline.reading.details import ITERATION_COLUMNS, REQUEST_COLUMNS, RequestRows
+from vllm_logwatch.parsing.events import RequestLine
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "latency"
 DOCS = Path(__file__).resolve().parents[3] / "docs" / "offline.md"
@@ -136,3 +139,26 @@ def test_no_rows_says_whether_lines_of_the_kind_were_there_but_unread(tmp_path: 
             assert done.returncode == 1 and not done.stdout, done.stderr
             assert want in done.stderr and "Traceback" not in done.stderr, done.stderr
             assert done.stderr.count("\n") == 1, done.stderr
+
+
+def test_requests_past_the_cap_cost_the_same_whatever_the_cap(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A log whose requests never end (`--enable-log-requests` without `--enable-log-outputs`) keeps
+    every request open: past the cap each new one writes the oldest. That costs the same with a cap of
+    1,000 or 50,000 (the oldest was found by walking a dict's deleted front slots: quadratic)."""
+
+    lines = [RequestLine(event="received", request_id=f"r{i}") for i in range(80_000)]
+
+    def per_eviction(cap: int) -> float:
+        monkeypatch.setattr(details, "_OPEN_CAP", cap)
+        rows = RequestRows()
+        for e in lines[:cap]:
+            assert rows.feed(e) == []
+        start = time.perf_counter()
+        written = [row for e in lines[cap:cap + 30_000] for row in rows.feed(e)]
+        took = time.perf_counter() - start
+        assert [row[0] for row in written] == [f"r{i}" for i in range(30_000)]  # the oldest first
+        return took
+
+    small = min(per_eviction(1_000) for _ in range(2))
+    large = min(per_eviction(50_000) for _ in range(2))
+    assert large < 3 * small, (small, large)

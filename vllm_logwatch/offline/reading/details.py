@@ -11,6 +11,7 @@ text, nor the request's parameters, is read into a row.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, tzinfo
@@ -80,7 +81,8 @@ class RequestRows:
     """Request lines in file order -> one row per request (`REQUEST_COLUMNS`), each when it ends."""
 
     def __init__(self) -> None:
-        self._open: dict[str, _Request] = {}
+        # Ordered: the oldest goes first in O(1) (a dict walks the slots its evictions left at its front).
+        self._open: OrderedDict[str, _Request] = OrderedDict()
 
     def feed(self, e: RequestLine) -> list[list[Any]]:
         """The rows this line completes (an abort line may end several)."""
@@ -94,7 +96,7 @@ class RequestRows:
             req = self._open[rid] = _Request(rid, e.file, e.line)
         out: list[list[Any]] = []
         if len(self._open) > _OPEN_CAP:
-            out.append(self._open.pop(next(iter(self._open))).row())
+            out.append(self._open.popitem(last=False)[1].row())
         if e.event == "received":
             req.received, req.lora, req.line = e.time, e.lora, e.line
         elif e.event == "added":

@@ -7,17 +7,19 @@ year on (a late December line right after it stays in the old year).
 
 The stamps are local wall time without a zone, so at a daylight-saving fall-back one hour is printed
 twice: when the wall clock goes back into it (by about the size of the shift), its second pass gets
-datetime's `fold=1` and the later offset, and time keeps moving forward.
+datetime's `fold=1` and the later offset, and time keeps moving forward. Python subtracts and compares
+two datetimes of one zone on their wall clocks (offset and fold ignored): take differences and order
+through `utc` (`seconds_between`), or an hour across a fall-back is lost.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from datetime import datetime, timedelta, tzinfo
+from datetime import datetime, timedelta, timezone, tzinfo
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-__all__ = ["YearClock", "local_zone", "resolve_zone", "year_hint_from_name"]
+__all__ = ["YearClock", "local_zone", "resolve_zone", "seconds_between", "utc", "year_hint_from_name"]
 
 _NAME_PATTERNS = (
     re.compile(r"(?<!\d)(20\d\d)(\d\d)(\d\d)[_T-]?\d{6}Z?(?!\d)"),
@@ -40,6 +42,29 @@ def year_hint_from_name(name: str) -> tuple[int, int, int] | None:
             if 1 <= mo <= 12 and 1 <= d <= 31:
                 return y, mo, d
     return None
+
+
+def utc(t: datetime) -> datetime:
+    """`t` in UTC, to subtract or order by (a naive `t` as it is).
+
+    >>> berlin = ZoneInfo("Europe/Berlin")
+    >>> cest = datetime(2026, 10, 25, 2, 30, tzinfo=berlin)
+    >>> cet = datetime(2026, 10, 25, 2, 10, fold=1, tzinfo=berlin)  # 20 minutes later, on the second pass
+    >>> cest < cet, utc(cest) < utc(cet)
+    (False, True)
+    """
+    return t if t.tzinfo is None else t.astimezone(timezone.utc)
+
+
+def seconds_between(start: datetime, end: datetime) -> float:
+    """`end - start` in seconds, in UTC: across a fall-back's repeated hour, not an hour short.
+
+    >>> berlin = ZoneInfo("Europe/Berlin")
+    >>> seconds_between(datetime(2026, 10, 25, 1, 30, tzinfo=berlin),
+    ...                 datetime(2026, 10, 25, 3, 30, tzinfo=berlin))
+    10800.0
+    """
+    return (utc(end) - utc(start)).total_seconds()
 
 
 def local_zone() -> tzinfo:
@@ -184,8 +209,7 @@ class YearClock:
         if earlier is None or later is None or earlier <= later or self._last is None:
             return first  # no repeated hour here (or nothing before it)
         shift: timedelta = earlier - later
-        # In seconds since the epoch: datetimes of one zone subtract as wall times, fold ignored.
-        if self._last.timestamp() - first.timestamp() > shift.total_seconds() / 2:
+        if seconds_between(first, self._last) > shift.total_seconds() / 2:
             return second
         return first
 

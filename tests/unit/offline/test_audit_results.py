@@ -7,6 +7,7 @@ import json
 import tracemalloc
 from datetime import timezone
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -145,3 +146,13 @@ def test_what_strict_json_refuses_is_still_read(tmp_path: Path) -> None:
     f.write_bytes(json.dumps({**VLLM, "std_ttft_ms": float("nan"), "mean_itl_ms": float("inf")}).encode()
                   + b"\n" + json.dumps({**VLLM, "model_id": "tiny-XX"}).encode().replace(b"XX", b"\xff"))
     assert [r.model for r in read_results([str(f)], UTC)] == ["tiny-llama", "tiny-\ufffd"]
+
+
+def test_a_run_across_a_fall_back_starts_its_duration_earlier_in_utc(tmp_path: Path) -> None:
+    """A run of 2 h ending at 03:30 CET on Berlin's fall-back day started at 02:30 CEST (00:30 UTC),
+    not at 01:30, two hours earlier on the wall clock."""
+    f = tmp_path / "r.json"
+    f.write_text(json.dumps({**VLLM, "date": "20261025-033000", "duration": 7200}))
+    [run] = read_results([str(f)], ZoneInfo("Europe/Berlin"))
+    assert run.start.isoformat() == "2026-10-25T02:30:00+02:00"
+    assert run.end.isoformat() == "2026-10-25T03:30:00+01:00"

@@ -5,6 +5,7 @@ named; the lines of one time from several engines are one sample."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -72,3 +73,23 @@ def test_a_window_moved_past_the_last_date_is_refused() -> None:
                datetime(9999, 12, 31, 23, 30, tzinfo=timezone.utc), 4, None, None, 1, 0)
     with pytest.raises(InputError, match=r"^late\.json: its times moved by --clock-offset 7200 are not "):
         find_windows([late], [], timedelta(hours=2))
+
+
+def test_a_fall_back_s_repeated_hour_is_told_apart() -> None:
+    """Berlin, 2026-10-25: 02:30 to 02:50 CEST, then the clocks go back and 02:00 to 02:59 comes again
+    (CET). A run of the first pass has only its own lines (two times of one zone compare on their wall
+    clocks), and the lines at 02:30 CEST and 02:30 CET are two samples, not one."""
+    berlin = ZoneInfo("Europe/Berlin")
+
+    def at(minute: int, fold: int) -> datetime:
+        return datetime(2026, 10, 25, 2, minute, fold=fold, tzinfo=berlin)
+
+    lm = launch("m")
+    records = [(lm, line(0, 4).model_copy(update={"time": at(m, fold)})) for fold in (0, 1) for m in (30, 40)]
+    first_pass = Run("r.json", "vllm bench serve", "m", at(30, 0), at(50, 0), 4, None, 100.0, 10, 0)
+    [w], span = find_windows([first_pass], records)
+    assert [e.time for e in w.lines] == [at(30, 0), at(40, 0)]
+    assert (span.first, span.last) == (at(30, 0), at(40, 1))
+    both = Run("r.json", "vllm bench serve", "m", at(30, 0), at(50, 1), 4, None, 100.0, 10, 0)
+    [w], _ = find_windows([both], records)
+    assert measure(w).samples == 4

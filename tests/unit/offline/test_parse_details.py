@@ -10,7 +10,9 @@ import json
 import subprocess
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -162,3 +164,15 @@ def test_requests_past_the_cap_cost_the_same_whatever_the_cap(monkeypatch: pytes
     small = min(per_eviction(1_000) for _ in range(2))
     large = min(per_eviction(50_000) for _ in range(2))
     assert large < 3 * small, (small, large)
+
+
+def test_a_request_across_a_fall_back_takes_its_seconds_in_utc() -> None:
+    """Received at 02:59:55 CEST, ended at 02:00:05 CET (Berlin's clocks went back in between): 10 s,
+    not the -3,590 s between the wall clocks."""
+    berlin = ZoneInfo("Europe/Berlin")
+    rows = RequestRows()
+    received = datetime(2026, 10, 25, 2, 59, 55, 1, tzinfo=berlin)
+    ended = datetime(2026, 10, 25, 2, 0, 5, 1, fold=1, tzinfo=berlin)
+    assert rows.feed(RequestLine(event="received", request_id="r", time=received)) == []
+    [row] = rows.feed(RequestLine(event="response", request_id="r", time=ended, finish_reason="stop"))
+    assert row[REQUEST_COLUMNS.index("e2e_s")] == 10

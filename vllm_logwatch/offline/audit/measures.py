@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from ...parsing.events import EngineStats
+from ...parsing.stamps import utc
 from ..reading.launches import Launch
 from .windows import Window
 
@@ -66,8 +67,8 @@ def max_num_seqs(launch: Launch | None) -> int | None:
 def measure(window: Window) -> Measures:
     """The numbers of `window`."""
     by_time: dict[datetime | None, list[EngineStats]] = {}
-    for line in window.lines:
-        by_time.setdefault(line.time, []).append(line)
+    for line in window.lines:  # by UTC time: in a fall-back's repeated hour, lines an hour apart are equal
+        by_time.setdefault(line.time and utc(line.time), []).append(line)
     cap = max_num_seqs(window.launch)
     running: list[float] = []
     waiting: list[int] = []

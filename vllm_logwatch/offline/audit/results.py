@@ -34,6 +34,7 @@ from pydantic import (
 )
 
 from ...errors import InputError
+from ...parsing.stamps import utc
 from ...shown import shown_path
 from .fields import JSONError, Keep, read_documents, wanted
 from .guidellm_formats import GuideLLMFile, guidellm_runs
@@ -91,7 +92,9 @@ class VllmBenchResult(BaseModel):
 
     def run(self, source: str, zone: tzinfo) -> Run:
         end = self.date if self.date.tzinfo else self.date.replace(tzinfo=zone)
-        return Run(source, "vllm bench serve", self.model_id, end - timedelta(seconds=self.duration), end,
+        # In UTC: a zone's time minus a duration is taken on its wall clock (an hour off across a fall-back).
+        start = (utc(end) - timedelta(seconds=self.duration)).astimezone(end.tzinfo)
+        return Run(source, "vllm bench serve", self.model_id, start, end,
                    self.max_concurrency, self.request_rate, self.output_throughput, self.completed,
                    self.failed)
 
@@ -111,7 +114,7 @@ def read_results(paths: list[str], zone: tzinfo) -> list[Run]:
             runs.extend(_sweep(path, zone))
         else:
             runs.extend(_file(path, zone))
-    return sorted(runs, key=lambda run: run.start)
+    return sorted(runs, key=lambda run: utc(run.start))
 
 
 def _sweep(folder: str, zone: tzinfo) -> list[Run]:

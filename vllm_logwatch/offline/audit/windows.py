@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 
 from ...errors import InputError
 from ...parsing.events import EngineStats
+from ...parsing.stamps import utc
 from ..reading.launches import Launch
 from .run import Run
 
@@ -42,8 +43,8 @@ class LogSpan:
     last: datetime | None = None
 
     def take(self, time: datetime) -> None:
-        self.first = time if self.first is None or time < self.first else self.first
-        self.last = time if self.last is None or time > self.last else self.last
+        self.first = time if self.first is None or utc(time) < utc(self.first) else self.first
+        self.last = time if self.last is None or utc(time) > utc(self.last) else self.last
 
 
 def same_model(logged: str | None, asked: str | None) -> bool:
@@ -62,7 +63,7 @@ def same_model(logged: str | None, asked: str | None) -> bool:
 
 def _moved(run: Run, offset: timedelta) -> tuple[datetime, datetime]:
     try:
-        return run.start + offset, run.end + offset
+        return utc(run.start) + offset, utc(run.end) + offset
     except OverflowError:
         raise InputError(f"{run.source}: its times moved by --clock-offset {offset.total_seconds():g} are "
                          "not dates") from None
@@ -72,7 +73,8 @@ def find_windows(runs: list[Run], records: Iterable[tuple[Launch, EngineStats]],
                  offset: timedelta = timedelta(0)) -> tuple[list[Window], LogSpan]:
     """The window of each run among `records` (the logs' stats records with their launches, read
     once). `offset` is added to every run's times (the log's clock minus the client's); `InputError`
-    when that takes one past the dates a clock can show."""
+    when that takes one past the dates a clock can show. Times are compared in UTC: two of one zone
+    compare on their wall clocks, wrong in a fall-back's repeated hour."""
     starts = [_moved(run, offset) for run in runs]
     per_run: list[dict[int, tuple[Launch, list[EngineStats]]]] = [{} for _ in runs]
     span = LogSpan()
@@ -80,8 +82,9 @@ def find_windows(runs: list[Run], records: Iterable[tuple[Launch, EngineStats]],
         if record.time is None:
             continue
         span.take(record.time)
+        time = utc(record.time)
         for n, (start, end) in enumerate(starts):
-            if start <= record.time <= end:
+            if start <= time <= end:
                 per_run[n].setdefault(launch.index, (launch, []))[1].append(record)
     windows = []
     for run, launches in zip(runs, per_run, strict=True):

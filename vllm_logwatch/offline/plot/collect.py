@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...errors import UsageError
 from ...parsing.events import EngineStats, SpecDecodeStats, TransferStats
+from ...parsing.stamps import utc
 from ..reading.launches import Launch
 from ..reading.records import FastBlock
 
@@ -254,8 +255,8 @@ def _frame(axes: list[Axes], facet: Facet | None, count: int, zone: tzinfo | Non
         pad = (end - start) * 0.01
         start, end = start - pad, end + pad
     axes[0].set_xlim(start, end)
-    launches = sorted((data.launches[i] for i in facet.launches), key=lambda item: item[1])
-    order = sorted(data.launches, key=lambda i: (data.launches[i][1], i))
+    launches = sorted((data.launches[i] for i in facet.launches), key=lambda item: utc(item[1]))
+    order = sorted(data.launches, key=lambda i: (utc(data.launches[i][1]), i))
     _mark_launches(axes, launches, order.index)
     if count > 1:
         first = facet.start.astimezone(zone) if zone else facet.start

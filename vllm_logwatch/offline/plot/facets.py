@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from ...parsing.stamps import utc
 from ..reading.launches import Launch
 
 __all__ = ["FACET_GAP", "MAX_FACETS", "UNRELATED_GAP", "Facet", "facets", "unrelated"]
@@ -41,7 +42,9 @@ class Facet:
 
 
 def facets(launches: dict[int, tuple[Launch, datetime]], ends: dict[int, datetime]) -> list[Facet]:
-    """The facets of `launches` (index -> launch, first time drawn) whose last times are `ends`."""
+    """The facets of `launches` (index -> launch, first time drawn) whose last times are `ends`; their
+    times in UTC."""
+    launches, ends = _in_utc(launches, ends)
     out: list[Facet] = []
     for index, (launch, start) in sorted(launches.items(), key=lambda item: (item[1][1], item[0])):
         end = ends.get(index, start)
@@ -67,6 +70,7 @@ def unrelated(launches: dict[int, tuple[Launch, datetime]], ends: dict[int, date
               drawn: list[Facet]) -> str | None:
     """One line saying why the inputs look unrelated (several models, or a day or more between
     launches), and how they are drawn; None when they look like one run."""
+    launches, ends = _in_utc(launches, ends)
     models = sorted({la.model_name for la, _ in launches.values() if la.model_name})
     order = sorted(launches.items(), key=lambda item: (item[1][1], item[0]))
     widest = timedelta(0)
@@ -86,3 +90,10 @@ def unrelated(launches: dict[int, tuple[Launch, datetime]], ends: dict[int, date
     how = (f"drawn in {len(drawn)} facets side by side, one per run of launches" if len(drawn) > 1
            else "drawn on one time axis")
     return f"warning: these logs look unrelated: {', '.join(reasons)}; {how}"
+
+
+def _in_utc(launches: dict[int, tuple[Launch, datetime]],
+            ends: dict[int, datetime]) -> tuple[dict[int, tuple[Launch, datetime]], dict[int, datetime]]:
+    """The times in UTC, to order and subtract: two times of one zone compare on their wall clocks,
+    an hour off across a fall-back (`parsing/stamps.py`)."""
+    return {i: (la, utc(t)) for i, (la, t) in launches.items()}, {i: utc(t) for i, t in ends.items()}

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ...parsing.events import EngineStats
+from ...parsing.stamps import utc
 from ..reading.launches import Launch
 from ..reading.records import FastBlock
 from ..reading.rows import VALUES
@@ -117,7 +118,7 @@ class PlotData:
             self.launches[launch.index] = (launch, t)
         end = self.ends.get(launch.index)
         last = last or t
-        if end is None or last > end:
+        if end is None or utc(last) > utc(end):
             self.ends[launch.index] = last
 
     def add(self, launch: Launch, e: EngineStats, name: str | None) -> None:
@@ -145,7 +146,7 @@ class PlotData:
             rows, x, times = rows[timed], x[timed], [t for t in times if t is not None]
         if not len(times):
             return
-        self._seen(launch, min(times), max(times))  # type: ignore[type-var, arg-type]
+        self._seen(launch, times[int(x.argmin())], times[int(x.argmax())])  # type: ignore[arg-type]
         x = self.epoch + x / _DAY
         engines = rows[:, 0]
         if engines.min() == engines.max():  # one engine: the whole block

@@ -19,6 +19,7 @@ from typing import Any
 
 from ...parsing.columns import ITERATION_COLUMNS
 from ...parsing.events import Event, IterationStats, RequestLine
+from ...parsing.stamps import seconds_between
 from ...shown import finite
 from .events import iter_source_events
 from .inputs import Source
@@ -74,7 +75,7 @@ def _iso(t: datetime | None) -> str | None:
 def _between(a: datetime | None, b: datetime | None) -> float | None:
     if a is None or b is None:
         return None
-    return round((b - a).total_seconds(), 6)
+    return round(seconds_between(a, b), 6)
 
 
 class RequestRows:

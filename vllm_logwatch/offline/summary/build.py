@@ -19,6 +19,7 @@ from itertools import compress
 from typing import Literal
 
 from ...parsing.events import EngineStats, MfuStats, SpecDecodeStats, TransferStats
+from ...parsing.stamps import seconds_between
 from ..reading.launches import Launch
 from ..reading.records import FastBlock, FastMfu
 from .capacity import CapacityCurve, capacity_curves
@@ -145,7 +146,7 @@ class GroupSummary:
     def span_seconds(self) -> float | None:
         if self.start is None or self.end is None:
             return None
-        return (self.end - self.start).total_seconds()
+        return seconds_between(self.start, self.end)
 
 
 @dataclass

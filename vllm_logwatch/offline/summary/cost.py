@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+from ...parsing.stamps import seconds_between
+
 __all__ = ["CostRow", "cost_row", "daily_rows"]
 
 
@@ -77,7 +79,7 @@ def cost_row(label: str, start: datetime | None, end: datetime | None, interval:
     """
     if start is None or end is None or interval is None:
         return None
-    wall = (end - start).total_seconds() + interval
+    wall = seconds_between(start, end) + interval
     return CostRow(label=label, gpus=gpus, gpu_hour_cost=gpu_hour_cost, wall_hours=wall / 3600.0,
                    busy_hours=busy_windows * interval / 3600.0, prompt_tokens=prompt_tokens,
                    generation_tokens=generation_tokens, cost=gpus * wall / 3600.0 * gpu_hour_cost)

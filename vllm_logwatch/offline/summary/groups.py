@@ -22,6 +22,7 @@ from typing import TypeVar, cast
 
 from ...exporting.engine_state import EngineState
 from ...parsing.events import EngineStats, SpecDecodeStats, TransferStats
+from ...parsing.stamps import utc
 from ..reading.launches import Launch
 from ..reading.records import FastBlock
 from .connectors import SpecTotals, TransferTotals
@@ -74,6 +75,16 @@ class _Group:
             estimate = self.estimates[member] = EngineState()
         return estimate
 
+    def stretch(self, stamped: list[datetime]) -> None:
+        """`first` and `last` over `stamped` too: ordered by their wall clocks, unless one is on the second
+        pass of a fall-back's repeated hour (`fold`), where wall clocks go back: then in UTC."""
+        if not stamped:
+            return
+        key = utc if any(t.fold for t in stamped) else None
+        low, high = min(stamped, key=key), max(stamped, key=key)
+        self.first = low if self.first is None or utc(low) < utc(self.first) else self.first
+        self.last = high if self.last is None or utc(high) > utc(self.last) else self.last
+
     def add_spec(self, launch: Launch, e: SpecDecodeStats) -> None:
         self.spec.add(e, self._estimate((launch.index, e.engine)))
 
@@ -86,8 +97,7 @@ class _Group:
         self.engines.setdefault(e.engine, e.engines_aggregated)
         self.lines += 1
         if e.time is not None:
-            self.first = e.time if self.first is None or e.time < self.first else self.first
-            self.last = e.time if self.last is None or e.time > self.last else self.last
+            self.stretch([e.time])
         # The live exporter's own per-engine state: the same token estimate (throughput x interval).
         self._estimate(member).apply_stats(e, 0.0)
         prefix, mm = self.hits.get(member, (None, None))
@@ -145,11 +155,7 @@ def add_block(g: _Group, launch: Launch, block: FastBlock, rows: Sequence[int]) 
         prefix, mm = g.hits.get(member, (None, None))
         g.hits[member] = (_last_number(pick(block.prefix), prefix), _last_number(pick(block.mm), mm))
     g.lines += len(rows)
-    stamped = [t for t in (times if whole else [times[i] for i in rows]) if t is not None]
-    if stamped:
-        low, high = min(stamped), max(stamped)
-        g.first = low if g.first is None or low < g.first else g.first
-        g.last = high if g.last is None or high > g.last else g.last
+    g.stretch([t for t in (times if whole else [times[i] for i in rows]) if t is not None])
     if len(by_engine) == 1 and (g.open is None or (li, engines[rows[0]]) in g.open.members):
         _one_member_intervals(g, li, block, rows, whole)
     else:

@@ -13,8 +13,10 @@ import re
 import statistics
 import subprocess
 import sys
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 from support import TESTS
@@ -309,3 +311,27 @@ def test_the_legend_comes_first_on_many_files_and_names_say_what_they_are(
     assert "  median of mean accept len: each SpecDecoding line prints its interval's mean acceptance" \
         in out
     assert not any(line.startswith("What the columns mean") for line in lines[launches:])
+
+
+@pytest.mark.parametrize(("first", "lines", "start", "end"), [
+    ("2026-10-24T23:30:00+00:00", 1081, "2026-10-25T01:30:00+02:00", "2026-10-25T03:30:00+01:00"),
+    ("2026-10-25T00:30:00+00:00", 301, "2026-10-25T02:30:00+02:00", "2026-10-25T02:20:00+01:00"),
+])
+def test_a_fall_back_spans_the_repeated_hour(tmp_path: Path, capsys: pytest.CaptureFixture[str], first: str,
+                                             lines: int, start: str, end: str) -> None:
+    """Berlin's clocks go back at 03:00 CEST on 2026-10-25: a run from 01:30 CEST to 03:30 CET lasts
+    3 h, not the 2 h between its wall clocks (Python subtracts two times of one zone on their wall
+    clocks), and its busy windows are all of it (not 150 %); one from 02:30 CEST to 02:20 CET starts
+    and ends there (by their wall clocks 02:00:00 would be its first line and 02:59:50 its last)."""
+    berlin, t0 = ZoneInfo("Europe/Berlin"), datetime.fromisoformat(first)
+    stamps = [f"{(t0 + timedelta(seconds=10 * i)).astimezone(berlin):%m-%d %H:%M:%S}" for i in range(lines)]
+    log = tmp_path / "dst_20261025_013000.log"
+    log.write_text("\n".join(_stats(s, 0, 0.0, 100.0, 2, 0) for s in stamps) + "\n")
+    assert main(["summary", str(log), "--tz", "Europe/Berlin", "--gpu-hour-cost", "1", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    (group,) = doc["groups"]
+    assert (group["start"], group["end"]) == (start, end)
+    assert group["span_seconds"] == 10 * (lines - 1)
+    (cost,) = doc["answers"]["cost"]["launches"]
+    assert cost["wall_hours"] == pytest.approx(10 * lines / 3600)
+    assert cost["busy_share"] == pytest.approx(1.0)

@@ -19,7 +19,7 @@ from ..offline.reading.ranges import DEFAULT_TUNING, Tuning
 from ..offline.reading.records import FastBlock, FastStats
 from ..offline.reading.rows import VALUES
 from ..parsing.events import EngineStats
-from ..parsing.stamps import resolve_zone
+from ..parsing.stamps import resolve_zone, utc
 
 __all__ = ["run_plot"]
 
@@ -57,12 +57,16 @@ def run_plot(
         zone = resolve_zone(tz)
     except ValueError as exc:
         raise InputError(str(exc)) from None
-    start = parse_when(since, zone) if since else None
-    end = parse_when(until, zone) if until else None
+    # In UTC: two times of one zone compare on their wall clocks, wrong in a fall-back's repeated hour.
+    start = utc(parse_when(since, zone)) if since else None
+    end = utc(parse_when(until, zone)) if until else None
     drawn = 0
 
     def within(t: datetime | None) -> bool:
-        return t is not None and (start is None or t >= start) and (end is None or t <= end)
+        if t is None or (start is None and end is None):
+            return t is not None
+        at = utc(t)
+        return (start is None or at >= start) and (end is None or at <= end)
 
     def selected() -> Iterator[tuple[Launch, EngineStats | FastBlock]]:
         nonlocal drawn

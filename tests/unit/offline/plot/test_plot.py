@@ -254,3 +254,25 @@ def test_a_fall_back_s_repeated_hour_ends_the_axis_at_the_last_line() -> None:
         data = collect(records)
         assert data.launches[0][1] == times[0] and data.ends[0] == times[-1]
         assert draw(data).axes[0].get_xlim()[1] > date2num(times[-1])
+
+
+@pytest.mark.parametrize("tuning", ["fast", "general"])
+def test_until_in_a_fall_back_s_repeated_hour_is_a_utc_time(tmp_path: Path, tuning: str) -> None:
+    """Lines from 02:30 CEST to 02:20 CET (Berlin, 2026-10-25): `--until '2026-10-25 02:40'` (CEST, the
+    first pass) keeps the 61 lines up to it, not the CET lines of 02:00 to 02:20 an hour later."""
+    from datetime import datetime, timedelta, timezone
+    from zoneinfo import ZoneInfo
+
+    from vllm_logwatch.commands.plot import run_plot
+    from vllm_logwatch.offline.reading.ranges import DEFAULT_TUNING
+
+    berlin, t0 = ZoneInfo("Europe/Berlin"), datetime(2026, 10, 25, 0, 30, tzinfo=timezone.utc)
+    line = ("(APIServer pid=1) INFO {:%m-%d %H:%M:%S} [loggers.py:259] Engine 000: Avg prompt throughput: "
+            "0.0 tokens/s, Avg generation throughput: 100.0 tokens/s, Running: 2 reqs, Waiting: 0 reqs, "
+            "GPU KV cache usage: 1.0%")
+    log = tmp_path / "serve_20261025_023000.log"
+    log.write_text("".join(line.format((t0 + timedelta(seconds=10 * i)).astimezone(berlin)) + "\n"
+                           for i in range(301)))
+    drawn = run_plot([str(log)], str(tmp_path / "x.png"), until="2026-10-25 02:40", tz="Europe/Berlin",
+                     tuning=DEFAULT_TUNING if tuning == "fast" else None)
+    assert drawn == 61

@@ -26,6 +26,7 @@ from matplotlib.colors import to_rgba
 from matplotlib.dates import num2date
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
+from matplotlib.text import Text
 
 from vllm_logwatch.cli import main
 from vllm_logwatch.commands.compare import run_compare
@@ -194,3 +195,44 @@ def test_compare_figure_ticks_do_not_collide_and_dots_say_how_many_intervals(tmp
     notes = bottom.get_legend()
     assert notes.get_title().get_text() == "a dot's size: intervals in its row"
     assert [t.get_text() for t in notes.get_texts()][:3] == ["1 interval", "10 intervals", "50 intervals"]
+
+
+def dollar_logs(tmp_path: Path) -> list[Path]:
+    """Two copies of the real log named `a_$x^{$_...` and `b_$x^{$_...`, the second serving the model
+    `m$\\frac{1}{$x`: matplotlib reads the text between two `$` as a formula (these do not parse)."""
+    paths = [tmp_path / f"{c}_$x^{{$_20261129T192328Z.log" for c in "ab"]
+    paths[0].write_text("".join(real_lines()), encoding="utf-8")
+    text = "".join(real_lines())  # the args line prints a Python repr, the engine's line the name
+    text = text.replace("'served_model_name': ['tiny-llama']", "'served_model_name': ['m$\\\\frac{1}{$x']")
+    paths[1].write_text(text.replace("served_model_name=tiny-llama", "served_model_name=m$\\frac{1}{$x"),
+                        encoding="utf-8")
+    return paths
+
+
+def drawn_literally(fig: Figure, *names: str) -> None:
+    """Every text of `fig` has its `$` escaped (none read as a formula) and each name is drawn."""
+    texts = [t.get_text() for t in fig.findobj(Text)]
+    assert not [t for t in texts if re.search(r"(?<!\\)\$", t)]
+    for name in names:
+        assert any(name.replace("$", "\\$") in t for t in texts), name
+
+
+def test_a_dollar_in_a_file_or_model_name_is_drawn_as_it_is(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    logs = dollar_logs(tmp_path)
+    for log in logs:
+        out = tmp_path / f"{log.name}.png"
+        assert main(["plot", str(log), "-o", str(out), "--tz", "UTC"]) == 0, capsys.readouterr().err
+        assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    drawn_literally(figure(*logs), "m$\\frac{1}{$x", "tiny-llama")
+    drawn_literally(figure(logs[0]), logs[0].name)
+
+
+def test_compare_draws_a_dollar_in_a_file_or_model_name_as_it_is(tmp_path: Path) -> None:
+    from vllm_logwatch.offline.compare.figure import build_compare_figure
+
+    logs = dollar_logs(tmp_path)
+    out = tmp_path / "compare.png"
+    cmp = run_compare([str(p) for p in logs], tz="UTC", output=str(out), out=io.StringIO())
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    drawn_literally(build_compare_figure(cmp), logs[0].name, "m$\\frac{1}{$x")

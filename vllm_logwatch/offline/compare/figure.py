@@ -15,7 +15,7 @@ import math
 import os
 from typing import TYPE_CHECKING, Any
 
-from ..plot.collect import require_matplotlib
+from ..plot.collect import literal, require_matplotlib
 from ..summary.answers import pareto
 from ..summary.build import ConcurrencyRow
 from .answers import comparison_summary
@@ -113,7 +113,7 @@ def build_compare_figure(cmp: Comparison, gpus: int | None = None) -> Figure:
         most = max(most, *counts)
         sizes = [marker_area(n) for n in counts]
         colors = [(*to_rgb(color), marker_alpha(n)) for n in counts]
-        label = names[i] + c.tag[len(c.launch.label):]
+        label = literal(names[i] + c.tag[len(c.launch.label):])
         top.fill_between(xs, [r.generation_p10 for r in rows], [r.generation_p90 for r in rows],
                          color=color, alpha=0.15, linewidth=0)
         top.plot(xs, [r.generation_median for r in rows], color=color, linewidth=1.6, label=label)
@@ -159,7 +159,7 @@ def _pareto(ax: Any, cmp: Comparison, gpus: int | None) -> None:
             continue
         xs, ys = [p["total_tps_per_gpu"] for p in points], [p["per_stream_tps"] for p in points]
         ax.plot(xs, ys, color=f"C{i % 10}", marker="o", markersize=4, linewidth=1.2,
-                label=f"{tags.get(curve['launch'], curve['launch'])} ({curve['gpus']} GPU)")
+                label=f"{literal(tags.get(curve['launch'], curve['launch']))} ({curve['gpus']} GPU)")
         for p, x, y in zip(points, xs, ys, strict=True):
             ax.annotate(str(p["running"]), (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
     ax.set_title("Pareto: per-stream tok/s against total tok/s per GPU (median, nothing waiting; "

@@ -75,6 +75,16 @@ def _engine_name(e: EngineStats) -> str:
     return "V0 engine" if e.is_v0 else "engine (no index)"
 
 
+def literal(text: str) -> str:
+    """`text` of a log or a file name (a model, an engine, a file), to be drawn as it is: matplotlib reads
+    what is between two `$` as a formula, and one that does not parse stops the drawing.
+
+    >>> literal("a_$x^{$_serve.log")
+    'a_\\\\$x^{\\\\$_serve.log'
+    """
+    return text.replace("$", "\\$")
+
+
 def require_matplotlib() -> None:
     """UsageError unless matplotlib is installed (found, not imported: its import takes a quarter of a
     second, which `logwatch plot` spends while the file is read, `offline/plot/drawer.py`)."""
@@ -165,7 +175,7 @@ def draw(data: PlotData) -> Figure:
                 if launch not in chosen:
                     continue
                 for j, (column, name, style) in enumerate(panel):
-                    label = name if single else f"{name}, {engine}"
+                    label = name if single else f"{name}, {literal(engine)}"
                     color = f"C{(engines.index(engine) * len(panel) + j) % 10}"
                     banded |= _draw_line(ax, s.lines[column], label, color, style, handles[row],
                                          data.epoch)
@@ -198,10 +208,10 @@ def draw(data: PlotData) -> Figure:
                                          maxticks=8 if len(columns) == 1 else 4)
         ax.xaxis.set_major_locator(locator)
         ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator, tz=zone))
-    columns[0][3].set_xlabel(f"time ({_zone_name(zone)})")
+    columns[0][3].set_xlabel(f"time ({literal(_zone_name(zone))})")
     _draw_scatter(scatter_ax, data)
     scatter_ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    fig.suptitle(_title([la for la, _ in data.launches.values()], engines), fontsize=13)
+    fig.suptitle(literal(_title([la for la, _ in data.launches.values()], engines)), fontsize=13)
     return fig
 
 
@@ -262,7 +272,7 @@ def _frame(axes: list[Axes], facet: Facet | None, count: int, zone: tzinfo | Non
         first = facet.start.astimezone(zone) if zone else facet.start
         last = facet.end.astimezone(zone) if zone else facet.end
         dates = f"{first:%Y-%m-%d}" if first.date() == last.date() else f"{first:%m-%d} to {last:%m-%d}"
-        axes[0].set_title(f"{facet.model or 'model not logged'}, {dates}", loc="right", fontsize=8)
+        axes[0].set_title(f"{literal(facet.model) or 'model not logged'}, {dates}", loc="right", fontsize=8)
 
 
 def _zone_name(zone: tzinfo | None) -> str:
@@ -281,7 +291,7 @@ def _mark_launches(axes: list[Axes], launches: list[tuple[Launch, datetime]],
             ax.axvline(x, color="black", linestyle=":", linewidth=1, alpha=0.7)
         if len(launches) <= 12:
             axes[0].annotate(
-                f"launch {number(launch.index) + 1}: {launch.label}", xy=(x, 1),
+                f"launch {number(launch.index) + 1}: {literal(launch.label)}", xy=(x, 1),
                 xycoords=("data", "axes fraction"), xytext=(3, -3), textcoords="offset points", va="top",
                 fontsize=7, annotation_clip=True,
                 bbox={"boxstyle": "round,pad=0.2", "facecolor": "white", "alpha": 0.8, "linewidth": 0},
@@ -304,10 +314,12 @@ def _draw_scatter(ax: Axes, data: PlotData) -> None:
     single = len(groups) == 1
     for i, (name, parts) in enumerate(groups.items()):
         ax.scatter(np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]), s=12,
-                   alpha=0.5, color=f"C{i % 10}", label="stats line" if single else f"stats line, {name}")
+                   alpha=0.5, color=f"C{i % 10}",
+                   label="stats line" if single else f"stats line, {literal(name)}")
     for i, (model, values) in enumerate(medians.items()):
         xs = sorted(values)
-        label = "median per running count" if len(medians) == 1 else f"median, {model or 'model not logged'}"
+        label = ("median per running count" if len(medians) == 1
+                 else f"median, {literal(model) or 'model not logged'}")
         ax.plot(xs, [values[r] for r in xs], color="black" if len(medians) == 1 else f"C{i % 10}",
                 marker="o", markersize=3, linewidth=1, label=label,
                 linestyle="-" if len(medians) == 1 else "--")

@@ -176,3 +176,19 @@ def test_a_request_across_a_fall_back_takes_its_seconds_in_utc() -> None:
     assert rows.feed(RequestLine(event="received", request_id="r", time=received)) == []
     [row] = rows.feed(RequestLine(event="response", request_id="r", time=ended, finish_reason="stop"))
     assert row[REQUEST_COLUMNS.index("e2e_s")] == 10
+
+
+def test_one_unreadable_line_is_said_in_the_singular(tmp_path: Path) -> None:
+    from vllm_logwatch.offline.reading.events import no_rows_hint, no_stats_hint
+    from vllm_logwatch.offline.reading.inputs import resolve_inputs
+
+    damaged = tmp_path / "damaged.log"
+    damaged.write_text("(APIServer pid=1) INFO 12-02 02:10:20 [loggers.py:199] Engine 000: Iteration(1): 0 "
+                       "context requests, " + "9" * 5000 + " context tokens, 1 generation requests, 1 "
+                       "generation tokens, iteration elapsed time: 3.00 ms\n"
+                       "(APIServer pid=1) INFO 12-02 02:10:25 [loggers.py:259] Engine 000: Avg prompt "
+                       "throughput: banana\n")
+    sources, _ = resolve_inputs([str(damaged)], "UTC")
+    hint = no_rows_hint(sources, "iterations", "")
+    assert "1 line looks like iteration lines but could not be read" in hint
+    assert "1 line looks like stats lines but could not be read" in no_stats_hint(sources)

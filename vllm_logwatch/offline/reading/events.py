@@ -156,9 +156,18 @@ def no_rows_hint(sources: list[Source], kind: str, otherwise: str) -> str:
     head = f"no {kind} records in {n} file{'s' if n != 1 else ''}"
     if first is None:
         return f"{head} ({otherwise})"
-    return (f"{head}: {unreadable} line{'s' if unreadable != 1 else ''} look like {what} lines but could not "
-            f"be read (first: {first[0]}, line {first[1]}): a vLLM format this version does not know, or "
-            "damaged lines")
+    return f"{head}: {_unreadable(unreadable, what, first)}"
+
+
+def _unreadable(count: int, what: str, first: tuple[str, int]) -> str:
+    """What the lines that could not be read were, the verb agreeing with their count.
+
+    >>> _unreadable(1, "stats", ("a.log", 3))[:45]
+    '1 line looks like stats lines but could not b'
+    """
+    lines = "1 line looks" if count == 1 else f"{count} lines look"
+    return (f"{lines} like {what} lines but could not be read (first: {first[0]}, line {first[1]}): a vLLM "
+            "format this version does not know, or damaged lines")
 
 
 def no_stats_hint(sources: list[Source], stats_disabled: bool = False) -> str:
@@ -191,10 +200,7 @@ def _no_stats_hint(sources: list[Source], result: ParseResult) -> str:
         except (InputError, OSError, EOFError, ValueError):
             continue
     if unreadable and first is not None:
-        lines = f"{unreadable} line{'s' if unreadable != 1 else ''}"
-        return (f"{what} that could be read: {lines} look like stats lines but could not be read "
-                f"(first: {first[0]}, line {first[1]}): a vLLM format this version does not know, or "
-                "damaged lines")
+        return f"{what} that could be read: {_unreadable(unreadable, 'stats', first)}"
     if disabled:
         return f"{what}: vLLM disabled stats logging (--disable-log-stats, or more than one API server)"
     if requests:

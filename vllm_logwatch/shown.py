@@ -18,7 +18,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["ShownFormatter", "finite", "json_safe", "printable", "shown_path"]
+__all__ = ["ShownFormatter", "finite", "json_safe", "printable", "shown_number", "shown_path"]
 
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
@@ -85,6 +85,18 @@ def finite(value: float | None) -> float | None:
     (1.5, None, None, None)
     """
     return value if value is not None and math.isfinite(value) else None
+
+
+def shown_number(value: float | None, digits: int = 1) -> str:
+    """A number in a table: `digits` decimals with thousands separators; "-" for none or NaN; from a
+    quadrillion on (a price of 1e308) in scientific notation, not hundreds of digits.
+
+    >>> shown_number(1234.5678, 2), shown_number(None), shown_number(float("nan")), shown_number(5.5e305, 4)
+    ('1,234.57', '-', '-', '5.500e+305')
+    """
+    if value is None or math.isnan(value):
+        return "-"
+    return f"{value:.3e}" if abs(value) >= 1e15 else f"{value:,.{digits}f}"
 
 
 def json_safe(value: Any, text: Callable[[str], str] | None = None) -> Any:

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ...shown import json_safe, printable
+from ...shown import shown_number as _f
 from ..summary.tables import table_lines
 from .measures import Measures
 from .verdicts import Verdict
@@ -30,10 +31,6 @@ class Audited:
     window: Window
     measures: Measures
     verdicts: list[Verdict]
-
-
-def _f(value: float | None, digits: int = 1) -> str:
-    return "-" if value is None else f"{value:.{digits}f}"
 
 
 def _i(value: int | None) -> str:

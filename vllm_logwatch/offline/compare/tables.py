@@ -7,6 +7,7 @@ import json
 from dataclasses import asdict
 from typing import Any
 
+from ...shown import shown_number as _f
 from ..summary.answers import Asked, answer_lines, answer_notes, answers_json
 from ..summary.build import ConcurrencyRow
 from ..summary.facts import FACT_COLUMNS, fact_text, launch_facts
@@ -36,10 +37,6 @@ __all__ = ["render_comparison"]
 _HEAD = (*TABLE_HEAD, "preemptions")
 _PREEMPTIONS = ("preemptions: summed from the lines' Preemptions field ('-': the launch's lines have none; "
                 "vLLM 0.32 on CPU never prints it)")
-
-
-def _f(value: float | None, digits: int = 1) -> str:
-    return "-" if value is None else f"{value:,.{digits}f}"
 
 
 def _pct(value: float | None) -> str:

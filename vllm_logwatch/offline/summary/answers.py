@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from ...parsing.launchargs import gpu_count
+from ...shown import shown_number as _f
 from ..reading.launches import Launch
 from .build import GroupSummary, Summary
 from .capacity import KV_FULL_PCT, CapacityAnswer, answer
@@ -110,10 +111,6 @@ def pareto(summary: Summary, gpus: int | None) -> list[dict[str, Any]]:
                   if p.per_stream_median is not None and p.total_median is not None]
         out.append({"launch": g.launch, "engine": g.engine, "gpus": n, "points": points})
     return out
-
-
-def _f(value: float | None, digits: int = 1) -> str:
-    return "-" if value is None else f"{value:,.{digits}f}"
 
 
 def _n(intervals: int) -> str:

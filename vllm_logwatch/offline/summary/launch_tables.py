@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...shown import shown_number as _f
 from ..reading.launches import Launch
 from .facts import FACT_COLUMNS, fact_text, launch_facts
 from .matrix import Matrix
@@ -13,10 +14,6 @@ from .matrix import Matrix
 __all__ = ["Table", "fact_notes", "facts_table", "launch_json", "matrix_table", "mfu_table"]
 
 Table = tuple[tuple[str, ...], list[list[str]]]
-
-
-def _f(value: float | None, digits: int = 1) -> str:
-    return "-" if value is None else f"{value:,.{digits}f}"
 
 
 def facts_table(launches: list[Launch]) -> Table | None:
@@ -60,7 +57,7 @@ def matrix_table(matrix: Matrix) -> Table:
         cells = []
         for column in matrix.columns:
             cell = matrix.cell(row, column)
-            text = "" if cell is None else f"{cell.gen_tps_median:,.0f} ({cell.intervals})"
+            text = "" if cell is None else f"{_f(cell.gen_tps_median, 0)} ({cell.intervals})"
             if cell is not None and cell.step_ms_median is not None:
                 text += f", {cell.step_ms_median:g} ms"
             cells.append(text)

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import asdict, replace
 from datetime import datetime
 from typing import Any
 
 from ...shown import json_safe
+from ...shown import shown_number as _f
 from .answers import Asked, answer_lines, answer_notes, answers_json
 from .build import STEADY_MAX_PROMPT_SHARE, ConcurrencyRow, GroupSummary, Summary
 from .facts import MFU_COLUMNS
@@ -96,12 +96,6 @@ _LEFT = {"launch", "engine", "model", "start", "running", "context", "argument",
 
 def _left(head: str) -> bool:
     return head.split(" ")[0] in _LEFT
-
-
-def _f(value: float | None, digits: int = 1) -> str:
-    if value is None or math.isnan(value):
-        return "-"
-    return f"{value:,.{digits}f}"
 
 
 def _pct(share: float | None) -> str:

@@ -335,3 +335,11 @@ def test_a_fall_back_spans_the_repeated_hour(tmp_path: Path, capsys: pytest.Capt
     (cost,) = doc["answers"]["cost"]["launches"]
     assert cost["wall_hours"] == pytest.approx(10 * lines / 3600)
     assert cost["busy_share"] == pytest.approx(1.0)
+
+
+def test_a_huge_price_keeps_the_cost_cells_narrow(capsys: pytest.CaptureFixture[str]) -> None:
+    """`--gpu-hour-cost 1e308`: the costs in scientific notation, not 300 digits with commas."""
+    out = summary(capsys, str(REAL_CPU_LOG), "--gpu-hour-cost", "1e308")
+    cost = out[out.index("Cost at 1e+308 per GPU-hour"):out.index("Throughput by concurrency")]
+    assert max(len(line) for line in cost.splitlines()) < 160, cost
+    assert re.search(r" \d\.\d{3}e\+30[0-9] ", cost), cost

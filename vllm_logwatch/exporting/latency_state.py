@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from ..parsing.events import Event, IterationStats, RequestLine
+from ..parsing.requests import aborted_ids
 from .engine_state import engine_label
 from .families import Families
 
@@ -185,8 +186,8 @@ class LatencyState:
                     pending.reason = line.finish_reason
             return
         if event == "aborted":
-            for rid in line.aborted:
-                self._end(self._match(rid), "abort", when)
+            for rid in aborted_ids(line.aborted, self._pending):
+                self._end(rid, "abort", when)
             return
         if event == "response":
             reason = line.finish_reason
@@ -194,13 +195,6 @@ class LatencyState:
             pending = self._pending.get(line.request_id)
             reason = pending.reason if pending is not None else None
         self._end(line.request_id, reason or "unknown", when)
-
-    def _match(self, rid: str) -> str:
-        """The front end's id of an engine id (vLLM 0.32 adds `-<8 hex>` to it for the engine)."""
-        if rid in self._pending:
-            return rid
-        head, _, _ = rid.rpartition("-")
-        return head if head in self._pending else rid
 
     def _end(self, rid: str, reason: str, when: tuple[float, str] | None) -> None:
         pending = self._pending.pop(rid, None)

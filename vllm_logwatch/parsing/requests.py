@@ -24,12 +24,13 @@ unbounded repeats).
 from __future__ import annotations
 
 import re
+from collections.abc import Container
 from typing import Any
 
 from .events import IterationStats, RequestEventKind, RequestLine, Unparsed
 from .shapes import ITERATION_BODY
 
-__all__ = ["ITERATION_START", "REQUEST_STARTS", "parse_iteration", "parse_request_line"]
+__all__ = ["ITERATION_START", "REQUEST_STARTS", "aborted_ids", "parse_iteration", "parse_request_line"]
 
 _ITERATION = re.compile(ITERATION_BODY + "$")
 ITERATION_START = re.compile(r"(?:Engine \d{1,6}: )?Iteration\(")
@@ -52,6 +53,25 @@ _LORA_LOADED = re.compile(r"Loaded new LoRA adapter: name '([A-Za-z0-9._:/+-]{1,
 _LORA_TAIL = ", lora_request: "
 _REASON_TAIL = 64
 """How far from the end of a response line its finish reason sits (the rest is the output)."""
+
+
+def aborted_ids(ids: tuple[str, ...], known: Container[str]) -> tuple[str, ...]:
+    """The requests an abort line ends: those of its `ids` that are `known` (read before), once each, by
+    the front end's id (vLLM 0.32 adds `-<8 hex>` to it for the engine); when none is, one request, its
+    first id. vLLM joins an abort's ids with commas and takes a client's `X-Request-Id` verbatim, so a
+    client's id with commas reads as many ids: it must not count as many requests.
+
+    >>> aborted_ids(("a-1a2b3c4d", "b", "a", "c"), {"a", "b"}), aborted_ids(("x0", "x1", "x2"), set())
+    (('a', 'b'), ('x0',))
+    """
+    found: dict[str, None] = {}
+    for rid in ids:
+        if rid not in known:
+            rid = rid.rpartition("-")[0]
+            if rid not in known:
+                continue
+        found[rid] = None
+    return tuple(found) or ids[:1]
 
 
 def parse_iteration(msg: str, common: dict[str, Any]) -> IterationStats | Unparsed:

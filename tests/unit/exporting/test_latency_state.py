@@ -145,3 +145,20 @@ def test_a_new_launch_resets_the_gauge_and_keeps_the_counters() -> None:
     assert registry.get_sample_value("vllm_logwatch_decode_step_seconds", labels) is None
     assert registry.get_sample_value("vllm_logwatch_requests_total", {
         "model_name": "unknown", "finish_reason": "stop", "lora": ""}) == 1
+
+
+def test_an_abort_counts_the_received_ids_or_one_when_none_was() -> None:
+    """vLLM joins the ids of an abort with commas, and takes a client's X-Request-Id verbatim: an id with
+    800 commas is one request, not 800 aborts. An abort line counts the ids received (once each), or one
+    request when none of its ids was."""
+    metrics, registry = _setup()
+    rid = "chatcmpl-" + ",".join(f"x{i}" for i in range(800))
+    for text in (f"Received request {rid}: params: SamplingParams(n=1), lora_request: None.",
+                 f"Added request {rid}-8bcc5583.", f"Aborted request(s) {rid}-8bcc5583.",
+                 "Received request a: params: SamplingParams(n=1), lora_request: None.",
+                 "Received request b: params: SamplingParams(n=1), lora_request: None.",
+                 "Aborted request(s) a-1a2b3c4d,b-1a2b3c4d,a-1a2b3c4d,never-seen."):
+        metrics.apply(_line(text))  # type: ignore[arg-type]
+    get = registry.get_sample_value
+    assert get("vllm_logwatch_requests_total",
+               {"model_name": "unknown", "finish_reason": "abort", "lora": ""}) == 1 + 2

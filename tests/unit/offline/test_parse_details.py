@@ -19,6 +19,7 @@ import pytest
 from vllm_logwatch.offline.reading import details
 from vllm_logwatch.offline.reading.details import ITERATION_COLUMNS, REQUEST_COLUMNS, RequestRows
 from vllm_logwatch.parsing.events import RequestLine
+from vllm_logwatch.parsing.line import parse_line
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "latency"
 DOCS = Path(__file__).resolve().parents[3] / "docs" / "offline.md"
@@ -67,6 +68,24 @@ def test_requests_a_row_per_request_with_its_end_and_times() -> None:
     text = _parse(str(DATA / "serve.log.gz"), "--kind", "requests")
     plain = [json.loads(line) for line in text.splitlines()]
     assert len(plain) == 148 and {r["time_resolution_s"] for r in plain} == {1}
+
+
+def test_an_abort_line_ends_the_requests_read_or_one() -> None:
+    """A client's request id with commas (vLLM joins an abort's ids with commas): one row, not 800; an
+    abort of ids some of which were read ends those, once each."""
+    rid = "chatcmpl-" + ",".join(f"x{i}" for i in range(800))
+    rows = RequestRows()
+    out: list[list[object]] = []
+    for text in (f"Received request {rid}: params: SamplingParams(n=1), lora_request: None.",
+                 f"Aborted request(s) {rid}-8bcc5583.",
+                 "Received request a: params: SamplingParams(n=1), lora_request: None.",
+                 "Received request b: params: SamplingParams(n=1), lora_request: None.",
+                 "Aborted request(s) a-1a2b3c4d,b-1a2b3c4d,a-1a2b3c4d,never-seen."):
+        event = parse_line("(APIServer pid=1) INFO 12-02 10:00:00 [x.py:1] " + text)
+        if isinstance(event, RequestLine):
+            out += rows.feed(event)
+    out += rows.rest()
+    assert len(out) == 3 and [r[0] for r in out[1:]] == ["a", "b"]
 
 
 def test_the_columns_are_documented() -> None:

@@ -19,6 +19,7 @@ from typing import Any
 
 from ...parsing.columns import ITERATION_COLUMNS
 from ...parsing.events import Event, IterationStats, RequestLine
+from ...parsing.requests import aborted_ids
 from ...parsing.stamps import seconds_between
 from ...shown import finite
 from .events import iter_source_events
@@ -90,7 +91,7 @@ class RequestRows:
         if e.event == "lora_loaded":
             return []
         if e.event == "aborted":
-            return [self._finish(self._match(rid), e, "aborted", "abort") for rid in e.aborted]
+            return [self._finish(rid, e, "aborted", "abort") for rid in aborted_ids(e.aborted, self._open)]
         rid = self._match(e.request_id) if e.event == "added" else e.request_id
         req = self._open.get(rid)
         if req is None:

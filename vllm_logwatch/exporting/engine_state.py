@@ -11,6 +11,7 @@ steps' own counts instead (`step_tokens.StepTokens`), and the stats lines only t
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Sequence
 from datetime import datetime
 
@@ -19,7 +20,7 @@ from ..shown import finite, json_safe
 from .mfu_gauges import mfu_gauges
 from .snapshot import EngineSnapshot, EngineStateName, TransferSnapshot
 from .step_tokens import StepTokens
-from .tokens import TokenWindows
+from .tokens import MAX_TOKENS_PER_SECOND, TokenWindows, readable
 from .totals import RunningTotal
 from .transfer_state import TransferState
 
@@ -92,10 +93,14 @@ class EngineState:
 
     # -- events ---------------------------------------------------------------------------------
 
-    def apply_stats(self, stats: EngineStats, arrival: float, measured: float | None = None) -> None:
+    def apply_stats(self, stats: EngineStats, arrival: float, measured: float | None = None) -> bool:
         """One stats line of this engine, read at wall-clock time `arrival`; `measured`: when it was
-        printed, on the monotonic clock, if it was read live (`live/arrival.py`)."""
+        printed, on the monotonic clock, if it was read live (`live/arrival.py`). False: its throughputs
+        are unreadable (infinite, or past any engine's: `tokens.readable`), and count no token."""
         prompt, generation = finite(stats.prompt_throughput), finite(stats.generation_throughput)
+        ok = readable(stats.prompt_throughput, stats.generation_throughput)
+        if not ok:
+            prompt = generation = None
         last = self.last
         after_zero = last is not None and not last.prompt_throughput and not last.generation_throughput
         self.tokens.add(stats.time, prompt, generation, after_zero, measured)
@@ -110,11 +115,19 @@ class EngineState:
             self.corrupted.add(corrupted)
         self.last = stats
         self.last_arrival = arrival
+        return ok
 
     def apply_stats_run(self, times: Sequence[datetime | None], prompts: Sequence[float],
-                        generations: Sequence[float], last: EngineStats, arrival: float) -> None:
+                        generations: Sequence[float], last: EngineStats, arrival: float) -> int:
         """`apply_stats` of a run of this engine's backlog lines given as columns (NaN for a missing
-        throughput; none with preemptions or corrupted counts), `last` the run's final line."""
+        throughput; none with preemptions or corrupted counts), `last` the run's final line. Returns how
+        many lines' throughputs were unreadable (NaN here: missing, as in `apply_stats` of a None)."""
+        bad = [i for i, (p, g) in enumerate(zip(prompts, generations, strict=True))
+               if p > MAX_TOKENS_PER_SECOND or g > MAX_TOKENS_PER_SECOND]
+        if bad:
+            prompts, generations = list(prompts), list(generations)
+            for i in bad:
+                prompts[i] = generations[i] = math.nan
         previous = self.last
         after_zero = (previous is not None and not previous.prompt_throughput
                       and not previous.generation_throughput)
@@ -122,6 +135,7 @@ class EngineState:
         self.stats_lines += len(times)
         self.last = last
         self.last_arrival = arrival
+        return len(bad)
 
     def apply_step(self, step: IterationStats, budget: int | None = None) -> None:
         """One step line of this engine (`--enable-logging-iteration-details`); `budget`: the launch's

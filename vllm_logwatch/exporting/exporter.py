@@ -54,7 +54,7 @@ from .routes import VLLM_ROUTES, HttpCounts
 from .runtime_state import RUNTIME_FIELDS, RuntimeState, engine_counts
 from .selfmetrics import SelfMetrics
 from .snapshot import Counters, ExporterStatus, StatsMissing
-from .tokens import DEFAULT_INTERVAL
+from .tokens import DEFAULT_INTERVAL, readable_step
 
 __all__ = ["LEVELS", "ExporterMetrics"]
 
@@ -256,6 +256,9 @@ class ExporterMetrics(Collector):
         elif isinstance(event, MfuStats):
             self._engine(engine_label(event.engine)).mfu = event
         elif isinstance(event, DETAIL_EVENTS):
+            if isinstance(event, IterationStats) and not readable_step(event):
+                self._parse_errors["iteration"] = self._parse_errors.get("iteration", 0) + 1
+                return
             self._latency.apply(event, measured)
             if isinstance(event, IterationStats):  # it counts its engine's tokens
                 budget = self._facts.get("max_num_batched_tokens")
@@ -283,7 +286,8 @@ class ExporterMetrics(Collector):
         state = self._engines[label]
         if label == "aggregated":  # data parallel: the engines' step lines count their tokens, not this
             state.tokens.counting = not any(e.steps.started for e in self._engines.values())
-        state.apply_stats(event, arrival, measured)
+        if not state.apply_stats(event, arrival, measured):
+            self._parse_errors["stats"] += 1
         if self._on_stats is not None:
             self._on_stats(label, event, arrival)
         self._unknown_fields += event.unknown_fields

@@ -29,11 +29,13 @@ from collections.abc import Sequence
 from datetime import datetime
 from statistics import fmean, pstdev
 
+from ..parsing.events import IterationStats
 from .totals import RunningTotal
 
 __all__ = [
     "DEFAULT_INTERVAL", "EXACT_IDLE_GAP_FACTOR", "GAP_HISTORY", "IDLE_GAP_FACTOR", "MAX_CARRY",
-    "MAX_FIRST_GAP", "MAX_MEAN_ERROR", "MIN_WINDOW_SHARE", "TokenWindows",
+    "MAX_FIRST_GAP", "MAX_MEAN_ERROR", "MAX_TOKENS_PER_SECOND", "MIN_WINDOW_SHARE", "TokenWindows",
+    "readable", "readable_step",
 ]
 
 DEFAULT_INTERVAL = 10.0
@@ -56,6 +58,9 @@ MAX_CARRY = 0.5
 this many intervals (a late read paid back over the next lines); beyond, the measured time wins."""
 MAX_FIRST_GAP = 60.0
 """The first gap of an engine is believed as its interval only up to this (nothing to compare with)."""
+MAX_TOKENS_PER_SECOND = 1e9
+"""No engine computes a billion tokens a second (a whole 8-GPU node prefills about a million): a line
+saying more (a throughput, or a step's tokens over its time) is unreadable, and counts no token."""
 _MIN_GAPS = 3
 GAP_HISTORY = 9
 """Gaps kept for the interval: their mean resolves 1/9 s from whole-second stamps."""
@@ -328,6 +333,30 @@ class TokenWindows:
                     add_busy(window)
             zero = not p and not g
         self._last_time, self._held = last_time, held
+
+
+def readable(*throughputs: float | None) -> bool:
+    """None of a line's throughputs is past what an engine can compute (NaN, like None, is missing).
+
+    >>> readable(None, 0.0, 2198.7, float("nan")), readable(float("inf")), readable(2e9)
+    (True, False, False)
+    """
+    return not any(t is not None and t > MAX_TOKENS_PER_SECOND for t in throughputs)
+
+
+def readable_step(step: IterationStats) -> bool:
+    """A step line's elapsed time is finite and its tokens fit `MAX_TOKENS_PER_SECOND` over it (a step
+    timed under a millisecond as one of a millisecond).
+
+    >>> from vllm_logwatch.parsing.events import IterationStats
+    >>> def step(tokens, ms): return IterationStats(iteration=1, context_requests=1, context_tokens=tokens,
+    ...     generation_requests=0, generation_tokens=0, elapsed_ms=ms)
+    >>> [readable_step(step(tokens, ms)) for tokens, ms in ((8192, 40.0), (10**15 - 1, 7.5), (1, math.inf))]
+    [True, False, False]
+    """
+    seconds = step.elapsed_ms / 1000.0
+    tokens = step.context_tokens + step.generation_tokens
+    return math.isfinite(seconds) and tokens <= MAX_TOKENS_PER_SECOND * max(seconds, 0.001)
 
 
 def _plus(a: float | None, b: float | None) -> float | None:

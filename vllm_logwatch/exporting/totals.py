@@ -25,7 +25,7 @@ class RunningTotal:
     >>> t.observe_total(5); t.observe_total(2); t.value
     7.0
     >>> t = RunningTotal()
-    >>> for _ in range(10): t.add(0.1)
+    >>> for _ in range(10): _ = t.add(0.1)
     >>> t.value
     1.0
     """
@@ -41,28 +41,39 @@ class RunningTotal:
     def value(self) -> float:
         return round(self._base + self._compensation + self._raw, DECIMALS) + 0.0
 
-    def add(self, amount: float | None) -> None:
-        """Count `amount` more; a missing, negative or non-finite amount would corrupt the counter."""
-        if amount is not None and math.isfinite(amount) and amount > 0:
-            self._accumulate(amount)
+    def add(self, amount: float | None) -> bool:
+        """Count `amount` more (a missing, negative or zero amount adds nothing). False: refused, as an
+        amount not finite, or one that would take the total past a float's range, would corrupt the
+        counter for good (inf, then NaN); the caller counts the line it came from as unreadable."""
+        if amount is None:
+            return True
+        if not math.isfinite(amount):
+            return False
+        return amount <= 0 or self._accumulate(amount, self._raw)
 
-    def _accumulate(self, amount: float) -> None:
+    def _accumulate(self, amount: float, raw: float) -> bool:
+        """Add `amount` to the base; False (nothing added) when the total with the source's `raw` reading
+        it will hold would not be finite."""
         total = self._base + amount
+        if not math.isfinite(total + self._compensation + raw):
+            return False
         if abs(self._base) >= abs(amount):
             self._compensation += (self._base - total) + amount
         else:
             self._compensation += (amount - total) + self._base
         self._base = total
+        return True
 
     def observe_total(self, raw: float | None) -> None:
         """The source's own cumulative value now."""
         if raw is None or not math.isfinite(raw) or raw < 0:
             return
-        if raw < self._raw:
-            self._accumulate(self._raw)
-        self._raw = float(raw)
+        if raw < self._raw and not self._accumulate(self._raw, raw):
+            return  # the old total and this one do not fit a float together: refused
+        if math.isfinite(self._base + self._compensation + raw):
+            self._raw = float(raw)
 
     def restart(self) -> None:
         """The source starts over from zero (a new vLLM launch)."""
-        self._accumulate(self._raw)
-        self._raw = 0.0
+        if self._accumulate(self._raw, 0.0):
+            self._raw = 0.0

@@ -55,3 +55,17 @@ def test_rows_give_the_records_numbers(runs: list[list[tuple[int | None, float, 
     one.reset()
     rows.reset()
     assert repr(_state(rows)) == repr(_state(one))
+
+
+@pytest.mark.parametrize("huge", [9.99e306, 2e9, math.inf])
+def test_a_throughput_past_any_engines_counts_no_token(huge: float) -> None:
+    """The summary's runs of lines (and the lines one at a time): 9.99e306 tokens/s made the total inf,
+    then NaN; no engine computes 1e9 tokens a second, so such a line is unreadable and counts nothing."""
+    lines = _lines([(10, huge, huge)] * 3 + [(10, 3.0, 3.0)] * 3)
+    one, rows = EngineState(), EngineState()
+    read = [one.apply_stats(e, 0.0) for e in lines]
+    unread = rows.apply_stats_run([e.time for e in lines], [e.prompt_throughput for e in lines],  # type: ignore[misc]
+                                  [e.generation_throughput for e in lines], lines[-1], 0.0)  # type: ignore[misc]
+    assert one.generation_tokens.value == rows.generation_tokens.value == 90.0  # the good lines, 10 s each
+    assert repr(_state(rows)) == repr(_state(one))
+    assert read == [False] * 3 + [True] * 3 and unread == 3

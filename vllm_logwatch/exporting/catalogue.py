@@ -165,7 +165,9 @@ METRICS: tuple[MetricSpec, ...] = (
     # The exporter itself.
     _m("log_lines", "counter", (), "Log lines read."),
     _m("log_bytes", "counter", (), "Log bytes read."),
-    _m("parse_errors", "counter", ("what",), "Unreadable lines by kind (ours too); transfer_key: one key of a line."),
+    _m("parse_errors", "counter", ("what",),
+       "Unreadable lines by kind (ours too); transfer_key: one key of a line. A stats line over 1e9 tokens/s "
+       "and a step line whose time is not finite or whose tokens pass 1e9 a second over it are unreadable."),
     _m("unknown_fields", "counter", (), "Stats fields the parser did not know (kept, not lost)."),
     _m("log_rotations", "counter", (), "Log rotations (rename + create) followed."),
     _m("log_truncations", "counter", (), "Log truncations (copytruncate) followed."),

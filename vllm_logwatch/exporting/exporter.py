@@ -49,7 +49,8 @@ from .catalogue import METRICS, check_const_labels
 from .engine_state import EngineState, engine_label
 from .facts import add_fact_series
 from .families import Families, new_family
-from .latency_state import DETAIL_EVENTS, LatencyState
+from .latency_state import DETAIL_EVENTS
+from .models import Ledgers
 from .routes import VLLM_ROUTES, HttpCounts
 from .runtime_state import RUNTIME_FIELDS, RuntimeState, engine_counts
 from .selfmetrics import SelfMetrics
@@ -81,8 +82,6 @@ class ExporterMetrics(Collector):
         of its series (the status page's `history.History.record`); called under the lock, keep it short;
         `exact_times`, `interval_prior`: precise arrival times and the configured interval (run
         mode), see `EngineState`."""
-        self._exact_times = exact_times
-        self._interval_prior = interval_prior
         for what, number in (("stats interval", stats_interval), ("stall intervals", stall_intervals)):
             if number is not None and not (math.isfinite(number) and number > 0):
                 raise UsageError(f"{what} must be a positive number, not {number}")
@@ -92,24 +91,24 @@ class ExporterMetrics(Collector):
         self._const_names = tuple(const_labels or {})
         self._const_values = tuple((const_labels or {}).values())
         self._interval = stats_interval
-        self._max_engines = max_engines
         self._clock = clock
         self._stall_intervals = stall_intervals
         self._on_stats = on_stats
         self._lock = threading.Lock()
-        self._engines: dict[str, EngineState] = {}
-        self._series_model = "unknown"
+        self._ledgers = Ledgers(  # by model: `models.py`
+            lambda: EngineState(stats_interval, exact_times=exact_times, prior=interval_prior), max_engines)
+        self._engines = self._ledgers.current.engines
+        self._latency = self._ledgers.current.latency  # iteration and request lines
         self._http = HttpCounts(max_paths)
         self._levels: dict[str, int] = dict.fromkeys(LEVELS, 0)
         self._problems: dict[str, int] = dict.fromkeys(PROBLEM_TAGS, 0)  # from 0: increase() sees the first
         self._parse_errors: dict[str, int] = {"stats": 0, "spec": 0, "prefix": 0, "transfer": 0}
-        self._overflow: dict[str, int] = {"engine": 0, "path": 0}
+        self._overflow: dict[str, int] = {"path": 0}
         self._unknown_fields = 0
         self._launches = 0
         self._launch_source: str | None = None
         self._self = SelfMetrics()
         self._runtime = RuntimeState()
-        self._latency = LatencyState(self._bounded)  # iteration and request lines
         self._replay = False
         self._skipped_bytes: int | None = None
         self._banner_seen, self._facts_of = False, ""  # `_facts_of`: the file set_startup_facts read
@@ -150,7 +149,7 @@ class ExporterMetrics(Collector):
     def engine_states(self) -> tuple[str, Mapping[str, EngineState]]:
         """The model label and each engine label's state, for a reader in the feeding thread (the
         backfill reads them between two lines, `offline/output/openmetrics.py`)."""
-        return self._series_model, self._engines
+        return self._ledgers.model, self._engines
 
     def new_launch(self, source: str | None = None) -> None:
         """A new vLLM launch (e.g. a new launch file): per-engine gauges, intervals and start-up facts
@@ -203,7 +202,7 @@ class ExporterMetrics(Collector):
             for key, value in facts.items():
                 self._facts.setdefault(key, value)
             self._banner_seen = True
-            self._series_model = self._model_name() or self._series_model
+            self._name_model()
 
     def _start_launch(self, source: str | None) -> None:
         kept: dict[str, Any] | None = self._facts if source and source == self._facts_of else None
@@ -213,6 +212,7 @@ class ExporterMetrics(Collector):
         for reset in (*(e.reset for e in self._engines.values()), self._runtime.reset, self._latency.reset):
             reset()
         self._reset_launch(kept)  # the facts read from before where reading started, if of this file
+        self._name_model()
 
     def _reset_launch(self, facts: dict[str, Any] | None = None) -> None:
         self._facts: dict[str, Any] = facts or {}
@@ -226,21 +226,17 @@ class ExporterMetrics(Collector):
 
     def _engine(self, label: str) -> EngineState:
         """The state of an engine label; beyond `max_engines` labels, the shared `other` state."""
-        return self._engines[self._bounded(label)]
-
-    def _bounded(self, label: str) -> str:
-        """`label`, or `other` beyond `max_engines` labels (counted); its state exists on return."""
-        if label not in self._engines:
-            if len(self._engines) - ("other" in self._engines) >= self._max_engines:
-                self._overflow["engine"] += 1
-                label = "other"
-            if label not in self._engines:
-                self._engines[label] = EngineState(self._interval, exact_times=self._exact_times,
-                                                          prior=self._interval_prior)
-        return label
+        return self._engines[self._ledgers.current.bounded(label)]
 
     def _model_name(self) -> str | None:
         return self._facts.get("served_model_name") or self._facts.get("model")
+
+    def _name_model(self) -> None:
+        """The start-up facts' model (if they name one) is the one served: its own counters count on."""
+        name = self._model_name()
+        if name and self._ledgers.switch(name):
+            self._engines, self._latency = self._ledgers.current.engines, self._ledgers.current.latency
+            self._last_v0 = None
 
     def _apply(self, event: Event, measured: float | None = None) -> None:
         if event.level in self._levels:
@@ -279,7 +275,7 @@ class ExporterMetrics(Collector):
             self._parse_errors[event.what] = self._parse_errors.get(event.what, 0) + 1
 
     def _stats(self, event: EngineStats, measured: float | None = None) -> None:
-        label = self._bounded(engine_label(event.engine, event.engines_aggregated))
+        label = self._ledgers.current.bounded(engine_label(event.engine, event.engines_aggregated))
         arrival = self._clock()
         if self._replay and measured is None and event.time is not None:
             arrival = min(arrival, event.time.timestamp())  # a backlog line: its own stamp
@@ -298,7 +294,6 @@ class ExporterMetrics(Collector):
     def _engine_line(self) -> None:
         self._stats_seen = True
         self._opened_by_caller = False
-        self._series_model = self._model_name() or self._series_model
 
     def _apply_info(self, info: ServerInfo) -> None:
         if info.new_launch:
@@ -308,6 +303,7 @@ class ExporterMetrics(Collector):
             self._banner_seen = True
         self._runtime.apply(info, self._engines.values(), self._problems, self._clock())
         self._facts.update(info.model_dump(exclude=_RECORD_KEYS, exclude_none=True))
+        self._name_model()
 
     def _apply_access(self, access: HttpAccess) -> None:
         self._count_access(access.method, access.path, access.status, 1)
@@ -346,7 +342,7 @@ class ExporterMetrics(Collector):
 
     def _families(self, now: float) -> list[Metric]:
         out = Families(self._const_names, self._const_values)
-        model = self._series_model
+        model = self._ledgers.model
         for label, state in self._engines.items():
             for short, labels, value in state.samples():
                 out.add(short, (label, model, *labels), value)
@@ -360,10 +356,12 @@ class ExporterMetrics(Collector):
         for short, labels, value in self._runtime.samples():
             out.add(short, labels, value)
         self._latency.add_to(out, model)
+        self._ledgers.add_aside(out)
         out.add("launches", (), self._launches)
         for (method, path, status), count in self._http.counts.items():
             out.add("http_requests", (method, path, status), count)
-        errors, overflow = engine_counts(self._engines.values(), self._parse_errors, self._overflow)
+        errors, overflow = engine_counts(self._ledgers.states(), self._parse_errors,
+                                         {**self._ledgers.folded(), **self._overflow})
         for what, counts in (("log_messages", self._levels), ("problems", self._problems),
                              ("parse_errors", errors), ("label_overflow", overflow)):
             for label_value, count in counts.items():
@@ -384,7 +382,8 @@ class ExporterMetrics(Collector):
                 if self._ended or self._dead:
                     snap["state"] = "ended" if self._ended else "dead"
             read = self._self.read()
-            errors, overflow = engine_counts(self._engines.values(), self._parse_errors, self._overflow)
+            errors, overflow = engine_counts(self._ledgers.states(), self._parse_errors,
+                                         {**self._ledgers.folded(), **self._overflow})
             counters = Counters(
                 log_lines=read["log_lines"], log_bytes=read["log_bytes"], log_rotations=read["log_rotations"],
                 log_truncations=read["log_truncations"], read_errors=read["read_errors"],
@@ -394,7 +393,7 @@ class ExporterMetrics(Collector):
                 problems=dict(self._problems), http_requests=sum(self._http.counts.values()),
             )
             return ExporterStatus(
-                engines=engines, model_name=self._series_model, server=json_safe(self._facts),
+                engines=engines, model_name=self._ledgers.model, server=json_safe(self._facts),
                 stats_missing=self._stats_missing(now), launches=self._launches,
                 launch_source=self._launch_source, stats_interval_seconds=self._interval,
                 skipped_bytes=self._skipped_bytes, counters=counters, child=self._self.child())

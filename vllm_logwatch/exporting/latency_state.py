@@ -216,8 +216,6 @@ class LatencyState:
                 out.histogram(short, labels, value.buckets(), value.total)
             else:
                 out.add(short, labels, value)
-        if self.overflow:
-            out.add("label_overflow", ("lora",), self.overflow)
 
     def samples(self, model: str) -> Iterator[tuple[str, tuple[str, ...], float | Histogram]]:
         """(short name, labels, value or Histogram) of every series; per-engine ones lead with the

@@ -582,7 +582,9 @@ vllm_logwatch_log_lines_total{host="h"} 0.0
 # HELP vllm_logwatch_log_bytes_total Log bytes read.
 # TYPE vllm_logwatch_log_bytes_total counter
 vllm_logwatch_log_bytes_total{host="h"} 0.0
-# HELP vllm_logwatch_parse_errors_total Unreadable lines by kind (ours too); transfer_key: one key of a line.
+# HELP vllm_logwatch_parse_errors_total Unreadable lines by kind (ours too); transfer_key: one key of a \
+line. A stats line over 1e9 tokens/s and a step line whose time is not finite or whose tokens pass 1e9 a \
+second over it are unreadable.
 # TYPE vllm_logwatch_parse_errors_total counter
 vllm_logwatch_parse_errors_total{host="h",what="stats"} 0.0
 vllm_logwatch_parse_errors_total{host="h",what="spec"} 0.0
@@ -683,3 +685,45 @@ def test_configured_interval_is_the_window_unless_the_gaps_disagree() -> None:
     misled = EngineState(exact_times=True, prior=10.0)
     feed(misled, [2.0] * 5)  # the child set the variable itself: 2 s, not 10
     assert misled.typical_interval() == pytest.approx(2.0)
+
+
+def _launch(model: str) -> list[Event]:
+    head = "(APIServer pid=1) INFO 12-02 10:00:00 "
+    return [event(head + "[api_utils.py:347]  ▄▄ ▄█ █     █     █ ▀▄▀ █  version 0.32.0"),
+            event(head + f"[api_utils.py:286] non-default args: {{'model_tag': '/m/{model}', 'model': "
+                         f"'/m/{model}', 'served_model_name': ['{model}'], 'max_num_seqs': 16}}")]
+
+
+def test_each_model_counts_its_own_lines_and_resumes_from_its_own_total() -> None:
+    """Launches of model-a, model-b, model-a: model-a's counters carried model-b's tokens (612000 for 12000)
+    and model-b's started at model-a's total; each (engine, model_name) series counts its own lines."""
+    metrics, reg = setup(stats_interval=10.0)
+    for model, gen in (("model-a", 100.0), ("model-b", 10000.0), ("model-a", 100.0)):
+        feed(metrics, *_launch(model), *(v1(i * 10, gen=gen, prompt=0.0) for i in range(6)))
+        assert metrics.status()["model_name"] == model
+    for model, tokens, lines in (("model-a", 12000, 12), ("model-b", 600000, 6)):
+        labels = {"engine": "0", "model_name": model}
+        assert value(reg, "generation_tokens_total", labels) == tokens
+        assert value(reg, "stats_lines_total", labels) == lines
+        assert value(reg, "busy_seconds_total", labels) == lines * 10
+    # model-b's gauges ended with its launch
+    assert value(reg, "kv_cache_usage_ratio", {"engine": "0", "model_name": "model-b"}) is None
+
+
+def test_requests_count_under_their_own_model_named_before_any_stats_line() -> None:
+    """100 requests under model-a, a launch of model-b, one more request: model-b had 101; and without a
+    stats line the requests were labelled model_name="unknown" though the banner and args named the model."""
+    metrics, reg = setup()
+    feed(metrics, *_launch("model-a"))
+    for i in range(101):
+        if i == 100:
+            feed(metrics, *_launch("model-b"))
+        feed(metrics, event(f"INFO 12-02 10:00:01 [logger.py:39] Received request r{i}: params: x, "
+                            "lora_request: None."),
+             event(f"INFO 12-02 10:00:02 [logger.py:39] Generated response r{i}: output: 'y', "
+                   "finish_reason: stop"))
+    for model, count in (("model-a", 100), ("model-b", 1)):
+        stop = {"model_name": model, "finish_reason": "stop", "lora": ""}
+        assert value(reg, "requests_total", stop) == count
+        assert value(reg, "requests_untimed_total", {"model_name": model}) == count
+    assert value(reg, "requests_untimed_total", {"model_name": "unknown"}) is None

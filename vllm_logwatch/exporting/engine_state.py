@@ -44,11 +44,7 @@ class EngineState:
     def __init__(
         self, stats_interval: float | None = None, *, exact_times: bool = False, prior: float | None = None
     ) -> None:
-        """`prior`: the interval vLLM was configured with (run mode reads VLLM_LOG_STATS_INTERVAL from
-        the child's environment): the window, unless 3+ measured gaps disagree by more than 25%.
-        Without it the window is the mean gap (log stamps have whole seconds). `exact_times`: the
-        lines' times are precise, so gaps up to 1.9 intervals are samples (a line given a `measured`
-        time in `apply_stats` is treated so on its own)."""
+        """`stats_interval`, `prior`, `exact_times`: the token rule's (`TokenWindows`)."""
         self.tokens = TokenWindows(stats_interval, exact_times=exact_times, prior=prior)
         self.steps = StepTokens()  # the step lines' counts, once the engine prints them
         self.step_lines = 0
@@ -93,17 +89,16 @@ class EngineState:
 
     # -- events ---------------------------------------------------------------------------------
 
-    def apply_stats(self, stats: EngineStats, arrival: float, measured: float | None = None) -> bool:
-        """One stats line of this engine, read at wall-clock time `arrival`; `measured`: when it was
-        printed, on the monotonic clock, if it was read live (`live/arrival.py`). False: its throughputs
-        are unreadable (infinite, or past any engine's: `tokens.readable`), and count no token."""
+    def apply_stats(self, stats: EngineStats, arrival: float) -> bool:
+        """One stats line of this engine, read at wall-clock time `arrival`. False: its throughputs are
+        unreadable (infinite, or past any engine's: `tokens.readable`), and count no token."""
         prompt, generation = finite(stats.prompt_throughput), finite(stats.generation_throughput)
         ok = readable(stats.prompt_throughput, stats.generation_throughput)
         if not ok:
             prompt = generation = None
         last = self.last
         after_zero = last is not None and not last.prompt_throughput and not last.generation_throughput
-        self.tokens.add(stats.time, prompt, generation, after_zero, measured)
+        self.tokens.add(stats.time, prompt, generation, after_zero)
         self.stats_lines += 1
         preemptions = stats.extra.get("preemptions")
         if preemptions is not None:

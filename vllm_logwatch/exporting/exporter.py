@@ -127,8 +127,8 @@ class ExporterMetrics(Collector):
     ) -> list[tuple[Event, Exception]]:
         """Take a block's events, in order, then its access lines counted by (method, path, status), all
         under one lock. An event whose apply raises (a bug) is returned with its exception; the others
-        are applied all the same. `measured`: index of a stats event -> its print time on the monotonic
-        clock, for lines read live (`EngineState.apply_stats`)."""
+        are applied all the same. `measured`: index of an event -> its print time on the monotonic
+        clock, for lines read live (a stats line's age, a detail line's latency)."""
         failed: list[tuple[Event, Exception]] = []
         times = measured or {}
         with self._lock:
@@ -282,7 +282,7 @@ class ExporterMetrics(Collector):
         state = self._engines[label]
         if label == "aggregated":  # data parallel: the engines' step lines count their tokens, not this
             state.tokens.counting = not any(e.steps.started for e in self._engines.values())
-        if not state.apply_stats(event, arrival, measured):
+        if not state.apply_stats(event, arrival):
             self._parse_errors["stats"] += 1
         if self._on_stats is not None:
             self._on_stats(label, event, arrival)

@@ -1,24 +1,17 @@
 """The token rule: an engine's prompt and generation tokens integrated from its stats lines'
-throughputs, each line credited with its window (`TokenWindows`). Pure given the lines' times; the one
-place the offline summary, the backfill and the live exporter count tokens (`EngineState.tokens`).
+throughputs, each line credited with the engine's stats interval (`TokenWindows`). Pure given the
+lines' times; the one place the offline summary, the backfill and the live exporter count tokens
+(`EngineState.tokens`), so watch, run and parse give the same counters for the same lines.
 
-Why the rules are what they are (from vLLM's `v1/metrics/loggers.py`): a throughput is the
-average over one window that ends at the line, windows are back-to-back, and vLLM hides a window
-only when it and the one before both had zero throughput. So `tokens = throughput x window`, where
-the window is the engine's typical interval; a long gap is hidden zero windows, never a long window.
-
-vLLM's window is the time between two calls of its logging loop (`now - last_log_time`, monotonic),
-which runs late when its event loop is busy (prefill-heavy intervals the most): 5.06 s for a 5 s
-interval is common. Whole-second stamps cannot show that line by line, so the interval from stamps
-is the mean of the last gaps (their sum telescopes: 9 gaps resolve 0.11 s, and the truncation errors
-average out over a run), not their median. Lines timed when they were read (`measured`, on the
-monotonic clock): each gap between two is vLLM's window plus the difference of two of our read
-delays. In run mode (a configured interval) a line is credited the mean of the last measured gaps,
-when they agree (`MAX_MEAN_ERROR`), else the configured interval: crediting each line its own gap
-carried a late read into the tokens wherever two lines' throughputs differ (reads up to 0.9 s late, on
-a 2-core machine vLLM kept busy, made 5.8% too many tokens in a 20 s run), and where reads scatter
-that much even the mean of 9 gaps is off by a few percent. Without one (watch) a line is credited the
-time since the window credited before it, so a run's windows add up to its measured span.
+Why (from vLLM's `v1/metrics/loggers.py`): a throughput is the average over one window that ends at
+the line, windows are back-to-back, and vLLM hides a window only when it and the one before both had
+zero throughput. So `tokens = throughput x interval`, where the interval is the configured one
+(`--stats-interval`; in run mode `VLLM_LOG_STATS_INTERVAL` from vLLM's environment), else the mean
+spacing of the engine's stamps (whole seconds: 9 gaps resolve 0.11 s); a long gap is hidden zero
+windows, never a long window. vLLM's window is the time between two runs of its logging loop, which
+runs late when vLLM is busy, so the counters run low by that lateness: a percent or two on a loaded
+host (docs/metrics.md has the figures). With iteration lines (`--enable-logging-iteration-details`)
+the engine's own step lines count its tokens exactly (`EngineState.apply_step`).
 """
 
 from __future__ import annotations
@@ -27,15 +20,14 @@ import math
 from collections import deque
 from collections.abc import Sequence
 from datetime import datetime
-from statistics import fmean, pstdev
+from statistics import fmean
 
 from ..parsing.events import IterationStats
 from .totals import RunningTotal
 
 __all__ = [
-    "DEFAULT_INTERVAL", "EXACT_IDLE_GAP_FACTOR", "GAP_HISTORY", "IDLE_GAP_FACTOR", "MAX_CARRY",
-    "MAX_FIRST_GAP", "MAX_MEAN_ERROR", "MAX_TOKENS_PER_SECOND", "MIN_WINDOW_SHARE", "TokenWindows",
-    "readable", "readable_step",
+    "DEFAULT_INTERVAL", "EXACT_IDLE_GAP_FACTOR", "GAP_HISTORY", "IDLE_GAP_FACTOR", "MAX_FIRST_GAP",
+    "MAX_TOKENS_PER_SECOND", "TokenWindows", "readable", "readable_step",
 ]
 
 DEFAULT_INTERVAL = 10.0
@@ -45,17 +37,6 @@ IDLE_GAP_FACTOR = 1.5
 EXACT_IDLE_GAP_FACTOR = 1.9
 """The same with exact times: a hidden window makes a gap of two intervals or more, so up to that
 a longer gap is vLLM's timer running late (under load), and still the line's own window."""
-MAX_MEAN_ERROR = 0.01
-"""With a configured interval, the mean of the measured gaps is a line's window only when its standard
-error is within this share of it: our reads then time vLLM's spacing to better than the configured
-interval might be off. Reads that scatter more (a machine kept busy by vLLM: 0.1-0.9 s late on a 2 s
-interval) leave the configured interval, which vLLM keeps within 0.1% where it is not itself late."""
-MIN_WINDOW_SHARE = 0.5
-"""Without a configured interval, a measured window is at least this share of the interval (a shorter
-gap pays back a late read)."""
-MAX_CARRY = 0.5
-"""The windows credited without a configured interval may run ahead of the measured times by up to
-this many intervals (a late read paid back over the next lines); beyond, the measured time wins."""
 MAX_FIRST_GAP = 60.0
 """The first gap of an engine is believed as its interval only up to this (nothing to compare with)."""
 MAX_TOKENS_PER_SECOND = 1e9
@@ -75,9 +56,9 @@ class TokenWindows:
     ) -> None:
         """`stats_interval`: the configured interval, always the window. `prior`: the interval vLLM was
         configured with (run mode reads VLLM_LOG_STATS_INTERVAL from the child's environment): the
-        window, unless 3+ measured gaps disagree by more than 25%. Without either the window is the mean
-        gap (log stamps have whole seconds). `exact_times`: the lines' times are precise, so gaps up to
-        1.9 intervals are samples (a line given a `measured` time in `add` is treated so on its own)."""
+        window, unless 3+ gaps between the lines disagree by more than 25% (the variable was set inside
+        the command). Without either the window is the mean gap. `exact_times`: the lines' times are
+        precise (read live), so gaps up to 1.9 intervals are a late logging loop, not an idle silence."""
         self.stats_interval = stats_interval
         self.exact_times = exact_times
         self.prior = prior
@@ -90,28 +71,16 @@ class TokenWindows:
         self._last_time: datetime | None = None
         self._gaps: deque[float] = deque(maxlen=GAP_HISTORY)
         self._held: tuple[float | None, float | None] | None = None
-        self._last_measured: float | None = None
-        self._measured: deque[float] = deque(maxlen=GAP_HISTORY)  # the last gaps between measured times
-        self._credited_to: float | None = None  # without a prior: the end of the last window credited
-        self._run_lines = 0  # lines since the measured times last started over
-        # Without a configured interval (watch), a run's first measured gap, given to its second line
-        # (and to its first, when that was held): (that gap, their summed throughputs, the gaps after it).
-        self._first_gap: tuple[float, float | None, float | None, list[float]] | None = None
 
-    def add(self, time: datetime | None, prompt: float | None, generation: float | None, after_zero: bool,
-            measured: float | None = None) -> None:
+    def add(self, time: datetime | None, prompt: float | None, generation: float | None,
+            after_zero: bool) -> None:
         """One line's throughputs (None: absent or not finite), stamped `time`; `after_zero`: the line
-        before was all-zero; `measured`: its print time on the monotonic clock when read live."""
-        held = self._held
-        window = self._window(time, after_zero, measured)
+        before was all-zero."""
+        window = self._window(time, after_zero)
         if window is None:
             self._held = (prompt, generation)
             return
         self._credit(prompt, generation, window)
-        if self._run_lines == 2 and self.prior is None and measured is not None:  # credited the first gap
-            if held is not None:  # and so was the held first line
-                prompt, generation = _plus(held[0], prompt), _plus(held[1], generation)
-            self._first_gap = (window, prompt, generation, [])
 
     def add_run(self, times: Sequence[datetime | None], prompts: Sequence[float],
                 generations: Sequence[float], after_zero: bool) -> None:
@@ -131,9 +100,7 @@ class TokenWindows:
             self._credit(*self._held, self.interval())
         self._held = None
         self._last_time = None
-        self._last_measured = self._credited_to = None
         self._gaps.clear()
-        self._measured.clear()
 
     def typical_interval(self) -> float | None:
         """The configured interval, else the measured one (see `__init__`), else the prior, else None."""
@@ -141,9 +108,6 @@ class TokenWindows:
             return self.stats_interval
         measured = fmean(self._gaps) if self._gaps else None
         if self.prior is not None:
-            # The configured interval is exact while vLLM's timer keeps time (measured read times
-            # jitter by our own scheduling); measured gaps win only when they say the configuration
-            # is not what we were told (e.g. the variable was set inside the command).
             trusted = len(self._gaps) < _MIN_GAPS or abs(measured - self.prior) <= 0.25 * self.prior  # type: ignore[operator]
             return self.prior if trusted else measured
         return measured
@@ -152,112 +116,36 @@ class TokenWindows:
         """The typical interval, or vLLM's default before one is known."""
         return self.typical_interval() or DEFAULT_INTERVAL
 
-    def _window(self, time: datetime | None, after_zero: bool, measured: float | None = None) -> float | None:
+    def _window(self, time: datetime | None, after_zero: bool) -> float | None:
         """The window to credit this line with; None holds the line until a gap tells (the first
-        line; a line after an all-zero line while no interval is known yet).
+        line, while no interval is known yet).
 
         vLLM hides a window only when it and the window before were both all-zero, so the gap after
         a busy line is one interval (plus timer lateness), but the gap after an all-zero line may
-        span hidden windows: it is never taken as an interval. `measured`: the line's print time on
-        the monotonic clock when it was read live (None: a backlog line, timed by its stamp)."""
+        span hidden windows: it is never taken as an interval."""
         if self.stats_interval is not None:
             return self.stats_interval
-        previous_measured, self._last_measured = self._last_measured, measured
-        exact = measured is not None and previous_measured is not None
-        if time is None and not exact:
-            return self._restart(measured, self.interval())
-        previous = self._last_time
-        if time is not None:
-            self._last_time = time
-        gap: float | None
-        if exact:
-            gap = measured - previous_measured  # type: ignore[operator]
-        elif previous is None or time is None:
-            return self._restart(measured, self.prior)  # None: hold the first line until a gap tells
-        else:
-            try:
-                gap = (time - previous).total_seconds()
-            except TypeError:  # naive next to aware: not comparable
-                gap = None
+        if time is None:
+            return self.interval()
+        previous, self._last_time = self._last_time, time
+        if previous is None:
+            return self.prior  # None: hold the first line until a gap tells
+        try:
+            gap: float | None = (time - previous).total_seconds()
+        except TypeError:  # naive next to aware: not comparable
+            gap = None
         typical = self.typical_interval()
         # A hidden (idle) window makes a gap of at least two intervals; with exact times anything
         # shorter is a late timer and still this line's own window.
-        factor = EXACT_IDLE_GAP_FACTOR if self.exact_times or exact else IDLE_GAP_FACTOR
-        limit = MAX_FIRST_GAP if typical is None else factor * typical
+        limit = MAX_FIRST_GAP if typical is None else (
+            EXACT_IDLE_GAP_FACTOR if self.exact_times else IDLE_GAP_FACTOR) * typical
         usable = gap is not None and 0 < gap <= limit and not after_zero
         if usable:
             self._gaps.append(gap)  # type: ignore[arg-type]
-            if exact:
-                self._check_first_gap(gap)  # type: ignore[arg-type]
         if self._held is not None:  # its window, best known now: the next true gap
-            held_window = gap if usable and gap is not None else typical or DEFAULT_INTERVAL
-            self._credit(*self._held, held_window)
+            self._credit(*self._held, gap if usable and gap is not None else typical or DEFAULT_INTERVAL)
             self._held = None
-        if exact and usable:
-            if self.prior is None:
-                return self._spanned_window(measured, gap)  # type: ignore[arg-type]
-            return self._measured_window(gap)  # type: ignore[arg-type]
-        return self._restart(measured, None if typical is None and not usable else self.interval())
-
-    def _restart(self, measured: float | None, window: float | None) -> float | None:
-        """The measured times start over at this line (credited `window`; None: held)."""
-        self._credited_to = measured
-        self._run_lines = 1
-        self._first_gap = None
-        return window
-
-    def _check_first_gap(self, gap: float) -> None:
-        """Without a configured interval (watch), a run's first gap under the shortest of the 3 measured
-        gaps after it was its first line read late: vLLM sleeps the same interval before every line, and
-        the gaps after it pay back only their own lines' late reads. The lines given that gap (the
-        second, and the first when it was held) get the time it fell short (the counters go up late,
-        never down)."""
-        if self._first_gap is None:
-            return
-        window, prompt, generation, later = self._first_gap
-        later.append(gap)
-        if len(later) < _MIN_GAPS:
-            return
-        self._first_gap = None
-        if (short := min(later) - window) > 0:
-            self._credit(prompt, generation, short)
-
-    def _measured_window(self, gap: float) -> float:
-        """With a configured interval (run mode), a live line's window: the mean of the last measured
-        gaps (up to `GAP_HISTORY`, this line's included) once there are 3 and they agree
-        (`MAX_MEAN_ERROR`), else the configured interval.
-
-        A run's first gap does not enter the mean: a late read of its first line makes it short with no
-        gap before it to pay that back (the load's first line, a prompt burst, read late). Nor does the
-        short gap after a long one that was not taken (a block of lines read at once): it is the next
-        run's first."""
-        self._run_lines += 1
-        if self._run_lines > 2:
-            self._measured.append(gap)
-        gaps = self._measured
-        if len(gaps) >= _MIN_GAPS:
-            mean = fmean(gaps)
-            if pstdev(gaps, mean) <= MAX_MEAN_ERROR * mean * math.sqrt(len(gaps)):
-                return mean
-        return self.interval()
-
-    def _spanned_window(self, measured: float, gap: float) -> float:
-        """Without a configured interval (watch), a live line's window: from the end of the window
-        credited before it to its print time, so a run's windows add up to the time from its first line
-        to its last (a late read over-credits one line and the next pays it back). There is no interval
-        to fall back on: the measured span is the best measure, and its errors stay at the run's ends
-        (`_check_first_gap` pays back the first). A window under half the typical interval is not
-        believed: half is credited and the rest paid back by the next lines, up to half an interval
-        ahead of the clock; beyond that the clocks disagree and the gap itself is the window."""
-        start = self._credited_to if self._credited_to is not None else measured - gap
-        reference = self.interval()
-        window = max(measured - start, MIN_WINDOW_SHARE * reference)
-        if start + window - measured > MAX_CARRY * reference:  # far ahead of the clock: restart from it
-            self._restart(measured, gap)
-            return gap
-        self._run_lines += 1
-        self._credited_to = start + window
-        return window
+        return None if typical is None and not usable else self.interval()
 
     def _credit(self, prompt: float | None, generation: float | None, window: float) -> None:
         busy = False
@@ -357,10 +245,6 @@ def readable_step(step: IterationStats) -> bool:
     seconds = step.elapsed_ms / 1000.0
     tokens = step.context_tokens + step.generation_tokens
     return math.isfinite(seconds) and tokens <= MAX_TOKENS_PER_SECOND * max(seconds, 0.001)
-
-
-def _plus(a: float | None, b: float | None) -> float | None:
-    return b if a is None else a if b is None else a + b
 
 
 def _finite(value: float) -> float | None:

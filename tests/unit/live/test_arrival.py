@@ -1,6 +1,6 @@
-"""Live stats lines timed by their arrival (`live/arrival.py`), through the ingest core into the token
-counters: a line read as it was written is credited with its measured window; a backlog line, or one
-from another clock, falls back to its stamp."""
+"""Live lines timed by their arrival (`live/arrival.py`), through the ingest core into the metrics: the
+token counters credit every stats line the configured interval however late it was read, a backlog
+is timed by its stamps, and only lines read as they were written are measured."""
 
 from __future__ import annotations
 
@@ -60,9 +60,9 @@ def test_print_time_is_the_read_cut_back_to_the_stamps_second() -> None:
     assert print_time(200.25, arrival) == pytest.approx(49.751)  # a millisecond stamp: printed by 200.251
 
 
-def test_lines_read_live_get_their_measured_windows() -> None:
-    """A 5 s interval whose loop runs 5.2 s: lines read as written are credited 5.2 s each once 3 gaps
-    are measured (the configured 5 s before), where the stamps (5 or 6 s apart) tell less line by line."""
+def test_lines_read_live_are_credited_the_configured_interval() -> None:
+    """A 5 s interval whose loop runs 5.2 s: each line is credited the configured 5 s, however it was
+    read (the counters run low by the loop's lateness, the documented bound), as watch credits them."""
     clocks = Clocks()
     metrics = ExporterMetrics(interval_prior=5.0)
     live = reader(metrics, clocks.timer())
@@ -70,7 +70,7 @@ def test_lines_read_live_get_their_measured_windows() -> None:
         printed = START + 0.1 + 5.2 * i
         clocks.wall = printed + 0.01  # read 10 ms after it was printed
         live.read(stats_line(printed))
-    assert generation(metrics) == pytest.approx(100.0 * (5.0 * 4 + 5.2 * 16), rel=1e-6)
+    assert generation(metrics) == pytest.approx(100.0 * 5.0 * 20, rel=1e-6)
 
 
 def test_a_backlog_is_timed_by_its_stamps() -> None:
@@ -95,12 +95,10 @@ def test_measure_names_only_live_stats_lines() -> None:
     assert clocks.timer().measure([old, new, unstamped], clocks.timer().now()) == {1: START + 0.3 - 1000.0}
 
 
-def test_lines_read_past_their_second_take_the_configured_interval() -> None:
+def test_lines_read_late_take_the_configured_interval() -> None:
     """vLLM keeping a 2 s interval, printing 0.6 s into a second; our reads 50 ms late, then 0.5 s late
-    (past the second) through ten busy lines, then 50 ms again: the counter is throughput x 2 s. Cut
-    back to the second's end, the busy lines' times were 0.35 s late from the first on; the mean of
-    the gaps carried that into them, paid back only on the quiet lines after (1.3% too many), where
-    the gaps do not agree and the configured interval is taken."""
+    (past the second) through ten busy lines, then 50 ms again: the counter is throughput x 2 s, our
+    late reads carried into no line."""
     clocks = Clocks()
     metrics = ExporterMetrics(interval_prior=2.0)
     live = reader(metrics, clocks.timer())

@@ -5,8 +5,8 @@ over the cap cut and the rest of it skipped), and its complete lines read as one
 modes' one ingest core (`ingest.LaunchReader`): access lines counted by one pattern, only the lines that
 can carry something else (stats, spec, start-up facts, warnings) through the full parser.
 
-Each chunk's arrival is read when the supervisor hands it over, before the queue, and times its stats
-lines (`arrival.py`): the token counters credit each line with vLLM's window as measured.
+Each chunk's arrival is read when the supervisor hands it over, before the queue, and times its lines
+(`arrival.py`): a detail line's latency, a stats line's age.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ class LineFeeder(QueuedWorker):
         """Hand a chunk over; if the parser is too far behind it is dropped (counted), and the parser
         is told so it does not join the lines on both sides of the gap."""
         dropped = self.stats.bytes_dropped
-        self._arrivals.append(self.timer.now())  # read time, before any queueing: it times vLLM's windows
+        self._arrivals.append(self.timer.now())  # read time, before any queueing: it times vLLM's lines
         super().put(data)
         if self.stats.bytes_dropped != dropped:
             self._arrivals.pop()

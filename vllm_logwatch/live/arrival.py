@@ -1,13 +1,12 @@
-"""When a live stats line was printed, from when we read it: the token counters' measured windows.
+"""When a live line was printed, from when we read it: a detail line's latency, a stats line's age.
 
-vLLM's throughputs are averages over the time between two calls of its logging loop, measured on its
-monotonic clock, and that loop runs late when vLLM is busy; its stamp has whole seconds. A line read
-as it is written was printed a few milliseconds before we read it, so the moment of the read, on our
-monotonic clock, times vLLM's window to about our own scheduling delay (`EngineState` takes it from
-there). The stamp is the check: vLLM printed the line within the stamp's second, so a read later
-than that second's end is our delay and is cut back to it, and a read much later (a backlog, a file
-read from its start, a replay) or before the stamp (another zone, another host's clock) is no
-measure at all: such a line is timed by its stamp.
+vLLM's stamps have whole seconds. A line read as it is written was printed a few milliseconds before we
+read it, so the moment of the read, on our monotonic clock, times it to about our own scheduling delay
+(the latency state takes it from there; the token counters do not: `exporting/tokens.py`). The stamp
+is the check: vLLM printed the line within the stamp's second, so a read later than that second's end
+is our delay and is cut back to it, and a read much later (a backlog, a file read from its start, a
+replay) or before the stamp (another zone, another host's clock) is no measure at all: such a line is
+timed by its stamp.
 
     timer = ArrivalTimer()
     reader = LaunchReader(metrics, assembler, on_error, timer=timer)   # each read() is timed
@@ -34,7 +33,7 @@ CLOCK_SKEW_SECONDS = 0.5
 
 @dataclass(frozen=True)
 class Arrival:
-    """The moment a block was read, on both clocks: monotonic for windows, wall to compare stamps."""
+    """The moment a block was read, on both clocks: monotonic for gaps, wall to compare stamps."""
 
     monotonic: float
     wall: float

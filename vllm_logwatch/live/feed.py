@@ -118,7 +118,7 @@ class LineFeeder(QueuedWorker):
 
     def _retime(self, event: Event) -> Event:
         """Live output: the line's time is the moment it was read (its own stamp has whole seconds);
-        the token counters' windows come from the same reading, on the monotonic clock."""
+        its latency comes from the same reading, on the monotonic clock."""
         if isinstance(event, EngineStats):
             return event.model_copy(update={"time": datetime.fromtimestamp(self._arrived.wall, self.zone)})
         return event

@@ -35,7 +35,7 @@ class LaunchReader:
     on one line (in the parser, the assembler or the metrics), counted by the caller; never raised.
     `numbered=False`: events get no line numbers (run mode). `retime`: applied to each complete event
     before the metrics take it. `timer`: the source is read as it is written, so each block's stats
-    lines are timed by its arrival (`arrival.py`: the token counters' measured windows); `read` reads
+    lines are timed by its arrival (`arrival.py`: latency, ages); `read` reads
     the clocks unless given the `arrival` (run mode reads them before its queue).
 
     A container log (Docker json-file, CRI, `docker logs --timestamps`: `parsing/envelope.py`) is told

@@ -143,6 +143,18 @@ METRICS: tuple[MetricSpec, ...] = (
        "Expert load balancedness of the last EPLB step line (mean / max tokens per EP rank; 1 is balanced)."),
     _m("eplb_rearrangement_seconds", "gauge", (), "Duration of the last expert rearrangement (EPLB)."),
     _m("eplb_rearrangements", "counter", (), "Expert rearrangements (EPLB)."),
+    _m("engine_fault_tolerance_status", "gauge", ("engine", "status"),
+       "1 for the engine's fault-tolerance status from its last `[FT] Engine N status -> S` line (0.34, "
+       "--enable-fault-tolerance), 0 for the others; status: healthy, diagnosing, unhealthy, dead, other."),
+    _m("engine_faults", "counter", (), "Engine faults (`[FT] Busy loop raised E`), each then recovered or not."),
+    _m("rejected_requests", "counter", ("status",),
+       "Requests refused because the engine was not healthy (`Engine S - rejecting request R.`); status: "
+       "diagnosing, unhealthy, dead, other."),
+    _m("kv_offload_job_failures", "counter", ("job",),
+       "KV offload jobs that failed (0.34 offloading connector); job: store (its chunks dropped) or load."),
+    _m("kv_offload_chunks_dropped", "counter", (), "Chunks a failed KV offload store job dropped from the CPU cache."),
+    _m("kv_connector_breaker_openings", "counter", ("breaker",),
+       "Times a KV connector's circuit breaker opened (e.g. `Mooncake lookup`): it skips requests for a while."),
     # Start-up facts.
     _m("server", "info", ("version", "model_name", "model"), "vLLM version and model from the start-up lines."),
     _m("kv_cache_capacity_tokens", "gauge", ("model_name",), "KV cache size in tokens (start-up line)."),
@@ -150,8 +162,9 @@ METRICS: tuple[MetricSpec, ...] = (
        "KV cache blocks on the device (start-up: num_gpu_blocks, # GPU blocks)."),
     _m("max_concurrency", "gauge", ("model_name", "tokens_per_request"),
        "Maximum concurrency for max-length requests (start-up line)."),
-    _m("kv_cache_capacity_bytes", "gauge", ("model_name",),
-       "KV cache memory of a worker (start-up line `Available KV cache memory: N GiB`, x 2^30)."),
+    _m("kv_cache_capacity_bytes", "gauge", ("model_name", "sizing"),
+       "KV cache memory of a worker, x 2^30: sizing after_warmup from `Extended KV cache to N blocks (X GiB)` "
+       "(0.34's extensible KV cache), else estimate from `Available KV cache memory: N GiB` (before warm-up)."),
     _m("gpus", "gauge", ("model_name",),
        "GPUs (devices) of the launch: tensor x pipeline x data parallel size from its arguments (1 when unset)."),
     _m("startup_seconds", "gauge", ("model_name", "phase"),

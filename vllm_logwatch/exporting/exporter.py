@@ -62,7 +62,8 @@ __all__ = ["LEVELS", "ExporterMetrics"]
 LEVELS = ("WARNING", "ERROR", "CRITICAL")
 """Levels counted in `log_messages` (always exported, from 0, so `increase()` sees the first one)."""
 _DEATHS = frozenset({"engine_dead", "engine_fatal"})  # after these the launch's engines serve no more
-_RECORD_KEYS = {"time", "file", "line", "stamp", "level", "process", "kind", "new_launch", *RUNTIME_FIELDS}
+_RECORD_KEYS = {
+    "time", "file", "line", "stamp", "level", "process", "repeated", "kind", "new_launch", *RUNTIME_FIELDS}
 
 
 class ExporterMetrics(Collector):

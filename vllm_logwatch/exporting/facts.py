@@ -30,8 +30,9 @@ def add_fact_series(out: Families, facts: Mapping[str, Any], model: str) -> None
         )
     if "kv_cache_tokens" in facts:
         out.add("kv_cache_capacity_tokens", (model,), facts["kv_cache_tokens"])
-    if "gpu_blocks" in facts:
-        out.add("kv_cache_blocks", (model,), facts["gpu_blocks"])
+    blocks = facts.get("kv_cache_extended_blocks", facts.get("gpu_blocks"))
+    if blocks is not None:
+        out.add("kv_cache_blocks", (model,), blocks)
     if "max_concurrency" in facts:
         per_request = facts.get("max_concurrency_tokens_per_request")
         out.add(
@@ -39,8 +40,10 @@ def add_fact_series(out: Families, facts: Mapping[str, Any], model: str) -> None
             (model, "" if per_request is None else str(per_request)),
             facts["max_concurrency"],
         )
-    if "available_kv_cache_gib" in facts:
-        out.add("kv_cache_capacity_bytes", (model,), facts["available_kv_cache_gib"] * 2**30)
+    if "kv_cache_extended_gib" in facts:  # 0.34: measured after warm-up; the estimate before overstates it
+        out.add("kv_cache_capacity_bytes", (model, "after_warmup"), facts["kv_cache_extended_gib"] * 2**30)
+    elif "available_kv_cache_gib" in facts:
+        out.add("kv_cache_capacity_bytes", (model, "estimate"), facts["available_kv_cache_gib"] * 2**30)
     gpus = gpu_count(dict(facts))
     if gpus is not None:
         out.add("gpus", (model,), gpus)

@@ -1,5 +1,7 @@
 """Server-wide state from the lines vLLM prints while it runs, besides the stats lines: sleep mode, the
-DP supervisor's findings and expert-parallel load balancing (EPLB). `parsing/startup.py` reads them
+DP supervisor's findings, expert-parallel load balancing (EPLB), fault tolerance (each engine's status,
+faults, rejected requests), KV offload job failures and the KV connectors' circuit breakers.
+`parsing/startup.py` reads them
 into `ServerInfo` fields; the exporter hands each such event here.
 
 Counters survive a new launch (Prometheus counters must not go down); the gauges start over with it.
@@ -27,9 +29,31 @@ RUNTIME_FIELDS = frozenset(
         "eplb_max_tokens",
         "eplb_rearrange_seconds",
         "problem",
+        "ft_engine",
+        "ft_status",
+        "ft_removed_ranks",
+        "ft_dead_ranks",
+        "ft_fault",
+        "ft_recovery_timeout_seconds",
+        "ft_expert_logical",
+        "ft_ep_world_size",
+        "ft_expert_reassignments",
+        "rejected_status",
+        "rejected_request",
+        "offload_failed_job",
+        "offload_job_id",
+        "offload_chunks_dropped",
+        "offload_request",
+        "breaker",
+        "breaker_failures",
+        "breaker_cooldown_seconds",
     }
 )
 """The `ServerInfo` fields read here rather than kept as start-up facts."""
+FT_STATUSES = ("healthy", "diagnosing", "unhealthy", "dead")
+"""vLLM's engine statuses under fault tolerance (`EngineStatusType`), each a series of the state gauge."""
+_MAX_BREAKERS = 8
+"""Circuit breakers named in `kv_connector_breaker_openings` (vLLM has one; more fold into `other`)."""
 _TRANSITIONS = (("sleep", "sleep_seconds"), ("wake_up", "wake_seconds"), ("discard", "discard_seconds"))
 
 Sample = tuple[str, tuple[str, ...], float]
@@ -41,12 +65,18 @@ class RuntimeState:
     def __init__(self) -> None:
         self.transitions: dict[str, int] = {}
         self.rearrangements = 0
+        self.counts: dict[tuple[str, tuple[str, ...]], float] = {
+            ("rejected_requests", (status,)): 0.0 for status in (*FT_STATUSES[1:], "other")}
+        """Counters by (metric, labels): faults, rejected requests (from 0, so `increase()` sees the first),
+        offload failures, breaker openings."""
         self.reset()
 
     def reset(self) -> None:
         """A new launch: the gauges start over."""
         self.asleep: bool | None = None
         self.gauges: dict[tuple[str, tuple[str, ...]], float] = {}
+        self.ft_status: dict[str, str] = {}
+        """Engine label -> its last fault-tolerance status (lower case)."""
 
     def apply(
         self, info: ServerInfo, engines: Iterable[EngineState], problems: dict[str, int], now: float
@@ -75,6 +105,28 @@ class RuntimeState:
                 self.gauges[(short, ())] = float(value)
         if info.eplb_rearrange_seconds is not None:
             self.rearrangements += 1
+        self._apply_faults(info)
+
+    def _count(self, short: str, labels: tuple[str, ...], by: float = 1.0) -> None:
+        self.counts[(short, labels)] = self.counts.get((short, labels), 0.0) + by
+
+    def _apply_faults(self, info: ServerInfo) -> None:
+        if info.ft_status is not None and info.ft_engine is not None:
+            status = info.ft_status.lower()
+            self.ft_status[str(info.ft_engine)] = status if status in FT_STATUSES else "other"
+        if info.ft_fault is not None:
+            self._count("engine_faults", ())
+        if info.rejected_status is not None:
+            status = info.rejected_status.lower()
+            self._count("rejected_requests", (status if status in FT_STATUSES else "other",))
+        if info.offload_failed_job is not None:
+            self._count("kv_offload_job_failures", (info.offload_failed_job,))
+        if info.offload_chunks_dropped:
+            self._count("kv_offload_chunks_dropped", (), float(info.offload_chunks_dropped))
+        if info.breaker is not None:
+            named = {labels[0] for short, labels in self.counts if short == "kv_connector_breaker_openings"}
+            name = info.breaker if info.breaker in named or len(named) < _MAX_BREAKERS else "other"
+            self._count("kv_connector_breaker_openings", (name,))
 
     def samples(self) -> Iterator[Sample]:
         if self.asleep is not None:
@@ -85,6 +137,11 @@ class RuntimeState:
             yield short, labels, value
         if self.rearrangements:
             yield "eplb_rearrangements", (), float(self.rearrangements)
+        for engine, current in self.ft_status.items():
+            for status in (*FT_STATUSES, "other"):
+                yield "engine_fault_tolerance_status", (engine, status), float(status == current)
+        for (short, labels), value in self.counts.items():
+            yield short, labels, value
 
 
 def engine_counts(

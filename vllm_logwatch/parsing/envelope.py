@@ -19,6 +19,14 @@ line that ends it and stamped with its first part's time. A joined line longer t
 there (`cut` counts it), the rest of it dropped; a part still open at the end of a source is flushed
 by `flush()`. A line that is not an envelope of the source's format is skipped, and its number kept in
 `malformed` for the caller to count (a parse error of kind `envelope`); nothing here raises.
+
+Ray (Ray Serve, or vLLM's Ray executor) wraps each line it forwards to the driver instead: a prefix
+`(Name pid=N[, ip=A]) ` per process (coloured, and nested when vLLM's own `(EngineCore_DP0 pid=N) `
+follows it; `parse_line` takes the innermost as the record's process), and its log deduplication's
+suffix ` [repeated Nx across cluster]` (`ray_repeats`), once followed by Ray's note on how to turn it
+off. Ray prints the first of a run of similar lines (equal once every word holding a digit is left
+out) from several processes at once, holds back the next ones for a few seconds, and then prints only
+the latest with the suffix: that line stands for N prints, N-1 of them not in the log.
 """
 
 from __future__ import annotations
@@ -33,7 +41,7 @@ from orjson import loads as _loads  # twice the standard library's speed on json
 
 from .framing import MAX_LINE_BYTES, trim_partial_utf8
 
-__all__ = ["Format", "Unwrapped", "Unwrapper", "container_time", "detect"]
+__all__ = ["Format", "Unwrapped", "Unwrapper", "container_time", "detect", "ray_repeats"]
 
 Format = Literal["plain", "docker-json", "cri", "docker-timestamps"]
 
@@ -42,6 +50,28 @@ _CRI = re.compile(_STAMP + rb" (?:stdout|stderr) [^ \n]")
 _TIMESTAMPS = re.compile(_STAMP + rb" ")
 _DOCKER_JSON = re.compile(rb'\{\s*"log"\s*:\s*"')
 _STREAMS = {"stdout": b"stdout", "stderr": b"stderr"}
+_RAY_MARK = " [repeated "
+_RAY_REPEATED = re.compile(
+    r" \[repeated ([1-9]\d{0,8})x across cluster\](?: \(Ray deduplicates logs by default\.[^()]{0,400}\))?"
+    r"[ \t\r]*$"
+)
+
+
+def ray_repeats(line: str) -> tuple[str, int | None]:
+    """`line` without Ray's log deduplication suffix (colours already taken off), and the suffix's count
+    N: the line stands for N prints across the cluster, N-1 of them held back by Ray. `(line, None)` for
+    a line without the suffix.
+
+    >>> ray_repeats("INFO 11-20 10:00:01 [loggers.py:259] Engine 000: x [repeated 3x across cluster]")
+    ('INFO 11-20 10:00:01 [loggers.py:259] Engine 000: x', 3)
+    """
+    at = line.rfind(_RAY_MARK)
+    if at < 0:
+        return line, None
+    m = _RAY_REPEATED.match(line, at)
+    if m is None:
+        return line, None
+    return line[:at], int(m.group(1))
 
 
 def detect(head: bytes) -> Format | None:

@@ -49,6 +49,10 @@ class _Record(BaseModel):
     """Log level of the line (`INFO`, `DEBUG`, ... ; `None` when the line has no vLLM header)."""
     process: str | None = None
     """vLLM process name from the `(Name pid=N)` prefix, e.g. `APIServer`."""
+    repeated: int | None = None
+    """Ray's log deduplication (`[repeated Nx across cluster]` after the line, `envelope.ray_repeats`):
+    the line stands for N prints across the cluster, N-1 of them held back by Ray and not in the log,
+    so totals summed from such lines count one of the N. None for a line without the suffix."""
 
 
 class EngineStats(_Record):
@@ -237,6 +241,63 @@ class ServerInfo(_Record):
     eplb_max_tokens: int | None = None
     eplb_rearrange_seconds: float | None = None
     """`Rearranged experts in X s.`"""
+    extensible_kv_cache: bool | None = None
+    """0.34: False after `Extensible KV cache off: ...` or `Disabling the extensible KV cache: ...` (the KV
+    cache is then sized from the profiling estimate), True once it was extended after warm-up."""
+    warmup_free_gib: float | None = None
+    """0.34 `Memory after warmup: F GiB free, C GiB committed to the KV cache, T GiB kept for transient
+    activations (P GiB allocated at peak, G GiB of torch reservation growth); N KV cache blocks (B GiB) fit
+    within the requested R GiB. Torch may reserve up to L GiB.`: F, C, T, P, G, N, B, R, L in order."""
+    warmup_kv_committed_gib: float | None = None
+    warmup_transient_gib: float | None = None
+    warmup_peak_gib: float | None = None
+    warmup_torch_growth_gib: float | None = None
+    warmup_fit_blocks: int | None = None
+    warmup_fit_gib: float | None = None
+    warmup_requested_gib: float | None = None
+    warmup_torch_limit_gib: float | None = None
+    kv_remap_from_blocks: int | None = None
+    """`Remapping the KV cache from N to M blocks to fit the measured budget.` (warm-up committed more)."""
+    kv_remap_to_blocks: int | None = None
+    kv_cache_extended_blocks: int | None = None
+    """`Extended KV cache to N blocks (X GiB).`: the KV cache's size after warm-up, per worker."""
+    kv_cache_extended_gib: float | None = None
+    kv_cap_utilization: float | None = None
+    """`gpu_memory_utilization=U caps this instance at C GiB, keeping W GiB of free device memory out of
+    the KV cache. ...` (a warning): U, C and W."""
+    kv_cap_gib: float | None = None
+    kv_cap_withheld_gib: float | None = None
+    ft_engine: int | None = None
+    """Fault tolerance (0.34, `--enable-fault-tolerance`): the engine of `[FT] Engine N status -> S`
+    (`ft_status`, upper case as printed; the line's traceback is not kept) or of `[FT] Engine N scale_down
+    complete: removed [..], cumulative dead_dp_ranks=[..]` (`ft_removed_ranks`, `ft_dead_ranks`)."""
+    ft_status: str | None = None
+    ft_removed_ranks: tuple[int, ...] | None = None
+    ft_dead_ranks: tuple[int, ...] | None = None
+    ft_fault: str | None = None
+    """`[FT] Busy loop raised E. Waiting for recovery.`: the exception type E of an engine's fault."""
+    ft_recovery_timeout_seconds: int | None = None
+    """`[FT] No recovery within Ns timeout.` (an error: the engine gives up)."""
+    ft_expert_logical: int | None = None
+    """`[FT] Expert redistribution: num_logical=N, ep_world_size=W, reassignments=R`: N, W, R."""
+    ft_ep_world_size: int | None = None
+    ft_expert_reassignments: int | None = None
+    rejected_status: str | None = None
+    """`Engine S - rejecting request R.`: a request refused while the engine's status S is not healthy
+    (the request id in `rejected_request`)."""
+    rejected_request: str | None = None
+    offload_failed_job: Literal["store", "load"] | None = None
+    """`KV offload store job J failed; dropping N chunk(s) ...` and `KV offload load job J failed; request
+    R will not load ...`: which job failed, its id J (`offload_job_id`), the chunks dropped N, the request
+    R (`offload_request`)."""
+    offload_job_id: int | None = None
+    offload_chunks_dropped: int | None = None
+    offload_request: str | None = None
+    breaker: str | None = None
+    """`NAME circuit breaker opened after N consecutive failures; skipping requests for S seconds` (a KV
+    connector's, e.g. `Mooncake lookup`): NAME, N (`breaker_failures`), S (`breaker_cooldown_seconds`)."""
+    breaker_failures: int | None = None
+    breaker_cooldown_seconds: float | None = None
     problem: str | None = None
     """A failure tag an INFO line carries (`dp_server_unhealthy`, `dp_server_exited`): counted as the
     problem of a WARNING line is."""

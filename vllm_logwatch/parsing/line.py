@@ -16,6 +16,7 @@ import re
 import traceback
 from typing import Any, cast
 
+from .envelope import ray_repeats
 from .events import (
     EngineStats,
     Event,
@@ -164,7 +165,14 @@ one written again after a crash) has after its last line."""
 
 
 def _parse(text: str) -> Event | None:
-    line = strip_ansi(text).rstrip(_PADDING)
+    line, repeated = ray_repeats(strip_ansi(text).rstrip(_PADDING))
+    event = _parse_unwrapped(line)
+    if repeated is None or event is None:
+        return event
+    return event.model_copy(update={"repeated": repeated})
+
+
+def _parse_unwrapped(line: str) -> Event | None:
     stripped = line.strip()
     if stripped.endswith("}"):
         brace = stripped.find("{")

@@ -94,6 +94,11 @@ def _woken(m: re.Match[str]) -> dict[str, Any]:
     return {"wake_seconds": float(m.group(1)), "asleep": not (tags.startswith("{") or "kv_cache" in tags)}
 
 
+def _ranks(text: str) -> tuple[int, ...]:
+    """`1, 3` of a printed `[1, 3]` (a sorted list of ranks)."""
+    return tuple(int(rank) for rank in text.split(",") if rank.strip())
+
+
 def _dp(count: str, key: str, tag: str) -> dict[str, Any]:
     n = int(count)
     return {key: n, "problem": tag if n > 0 else None}
@@ -121,6 +126,61 @@ _RUNTIME: tuple[tuple[re.Pattern[str], _Builder], ...] = (
                 "eplb_balancedness": float(m.group(3))}),
     (re.compile(rf"^Rearranged experts {{1,3}}(?:\(profile\) {{1,2}})?in {_NUMBER} s\.$"),
      lambda m: {"eplb_rearrange_seconds": float(m.group(1))}),
+    # Fault tolerance (0.34, `v1/fault_tolerance/engine_core_sentinel.py`, `v1/worker/sentinel/`).
+    (re.compile(r"^\[FT\] Engine (\d{1,6}) status -> ([A-Z_]{1,32}):?$"),
+     lambda m: {"ft_engine": int(m.group(1)), "ft_status": m.group(2)}),
+    (re.compile(r"^\[FT\] Busy loop raised ([A-Za-z_][\w.]{0,127})\. Waiting for recovery\.$"),
+     lambda m: {"ft_fault": m.group(1)}),
+    (re.compile(r"^\[FT\] Engine (\d{1,6}) scale_down complete: removed \[([\d, ]{0,400})\], "
+                r"cumulative dead_dp_ranks=\[([\d, ]{0,400})\]$"),
+     lambda m: {"ft_engine": int(m.group(1)), "ft_removed_ranks": _ranks(m.group(2)),
+                "ft_dead_ranks": _ranks(m.group(3))}),
+    (re.compile(r"^\[FT\] No recovery within (\d{1,9})s timeout\.$"),
+     lambda m: {"ft_recovery_timeout_seconds": int(m.group(1)), "problem": "ft_recovery_timeout"}),
+    (re.compile(r"^\[FT\] Expert redistribution: num_logical=(\d{1,9}), ep_world_size=(\d{1,9}), "
+                r"reassignments=(\d{1,9})$"),
+     lambda m: {"ft_expert_logical": int(m.group(1)), "ft_ep_world_size": int(m.group(2)),
+                "ft_expert_reassignments": int(m.group(3))}),
+    (re.compile(r"^Engine ([a-z_]{1,32}) - rejecting request (\S{1,256})\.$"),  # `v1/engine/async_llm.py`
+     lambda m: {"rejected_status": m.group(1), "rejected_request": m.group(2)}),
+    # KV offloading (0.34, `kv_connector/v1/offloading/scheduler.py`) and the connectors' circuit breaker.
+    (re.compile(r"^KV offload store job (\d{1,18}) failed; dropping (\d{1,18}) chunk\(s\) from the CPU cache "
+                r"rather than publishing them\.$"),
+     lambda m: {"offload_failed_job": "store", "offload_job_id": int(m.group(1)),
+                "offload_chunks_dropped": int(m.group(2))}),
+    (re.compile(r"^KV offload load job (\d{1,18}) failed; request (\S{1,256}) will not load from the "
+                r"offloaded cache again\.$"),
+     lambda m: {"offload_failed_job": "load", "offload_job_id": int(m.group(1)),
+                "offload_request": m.group(2)}),
+    (re.compile(rf"^([\w. -]{{1,64}}?) circuit breaker opened after (\d{{1,9}}) consecutive failures; "
+                rf"skipping requests for {_NUMBER} seconds$"),
+     lambda m: {"breaker": m.group(1), "breaker_failures": int(m.group(2)),
+                "breaker_cooldown_seconds": float(m.group(3)), "problem": "kv_circuit_breaker_open"}),
+)
+_GIB = r"(\d{1,12}(?:\.\d{1,12})?(?:e-?\d{1,3})?)"
+"""vLLM's `format_gib`: `str(round(bytes / 2**30, 2))`."""
+_WARMUP: tuple[tuple[re.Pattern[str], _Builder], ...] = (
+    # The KV cache sized after warm-up (0.34, `v1/worker/extensible_kv_cache.py`, on by default on CUDA).
+    (re.compile(rf"^Memory after warmup: {_GIB} GiB free, {_GIB} GiB committed to the KV cache, {_GIB} GiB "
+                rf"kept for transient activations \({_GIB} GiB allocated at peak, {_GIB} GiB of torch "
+                rf"reservation growth\); (\d{{1,18}}) KV cache blocks \({_GIB} GiB\) fit within the "
+                rf"requested {_GIB} GiB\. Torch may reserve up to {_GIB} GiB\.$"),
+     lambda m: {key: (int if key == "warmup_fit_blocks" else float)(value) for key, value in zip(
+         ("warmup_free_gib", "warmup_kv_committed_gib", "warmup_transient_gib", "warmup_peak_gib",
+          "warmup_torch_growth_gib", "warmup_fit_blocks", "warmup_fit_gib", "warmup_requested_gib",
+          "warmup_torch_limit_gib"), m.groups(), strict=True)}),
+    (re.compile(r"^Remapping the KV cache from (\d{1,18}) to (\d{1,18}) blocks to fit the measured "
+                r"budget\.$"),
+     lambda m: {"kv_remap_from_blocks": int(m.group(1)), "kv_remap_to_blocks": int(m.group(2))}),
+    (re.compile(r"^Extended KV cache to (\d{1,18}) blocks \((\d{1,15}\.\d\d) GiB\)\.$"),
+     lambda m: {"kv_cache_extended_blocks": int(m.group(1)), "kv_cache_extended_gib": float(m.group(2)),
+                "extensible_kv_cache": True}),
+    (re.compile(rf"^gpu_memory_utilization={_NUMBER} caps this instance at {_GIB} GiB, keeping {_GIB} GiB of "
+                r"free device memory out of the KV cache\. "),
+     lambda m: {"kv_cap_utilization": float(m.group(1)), "kv_cap_gib": float(m.group(2)),
+                "kv_cap_withheld_gib": float(m.group(3))}),
+    (re.compile(r"^(?:Extensible KV cache off: |Disabling the extensible KV cache: )"),
+     lambda m: {"extensible_kv_cache": False}),
 )
 _TABLE: tuple[tuple[re.Pattern[str], _Builder], ...] = (
     # Anchored at the message start: a request log line quoting a prompt must never match.
@@ -186,6 +246,7 @@ _TABLE: tuple[tuple[re.Pattern[str], _Builder], ...] = (
     (re.compile(r"^vLLM gRPC server started on (\S{1,300})$"),
      lambda m: {"server_listening": True, "port": _port_of(m.group(1))}),
     *_RUNTIME,
+    *_WARMUP,
 )
 
 
@@ -223,6 +284,8 @@ _PROBLEMS: tuple[tuple[str, str], ...] = (
     ("disabling stats logging", "stats_logging_disabled"),
     ("unhealthy DP Servers", "dp_server_unhealthy"),
     ("exited DP Servers", "dp_server_exited"),
+    ("[FT] No recovery within", "ft_recovery_timeout"),
+    (" circuit breaker opened after ", "kv_circuit_breaker_open"),
 )
 
 

@@ -56,7 +56,8 @@ def test_kv_memory_gpu_count_and_a_new_launch() -> None:
     ])
     m = {"model_name": "m"}
     assert reg.get_sample_value("vllm_logwatch_gpus", m) == 16
-    assert reg.get_sample_value("vllm_logwatch_kv_cache_capacity_bytes", m) == 1.5 * 2**30
+    capacity = reg.get_sample_value("vllm_logwatch_kv_cache_capacity_bytes", {**m, "sizing": "estimate"})
+    assert capacity == 1.5 * 2**30
     phases = {p: reg.get_sample_value("vllm_logwatch_startup_seconds", {**m, "phase": p})
               for p in ("torch_compile", "graph_capture", "model_load")}
     assert phases == {"torch_compile": 12.5, "graph_capture": 7.0, "model_load": 3.25}
@@ -75,3 +76,22 @@ def test_start_up_series_start_over_with_a_launch() -> None:
     assert registry.get_sample_value("vllm_logwatch_startup_seconds", labels) == 12.5
     metrics.new_launch()
     assert registry.get_sample_value("vllm_logwatch_startup_seconds", labels) is None
+
+
+def test_kv_capacity_is_the_size_after_warm_up_when_the_log_has_it() -> None:
+    """vLLM 0.34 sizes the KV cache after warm-up: `Available KV cache memory` (71.25 GiB) is an estimate
+    before it, `Extended KV cache to 3990 blocks (62.34 GiB).` the size it serves with."""
+    log = Path(__file__).parents[2] / "data" / "vllm-0.34" / "serve_20261120_100000.log"
+    text = log.read_bytes().decode()
+    lines = text.split("\n")
+    m = {"model_name": ""}  # the log names no model
+    before = _fed(lines[:6])  # the estimate alone
+    assert before.get_sample_value("vllm_logwatch_kv_cache_capacity_bytes", {**m, "sizing": "estimate"}) \
+        == 71.25 * 2**30
+    after = _fed(lines)
+    assert after.get_sample_value("vllm_logwatch_kv_cache_capacity_bytes", {**m, "sizing": "after_warmup"}) \
+        == 62.34 * 2**30
+    assert after.get_sample_value("vllm_logwatch_kv_cache_capacity_bytes", {**m, "sizing": "estimate"}) \
+        is None
+    assert after.get_sample_value("vllm_logwatch_kv_cache_blocks", m) == 3990
+    assert after.get_sample_value("vllm_logwatch_kv_cache_capacity_tokens", m) == 1_021_440

@@ -555,6 +555,13 @@ stats_logging_disabled or requests_without_stats.
 # TYPE vllm_logwatch_stats_missing gauge
 vllm_logwatch_stats_missing{host="h",reason="stats_logging_disabled"} 0.0
 vllm_logwatch_stats_missing{host="h",reason="requests_without_stats"} 0.0
+# HELP vllm_logwatch_rejected_requests_total Requests refused because the engine was not healthy \
+(`Engine S - rejecting request R.`); status: diagnosing, unhealthy, dead, other.
+# TYPE vllm_logwatch_rejected_requests_total counter
+vllm_logwatch_rejected_requests_total{host="h",status="diagnosing"} 0.0
+vllm_logwatch_rejected_requests_total{host="h",status="unhealthy"} 0.0
+vllm_logwatch_rejected_requests_total{host="h",status="dead"} 0.0
+vllm_logwatch_rejected_requests_total{host="h",status="other"} 0.0
 # HELP vllm_logwatch_launches_total vLLM launches seen (new launch files or start-up banners).
 # TYPE vllm_logwatch_launches_total counter
 vllm_logwatch_launches_total{host="h"} 0.0
@@ -576,6 +583,8 @@ vllm_logwatch_problems_total{host="h",problem="preemption"} 0.0
 vllm_logwatch_problems_total{host="h",problem="stats_logging_disabled"} 0.0
 vllm_logwatch_problems_total{host="h",problem="dp_server_unhealthy"} 0.0
 vllm_logwatch_problems_total{host="h",problem="dp_server_exited"} 0.0
+vllm_logwatch_problems_total{host="h",problem="ft_recovery_timeout"} 0.0
+vllm_logwatch_problems_total{host="h",problem="kv_circuit_breaker_open"} 0.0
 # HELP vllm_logwatch_log_lines_total Log lines read.
 # TYPE vllm_logwatch_log_lines_total counter
 vllm_logwatch_log_lines_total{host="h"} 0.0

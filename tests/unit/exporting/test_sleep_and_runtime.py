@@ -3,6 +3,9 @@ silence counts from its wake-up), and a DP server found unhealthy raises the pro
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
 from prometheus_client import CollectorRegistry
 
 from vllm_logwatch.exporting.exporter import ExporterMetrics
@@ -81,3 +84,46 @@ def test_an_unhealthy_dp_server_raises_the_problem_counter_and_its_gauge() -> No
     )
     assert registry.get_sample_value("vllm_logwatch_problems_total", unhealthy) == 1.0
     assert registry.get_sample_value("vllm_logwatch_dp_servers_unhealthy", {}) == 1.0
+
+
+DATA_034 = Path(__file__).parents[2] / "data" / "vllm-0.34"
+
+
+def _read_034(name: str, upto: int | None = None) -> ExporterMetrics:
+    metrics, registry, _ = setup()
+    text = (DATA_034 / name).read_bytes().decode()
+    for line in text.split("\n")[:upto]:
+        event = parse_line(line)
+        if event is not None:
+            metrics.apply(event)
+    metrics.registry = registry  # type: ignore[attr-defined]
+    return metrics
+
+
+@pytest.mark.parametrize("name", ["serve_20261120_100000.log", "ray_serve.log"])
+def test_fault_tolerance_status_rejections_offload_failures_and_breaker_of_0_34(name: str) -> None:
+    def value(metric: str, **labels: str) -> float | None:
+        return registry.get_sample_value(f"vllm_logwatch_{metric}", labels)
+
+    metrics = _read_034(name, upto=21)  # up to the rejections, engine 0 unhealthy
+    registry = metrics.registry  # type: ignore[attr-defined]
+    status = {s: value("engine_fault_tolerance_status", engine="0", status=s)
+              for s in ("healthy", "diagnosing", "unhealthy", "dead", "other")}
+    assert status == {"healthy": 0, "diagnosing": 0, "unhealthy": 1, "dead": 0, "other": 0}
+    assert value("rejected_requests_total", status="unhealthy") == 2
+    assert value("rejected_requests_total", status="dead") == 0
+    assert value("engine_faults_total") == 1
+
+    metrics = _read_034(name)
+    registry = metrics.registry  # type: ignore[attr-defined]
+    assert value("engine_fault_tolerance_status", engine="0", status="healthy") == 1
+    assert value("engine_fault_tolerance_status", engine="0", status="unhealthy") == 0
+    assert value("engine_fault_tolerance_status", engine="1", status="dead") == 1
+    assert value("kv_offload_job_failures_total", job="store") == 1
+    assert value("kv_offload_job_failures_total", job="load") == 1
+    assert value("kv_offload_chunks_dropped_total") == 6
+    assert value("kv_connector_breaker_openings_total", breaker="Mooncake lookup") == 1
+    assert value("problems_total", problem="kv_circuit_breaker_open") == 1
+    assert value("problems_total", problem="ft_recovery_timeout") == 1
+    assert value("log_messages_total", level="WARNING") == 5
+    assert value("log_messages_total", level="ERROR") == 1

@@ -67,8 +67,10 @@ _DROP = {"stamp", "process", "level", "kind"}
 def event_to_dict(e: Event) -> dict[str, Any]:
     """The JSON-lines object of an event: `kind` first, then its fields (stats: the CSV columns)."""
     if isinstance(e, EngineStats):
-        return {"kind": "stats", **dict(zip(STATS_COLUMNS, stats_row(e), strict=False))}
-    data = e.model_dump(mode="json", exclude=_DROP if e.kind != "log" else _DROP - {"level"})
+        row = {"kind": "stats", **dict(zip(STATS_COLUMNS, stats_row(e), strict=False))}
+        return row if e.repeated is None else {**row, "repeated": e.repeated}
+    drop = _DROP if e.kind != "log" else _DROP - {"level"}
+    data = e.model_dump(mode="json", exclude=drop if e.repeated is not None else drop | {"repeated"})
     data["time"] = e.time.isoformat() if e.time else None
     if isinstance(e, ServerInfo):
         data = {k: v for k, v in data.items() if v is not None}

@@ -23,8 +23,8 @@ from .stream import ScanStats
 
 __all__ = ["Launch", "iter_launch_records", "iter_summary_records"]
 
-_NOT_FACTS = {"time", "file", "line", "stamp", "level", "process", "kind", "new_launch", "server_listening",
-              "stats_logging_disabled"}
+_NOT_FACTS = {"time", "file", "line", "stamp", "level", "process", "repeated", "kind", "new_launch",
+              "server_listening", "stats_logging_disabled"}
 
 
 @dataclass

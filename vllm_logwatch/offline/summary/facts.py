@@ -35,6 +35,8 @@ FACT_COLUMNS: dict[str, tuple[str, str]] = {
     "attention_backend": ("attention", "the attention backend vLLM chose or was given"),
     "gpu_memory_utilization": ("GPU mem", "--gpu-memory-utilization, 0-1"),
     "kv_cache_tokens": ("KV tokens", "KV cache size in tokens (`KV cache size: N tokens`)"),
+    "kv_cache_extended_gib": ("KV GiB", "KV cache memory per worker after warm-up (0.34: `Extended KV cache "
+                              "to N blocks (X GiB)`)"),
     "max_concurrency": ("max conc", "maximum concurrency for max-length requests (`Maximum concurrency`)"),
 }
 """Fact key -> (column name, what it is), in the order the tables show them."""

@@ -343,3 +343,16 @@ def test_a_huge_price_keeps_the_cost_cells_narrow(capsys: pytest.CaptureFixture[
     cost = out[out.index("Cost at 1e+308 per GPU-hour"):out.index("Throughput by concurrency")]
     assert max(len(line) for line in cost.splitlines()) < 160, cost
     assert re.search(r" \d\.\d{3}e\+30[0-9] ", cost), cost
+
+
+def test_capacity_answer_uses_the_kv_cache_sized_after_warm_up(capsys: pytest.CaptureFixture[str]) -> None:
+    """vLLM 0.34 prints `GPU KV cache size` twice: the estimate before warm-up (1,167,360 tokens) and the
+    size after it (1,021,440). The context rows of the capacity answer use the size after warm-up: 8.5% of
+    it over 32 requests is ~2.7K tokens (the 2K row); the estimate would have put it in a 4K row."""
+    log = TESTS / "data" / "vllm-0.34" / "serve_20261120_100000.log"
+    doc = summary_json(capsys, str(log), "--target-tps", "60")
+    facts = doc["launches"][0]["facts"]
+    assert (facts["kv_cache_tokens"], facts["kv_cache_extended_gib"], facts["kv_cache_extended_blocks"]) \
+        == (1_021_440, 62.34, 3990)
+    assert [(c["context"], c["concurrency"]) for c in doc["answers"]["capacity"]] == [(None, 30), ("2K", 30)]
+    assert "KV GiB" in summary(capsys, str(log))

@@ -295,7 +295,8 @@ class ServerInfo(_Record):
     offload_request: str | None = None
     breaker: str | None = None
     """`NAME circuit breaker opened after N consecutive failures; skipping requests for S seconds` (a KV
-    connector's, e.g. `Mooncake lookup`): NAME, N (`breaker_failures`), S (`breaker_cooldown_seconds`)."""
+    connector's, e.g. `Mooncake lookup`): NAME, N (`breaker_failures`), S (`breaker_cooldown_seconds`).
+    A warning, but no problem tag: `kv_connector_breaker_openings` counts it (VLLMKVCircuitBreakerOpen)."""
     breaker_failures: int | None = None
     breaker_cooldown_seconds: float | None = None
     problem: str | None = None

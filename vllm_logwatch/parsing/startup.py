@@ -155,7 +155,7 @@ _RUNTIME: tuple[tuple[re.Pattern[str], _Builder], ...] = (
     (re.compile(rf"^([\w. -]{{1,64}}?) circuit breaker opened after (\d{{1,9}}) consecutive failures; "
                 rf"skipping requests for {_NUMBER} seconds$"),
      lambda m: {"breaker": m.group(1), "breaker_failures": int(m.group(2)),
-                "breaker_cooldown_seconds": float(m.group(3)), "problem": "kv_circuit_breaker_open"}),
+                "breaker_cooldown_seconds": float(m.group(3))}),
 )
 _GIB = r"(\d{1,12}(?:\.\d{1,12})?(?:e-?\d{1,3})?)"
 """vLLM's `format_gib`: `str(round(bytes / 2**30, 2))`."""
@@ -285,7 +285,6 @@ _PROBLEMS: tuple[tuple[str, str], ...] = (
     ("unhealthy DP Servers", "dp_server_unhealthy"),
     ("exited DP Servers", "dp_server_exited"),
     ("[FT] No recovery within", "ft_recovery_timeout"),
-    (" circuit breaker opened after ", "kv_circuit_breaker_open"),
 )
 
 

@@ -56,7 +56,7 @@ SERVE: dict[int, tuple[str, str, str, dict[str, Any]] | None] = {
     26: (CORE, "WARNING", "10:01:11", {"offload_failed_job": "load", "offload_job_id": 42,
                                        "offload_request": "cmpl-9c1d-0"}),
     27: (W0, "WARNING", "10:01:12", {"breaker": "Mooncake lookup", "breaker_failures": 3,
-                                     "breaker_cooldown_seconds": 5.0, "problem": "kv_circuit_breaker_open"}),
+                                     "breaker_cooldown_seconds": 5.0}),
     28: (CORE, "INFO", "10:01:30", {"ft_engine": 1, "ft_status": "DEAD"}),
     **dict.fromkeys(range(29, 35)),
     35: (CORE, "ERROR", "10:01:35", {"ft_recovery_timeout_seconds": 300, "problem": "ft_recovery_timeout"}),

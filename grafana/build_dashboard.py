@@ -630,6 +630,30 @@ def kv_transfers(lay: Layout) -> None:
         [q(by_engine("transfer_throughput_bytes_per_second"), "{{cache}} " + PER_ENGINE)]), 8, 8)
 
 
+def fault_tolerance(lay: Layout) -> None:
+    lay.row("Fault tolerance and KV offload failures (vLLM 0.34)")
+    lay.add(ts(
+        "Engine status",
+        "1 while the engine is in that fault-tolerance status (`[FT] Engine N status -> S`, "
+        "--enable-fault-tolerance): healthy, diagnosing, unhealthy or dead. See VLLMEngineNotHealthy.",
+        COUNT, [q(max_by("instance, engine, status", f"{m('engine_fault_tolerance_status')}{{{HOST}}}")
+                  + " > 0", "{{status}} " + PER_ENGINE)]), 8, 8)
+    lay.add(ts(
+        "Rejected requests and faults",
+        "Requests refused while the engine was not healthy (`Engine S - rejecting request R.`), by "
+        "status, and engine faults (`[FT] Busy loop raised E`), per interval.", COUNT,
+        [q(sum_by("instance, status", increase("rejected_requests")), "rejected ({{status}}) {{instance}}"),
+         q(sum_by("instance", increase("engine_faults")), "faults {{instance}}")]), 8, 8)
+    lay.add(ts(
+        "Offload and connector failures",
+        "KV offload jobs that failed (store: its chunks dropped from the CPU cache; load), chunks "
+        "dropped, and openings of a KV connector's circuit breaker, per interval.", COUNT,
+        [q(sum_by("instance, job", increase("kv_offload_job_failures")), "{{job}} jobs failed {{instance}}"),
+         q(sum_by("instance", increase("kv_offload_chunks_dropped")), "chunks dropped {{instance}}"),
+         q(sum_by("instance, breaker", increase("kv_connector_breaker_openings")),
+           "{{breaker}} breaker opened {{instance}}")]), 8, 8)
+
+
 def mfu(lay: Layout) -> None:
     lay.row("Model FLOPs and memory traffic (vllm serve --enable-mfu-metrics)")
     lay.add(ts(
@@ -708,6 +732,7 @@ def build() -> dict[str, Any]:
     health(lay)
     run_mode(lay)
     kv_transfers(lay)
+    fault_tolerance(lay)
     mfu(lay)
     data: dict[str, Any] = json.loads(json.dumps(lay.dashboard.build(), cls=JSONEncoder))
     return data

@@ -405,17 +405,19 @@ def run_prometheus(folder: Path, targets: Sequence[str], *, scrape_interval: str
 @contextlib.contextmanager
 def serve_prometheus(
     config: Path, folder: Path, startup_timeout: float = 30.0, *, tsdb: Path | None = None,
-    extra_args: Sequence[str] = (),
+    extra_args: Sequence[str] = (), agent: bool = False,
 ) -> Iterator[PrometheusServer]:
     """A real Prometheus with `config`, its log in `folder` and its data in `tsdb` (default
     `folder/data`), on a free loopback port; ready when /-/ready answers (polled with a deadline);
-    terminated (then killed) on exit."""
+    terminated (then killed) on exit. `agent`: in agent mode (scrape and remote-write, no queries)."""
     binary = prometheus_binary()
     port = free_port()
     log_path = folder / "prometheus.log"
+    storage = (["--enable-feature=agent", f"--storage.agent.path={tsdb or folder / 'data'}"] if agent
+               else [f"--storage.tsdb.path={tsdb or folder / 'data'}"])
     with open(log_path, "wb") as out:
         proc = subprocess.Popen(
-            [binary, f"--config.file={config}", f"--storage.tsdb.path={tsdb or folder / 'data'}",
+            [binary, f"--config.file={config}", *storage,
              f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn", *extra_args],
             stdin=subprocess.DEVNULL, stdout=out, stderr=out,
         )

@@ -24,19 +24,21 @@ __all__ = ["build_parser", "main"]
 
 
 def _cmd_parse(args: argparse.Namespace) -> int:
-    if args.openmetrics:
+    if args.openmetrics or args.vm_import:
         from .commands.parse import run_openmetrics
 
+        flag = "--openmetrics" if args.openmetrics else "--vm-import"
         if args.kind != "stats":
             from .errors import UsageError
 
-            raise UsageError("--openmetrics writes the stats metrics (and spec-decode counters); drop --kind")
-        run_openmetrics(args.files, year=args.year, tz=args.tz, labels=args.label)
+            raise UsageError(f"{flag} writes the stats metrics (and spec-decode counters); drop --kind")
+        run_openmetrics(args.files, year=args.year, tz=args.tz, labels=args.label, millis=args.vm_import)
         return EXIT_OK
     if args.label:
         from .errors import UsageError
 
-        raise UsageError("--label adds labels to --openmetrics series; CSV and JSON lines have none")
+        raise UsageError("--label adds labels to --openmetrics and --vm-import series; CSV and JSON lines "
+                         "have none")
     if not args.jsonl and args.kind == "stats":
         from .commands.parse import run_csv  # no pydantic, no parser unless a line needs it
 

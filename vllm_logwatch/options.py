@@ -78,8 +78,12 @@ def _add_parse(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     fmt.add_argument("--openmetrics", action="store_true",
                      help="OpenMetrics text with timestamps (the exporter's gauges and estimated counters, "
                      "ending in # EOF) for 'promtool tsdb create-blocks-from openmetrics'")
+    fmt.add_argument("--vm-import", action="store_true",
+                     help="the same series as Prometheus text with millisecond timestamps, which "
+                     "VictoriaMetrics imports as it is: curl --data-binary @FILE "
+                     "http://VM:8428/api/v1/import/prometheus")
     p.add_argument("--label", action="append", metavar="KEY=VALUE",
-                   help="with --openmetrics: add this label to every series (repeat), e.g. "
+                   help="with --openmetrics or --vm-import: add this label to every series (repeat), e.g. "
                    "instance=gpu1:9477 to match the live exporter's scraped series")
     p.add_argument(
         "--kind",

@@ -39,7 +39,8 @@ def rules() -> list[dict[str, Any]]:
     return [rule for group in groups for rule in group["rules"]]
 
 
-@pytest.mark.parametrize("config", ["prometheus.yml", "prometheus-federate.yml", "prometheus-https.yml"])
+@pytest.mark.parametrize("config", ["prometheus.yml", "prometheus-federate.yml", "prometheus-https.yml",
+                                    "prometheus-agent.yml"])
 def test_promtool_check_config(config: str) -> None:
     """The scrape configs load (prometheus.yml: its rule file and its file_sd target files too)."""
     output = run_promtool("check", "config", config)

@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
+from prometheus_client.parser import text_string_to_metric_families as prometheus_text_families
 from support import TESTS, required_tool, serve_prometheus
 
 from vllm_logwatch.cli import main
@@ -76,6 +77,21 @@ def test_output_is_valid_openmetrics_with_the_exporter_names() -> None:
     for key in set(series):
         stamps = [float(line.split(" ")[2]) for line in lines if line.split(" ")[0] == key]
         assert stamps == sorted(set(stamps))
+
+
+def test_vm_import_is_the_same_series_as_prometheus_text_with_milliseconds() -> None:
+    om = openmetrics_text(REAL_CPU_LOG)
+    out = io.StringIO()
+    run_openmetrics([str(REAL_CPU_LOG)], tz="UTC", out=out, millis=True)
+    text = out.getvalue()
+    assert "# EOF" not in text  # Prometheus text: the family of a counter is named by its samples
+    assert f"# TYPE {name('generation_tokens')}_total counter" in text
+    parsed = {(s.name, tuple(sorted(s.labels.items()))): s.value
+              for f in prometheus_text_families(text) for s in f.samples}
+    samples = [line.split(" ") for line in om.splitlines() if not line.startswith("#")]
+    millis = [line.split(" ") for line in text.splitlines() if not line.startswith("#")]
+    assert [(k, v, str(round(float(t) * 1000))) for k, v, t in samples] == [tuple(m) for m in millis]
+    assert len(parsed) == len({k for k, _, _ in samples})  # one value a series: the last (a valid text)
 
 
 def test_token_counters_are_the_summary_estimate(capsys: pytest.CaptureFixture[str]) -> None:

@@ -14,7 +14,7 @@ from support import ROOT
 REPO = ROOT
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 MANUAL = ["watch", "run", "offline", "audit", "metrics", "status-api", "deploy", "deploy-kubernetes",
-          "deploy-docker", "deploy-journald", "performance", "development"]
+          "deploy-docker", "deploy-journald", "deploy-fleet", "performance", "development"]
 TEST_COMMAND = "pip install -e '.[test]' && make test"
 REPO_PATH = re.compile(
     r"(?<![\w./-])((?:tests|bench|tools|grafana|vllm_logwatch|systemd|deploy)/[\w./-]+\.\w+)")
@@ -209,7 +209,7 @@ def test_no_page_says_python_where_debian_has_python3_only() -> None:
 def test_one_scrape_interval_across_the_pages_and_configs() -> None:
     """The docs' scrape configs and the shipped one agree (the federation's own 30 s aside)."""
     found = {}
-    for path in [*PAGES, REPO / "grafana" / "prometheus.yml", REPO / "grafana" / "prometheus-https.yml"]:
+    for path in [*PAGES, *(REPO / "grafana" / f"prometheus{s}.yml" for s in ("", "-https", "-agent"))]:
         for value in re.findall(r"scrape_interval: (\w+)", path.read_text(encoding="utf-8")):
             found.setdefault(value, []).append(path.name)
     assert list(found) == ["10s"], found

@@ -195,8 +195,10 @@ def run_openmetrics(
     labels: list[str] | None = None,
     out: IO[str] | None = None,
     tuning: Tuning | None = DEFAULT_TUNING,
+    millis: bool = False,
 ) -> OpenMetricsWriter:
     """Write the OpenMetrics backfill of `inputs` to `out` (stdout). Raises `NoStatsError`.
+    `millis`: the same series as Prometheus text with millisecond timestamps (`parse --vm-import`).
 
     Example: `run_openmetrics(["logs/serve_*.log"], tz="UTC")` is
     `logwatch parse 'logs/serve_*.log' --openmetrics --tz UTC`; then
@@ -212,7 +214,7 @@ def run_openmetrics(
 
     out = out if out is not None else sys.stdout
     sources, zone = resolve_inputs(inputs, tz)
-    writer = OpenMetricsWriter(parse_labels(labels or []))
+    writer = OpenMetricsWriter(parse_labels(labels or []), millis=millis)
     scan = ScanStats()
     disabled = False
     try:

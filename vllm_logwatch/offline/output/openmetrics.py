@@ -1,11 +1,14 @@
-"""`logwatch parse --openmetrics`: old logs as OpenMetrics text with timestamps, for backfill.
+"""`logwatch parse --openmetrics` (and `--vm-import`): old logs as metrics text with timestamps, for backfill.
 
-`promtool tsdb create-blocks-from openmetrics FILE DIR` turns the output into TSDB blocks that a
-Prometheus serves, so months of old logs land next to the live exporter's series, with the same
-names, labels and values. To be the same, the values are not recomputed here: the events go through
-the live exporter's own state (`ExporterMetrics`), which is "scraped" after each stats timestamp, and
-the per-engine samples it serves are written with that timestamp. So the token counters are the
-exporter's estimate (throughput x stats interval), counting on across launches as it does, each
+`promtool tsdb create-blocks-from openmetrics FILE DIR` turns the OpenMetrics output into TSDB blocks
+that a Prometheus (and, uploaded, Mimir or Thanos) serves; `--vm-import` writes the same series as
+Prometheus text with millisecond timestamps, which VictoriaMetrics' `/api/v1/import/prometheus` takes as
+it is (OpenMetrics' seconds would be filed in 1970). One writer for both: only the timestamps' unit, the
+counters' `# TYPE` name and the `# EOF` differ. So months of old logs land next to the live exporter's
+series, with the same names, labels and values. To be the same, the values are not recomputed here: the
+events go through the live exporter's own state (`ExporterMetrics`), which is "scraped" after each stats
+timestamp, and the per-engine samples it serves are written with that timestamp. So the token counters
+are the exporter's estimate (throughput x stats interval), counting on across launches as it does, each
 served model's series its own lines (`exporting/models.py`).
 
 OpenMetrics wants each series' samples together and in time order, so samples are spooled per
@@ -58,7 +61,10 @@ def _number(value: float) -> str:
     return repr(value)
 
 
-def _timestamp(seconds: float) -> str:
+def _timestamp(seconds: float, millis: bool = False) -> str:
+    """OpenMetrics' seconds (`1795980365`, `1795980365.25`), or Prometheus text's whole milliseconds."""
+    if millis:
+        return str(round(seconds * 1000))
     return str(int(seconds)) if seconds.is_integer() else f"{seconds:.3f}"
 
 
@@ -92,8 +98,10 @@ class OpenMetricsWriter:
     ['vllm_logwatch_requests_running{engine="0",model_name="unknown"} 16 1795980365']
     """
 
-    def __init__(self, labels: dict[str, str] | None = None) -> None:
-        """`labels`: added to every series (like the exporter's `--label`); UsageError if invalid."""
+    def __init__(self, labels: dict[str, str] | None = None, *, millis: bool = False) -> None:
+        """`labels`: added to every series (like the exporter's `--label`); UsageError if invalid.
+        `millis`: Prometheus text with millisecond timestamps and no `# EOF` (`parse --vm-import`)."""
+        self._millis = millis
         self._now = 0.0
         self._metrics = ExporterMetrics(clock=lambda: self._now, const_labels=labels)
         self._const = [(k, _escape_label(v)) for k, v in (labels or {}).items()]
@@ -155,7 +163,7 @@ class OpenMetricsWriter:
                 changed.append((engine, state))
         if stamp is None:
             return  # a line without a usable time: counted in the state, not written
-        at = _timestamp(stamp)
+        at = _timestamp(stamp, self._millis)
         for engine, state in changed:
             for short, labels, value in state.samples():
                 ident = (short, engine, model, labels)
@@ -199,7 +207,8 @@ class OpenMetricsWriter:
         self._held = 0
 
     def write(self, out: IO[str]) -> None:
-        """Write every family (in the exporter's order), each series' samples together, then `# EOF`."""
+        """Write every family (in the exporter's order), each series' samples together, then `# EOF`
+        (OpenMetrics only; Prometheus text names a counter's family by its samples' `_total` name)."""
         self._flush()
         self._spill()
         try:
@@ -208,12 +217,14 @@ class OpenMetricsWriter:
                 if not series:
                     continue
                 spec = _SPECS[family[len(PREFIX):]]
-                out.write(f"# TYPE {family} {spec.type}\n# HELP {family} {_escape_help(spec.help)}\n")
+                named = family + "_total" if self._millis and spec.type == "counter" else family
+                out.write(f"# TYPE {named} {spec.type}\n# HELP {named} {_escape_help(spec.help)}\n")
                 for spool in series.values():
                     spool.seek(0)
                     while chunk := spool.read(1 << 16):
                         out.write(chunk)
-            out.write("# EOF\n")
+            if not self._millis:
+                out.write("# EOF\n")
         finally:
             self.close()
 

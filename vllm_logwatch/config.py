@@ -135,6 +135,11 @@ class _Exporting(_Listening):
         "environment: comma-separated k=v,k2=v2)")
     tz: str | None = Field(
         default=None, description="zone the vLLM server logged in, e.g. UTC")
+    records: FsPath | None = Field(
+        default=None, description="also write the stats records read, as 'parse --jsonl' writes them (no "
+        "log text), to this file (rotated at 64 MiB, 3 kept: FILE.1 ...) for a log shipper, or - for "
+        "standard output (watch only); never waits: records a slow sink cannot take are dropped and "
+        "counted (vllm_logwatch_records_dropped_total)")
 
     @field_validator("tz")
     @classmethod

@@ -235,6 +235,7 @@ def _add_watch(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--stats-interval", metavar="S", help=option_help(m, "stats_interval"))
     p.add_argument("--label", dest="labels", metavar="K=V", action="append", help=option_help(m, "labels"))
     p.add_argument("--tz", metavar="ZONE", help=option_help(m, "tz"))
+    p.add_argument("--records", metavar="FILE", help=option_help(m, "records"))
 
 
 def _add_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -281,6 +282,7 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--stats-interval", metavar="S", help=option_help(m, "stats_interval"))
     p.add_argument("--label", dest="labels", metavar="K=V", action="append", help=option_help(m, "labels"))
     p.add_argument("--tz", metavar="ZONE", help=option_help(m, "tz"))
+    p.add_argument("--records", metavar="FILE", help=option_help(m, "records"))
     p.add_argument("child_command", nargs=argparse.REMAINDER, metavar="-- COMMAND ARGS",
                    help="the server to run, after --")
 

@@ -7,7 +7,7 @@
   `parse --jsonl`'s records;
 - a Prometheus in agent mode (`grafana/prometheus-agent.yml`) scraping a running `logwatch watch` and
   remote-writing into that same Prometheus (its receiver on): the forwarded series keep their
-  instance and model labels.
+  instance and model labels; the watch's record stream (`--records`) is `parse --jsonl`'s output.
 
 One VictoriaMetrics and two Prometheus processes for the module. Needs the Debian packages
 `victoria-metrics` and `prometheus`: skipped without them, unless LOGWATCH_REQUIRE_VICTORIA_METRICS /
@@ -208,9 +208,15 @@ def test_an_agent_forwards_a_running_watch_into_the_store(store_prometheus: Stor
     (tmp_path / "file_sd" / "hosts.yml").write_text(f"- targets: ['127.0.0.1:{port}']\n", encoding="utf-8")
     expr = name("generation_tokens") + '_total{job="vllm-logwatch"}'
     # The agent first (its service discovery takes ~5 s to hand over targets), then the watch.
+    records = tmp_path / "records.jsonl"  # and the record stream, for a log shipper
     with serve_prometheus(config, tmp_path, agent=True), \
-            run_watch(REAL_CPU_LOG, "--from-start", port=port, log_dir=tmp_path):
+            run_watch(REAL_CPU_LOG, "--from-start", "--tz", "UTC", "--records", str(records), port=port,
+                      log_dir=tmp_path) as watch:
         (found,) = poll_until(lambda: store_prometheus.query(expr), 30, f"{expr} in the store")
+        assert watch.sample(name("records_written") + "_total") == 78
+    out = io.StringIO()
+    run_parse([str(REAL_CPU_LOG)], fmt="jsonl", tz="UTC", out=out)
+    assert records.read_text(encoding="utf-8") == out.getvalue()
     assert found["metric"]["instance"] == f"127.0.0.1:{port}"
     assert found["metric"]["model_name"] == "tiny-llama" and found["metric"]["site"] == "site-a"
     assert float(found["value"][1]) > 0

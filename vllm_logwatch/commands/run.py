@@ -51,6 +51,7 @@ def run_run(
     from ..exporting.exporter import ExporterMetrics
     from ..exporting.history import History
     from ..live.feed import LineFeeder
+    from ..live.records import open_records
     from ..parsing.masking import masked
     from ..parsing.stamps import resolve_zone
     from ..supervising.supervisor import Supervisor, command_facts, launch_name
@@ -59,7 +60,13 @@ def run_run(
     if not command:
         raise UsageError("give the command to run after --, e.g. logwatch run -- vllm serve MODEL")
     _check_log_dir(settings.log_dir)
-    sock = bind_socket(settings.listen, settings.port)
+    records = open_records(settings.records, stdout=False)
+    try:
+        sock = bind_socket(settings.listen, settings.port)
+    except BaseException:
+        if records is not None:
+            records.close()
+        raise
     history = History()
     try:
         metrics = ExporterMetrics(stats_interval=settings.stats_interval, const_labels=settings.labels,
@@ -67,10 +74,16 @@ def run_run(
                                   interval_prior=vllm_stats_interval(os.environ))
     except (UsageError, ValueError) as exc:
         sock.close()
+        if records is not None:
+            records.close()
         raise UsageError(str(exc)) from None
     registry = CollectorRegistry()
     metrics.register(registry)
-    feeder = LineFeeder(metrics, resolve_zone(settings.tz), facts=masked(command_facts(command)))
+    if records is not None:
+        registry.register(records)
+        records.start()
+    feeder = LineFeeder(metrics, resolve_zone(settings.tz), facts=masked(command_facts(command)),
+                        records=records.put if records is not None else None)
     supervisor = Supervisor(
         command, log_dir=settings.log_dir, name=launch_name(settings.name, command),
         feeder=feeder, on_state=child_reporter(metrics), stop_timeout=settings.stop_timeout,
@@ -109,6 +122,8 @@ def run_run(
         server.should_exit = True
         thread.join(10)
         sock.close()
+        if records is not None:
+            records.close()
     log.info("exiting with code %d", code)  # the last line, whatever came before
     return code
 

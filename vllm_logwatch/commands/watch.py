@@ -55,6 +55,7 @@ def run_watch(
     from ..following.follower import Follower
     from ..following.source import LineSource
     from ..live.pipeline import Pipeline
+    from ..live.records import open_records
     from ..parsing.stamps import resolve_zone
 
     stream = _is_stream(settings.target)
@@ -92,11 +93,20 @@ def run_watch(
     else:
         waiting = _nothing_to_read(files.mode, files.target, settings.pattern)
     _check_state_file(settings.state_file)
-    sock = bind_socket(settings.listen, settings.port)  # a port in use fails before anything starts
+    records = open_records(settings.records)
+    try:
+        sock = bind_socket(settings.listen, settings.port)  # a port in use fails before anything starts
+    except BaseException:
+        if records is not None:
+            records.close()
+        raise
     pipeline = Pipeline(follower, metrics, zone=resolve_zone(settings.tz), metrics_for=metrics_for,
-                        labels=settings.labels)
+                        labels=settings.labels, records=records.put if records is not None else None)
     registry = CollectorRegistry()
     pipeline.register(registry)
+    if records is not None:
+        registry.register(records)
+        records.start()
     web = settings.web_config
     status = pipeline.status
     if extra_status is not None:
@@ -129,7 +139,11 @@ def run_watch(
     if announce is not None:
         announce(url)
     pipeline.start()
-    signum = serve(app, settings.listen, port, on_stop=pipeline.stop, sock=sock, web=web)
+    try:
+        signum = serve(app, settings.listen, port, on_stop=pipeline.stop, sock=sock, web=web)
+    finally:
+        if records is not None:
+            records.close()
     log.info("stopped%s", f" on {signal.Signals(signum).name}" if signum else "")
     return EXIT_SIGINT if signum == signal.SIGINT else EXIT_OK
 

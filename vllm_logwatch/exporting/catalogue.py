@@ -194,6 +194,9 @@ METRICS: tuple[MetricSpec, ...] = (
     _m("label_overflow", "counter", ("label",), "Events whose label value was folded into 'other' (bounded labels)."),
     _m("http_invalid_requests", "counter", (),
        "Malformed HTTP requests to this exporter, answered 400 (counted here, not logged)."),
+    _m("records_written", "counter", (), "Stats records written to the record stream (--records)."),
+    _m("records_dropped", "counter", (),
+       "Stats records not written to the record stream (--records): its sink fell behind or a write failed."),
     # Run mode: the supervised vLLM child.
     _m("child_up", "gauge", (), "1 while the supervised vLLM process runs."),
     _m("child_pid", "gauge", (), "PID of the supervised vLLM process."),

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
+from collections.abc import Callable
 from datetime import datetime, tzinfo
 
 from ..exporting.exporter import ExporterMetrics
@@ -44,11 +45,14 @@ class LineFeeder(QueuedWorker):
         source: str | None = None,
         facts: dict[str, str | int] | None = None,
         max_bytes: int = QUEUE_BYTES,
+        records: Callable[[list[Event]], None] | None = None,
     ) -> None:
         """`facts`: what the command line says (served model name, port), applied at each launch.
         `max_bytes`: the bound of the hand-off; a chunk that does not fit is dropped from parsing only
-        (the file and stdout have their own queues), counted in `stats.bytes_dropped`."""
+        (the file and stdout have their own queues), counted in `stats.bytes_dropped`. `records`: the
+        record stream's `put` (`records.py`)."""
         self.metrics = metrics
+        self._records = records
         self.zone = zone
         self.facts = facts or {}
         self.timer = ArrivalTimer()
@@ -66,7 +70,7 @@ class LineFeeder(QueuedWorker):
         assembler = Assembler(source, YearClock.for_source(source, self.zone), hold_v0=False)
         self._reader = LaunchReader(self.metrics, assembler, self._internal_error, numbered=False,
                                     retime=self._retime, envelopes=False,  # vLLM's own output
-                                    timer=self.timer)
+                                    timer=self.timer, records=self._records)
 
     def put(self, data: bytes) -> None:
         """Hand a chunk over; if the parser is too far behind it is dropped (counted), and the parser

@@ -35,8 +35,9 @@ class LaunchReader:
     on one line (in the parser, the assembler or the metrics), counted by the caller; never raised.
     `numbered=False`: events get no line numbers (run mode). `retime`: applied to each complete event
     before the metrics take it. `timer`: the source is read as it is written, so each block's stats
-    lines are timed by its arrival (`arrival.py`: latency, ages); `read` reads
-    the clocks unless given the `arrival` (run mode reads them before its queue).
+    lines are timed by its arrival (`arrival.py`: latency, ages); `read` reads the clocks unless given
+    the `arrival` (run mode reads them before its queue). `records`: given each block's complete events
+    as the metrics take them (the record stream, `records.py`).
 
     A container log (Docker json-file, CRI, `docker logs --timestamps`: `parsing/envelope.py`) is told
     from the first block that holds a line, once; its blocks are unwrapped before the scan, its events
@@ -58,8 +59,10 @@ class LaunchReader:
         envelopes: bool = True,
         on_cut: Callable[[int], None] | None = None,
         timer: ArrivalTimer | None = None,
+        records: Callable[[list[Event]], None] | None = None,
     ) -> None:
         self.metrics = metrics
+        self._records = records
         self.assembler = assembler
         self._on_error = on_error
         self._parse = parse
@@ -142,6 +145,8 @@ class LaunchReader:
         measured = None
         if self._timer is not None and arrival is not None:
             measured = self._timer.measure(events, arrival)  # from the stamps, before any retime
+        if self._records is not None and events:
+            self._records(events)  # with the log's own stamps, as `parse --jsonl` reads them
         if self._retime is not None:
             events = [self._retime(event) for event in events]
         failed = (self.metrics.apply_many(events, access, measured) if measured

@@ -84,7 +84,8 @@ class Pipeline:
     `zone`: the zone vLLM logged in (None: this machine's). `parse`: the line parser (tests inject a
     faulty one). `metrics_for(labels)`: the metrics of each source of a many-source follower
     (`following/many.py`, `sources.py`); `metrics` then holds the watch's own errors; `labels`: the
-    `--label` pairs, for the series of the pipeline's own (the sources' count). `step()` does one
+    `--label` pairs, for the series of the pipeline's own (the sources' count). `records`: the record
+    stream's `put` (`records.py`), given each block's events. `step()` does one
     poll in the caller's thread, for tests stepping a `ManualWaker`.
     """
 
@@ -98,8 +99,10 @@ class Pipeline:
         metrics_for: MetricsFactory | None = None,
         labels: Mapping[str, str] | None = None,
         stall_after: float | None = None,
+        records: Callable[[list[Event]], None] | None = None,
     ) -> None:
         self.follower = follower
+        self._records = records
         self.stall_after = (stall_after if stall_after is not None
                             else max(STALL_POLLS * follower.poll_interval, STALL_FLOOR))
         self.metrics = metrics
@@ -271,7 +274,7 @@ class Pipeline:
     def _new_reader(self, assembler: Assembler, metrics: ExporterMetrics) -> LaunchReader:
         """The reader of a new file (`SourceReaders` makes one a launch)."""
         return LaunchReader(metrics, assembler, self._internal_error, parse=self._parse,
-                            on_cut=self._count_cut, timer=self._timer)
+                            on_cut=self._count_cut, timer=self._timer, records=self._records)
 
     def _count_cut(self, lines: int) -> None:
         self._joined_cut += lines

@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..shown import finite, json_safe
 from .columns import STATS_COLUMNS, Phase, step_phase
 
 __all__ = [
@@ -30,6 +31,8 @@ __all__ = [
     "TransferStats",
     "Unparsed",
     "UnparsedKind",
+    "event_to_dict",
+    "stats_row",
 ]
 
 
@@ -402,3 +405,40 @@ Event = (
     EngineStats | PrefixCacheRates | SpecDecodeStats | TransferStats | MfuStats | ServerInfo | HttpAccess
     | LogMessage | IterationStats | RequestLine | Unparsed
 )
+
+
+def stats_row(e: EngineStats) -> list[Any]:
+    """The CSV row of a stats record, in `STATS_COLUMNS` order (None for an empty cell)."""
+    return [
+        e.time.isoformat() if e.time else None,
+        e.file,
+        e.line,
+        e.engine,
+        finite(e.prompt_throughput),
+        finite(e.generation_throughput),
+        e.running,
+        e.waiting,
+        e.swapped,
+        finite(e.gpu_kv_cache_usage_pct),
+        finite(e.cpu_kv_cache_usage_pct),
+        finite(e.prefix_cache_hit_rate_pct),
+        finite(e.prefix_cache_hit_rate_cpu_pct),
+        finite(e.mm_cache_hit_rate_pct),
+        json_safe(e.extra) or None,
+    ]
+
+
+_DROP = {"stamp", "process", "level", "kind"}
+
+
+def event_to_dict(e: Event) -> dict[str, Any]:
+    """The JSON-lines object of an event: `kind` first, then its fields (stats: the CSV columns)."""
+    if isinstance(e, EngineStats):
+        row = {"kind": "stats", **dict(zip(STATS_COLUMNS, stats_row(e), strict=False))}
+        return row if e.repeated is None else {**row, "repeated": e.repeated}
+    drop = _DROP if e.kind != "log" else _DROP - {"level"}
+    data = e.model_dump(mode="json", exclude=drop if e.repeated is not None else drop | {"repeated"})
+    data["time"] = e.time.isoformat() if e.time else None
+    if isinstance(e, ServerInfo):
+        data = {k: v for k, v in data.items() if v is not None}
+    return {"kind": e.kind, **json_safe(data)}

@@ -15,7 +15,8 @@ of vLLM's older example dashboard (examples/observability/prometheus_grafana) wh
 panels (left column there) have no log counterpart, so the left column holds the per-engine
 throughputs and the cache hit ratios. Rows below: concurrency, start-up and cost, speculative
 decoding, latency (vLLM's detail lines), requests and log messages, exporter health, run mode, KV
-transfers (disaggregated prefill / KV offloading connectors).
+transfers (disaggregated prefill / KV offloading connectors), and the fleet (per model across
+instances, from grafana/recording-rules.yml).
 """
 
 from __future__ import annotations
@@ -670,6 +671,38 @@ def mfu(lay: Layout) -> None:
         [q(by_engine("mfu_memory_bytes_per_second"), PER_ENGINE)]), 12, 8)
 
 
+FLEET = TARGET + ', model_name=~"$model_name"'
+"""The recorded series of grafana/recording-rules.yml keep job, instance and model_name alone."""
+
+
+def fleet(lay: Layout) -> None:
+    """Per model across the selected instances, and the busiest instances, from the recording rules."""
+    def rec(short: str, agg: str = "sum", by_: str = "model_name") -> str:
+        return f"{agg} by ({by_}) (instance_model_name:vllm_logwatch_{short}{{{FLEET}}})"
+
+    lay.row("Fleet: per model across instances (grafana/recording-rules.yml)")
+    note = " From the recording rules (grafana/recording-rules.yml): load them next to the alerts."
+    lay.add(ts("Generation tok/s by model", "Generated tokens a second per model, summed over the "
+               "selected instances, their engines and sources; and the fleet's total." + note, TOKS,
+               [q(rec("generation_tokens:rate1m"), "{{model_name}}"),
+                q(f"sum(instance_model_name:vllm_logwatch_generation_tokens:rate1m{{{FLEET}}})", "fleet")]),
+            8, 8)
+    lay.add(ts("Running and waiting by model", "Requests running and waiting per model over the "
+               "selected instances." + note, COUNT,
+               [q(rec("requests_running:sum"), "{{model_name}} running"),
+                q(rec("requests_waiting:sum"), "{{model_name}} waiting")]), 8, 8)
+    lay.add(ts("KV pressure by model", "The fullest engine's KV cache per model over the selected "
+               "instances (preemptions by model: model_name:vllm_logwatch_preemptions:rate5m, recorded "
+               "where the stats lines print them)." + note, RATIO,
+               [q(rec("kv_cache_usage_ratio:max", "max"), "{{model_name}}")], max_val=1), 8, 8)
+    lay.add(ts("Top instances by waiting", "The five instances with the most requests waiting: where "
+               "the fleet runs short." + note, COUNT,
+               [q(f"topk(5, {rec('requests_waiting:sum', by_='instance')})", "{{instance}}")]), 12, 8)
+    lay.add(ts("Top instances by KV usage", "The five instances with the fullest KV cache." + note, RATIO,
+               [q(f"topk(5, {rec('kv_cache_usage_ratio:max', 'max', 'instance')})", "{{instance}}")],
+               max_val=1), 12, 8)
+
+
 def variables(lay: Layout) -> None:
     def query_var(name: str, label: str, query: str, description: str, all_value: str | None = None
                   ) -> db.QueryVariable:
@@ -734,6 +767,7 @@ def build() -> dict[str, Any]:
     kv_transfers(lay)
     fault_tolerance(lay)
     mfu(lay)
+    fleet(lay)
     data: dict[str, Any] = json.loads(json.dumps(lay.dashboard.build(), cls=JSONEncoder))
     return data
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,6 +21,7 @@ pytestmark = pytest.mark.timeout(60)
 GRAFANA = ROOT / "grafana"
 ALERTS = GRAFANA / "alerts.yml"
 ALERTS_TEST = GRAFANA / "alerts_test.yml"
+RECORDING = GRAFANA / "recording-rules.yml"
 
 
 def promtool() -> str:
@@ -34,8 +36,8 @@ def run_promtool(*args: str) -> str:
     return output
 
 
-def rules() -> list[dict[str, Any]]:
-    groups = yaml.safe_load(ALERTS.read_text(encoding="utf-8"))["groups"]
+def rules(path: Path = ALERTS) -> list[dict[str, Any]]:
+    groups = yaml.safe_load(path.read_text(encoding="utf-8"))["groups"]
     return [rule for group in groups for rule in group["rules"]]
 
 
@@ -46,7 +48,8 @@ def test_promtool_check_config(config: str) -> None:
     output = run_promtool("check", "config", config)
     assert "SUCCESS" in output
     if config == "prometheus.yml":
-        assert "1 rule files found" in output and f"{len(rules())} rules found" in output
+        assert "2 rule files found" in output and f"{len(rules())} rules found" in output
+        assert f"{len(rules(RECORDING))} rules found" in output
 
 
 def test_promtool_check_rules() -> None:
@@ -55,6 +58,17 @@ def test_promtool_check_rules() -> None:
 
 def test_promtool_unit_tests_pass() -> None:
     assert "SUCCESS" in run_promtool("test", "rules", "alerts_test.yml")
+
+
+def test_recording_rules_give_the_per_model_and_fleet_totals() -> None:
+    """recording-rules_test.yml: three instances and two models (one instance serving both, one model
+    on two engines): per instance and model, per model across instances, the fleet, the top instances."""
+    assert f"SUCCESS: {len(rules(RECORDING))} rules found" in run_promtool("check", "rules",
+                                                                          "recording-rules.yml")
+    assert "SUCCESS" in run_promtool("test", "rules", "recording-rules_test.yml")
+    tested = {t["expr"] for case in yaml.safe_load((GRAFANA / "recording-rules_test.yml").read_text(
+        encoding="utf-8"))["tests"] for t in case["promql_expr_test"]}
+    assert {r["record"] for r in rules(RECORDING) if not r["record"].startswith("instance_")} <= tested
 
 
 def test_every_alert_is_tested_firing_and_silent() -> None:

@@ -57,6 +57,7 @@ GRAFANA = REPO / "grafana"
 DASHBOARD = GRAFANA / "dashboards" / "vllm-logwatch.json"
 PROMETHEUS_YML = GRAFANA / "prometheus.yml"
 ALERTS = GRAFANA / "alerts.yml"
+RECORDING_RULES = GRAFANA / "recording-rules.yml"
 DATA = REPO / "tests" / "data"
 CPU_LOG = next((DATA / "real-vllm-cpu").glob("serve_*.log"))
 LATENCY_LOG = DATA / "latency" / "serve.log.gz"
@@ -69,6 +70,9 @@ _SUFFIXES = {"counter": ("_total",), "info": ("_info",), "gauge": ("",),
 EXPOSED = {m.name + suffix for m in METRICS for suffix in _SUFFIXES[m.type]}
 PROMETHEUS_OWN = {"up"}
 """Series Prometheus makes itself for every target; the dashboard may use them."""
+RECORDED = {rule["record"] for group in yaml.safe_load(RECORDING_RULES.read_text(encoding="utf-8"))["groups"]
+            for rule in group["rules"]}
+"""The fleet series of grafana/recording-rules.yml (the fleet row); they keep job, instance, model_name."""
 RUN_MODE_ONLY = {n for n in EXPOSED if n.startswith(("vllm_logwatch_child_", "vllm_logwatch_log_file_"))}
 """Series only `logwatch run` serves (the supervised child, the log file it writes)."""
 
@@ -225,9 +229,9 @@ def test_every_metric_is_one_the_exporter_serves() -> None:
     for title, ref, expr in targets(dashboard):
         names = metric_names(expr)
         assert names, f"{title} {ref}: no metric in {expr}"
-        assert names <= EXPOSED | PROMETHEUS_OWN, f"{title} {ref}: unknown {names - EXPOSED}"
+        assert names <= EXPOSED | PROMETHEUS_OWN | RECORDED, f"{title} {ref}: unknown {names - EXPOSED}"
         # Nothing named outside a selector either (a bare vllm_logwatch_ name would be a typo).
-        bare = set(re.findall(r"\bvllm_logwatch_\w+", expr))
+        bare = set(re.findall(r"(?<![:\w])vllm_logwatch_\w+", expr))
         assert bare <= EXPOSED, f"{title} {ref}: unknown {bare - EXPOSED}"
         used |= names
     for rule in alert_rules():
@@ -250,14 +254,16 @@ def test_every_metric_is_one_the_exporter_serves() -> None:
 
 def test_every_selector_filters_by_job_and_instance() -> None:
     """So one dashboard serves many hosts: the instance and job variables narrow every query, and the
-    source variables every one but Prometheus' own `up` (a target's series, not a source's)."""
+    source variables every one but Prometheus' own `up` (a target's series, not a source's) and the
+    recorded fleet series (summed over the sources)."""
     for title, ref, expr in targets(load_dashboard()):
-        for metric, selector in re.findall(r"(\w*)\{([^}]*)\}", expr):
+        for metric, selector in re.findall(r"([\w:]*)\{([^}]*)\}", expr):
             if "=" in selector:  # not a {{legend}}
                 assert 'job=~"$job"' in selector and 'instance=~"$instance"' in selector, (
                     f"{title} {ref}: {selector}")
                 sources = [f'{name}=~"${name}"' in selector for name in SOURCE_VARIABLES]
-                assert all(sources) if metric != "up" else not any(sources), f"{title} {ref}: {selector}"
+                summed = metric == "up" or metric in RECORDED  # no source labels: a target's, or summed
+                assert not any(sources) if summed else all(sources), f"{title} {ref}: {selector}"
 
 
 def test_layout_mirrors_vllms_own_dashboard() -> None:
@@ -416,7 +422,7 @@ def _prometheus_from_repo_config(folder: Path, targets: list[str]) -> Iterator[P
     static targets replaced by ours, file SD dropped, and 1 s intervals so a test sees rates."""
     config = yaml.safe_load(PROMETHEUS_YML.read_text(encoding="utf-8"))
     config["global"].update(scrape_interval="1s", scrape_timeout="1s", evaluation_interval="1s")
-    config["rule_files"] = [str(ALERTS)]
+    config["rule_files"] = [str(ALERTS), str(RECORDING_RULES)]
     [job] = config["scrape_configs"]
     job.pop("file_sd_configs")
     job["static_configs"] = [{"targets": targets}]
@@ -533,11 +539,11 @@ def test_alert_rules_load_evaluate_and_fire_on_real_failures(fed: Fed) -> None:
 
     def evaluated() -> list[dict[str, Any]] | None:
         rules = [r for g in fed.api("/api/v1/rules")["data"]["groups"] for r in g["rules"]]
-        done = {r["name"] for r in rules if r.get("lastEvaluation", "").startswith("2")} == names
+        done = {r["name"] for r in rules if r.get("lastEvaluation", "").startswith("2")} == names | RECORDED
         return rules if done and all(r["health"] == "ok" for r in rules) else None
 
-    rules = poll_until(evaluated, 15, "every alert rule evaluated and healthy")
-    assert {r["name"] for r in rules} == names
+    rules = poll_until(evaluated, 15, "every alert and recording rule evaluated and healthy")
+    assert {r["name"] for r in rules if r["type"] == "alerting"} == names
     expected = {"VLLMFailureLines", "VLLMKVTransferFailures", "VLLMRequestsRejected",
                 "VLLMKVCircuitBreakerOpen"} | (
         {"VLLMChildRestarting"} if fed.run_mode else set())

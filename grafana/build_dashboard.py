@@ -649,7 +649,8 @@ def fault_tolerance(lay: Layout) -> None:
         "Offload and connector failures",
         "KV offload jobs that failed (store: its chunks dropped from the CPU cache; load), chunks "
         "dropped, and openings of a KV connector's circuit breaker, per interval.", COUNT,
-        [q(sum_by("instance, job", increase("kv_offload_job_failures")), "{{job}} jobs failed {{instance}}"),
+        [q(sum_by("instance, direction", increase("kv_offload_job_failures")),
+           "{{direction}} jobs failed {{instance}}"),
          q(sum_by("instance", increase("kv_offload_chunks_dropped")), "chunks dropped {{instance}}"),
          q(sum_by("instance, breaker", increase("kv_connector_breaker_openings")),
            "{{breaker}} breaker opened {{instance}}")]), 8, 8)

@@ -150,8 +150,8 @@ METRICS: tuple[MetricSpec, ...] = (
     _m("rejected_requests", "counter", ("status",),
        "Requests refused because the engine was not healthy (`Engine S - rejecting request R.`); status: "
        "diagnosing, unhealthy, dead, other."),
-    _m("kv_offload_job_failures", "counter", ("job",),
-       "KV offload jobs that failed (0.34 offloading connector); job: store (its chunks dropped) or load."),
+    _m("kv_offload_job_failures", "counter", ("direction",),
+       "KV offload jobs that failed (0.34 offloading connector); direction: store (its chunks dropped) or load."),
     _m("kv_offload_chunks_dropped", "counter", (), "Chunks a failed KV offload store job dropped from the CPU cache."),
     _m("kv_connector_breaker_openings", "counter", ("breaker",),
        "Times a KV connector's circuit breaker opened (e.g. `Mooncake lookup`): it skips requests for a while."),

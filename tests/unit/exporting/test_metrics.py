@@ -735,3 +735,9 @@ def test_requests_count_under_their_own_model_named_before_any_stats_line() -> N
         assert value(reg, "requests_total", stop) == count
         assert value(reg, "requests_untimed_total", {"model_name": model}) == count
     assert value(reg, "requests_untimed_total", {"model_name": "unknown"}) is None
+
+
+def test_no_series_uses_a_label_prometheus_gives_its_targets() -> None:
+    """`job` and `instance` are the scrape's: a series of ours labelled so would lose them to
+    `exported_job` and break the dashboard's `$job` filter (and `--label job=...` would be refused)."""
+    assert not [m.name for m in METRICS if {"job", "instance"} & set(m.labels)]

@@ -119,8 +119,8 @@ def test_fault_tolerance_status_rejections_offload_failures_and_breaker_of_0_34(
     assert value("engine_fault_tolerance_status", engine="0", status="healthy") == 1
     assert value("engine_fault_tolerance_status", engine="0", status="unhealthy") == 0
     assert value("engine_fault_tolerance_status", engine="1", status="dead") == 1
-    assert value("kv_offload_job_failures_total", job="store") == 1
-    assert value("kv_offload_job_failures_total", job="load") == 1
+    assert value("kv_offload_job_failures_total", direction="store") == 1
+    assert value("kv_offload_job_failures_total", direction="load") == 1
     assert value("kv_offload_chunks_dropped_total") == 6
     assert value("kv_connector_breaker_openings_total", breaker="Mooncake lookup") == 1
     assert value("problems_total", problem="ft_recovery_timeout") == 1

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import ROOT as REPO
 from support import poll_until
 from test_browser import REAL_LINES, STAMP, STATS_AT, open_page
 
@@ -116,4 +117,117 @@ def test_demo_page_is_a_replay_with_gaps_as_gaps(browser: Any, tmp_path: Path, d
     assert all(chart["nulls"] >= 2 for chart in breaks.values())  # each chart breaks at each boundary
     shoot(page, tmp_path / "demo.png")
     page.context.close()
+    assert errors == []
+
+
+MANY = """() => {
+  const pairs = (selector) => {
+    const out = {};
+    for (const div of document.querySelectorAll(selector + ' > div'))
+      out[div.querySelector('dt').textContent.trim()] = div.querySelector('dd').textContent.trim();
+    return out;
+  };
+  const table = (id, key) => {
+    const heads = [...document.querySelectorAll('#' + id + ' thead th')].map(
+      th => th.firstChild.textContent.trim());
+    const out = {};
+    for (const tr of document.querySelectorAll('#' + id + ' tbody tr[' + key + ']')) {
+      const row = {};
+      [...tr.cells].forEach((cell, i) => { row[heads[i]] = cell.textContent.trim(); });
+      out[tr.getAttribute(key)] = row;
+    }
+    return out;
+  };
+  return {facts: pairs('#server'), exporter: pairs('#exporter'), sources: table('sources', 'data-source'),
+          engines: table('engines', 'data-engine'), live: document.body.classList.contains('js') &&
+          document.getElementById('connection').textContent.includes('Live')};
+}"""
+_HOURS = re.compile(r"(\d+) h \d+ min ago")
+
+
+def _pods(root: Path) -> dict[str, Path]:
+    """A kubelet tree of two pods: the latency run's CRI log (gzipped here) and the LoRA run's."""
+    import gzip
+
+    data = REPO / "tests" / "data"
+    a, b = root / "llm_vllm-a-5d9f_0a1b" / "vllm", root / "llm_vllm-b-7c1e_2c3d" / "vllm"
+    for folder in (a, b):
+        folder.mkdir(parents=True)
+    (a / "0.log").write_bytes(gzip.decompress((data / "latency" / "serve.cri.log.gz").read_bytes()))
+    (b / "0.log").write_bytes((data / "lora" / "serve.cri.log").read_bytes())
+    return {"llm/vllm-a-5d9f/vllm": a / "0.log", "llm/vllm-b-7c1e/vllm": b / "0.log"}
+
+
+def _scripts(root: Path) -> dict[str, Path]:
+    """A tee folder holding the launch files of two scripts (auto layout reads it as `scripts`)."""
+    root.mkdir()
+    data = REPO / "tests" / "data" / "compare"
+    qwen, llama = root / "qwen_20261201T180244Z.log", root / "llama_20261201T180747Z.log"
+    qwen.write_bytes((data / "mns16-prefix" / "serve_20261201T180244Z.log").read_bytes())
+    llama.write_bytes((data / "small-model" / "serve_20261201T180747Z.log").read_bytes())
+    return {"qwen": qwen, "llama": llama}
+
+
+def _alone(path: Path) -> dict[str, Any]:
+    """The status a watch of that file alone gives, read to its end (in this process)."""
+    from vllm_logwatch.exporting.exporter import ExporterMetrics
+    from vllm_logwatch.following.follower import Follower
+    from vllm_logwatch.following.wakers import ManualWaker
+    from vllm_logwatch.live.pipeline import Pipeline
+
+    pipeline = Pipeline(Follower(str(path), from_start=True, waker=ManualWaker()), ExporterMetrics())
+    while pipeline.step():
+        pass
+    return pipeline.status()
+
+
+@pytest.mark.parametrize("layout", ["scripts", "pods"])
+def test_a_folder_of_many_sources_shows_each_ones_facts_counters_and_ages_from_the_log(
+        browser: Any, tmp_path: Path, logwatch_watch: Callable[..., Any], layout: str) -> None:
+    """The page of a watch of a folder with several sources (two launch scripts' files, auto layout; a
+    kubelet tree, --layout pods) says what the page of one file says, per source: the start-up facts,
+    the exporter's counters (added up in the Exporter block), each engine's age from the log's stamps
+    and the state a watch of that file alone gives it; /metrics serves no unlabelled zero beside them."""
+    root = tmp_path / layout
+    files = _scripts(root) if layout == "scripts" else _pods(root)
+    args = ("--from-start",) if layout == "scripts" else ("--from-start", "--layout", "pods")
+    lines = {name: path.read_bytes().count(b"\n") for name, path in files.items()}
+    alone = {name: _alone(path) for name, path in files.items()}
+    errors: list[str] = []
+    with logwatch_watch(root, *args) as watch:
+        poll_until(lambda: (s := watch.status())["counters"]["log_lines"] == sum(lines.values())
+                            and s, 15, "every line read")
+        page = open_page(browser, watch.url + "/", errors)
+        state = poll_until(lambda: (s := page.evaluate(MANY))["live"] and len(s["engines"]) == 2 and s,
+                           15, "the live page")
+        assert state["facts"]["Sources"] == "2"
+        assert state["facts"]["vLLM"] == "0.32.0"
+        models = {a["server"].get("served_model_name") for a in alone.values()} - {None}
+        assert set(state["facts"]["Models"].split(", ")) == models
+        assert state["exporter"]["Following"] == str(root)
+        assert state["exporter"]["Lines read"] == f"{sum(lines.values()):,}"
+        assert state["exporter"]["Launches"] == "2"
+        warnings = sum(a["counters"]["log_messages"]["WARNING"] for a in alone.values())
+        assert state["exporter"]["Warnings"] == f"{warnings:,}"
+        for name, one in alone.items():
+            row = state["sources"][name]
+            assert row["Model"] == (one["server"].get("served_model_name") or "\u2014")
+            assert row["vLLM"] == (one["server"].get("vllm_version") or "\u2014")
+            assert row["Max model length"] == (f'{one["server"]["max_model_len"]:,}'
+                                               if "max_model_len" in one["server"] else "\u2014")
+            assert row["Lines read"] == f"{lines[name]:,}" and row["Launches"] == "1"
+            engine, single = state["engines"][f"{name} #0"], one["engines"]["0"]
+            assert engine["State"] == {"ok": "active"}.get(single["state"], single["state"])
+            hours = _HOURS.match(engine["Last stats line"])  # from the log's stamps, not "4 s ago"
+            assert hours is not None and abs(int(hours[1]) - single["age_seconds"] / 3600) < 1.1
+        if layout == "pods":
+            assert state["engines"]["llm/vllm-b-7c1e/vllm #0"]["State"] == "stalled"
+        samples = watch.samples()
+        own = {"vllm_logwatch_read_errors_total", "vllm_logwatch_state_errors_total", "vllm_logwatch_sources",
+               "vllm_logwatch_http_invalid_requests_total"}
+        label = "script" if layout == "scripts" else "pod"
+        unlabelled = {name for name, labels in samples if name not in own and label not in dict(labels)}
+        assert unlabelled == set(), unlabelled
+        shoot(page, tmp_path / f"watch-{layout}.png")
+        page.context.close()
     assert errors == []

@@ -395,6 +395,7 @@ class ManyFollower:
 
 
 def _brief(key: SourceKey, source: _Source) -> dict[str, Any]:
-    """A source as the status shows it: labels, folded or not, the file read and where."""
+    """A source as the status shows it: labels, folded or not, the file read, where, and where it started."""
     status = source.follower.status()
-    return {"labels": dict(key), "folded": source.folded, "path": status["path"], "offset": status["offset"]}
+    return {"labels": dict(key), "folded": source.folded, "path": status["path"], "offset": status["offset"],
+            "start_offset": status["start_offset"]}

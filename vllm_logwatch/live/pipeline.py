@@ -45,8 +45,7 @@ from prometheus_client.core import Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from ..exporting.exporter import ExporterMetrics
-from ..following.follower import Follower
-from ..following.layouts import source_name
+from ..following.layouts import SourceKey
 from ..following.openfile import LineBlock
 from ..following.source import LineSource
 from ..following.statefile import SavedState
@@ -57,7 +56,7 @@ from ..parsing.stamps import local_zone
 from ..shown import json_safe, shown_path
 from .arrival import ArrivalTimer
 from .ingest import LaunchReader
-from .sources import MetricsFactory, SourceReaders, withhold_extra
+from .sources import MetricsFactory, SourceReaders, over_sources, withhold_extra
 from .startfacts import launch_facts
 from .statekeeper import SAVE_INTERVAL, StateKeeper
 
@@ -134,8 +133,8 @@ class Pipeline:
         # A backlog is timed by its stamps until a poll finds nothing new (`set_replay`); a file read
         # from its end gets its launch's start-up facts from before that end (`startfacts.py`).
         self._replaying, self._had_lines, self._started = True, False, time.monotonic()
-        metrics.set_replay(True)
-        self._facts_read = not isinstance(follower, Follower) or follower.from_start
+        self.readers.set_replay(True)
+        self._facts_read = getattr(follower, "from_start", True)  # a stream has none to read
         self._resumed = follower.state_file is not None and os.path.exists(follower.state_file)
         follower.poll_bytes = min(follower.poll_bytes, POLL_BYTES)
         if follower.state_file is not None:
@@ -254,7 +253,7 @@ class Pipeline:
         file at an offset reads its launch's start-up facts from before it."""
         if self._replaying and not self._had_lines:
             self._replaying = False
-            self.metrics.set_replay(False)
+            self.readers.set_replay(False)
             if self._lines_applied:  # one line when a backlog was read (nothing on a quiet start)
                 log.info("caught up: %d lines of backlog read in %.1f s; following new lines",
                          self._lines_applied, time.monotonic() - self._started)
@@ -262,28 +261,44 @@ class Pipeline:
         if self._facts_read:
             return
         where = self.follower.status()
-        path, start = where.get("path"), where.get("start_offset")
-        if path is None:
+        if "per_source" in where:  # many sources: each one's, once caught up (every source opened)
+            if not self._replaying:
+                self._facts_read = True
+                self._read_facts([(tuple(s["labels"].items()), s["path"], s.get("start_offset"))
+                                  for s in where["per_source"] if not s["folded"]])
+            return
+        if where.get("path") is None:
             return
         self._facts_read = True
-        if start:
+        self._read_facts([((), where["path"], where.get("start_offset"))])
+
+    def _read_facts(self, sources: list[tuple[SourceKey, str | None, int | None]]) -> None:
+        """Each source's launch facts from before where it started reading (`startfacts.py`)."""
+        for key, path, start in sources:
+            if path is None or not start:
+                continue
             facts = launch_facts(path, start)
             with self.keeper.gate:
-                self.metrics.set_startup_facts(facts, None if self._resumed else start, source=path)
+                self.readers.metrics_of(key).set_startup_facts(facts, None if self._resumed else start,
+                                                               source=path)
 
     def _new_reader(self, assembler: Assembler, metrics: ExporterMetrics) -> LaunchReader:
         """The reader of a new file (`SourceReaders` makes one a launch)."""
-        return LaunchReader(metrics, assembler, self._internal_error, parse=self._parse,
+        def internal_error(source: str | None, number: int | None, exc: Exception) -> None:
+            self._internal_error(source, number, exc, metrics)
+
+        return LaunchReader(metrics, assembler, internal_error, parse=self._parse,
                             on_cut=self._count_cut, timer=self._timer, records=self._records)
 
     def _count_cut(self, lines: int) -> None:
         self._joined_cut += lines
 
-    def _internal_error(self, source: str | None, number: int | None, exc: Exception) -> None:
+    def _internal_error(self, source: str | None, number: int | None, exc: Exception,
+                        metrics: ExporterMetrics) -> None:
         self._internal_errors += 1
         # If the metrics themselves are broken, the count in status() still tells.
         with contextlib.suppress(Exception):
-            self.metrics.apply(Unparsed(what="stats", file=source, line=number))
+            metrics.apply(Unparsed(what="stats", file=source, line=number))
         if self._internal_errors == 1:
             log.error(
                 "internal error on %s line %s: %s (message withheld: it may hold log text); the line is "
@@ -345,9 +360,10 @@ class Pipeline:
         self.sync()
         snapshot: dict[str, Any] = dict(withhold_extra(self.metrics.status()))
         sources = self.readers.status()
-        if sources:  # many sources: every source's engines in one table, named by their source
-            snapshot["engines"] = {f"{source_name(tuple(s['labels'].items()))} #{label}": engine
+        if sources:  # many: every source's engines in one table, named by their source; counters added
+            snapshot["engines"] = {f"{s['name']} #{label}": engine
                                    for s in sources for label, engine in s.get("engines", {}).items()}
+            snapshot.update(over_sources(snapshot, sources))
         now = time.time()
         applied = self.keeper.pending.state
         thread = self._thread

@@ -14,15 +14,16 @@ dropped after its grace loses its series; the folded series keep what a dropped 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import tzinfo
 from typing import Any
 
 from prometheus_client.core import Metric
 
+from ..exporting import catalogue
 from ..exporting.exporter import ExporterMetrics
 from ..exporting.families import Families
-from ..following.layouts import SourceKey
+from ..following.layouts import SourceKey, source_name
 from ..following.openfile import FollowerStats, LineBlock
 from ..following.statefile import Checkpoint, SourcesState
 from ..parsing.assemble import Assembler
@@ -37,6 +38,8 @@ log = logging.getLogger(__name__)
 MetricsFactory = Callable[[Mapping[str, str]], ExporterMetrics]
 """The metrics of a source, given its labels (the watch's own `--label` pairs added by the factory)."""
 _TOTALS = ("rotations", "truncations", "read_errors", "lines_cut")
+_OWN = frozenset(catalogue.name(short) for short in ("read_errors", "state_errors"))
+"""The only series of a many-source watch's own (unlabelled) metrics: its listing and state file errors."""
 
 
 class _Reader:
@@ -75,6 +78,7 @@ class SourceReaders:
         self._members: dict[SourceKey, set[SourceKey]] = {}  # the sources of each set of series
         self.files_seen = 0
         self._folded_said = False
+        self._replay = False
 
     def metrics_of(self, key: SourceKey) -> ExporterMetrics:
         labels = self._labels_of(key)
@@ -83,7 +87,14 @@ class SourceReaders:
         metrics = self._metrics.get(labels)
         if metrics is None:
             metrics = self._metrics[labels] = self._metrics_for(dict(labels))
+            metrics.set_replay(self._replay)
         return metrics
+
+    def set_replay(self, replay: bool) -> None:
+        """A backlog is being read (its lines aged by their stamps), in every source's metrics."""
+        self._replay = replay
+        for metrics in self.all_metrics():
+            metrics.set_replay(replay)
 
     def read(self, block: LineBlock) -> None:
         entry = self._readers.get(block.key)
@@ -171,15 +182,21 @@ class SourceReaders:
                                      read_errors=own.read_errors, lines_cut=0, state_errors=own.state_errors)
 
     def status(self) -> list[dict[str, Any]]:
-        """Each labelled source's status (its labels, engines, facts, counters); [] with one source."""
-        return [{"labels": dict(labels), **withhold_extra(m.status())} for labels, m in self._metrics.items()]
+        """Each labelled source's status (its labels and name, engines, facts, counters); [] with one
+        source."""
+        return [{"labels": dict(labels), "name": source_name(labels), **withhold_extra(m.status())}
+                for labels, m in self._metrics.items()]
 
     def all_metrics(self) -> list[ExporterMetrics]:
         return [self.base, *self._metrics.values()]
 
     def collect(self) -> list[Metric]:
-        """The families of every source's metrics, merged by name (and how many sources there are)."""
+        """The families of every source's metrics, merged by name (and how many sources there are).
+        With labelled sources, the watch's own metrics give their errors only: every other series is a
+        source's."""
         collected = [m.collect() for m in self.all_metrics()]
+        if self._metrics_for is not None:
+            collected[0] = [family for family in collected[0] if family.name in _OWN]
         if self._counts is not None:
             own = Families(tuple(self._const), tuple(self._const.values()))
             for state, count in self._counts().items():
@@ -196,6 +213,37 @@ def withhold_extra(status: Mapping[str, Any]) -> Mapping[str, Any]:
         if isinstance(last, dict) and isinstance(last.get("extra"), dict):
             last["extra"] = {k: v for k, v in last["extra"].items() if k in KNOWN_EXTRA_KEYS}
     return status
+
+
+def over_sources(own: Mapping[str, Any], sources: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """What a many-source watch says of all its sources: the counters and launches of its own (its
+    errors) and of every source, added; the models and vLLM versions they serve.
+
+    >>> source = {"launches": 1, "counters": {"log_lines": 5, "problems": {"oom": 1}},
+    ...           "server": {"served_model_name": "m", "vllm_version": "0.32.0"}}
+    >>> own = {"launches": 0, "counters": {"log_lines": 0, "problems": {"oom": 0}}}
+    >>> over = over_sources(own, [source] * 2)
+    >>> over["launches"], over["counters"], over["across_sources"]["models"]
+    (2, {'log_lines': 10, 'problems': {'oom': 2}}, ['m'])
+    """
+    def add(total: Any, more: Any) -> Any:
+        if isinstance(total, Mapping) or isinstance(more, Mapping):
+            total, more = (v if isinstance(v, Mapping) else {} for v in (total, more))
+            return {key: add(total.get(key), more.get(key)) for key in {**total, **more}}
+        if total is None or more is None:
+            return more if total is None else total
+        return total + more
+
+    out: dict[str, Any] = {"launches": own.get("launches", 0), "counters": own.get("counters", {})}
+    for source in sources:
+        for key in ("launches", "counters"):
+            out[key] = add(out[key], source.get(key))
+    facts = [source.get("server") or {} for source in sources]
+    models = {f.get("served_model_name") or f.get("model") for f in facts}
+    versions = {f.get("vllm_version") for f in facts}
+    out["across_sources"] = {"models": sorted(str(m) for m in models if m),
+                             "vllm_versions": sorted(str(v) for v in versions if v)}
+    return out
 
 
 def merge_families(collected: Iterable[Iterable[Metric]]) -> list[Metric]:

@@ -30,7 +30,7 @@ from typing import Any
 from .assets import static_files
 from .formats import engine_name, format_age, format_number, format_quantity
 
-__all__ = ["COLUMNS", "STATE_LABELS", "STATS_MISSING", "Column", "format_number", "render"]
+__all__ = ["COLUMNS", "SOURCE_COLUMNS", "STATE_LABELS", "STATS_MISSING", "Column", "format_number", "render"]
 
 REFRESH_NO_SCRIPT_SECONDS = 10
 
@@ -43,7 +43,7 @@ class Column:
     label: str
     unit: str
     digits: int = 1
-    kind: str = "number"  # number | state | age
+    kind: str = "number"  # number | state | age; the Sources table's also text | quantity | problems
 
 
 COLUMNS: tuple[Column, ...] = (
@@ -167,15 +167,37 @@ def skipped_text(skipped: Any) -> str:
             "read the older lines, start watch with --from-start.")
 
 
+_FACTS = (
+    ("Model", "server.served_model_name|server.model|model_name", "text", 0, ""),
+    ("vLLM", "server.vllm_version", "text", 0, ""),
+    ("KV cache", "server.kv_cache_tokens", "number", 0, "tokens"),
+    ("Max concurrency", "server.max_concurrency", "quantity", 1, "requests of max length"),
+    ("Max model length", "server.max_model_len", "number", 0, "tokens"),
+)
+_MANY_FACTS = (  # a watch of many sources: each one's facts are in the Sources table
+    ("Sources", "follower.sources", "number", 0, ""),
+    ("Models", "across_sources.models", "list", 0, ""),
+    ("vLLM", "across_sources.vllm_versions", "list", 0, ""),
+)
+SOURCE_COLUMNS: tuple[Column, ...] = (
+    Column("server.served_model_name|server.model|model_name", "Model", "", kind="text"),
+    Column("server.vllm_version", "vLLM", "", kind="text"),
+    Column("server.kv_cache_tokens", "KV cache", "tokens", 0),
+    Column("server.max_concurrency", "Max concurrency", "requests of max length", 1, kind="quantity"),
+    Column("server.max_model_len", "Max model length", "tokens", 0),
+    Column("counters.log_lines", "Lines read", "", 0),
+    Column("launches", "Launches", "", 0),
+    Column("counters.log_messages.WARNING", "Warnings", "", 0),
+    Column("counters.log_messages.ERROR", "Errors", "", 0),
+    Column("counters.problems", "Problems seen", "", kind="problems"),
+)
+"""The columns of the Sources table of a many-source watch: each source's start-up facts and counters."""
+
+
 def _facts(status: Mapping[str, Any]) -> str:
-    """Start-up facts, each with a `data-key` the script updates."""
-    items = [
-        ("Model", "server.served_model_name|server.model|model_name", "text", 0, ""),
-        ("vLLM", "server.vllm_version", "text", 0, ""),
-        ("KV cache", "server.kv_cache_tokens", "number", 0, "tokens"),
-        ("Max concurrency", "server.max_concurrency", "quantity", 1, "requests of max length"),
-        ("Max model length", "server.max_model_len", "number", 0, "tokens"),
-    ]
+    """Start-up facts (of many sources: how many, their models and versions), each with a `data-key`
+    the script updates."""
+    items = _MANY_FACTS if isinstance(status.get("sources"), list) else _FACTS
     out = []
     for label, key, kind, digits, unit in items:
         value = _first(status, key)
@@ -187,6 +209,10 @@ def _facts(status: Mapping[str, Any]) -> str:
 
 
 def _shown(value: Any, kind: str, digits: int) -> str:
+    if kind == "list":
+        return ", ".join(str(v) for v in value) if isinstance(value, list) and value else "—"
+    if kind == "problems":
+        return _problems({"problems": value})
     if kind == "number":
         return format_number(value, digits)
     if kind == "quantity":
@@ -265,9 +291,34 @@ def _problems(counters: Mapping[str, Any] | None) -> str:
     return ", ".join(seen) or "none"
 
 
+def _sources(status: Mapping[str, Any]) -> str:
+    """The Sources section of a many-source watch ("" with one source): a row a source."""
+    sources = status.get("sources")
+    if not isinstance(sources, list):
+        return ""
+    columns = [{"field": c.field, "kind": c.kind, "digits": c.digits} for c in SOURCE_COLUMNS]
+    header = ['<th scope="col">Source</th>']
+    for column in SOURCE_COLUMNS:
+        unit = f' <span class="unit">({_e(column.unit)})</span>' if column.unit else ""
+        header.append(f'<th scope="col">{_e(column.label)}{unit}</th>')
+    rows = []
+    for source in sources:
+        if not isinstance(source, Mapping):
+            continue
+        cells = "".join(f'<td data-kind="{c.kind}">{_e(_shown(_first(source, c.field), c.kind, c.digits))}'
+                        "</td>" for c in SOURCE_COLUMNS)
+        name = _e(source.get("name"))
+        rows.append(f'<tr data-source="{name}"><th scope="row">{name}</th>{cells}</tr>')
+    return ('<section id="sources-section" aria-labelledby="sources-h"><h2 id="sources-h">Sources</h2>'
+            '<div class="table-wrap"><table id="sources" data-columns="' + _attr_json(columns) + '">'
+            f'<thead><tr>{"".join(header)}</tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
+            '<p class="help">Each source of the folder: its launch\'s start-up facts and what was read of '
+            "it. The Exporter block below adds them up.</p></section>")
+
+
 def _exporter(status: Mapping[str, Any]) -> str:
     rows = [
-        ("Following", "follower.path|child.log_file", "text", 0),
+        ("Following", "follower.path|child.log_file|follower.target", "text", 0),
         ("Lines read", "counters.log_lines", "number", 0),
         ("Stats lines parse errors", "counters.parse_errors.stats", "number", 0),
         ("Warnings", "counters.log_messages.WARNING", "number", 0),
@@ -329,6 +380,7 @@ interval; running, waiting and KV cache usage are instant values; hit rates cove
   </div>
   <p class="help">$state_help</p>
 </section>
+$sources
 <section id="charts" aria-labelledby="charts-h">
   <h2 id="charts-h">Last hour</h2>
   <noscript><p class="help">The charts need JavaScript; the table above is the same data, now.</p></noscript>
@@ -372,6 +424,7 @@ def render(status: Mapping[str, Any], *, now: float | None = None) -> str:
         skipped=_e(skipped_text(status.get("skipped_bytes"))),
         skipped_hidden="" if skipped_text(status.get("skipped_bytes")) else " hidden",
         child=_child(status),
+        sources=_sources(status),
         states=_attr_json(STATE_LABELS),
         header=_header_cells(),
         rows=rows,

@@ -8,12 +8,15 @@ from __future__ import annotations
 import time
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import pytest
+from prometheus_client import CollectorRegistry
 from support import TESTS
 
 from vllm_logwatch.exporting.exporter import ExporterMetrics
 from vllm_logwatch.following.follower import Follower
+from vllm_logwatch.following.many import ManyFollower
 from vllm_logwatch.following.wakers import ManualWaker
 from vllm_logwatch.live.pipeline import Pipeline
 from vllm_logwatch.web.page import render
@@ -96,3 +99,97 @@ def test_lines_read_live_after_the_backlog_are_timed_by_the_clock(tmp_path: Path
         out.write(stats + b"\n")
     read_all(pipe)
     assert pipe.status()["engines"]["0"]["age_seconds"] < 60
+
+
+# -- many sources: the page of a folder of two launch scripts, or of a kubelet tree ------------------
+
+QWEN = TESTS / "data" / "compare" / "mns16-prefix" / "serve_20261201T180244Z.log"
+LLAMA = TESTS / "data" / "compare" / "small-model" / "serve_20261201T180747Z.log"
+LORA = TESTS / "data" / "lora" / "serve.cri.log"  # a pod's container log with one stats line
+
+
+def many(target: Path, *, from_start: bool = True, layout: str = "auto") -> Pipeline:
+    follower = ManyFollower(str(target), layout=layout, from_start=from_start, waker=ManualWaker())
+    return Pipeline(follower, ExporterMetrics(), zone=timezone.utc,
+                    metrics_for=lambda labels: ExporterMetrics(const_labels=labels))
+
+
+def scripts_folder(tmp_path: Path) -> Path:
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    (folder / "qwen_20261201T180244Z.log").write_bytes(QWEN.read_bytes())
+    (folder / "llama_20261201T180747Z.log").write_bytes(LLAMA.read_bytes())
+    return folder
+
+
+def one_file(path: Path, *, from_start: bool = True) -> dict[str, Any]:
+    read_all(pipe := pipeline(path, from_start=from_start))
+    return pipe.status()
+
+
+def lines_of(path: Path) -> int:
+    return path.read_bytes().count(b"\n")
+
+
+def test_many_sources_show_each_sources_facts_and_counters_and_their_sums(tmp_path: Path) -> None:
+    folder = scripts_folder(tmp_path)
+    read_all(pipe := many(folder))
+    status = pipe.status()
+    by_name = {s["labels"]["script"]: s for s in status["sources"]}
+    for name, path in (("qwen", QWEN), ("llama", LLAMA)):
+        alone = one_file(path)
+        source = by_name[name]
+        assert source["server"]["vllm_version"] == alone["server"]["vllm_version"] == "0.32.0"
+        assert source["server"]["served_model_name"] == alone["server"]["served_model_name"]
+        assert source["counters"]["log_lines"] == alone["counters"]["log_lines"] == lines_of(path)
+        assert source["launches"] == alone["launches"] == 1
+    counters = status["counters"]  # the exporter's own block: over every source
+    assert counters["log_lines"] == lines_of(QWEN) + lines_of(LLAMA)
+    assert counters["log_messages"]["WARNING"] == sum(s["counters"]["log_messages"]["WARNING"]
+                                                      for s in status["sources"])
+    assert counters["http_requests"] > 0 and status["launches"] == 2
+    html = render(status)
+    for source in status["sources"]:
+        assert source["server"]["served_model_name"] in html
+    assert f'{lines_of(QWEN) + lines_of(LLAMA):,}' in html
+
+
+def test_many_sources_age_and_state_their_engines_as_one_file_does(tmp_path: Path) -> None:
+    folder = scripts_folder(tmp_path)
+    pods = tmp_path / "pods" / "llm_vllm-b-7c1e_0f3a" / "vllm"
+    pods.mkdir(parents=True)
+    (pods / "0.log").write_bytes(LORA.read_bytes())
+    for target, layout, files in ((folder, "auto", {"qwen": QWEN, "llama": LLAMA}),
+                                  (tmp_path / "pods", "pods", {"llm/vllm-b-7c1e/vllm": LORA})):
+        read_all(pipe := many(target, layout=layout))
+        engines = pipe.status()["engines"]
+        for name, path in files.items():
+            alone = one_file(path)["engines"]["0"]
+            engine = engines[f"{name} #0"]
+            assert engine["state"] == alone["state"], name
+            assert engine["age_seconds"] == pytest.approx(alone["age_seconds"], abs=5), name
+            assert engine["age_seconds"] > 86400  # from the log's stamps, days ago
+    assert one_file(LORA)["engines"]["0"]["state"] == "stalled"  # one line with a request running
+
+
+def test_many_sources_started_at_their_end_show_each_launchs_facts(tmp_path: Path) -> None:
+    folder = scripts_folder(tmp_path)
+    read_all(pipe := many(folder, from_start=False))
+    status = pipe.status()
+    by_name = {s["labels"]["script"]: s for s in status["sources"]}
+    assert by_name["llama"]["server"] == one_file(LLAMA, from_start=False)["server"] != {}
+    assert by_name["qwen"]["server"]["vllm_version"] == "0.32.0"
+    assert status["counters"]["log_lines"] == 0 and status["launches"] == 0
+
+
+def test_many_sources_serve_no_series_without_their_labels(tmp_path: Path) -> None:
+    """The watch's own series of a many-source watch are its errors (listing, state file) and the count
+    of sources; everything else is a source's, labelled with it (no unlabelled zeros beside them)."""
+    read_all(pipe := many(scripts_folder(tmp_path)))
+    registry = CollectorRegistry()
+    pipe.register(registry)
+    unlabelled = {sample.name for family in registry.collect() for sample in family.samples
+                  if "script" not in sample.labels}
+    assert unlabelled <= {"vllm_logwatch_read_errors_total", "vllm_logwatch_state_errors_total",
+                          "vllm_logwatch_sources", "vllm_logwatch_http_invalid_requests_total"}, unlabelled
+    assert "vllm_logwatch_sources" in unlabelled

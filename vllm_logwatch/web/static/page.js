@@ -94,6 +94,14 @@
     return "not running" + (code !== null && code !== undefined ? " (last exit code " + code + ")" : "");
   }
 
+  function shown(value, kind, digits) { // page.py _shown
+    if (kind === "list") return value && value.length ? value.join(", ") : "\u2014";
+    if (kind === "problems") return problems({ problems: value });
+    if (kind === "number") return formatNumber(value, digits);
+    if (kind === "quantity") return formatQuantity(value, digits);
+    return value === null ? "\u2014" : String(value);
+  }
+
   function problems(counters) {
     var seen = [];
     var all = counters && counters.problems;
@@ -127,14 +135,33 @@
         text = skippedText(status.skipped_bytes);
         element.hidden = !text;
       }
-      else {
-        var value = first(status, key);
-        if (kind === "number") text = formatNumber(value, Number(element.getAttribute("data-digits")));
-        else if (kind === "quantity") text = formatQuantity(value, Number(element.getAttribute("data-digits")));
-        else text = value === null ? "\u2014" : String(value);
-      }
+      else text = shown(first(status, key), kind, Number(element.getAttribute("data-digits")));
       setText(element, text);
     }
+  }
+
+  function updateSources(status) { // a many-source watch: a row a source, in the status's order
+    var sourcesTable = document.getElementById("sources");
+    if (!sourcesTable) return;
+    var columns = JSON.parse(sourcesTable.getAttribute("data-columns"));
+    var rows = sourcesTable.tBodies[0];
+    var sources = status.sources || [];
+    sources.forEach(function (source, index) {
+      var row = rows.rows[index];
+      if (!row || row.getAttribute("data-source") !== source.name) {
+        row = rows.insertRow(index);
+        row.setAttribute("data-source", source.name);
+        var name = document.createElement("th");
+        name.scope = "row";
+        name.textContent = source.name;
+        row.appendChild(name);
+        columns.forEach(function (column) { row.insertCell().setAttribute("data-kind", column.kind); });
+      }
+      columns.forEach(function (column, i) {
+        setText(row.cells[i + 1], shown(first(source, column.field), column.kind, column.digits));
+      });
+    });
+    while (rows.rows.length > sources.length) rows.deleteRow(sources.length);
   }
 
   function updateNotice(status) {
@@ -261,6 +288,7 @@
     live.lastOkMs = Date.now();
     live.everConnected = true;
     updateKeyed(status);
+    updateSources(status);
     updateNotice(status);
     updateTable(status);
     setConnected(true);

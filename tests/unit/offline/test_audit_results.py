@@ -49,6 +49,12 @@ def test_append_result_file_and_sweep_folder_give_one_run_each(tmp_path: Path) -
     ('{"hello": 1, "world": [1]}', "not a benchmark result of a known format (it has hello, world; looked "
                                    "for vllm bench serve JSON"),
     ("date,duration\n1,2\n", "not JSON, so no benchmark result (looked for vllm bench serve JSON"),
+    # a server log given by mistake whose first line starts with a bracket, as JSON does
+    ("[launcher] starting vllm serve\n(APIServer pid=1) INFO 11-29 19:23:28 [api_server.py:1] x\n",
+     "not JSON, so no benchmark result (looked for vllm bench serve JSON"),
+    ("[2026-12-01 10:00:00] INFO serving\n", "not JSON, so no benchmark result"),
+    ('{"date": "2026', "the JSON is cut short or broken at line 1 column 10 (unterminated string starting "
+                      "at): a truncated result file?"),
     ("", "empty, so no benchmark result"),
     (json.dumps({**VLLM, "completed": "many"}), "a vllm bench serve result, but completed: input should be a "
                                                 "valid integer"),

@@ -157,7 +157,7 @@ def _documents(text: str, shown: str) -> list[Any]:
         try:
             doc, at = decoder.raw_decode(text, at)
         except json.JSONDecodeError as exc:
-            if not docs and exc.pos == 0:
+            if not docs and _not_json(text, exc):
                 raise InputError(f"{shown}: not JSON, so no benchmark result (looked for {KNOWN_FORMATS})") \
                     from None
             raise InputError(f"{shown}: the JSON is cut short or broken at line {exc.lineno} column "
@@ -166,6 +166,19 @@ def _documents(text: str, shown: str) -> list[Any]:
     if not docs:
         raise InputError(f"{shown}: empty, so no benchmark result (looked for {KNOWN_FORMATS})")
     return docs
+
+
+_NOT_JSON_WITHIN = 64
+"""A text whose first value breaks within this many characters, not for want of more, is no JSON at all
+(a server log opening with `[launcher]` or `[2026-12-01 10:00:00]`): no result opens in fewer."""
+
+
+def _not_json(text: str, exc: json.JSONDecodeError) -> bool:
+    """Whether the failure to read `text`'s first value says it is not JSON at all, rather than a
+    result cut short (the text ends inside the value) or broken further in."""
+    cut_short = exc.pos >= len(text.rstrip()) or (
+        exc.msg.startswith("Unterminated string") and '"' not in text[exc.pos + 1:])
+    return exc.pos == 0 or (exc.pos < _NOT_JSON_WITHIN and not cut_short)
 
 
 def _runs_of(doc: Any, where: str, zone: tzinfo) -> list[Run]:

@@ -14,7 +14,8 @@ From the second pass on, the start-up lines before the first stats line are writ
 (their stamps unchanged), so the page goes from one pass's last numbers to the next pass's first,
 never through "No stats line yet". The status (`/api/v1/status`, `replay`) says it is a replay, which
 pass it is at, and why each pass ends with a failure: the recorded run was stopped, and vLLM logged an
-EngineDeadError while shutting down, so every pass adds one `engine_dead` and its error lines to the
+EngineDeadError while shutting down, so every pass adds one `engine_dead_at_shutdown` (a planned stop,
+not an engine's death: no alert fires on it) and its error lines to the
 counters (counters only grow: they are not reset per pass, the page says how many passes they hold).
 
 Example::
@@ -50,7 +51,8 @@ _PASS_GAP = timedelta(seconds=2)  # between the last line of a pass and the firs
 _STATS = "Avg generation throughput"
 REPLAYED_FAILURE = (
     "Each pass ends as the recorded run ended: it was stopped, and vLLM 0.32 logged an EngineDeadError "
-    "traceback while shutting down. So every pass shows the launch ended and adds one engine_dead and "
+    "traceback while shutting down. So every pass shows the launch ended and adds one "
+    "engine_dead_at_shutdown (a planned stop, not a crash) and "
     "its error lines to the counters, which are never reset: they count every pass so far. It is the "
     "replay, not a fault of this machine."
 )

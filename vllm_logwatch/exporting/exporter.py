@@ -57,11 +57,14 @@ from .selfmetrics import SelfMetrics
 from .snapshot import Counters, ExporterStatus, StatsMissing
 from .tokens import DEFAULT_INTERVAL, readable_step
 
-__all__ = ["LEVELS", "ExporterMetrics"]
+__all__ = ["AT_SHUTDOWN", "LEVELS", "ExporterMetrics"]
 
 LEVELS = ("WARNING", "ERROR", "CRITICAL")
 """Levels counted in `log_messages` (always exported, from 0, so `increase()` sees the first one)."""
 _DEATHS = frozenset({"engine_dead", "engine_fatal"})  # after these the launch's engines serve no more
+AT_SHUTDOWN = "engine_dead_at_shutdown"
+"""The problem tag of an engine's death logged after its launch's shutdown line: vLLM stopped on purpose
+(vLLM 0.32 logs an EngineDeadError as its engine core is stopped), not a failure to alert on."""
 _RECORD_KEYS = {
     "time", "file", "line", "stamp", "level", "process", "repeated", "kind", "new_launch", *RUNTIME_FIELDS}
 
@@ -102,7 +105,7 @@ class ExporterMetrics(Collector):
         self._latency = self._ledgers.current.latency  # iteration and request lines
         self._http = HttpCounts(max_paths)
         self._levels: dict[str, int] = dict.fromkeys(LEVELS, 0)
-        self._problems: dict[str, int] = dict.fromkeys(PROBLEM_TAGS, 0)  # from 0: increase() sees the first
+        self._problems: dict[str, int] = dict.fromkeys((*PROBLEM_TAGS, AT_SHUTDOWN), 0)  # from 0: increase()
         self._parse_errors: dict[str, int] = {"stats": 0, "spec": 0, "prefix": 0, "transfer": 0}
         self._overflow: dict[str, int] = {"path": 0}
         self._unknown_fields = 0
@@ -124,20 +127,27 @@ class ExporterMetrics(Collector):
 
     def apply_many(
         self, events: Iterable[Event], access: Mapping[tuple[str, str, int], int] | None = None,
-        measured: Mapping[int, float] | None = None,
+        measured: Mapping[int, float] | None = None, *, ended_from: int | None = None,
     ) -> list[tuple[Event, Exception]]:
         """Take a block's events, in order, then its access lines counted by (method, path, status), all
         under one lock. An event whose apply raises (a bug) is returned with its exception; the others
         are applied all the same. `measured`: index of an event -> its print time on the monotonic
-        clock, for lines read live (a stats line's age, a detail line's latency)."""
+        clock, for lines read live (a stats line's age, a detail line's latency); `ended_from`: the index
+        of the first event after the launch's shutdown line (`mark_shutdown` there; `len(events)`: after
+        them all)."""
         failed: list[tuple[Event, Exception]] = []
         times = measured or {}
+        index = -1
         with self._lock:
             for index, event in enumerate(events):
+                if index == ended_from:
+                    self._ended = True
                 try:
                     self._apply(event, times.get(index))
                 except Exception as exc:
                     failed.append((event, exc))
+            if ended_from is not None and ended_from > index:  # after the block's last event
+                self._ended = True
             for (method, path, status), count in (access or {}).items():
                 self._count_access(method, path, status, count)
         return failed
@@ -188,7 +198,8 @@ class ExporterMetrics(Collector):
             self._replay = replay
 
     def mark_shutdown(self) -> None:
-        """The current launch shut down (its shutdown lines were read): its engines are `ended`."""
+        """The current launch shut down (its shutdown lines were read): its engines are `ended`, and an
+        engine's death logged from now on is its planned stop (`engine_dead_at_shutdown`)."""
         with self._lock:
             self._ended = True
 
@@ -269,9 +280,11 @@ class ExporterMetrics(Collector):
             self._apply_access(event)
         elif isinstance(event, LogMessage):
             if event.problem is not None:
-                self._problems[event.problem] = self._problems.get(event.problem, 0) + 1
-                if event.problem in _DEATHS:
-                    self._dead = True
+                problem = event.problem
+                if problem in _DEATHS:  # the engine core stopped with vLLM (the demo's log) is no death
+                    problem = AT_SHUTDOWN if self._ended else problem
+                    self._dead = self._dead or not self._ended
+                self._problems[problem] = self._problems.get(problem, 0) + 1
         elif isinstance(event, Unparsed):
             self._parse_errors[event.what] = self._parse_errors.get(event.what, 0) + 1
 
@@ -302,6 +315,7 @@ class ExporterMetrics(Collector):
             if not (self._opened_by_caller and not self._banner_seen):
                 self._start_launch(info.file)
             self._banner_seen = True
+            self._ended = False  # a launch after a shutdown read in the same block
         self._runtime.apply(info, self._engines.values(), self._problems, self._clock())
         self._facts.update(info.model_dump(exclude=_RECORD_KEYS, exclude_none=True))
         self._name_model()

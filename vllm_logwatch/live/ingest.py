@@ -18,7 +18,7 @@ from ..exporting.exporter import ExporterMetrics
 from ..parsing.assemble import Assembler
 from ..parsing.blocks import scan_block, split_lines
 from ..parsing.envelope import Format, Unwrapped, Unwrapper, container_time, detect
-from ..parsing.events import Event, ServerInfo, Unparsed
+from ..parsing.events import Event, Unparsed
 from ..parsing.framing import MAX_LINE_BYTES
 from ..parsing.line import parse_line
 from ..parsing.shutdown import shutdown_at
@@ -92,20 +92,15 @@ class LaunchReader:
             access, hits = scan_block(data, first, cap=cap)
         else:
             access, hits = {}, split_lines(data, first)
+        shutdown = _shutdown_line(data, first)
         events: list[Event] = []
+        ended_from = None
         for number, text in hits:
+            if ended_from is None and shutdown is not None and number > shutdown:
+                ended_from = len(events)
             self._feed(events, text, number if self._numbered else None, None)
-        self._apply(events, access, arrival)
-        self._shutdown(data, events)
-
-    def _shutdown(self, data: bytes, events: list[Event]) -> None:
-        """A block that holds the launch's shutdown lines ends it, unless a new launch's banner came
-        after them in the same block. One substring search a block."""
-        if b"hutdown" not in data or (at := shutdown_at(data)) is None:
-            return
-        line = data.count(b"\n", 0, at) + 1
-        if not any(isinstance(e, ServerInfo) and e.new_launch and (e.line or 0) > line for e in events):
-            self.metrics.mark_shutdown()
+        self._apply(events, access, arrival, ended_from if shutdown is None or ended_from is not None
+                    else len(events))
 
     def flush(self) -> None:
         """The end of the launch: a part of a line still open (a container log's), then a record the
@@ -123,14 +118,17 @@ class LaunchReader:
         file = self.assembler.file
         events: list[Event] = [Unparsed(what="envelope", file=file, line=n if self._numbered else None)
                                for n in got.malformed]
+        shutdown = _shutdown_line(got.data, 1)
+        ended_from = None
         for index, text in hits:
+            if ended_from is None and shutdown is not None and index > shutdown:
+                ended_from = len(events)
             number = got.numbers[index - 1] if self._numbered else None
             self._feed(events, text, number, container_time(got.stamps[index - 1]))
         if got.cut and self._on_cut is not None:
             self._on_cut(got.cut)
-        self._apply(events, access, arrival)
-        if b"hutdown" in got.data and shutdown_at(got.data) is not None:
-            self.metrics.mark_shutdown()
+        self._apply(events, access, arrival, ended_from if shutdown is None or ended_from is not None
+                    else len(events))
 
     def _feed(self, events: list[Event], text: str, line: int | None, when: datetime | None) -> None:
         try:
@@ -141,7 +139,9 @@ class LaunchReader:
             self._on_error(self.assembler.file, line, exc)
 
     def _apply(self, events: list[Event], access: dict[tuple[str, str, int], int] | None,
-               arrival: Arrival | None) -> None:
+               arrival: Arrival | None, ended_from: int | None = None) -> None:
+        """`ended_from`: the index of the first event after the block's shutdown line (the launch ends
+        there: `ExporterMetrics.apply_many`)."""
         measured = None
         if self._timer is not None and arrival is not None:
             measured = self._timer.measure(events, arrival)  # from the stamps, before any retime
@@ -149,7 +149,14 @@ class LaunchReader:
             self._records(events)  # with the log's own stamps, as `parse --jsonl` reads them
         if self._retime is not None:
             events = [self._retime(event) for event in events]
-        failed = (self.metrics.apply_many(events, access, measured) if measured
-                  else self.metrics.apply_many(events, access))  # (a subclass may not take `measured`)
+        failed = self.metrics.apply_many(events, access, measured, ended_from=ended_from)
         for event, exc in failed:
             self._on_error(event.file, event.line, exc)
+
+
+def _shutdown_line(data: bytes, first: int) -> int | None:
+    """The number of the block's first shutdown line (`first`: the block's first), or None. One
+    substring search a block."""
+    if b"hutdown" not in data or (at := shutdown_at(data)) is None:
+        return None
+    return first + data.count(b"\n", 0, at)

@@ -42,10 +42,10 @@ class Spy(ExporterMetrics):
         super().__init__(**kwargs)
         self.records: list[EngineStats] = []
 
-    def apply_many(self, events: Iterable[Event], access: Any = None) -> Any:
+    def apply_many(self, events: Iterable[Event], *args: Any, **kwargs: Any) -> Any:
         events = list(events)
         self.records.extend(e for e in events if isinstance(e, EngineStats))
-        return super().apply_many(events, access)
+        return super().apply_many(events, *args, **kwargs)
 
 
 @pytest.fixture

@@ -193,3 +193,43 @@ def test_many_sources_serve_no_series_without_their_labels(tmp_path: Path) -> No
     assert unlabelled <= {"vllm_logwatch_read_errors_total", "vllm_logwatch_state_errors_total",
                           "vllm_logwatch_sources", "vllm_logwatch_http_invalid_requests_total"}, unlabelled
     assert "vllm_logwatch_sources" in unlabelled
+
+
+# -- an EngineDeadError of a planned stop is not an engine's death ------------------------------------
+
+DEAD = LINES[next(i for i, line in enumerate(LINES) if b"EngineDeadError" in line)]
+
+
+def problems(pipe: Pipeline) -> dict[str, int]:
+    return {tag: n for tag, n in pipe.status()["counters"]["problems"].items() if n}
+
+
+def test_an_engine_dead_error_after_the_shutdown_began_is_counted_apart(tmp_path: Path) -> None:
+    """vLLM 0.32 stopped on purpose logs `shutdown triggered`, then an EngineDeadError as its engine core
+    is stopped: a planned stop, not the engine's death (which fires the critical alert)."""
+    log = tmp_path / "serve.log"
+    log.write_bytes(REAL_LOG.read_bytes())
+    read_all(pipe := pipeline(log, from_start=True))
+    assert problems(pipe) == {"engine_dead_at_shutdown": 1}
+    assert pipe.status()["engines"]["0"]["state"] == "ended"
+
+
+def test_an_engine_dead_error_read_after_the_shutdown_line_in_a_later_block_is_counted_apart(
+        tmp_path: Path) -> None:
+    log = tmp_path / "serve.log"
+    log.write_bytes(b"\n".join(LINES[:SHUTDOWN + 1]) + b"\n")
+    read_all(pipe := pipeline(log, from_start=True))
+    with open(log, "ab") as out:
+        out.write(DEAD + b"\n")
+    read_all(pipe)
+    assert problems(pipe) == {"engine_dead_at_shutdown": 1}
+
+
+def test_an_engine_dead_error_before_the_shutdown_or_in_the_next_launch_is_an_engines_death(
+        tmp_path: Path) -> None:
+    log = tmp_path / "serve.log"
+    crash = b"\n".join([*LINES[:SHUTDOWN], DEAD, *LINES[SHUTDOWN:]]) + b"\n"  # died, then shut down
+    log.write_bytes(crash + b"\n".join([*LINES[:SHUTDOWN], DEAD]) + b"\n")  # and the next launch died
+    read_all(pipe := pipeline(log, from_start=True))
+    assert problems(pipe) == {"engine_dead": 2, "engine_dead_at_shutdown": 1}
+    assert pipe.status()["engines"]["0"]["state"] == "dead"

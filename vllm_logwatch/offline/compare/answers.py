@@ -1,5 +1,6 @@
 """What `compare` adds to the summary's answers (`offline/summary/answers.py`): the start-up durations
-side by side, and each launch against the previous launch of the same script at the same concurrency.
+side by side, and each launch against the previous launch of the same script and model at the same
+concurrency.
 
 "Slower than the previous launch" is done here, not as an alert: PromQL cannot group samples by a
 sample's value (the running count is a value, not a label) nor find "the previous launch" (no fixed
@@ -65,23 +66,24 @@ def _start(c: LaunchComparison) -> float:
 
 
 def regressions(cmp: Comparison, scripts: dict[int, str]) -> list[Regression]:
-    """Every concurrency row a launch shares with the previous launch of its script (both with
-    `MIN_INTERVALS`), its median generation tok/s then and now; `scripts`: launch index -> script."""
-    last: dict[str, LaunchComparison] = {}
+    """Every concurrency row a launch shares with the previous launch of its script serving the same
+    model (both with `MIN_INTERVALS`), its median generation tok/s then and now; `scripts`: launch
+    index -> script. (Launch files named alike hold other models too: `serve_<time>.log`.)"""
+    last: dict[tuple[str, str | None], LaunchComparison] = {}
     out = []
     for c in sorted(cmp.launches, key=_start):
         script = scripts.get(c.launch.index)
         if script is None:
             continue
-        before = last.get(script)
-        last[script] = c
+        before = last.get((script, c.group.model_name))
+        last[(script, c.group.model_name)] = c
         if before is None:
             continue
         rows = {r.running: r for r in before.group.concurrency if r.intervals >= MIN_INTERVALS}
         for r in c.group.concurrency:
             old = rows.get(r.running)
             if old is not None and r.intervals >= MIN_INTERVALS:
-                out.append(Regression(c.launch.label, before.launch.label, r.running,
+                out.append(Regression(c.name, before.name, r.running,
                                       (r.intervals, old.intervals), r.generation_median,
                                       old.generation_median))
     return out

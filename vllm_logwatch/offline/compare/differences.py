@@ -12,6 +12,7 @@ The start-up facts (vLLM version, KV cache size, resolved dtype, ...) are compar
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,8 +42,11 @@ class LaunchComparison:
     launch: Launch
     group: GroupSummary
     tag: str
-    """What tells it apart from the others, for legends: the differing arguments' values, else the
-    differing facts', else its label."""
+    """What tells it apart from the others, for legends: its name and the differing arguments' values,
+    else the differing facts', else its name alone."""
+    name: str
+    """Its name in every table: its label (`Launch.label`), or, when another launch's label is the same
+    (`exp-a/serve.log`, `exp-b/serve.log`), as many of its path's last parts as tell them apart."""
     preemptions: dict[str, int | None] = field(default_factory=dict)
     """Concurrency row label -> preemptions summed from its lines' `Preemptions:` field (None: the
     launch's lines have no such field)."""
@@ -101,7 +105,27 @@ def _legend_order(table: dict[str, list[Any]], index: int) -> list[str]:
     return [k for k in keys if table[k][index] != DEFAULT]
 
 
-def _tag(index: int, launch: Launch, args: dict[str, list[Any]], facts: dict[str, list[Any]]) -> str:
+def launch_names(launches: list[Launch]) -> list[str]:
+    """Each launch's name: its label, or with as many folders before it as tell it from the launches of
+    the same label.
+
+    >>> launch_names([Launch(0, "/x/exp-a/serve.log", 1), Launch(1, "/x/exp-b/serve.log", 1),
+    ...               Launch(2, "/x/o.log", 1)])
+    ['exp-a/serve.log', 'exp-b/serve.log', 'o.log']
+    """
+    labels = [la.label for la in launches]
+    paths = [os.path.abspath(la.file).split(os.sep) for la in launches]
+    names = list(labels)
+    for k in range(2, max((len(p) for p in paths), default=0) + 1):
+        if len(set(names)) == len(names):
+            break
+        names = [label if labels.count(label) == 1 else
+                 "/".join(path[-k:]) + (f" #{la.restart + 1}" if la.restart else "")
+                 for label, path, la in zip(labels, paths, launches, strict=True)]
+    return names
+
+
+def _tag(index: int, name: str, args: dict[str, list[Any]], facts: dict[str, list[Any]]) -> str:
     """The launch's label and what sets it apart: the differing arguments where its value is not the
     most common one (else all of its differing arguments), else the same of the differing facts."""
     parts: list[str] = []
@@ -116,7 +140,7 @@ def _tag(index: int, launch: Launch, args: dict[str, list[Any]], facts: dict[str
     text = ", ".join(parts)
     if len(text) > _TAG_CHARS:
         text = text[:_TAG_CHARS - 3] + "..."
-    return f"{launch.label}: {text}" if text else launch.label
+    return f"{name}: {text}" if text else name
 
 
 def _row_preemptions(row: ConcurrencyRow, counts: dict[int, int]) -> int | None:
@@ -149,14 +173,16 @@ def compare(summary: Summary, preemptions: dict[tuple[int, int], int] | None = N
     for la in summary.launches:
         per_file[la.file] = per_file.get(la.file, 0) + 1
     launches = []
+    names = launch_names([la for la, _ in pairs])
     for i, (launch, group) in enumerate(pairs):
         mine = counts.get(launch.index, {})
         tables = [t for t in steps or [] if t.file == launch.file]
         shared = bool(tables) and per_file.get(launch.file, 0) > 1
         launches.append(LaunchComparison(
-            launch=launch, group=group, tag=_tag(i, launch, differing_args, differing_facts),
+            launch=launch, group=group, tag=_tag(i, names[i], differing_args, differing_facts), name=names[i],
             preemptions={r.running: _row_preemptions(r, mine) for r in group.concurrency},
             steps=[] if shared else tables, steps_shared=shared,
         ))
     return Comparison(launches=launches, differing_args=differing_args, differing_facts=differing_facts,
-                      args_unknown=[la.label for la, _ in pairs if la.args is None])
+                      args_unknown=[name for (la, _), name in zip(pairs, names, strict=True)
+                                    if la.args is None])

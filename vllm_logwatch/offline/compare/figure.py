@@ -57,7 +57,7 @@ def legend_names(cmp: Comparison) -> list[str]:
     for f, folder in folders.items():
         by_folder.setdefault(folder, set()).add(f)
     if len(files) < 2 or any(len(group) > 1 for group in by_folder.values()) or "" in by_folder:
-        return [c.launch.label for c in cmp.launches]
+        return [c.name for c in cmp.launches]
     return [folders[c.launch.file] + (f" #{c.launch.restart + 1}" if c.launch.restart else "")
             for c in cmp.launches]
 
@@ -113,7 +113,7 @@ def build_compare_figure(cmp: Comparison, gpus: int | None = None) -> Figure:
         most = max(most, *counts)
         sizes = [marker_area(n) for n in counts]
         colors = [(*to_rgb(color), marker_alpha(n)) for n in counts]
-        label = literal(names[i] + c.tag[len(c.launch.label):])
+        label = literal(names[i] + c.tag[len(c.name):])
         top.fill_between(xs, [r.generation_p10 for r in rows], [r.generation_p90 for r in rows],
                          color=color, alpha=0.15, linewidth=0)
         top.plot(xs, [r.generation_median for r in rows], color=color, linewidth=1.6, label=label)

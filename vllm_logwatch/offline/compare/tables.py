@@ -98,10 +98,10 @@ def _json(cmp: Comparison, asked: Asked, scripts: dict[int, str]) -> str:
 
 
 def _differences(cmp: Comparison, markdown: bool, h: str) -> list[str]:
-    labels = [c.launch.label for c in cmp.launches]
+    labels = [c.name for c in cmp.launches]
     out = [f"{h}Launches", ""]
     out += table_lines(("launch", "model", "vLLM", "file", "line", "legend"),
-                       [[c.launch.label, c.group.model_name or "-", c.launch.vllm_version or "-",
+                       [[c.name, c.group.model_name or "-", c.launch.vllm_version or "-",
                          c.launch.file, str(c.launch.line), c.tag] for c in cmp.launches], markdown)
     out += ["", f"{h}Arguments that differ", ""]
     if len(cmp.launches) < 2:
@@ -181,7 +181,7 @@ def _preempted(n: int | None) -> str:
 
 def _answers(cmp: Comparison, markdown: bool, h: str, asked: Asked, scripts: dict[int, str]) -> list[str]:
     """Start-up seconds, each launch against the previous one of its script, capacity and cost."""
-    labels = [c.launch.label for c in cmp.launches]
+    labels = [c.name for c in cmp.launches]
     out: list[str] = []
     rows = startup_rows(cmp)
     if rows:

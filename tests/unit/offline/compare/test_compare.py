@@ -164,3 +164,36 @@ def test_time_between_tokens_by_running_streams(capsys: pytest.CaptureFixture[st
     assert code == 0, err
     assert "Time between tokens by running streams" not in text
     assert text.count("the file's iteration lines hold other launches too") == 2
+
+
+COMPARE = TESTS / "data" / "compare"
+
+
+def test_launches_of_files_named_alike_are_told_apart_in_the_text(capsys: pytest.CaptureFixture[str],
+                                                                  tmp_path: Path) -> None:
+    """One folder per experiment, each holding a `serve.log`: the text names them by their folders too
+    (it gave both columns `serve.log`), as the picture does."""
+    for folder, run_ in (("exp-a", "mns16-prefix"), ("exp-b", "mns8-prefix")):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "serve.log").write_bytes(next((COMPARE / run_).glob("serve_*.log")).read_bytes())
+    files = [tmp_path / "exp-a" / "serve.log", tmp_path / "exp-b" / "serve.log"]
+    code, out, _ = run(capsys, *map(str, files))
+    assert code == 0
+    header = next(line for line in out.splitlines() if line.startswith("argument"))
+    assert header.split() == ["argument", "exp-a/serve.log", "exp-b/serve.log"]
+    assert "exp-a/serve.log: max_num_seqs=16" in out
+    doc = compare_json(capsys, *files)
+    assert [la["label"] for la in doc["launches"]] == ["exp-a/serve.log: max_num_seqs=16",
+                                                        "exp-b/serve.log: max_num_seqs=8"]
+    assert [(r["launch"], r["previous"]) for r in doc["against_previous"]][:1] == [
+        ("exp-b/serve.log", "exp-a/serve.log")]
+
+
+def test_a_launch_is_set_against_the_previous_launch_of_its_script_and_model_only(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The bundled runs are all `serve_<time>.log`: small-llama's launch was set against tiny-llama's
+    before it and called 60% slower."""
+    doc = compare_json(capsys, *sorted(COMPARE.glob("*/serve_*.log")))
+    models = {la["label"].split(":")[0]: la["model_name"] for la in doc["launches"]}
+    pairs = {(r["launch"], r["previous"]) for r in doc["against_previous"]}
+    assert pairs and all(models[a] == models[b] for a, b in pairs)

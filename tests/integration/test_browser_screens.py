@@ -231,3 +231,18 @@ def test_a_folder_of_many_sources_shows_each_ones_facts_counters_and_ages_from_t
         shoot(page, tmp_path / f"watch-{layout}.png")
         page.context.close()
     assert errors == []
+
+
+def test_a_chart_of_one_stats_line_spans_ten_minutes_around_it(
+        browser: Any, tmp_path: Path, logwatch_watch: Callable[..., Any]) -> None:
+    """A log with one stats line: its charts spanned Jun 2027 to Jun 2029, nothing visible."""
+    log = tmp_path / "serve.cri.log"
+    log.write_bytes((REPO / "tests" / "data" / "lora" / "serve.cri.log").read_bytes())
+    errors: list[str] = []
+    with logwatch_watch(log, "--from-start") as watch:
+        page = open_page(browser, watch.url + "/", errors)
+        spans = poll_until(lambda: page.evaluate("() => window.logwatch && window.logwatch.spans()"),
+                           15, "the charts of the one stats line")
+        assert spans == {"0": {"throughput": 600, "requests": 600, "cache": 600}}
+        page.context.close()
+    assert errors == []

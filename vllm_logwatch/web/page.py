@@ -283,6 +283,15 @@ def _replay(status: Mapping[str, Any]) -> tuple[str, str]:
     return badge, text
 
 
+def _charts_time(status: Mapping[str, Any]) -> str:
+    """What a replay's chart axis is: the replayed stamps, which run ahead of the wall clock."""
+    replay = status.get("replay")
+    if not isinstance(replay, Mapping):
+        return ""
+    speed = _shown(replay.get("speed"), "number", 0)
+    return _e(f" (replay time: the log stamps at {speed}x, ahead of this clock)")
+
+
 def _problems(counters: Mapping[str, Any] | None) -> str:
     problems = _get(counters, "problems")
     if not isinstance(problems, Mapping):
@@ -382,7 +391,7 @@ interval; running, waiting and KV cache usage are instant values; hit rates cove
 </section>
 $sources
 <section id="charts" aria-labelledby="charts-h">
-  <h2 id="charts-h">Last hour</h2>
+  <h2 id="charts-h">Last hour$charts_time</h2>
   <noscript><p class="help">The charts need JavaScript; the table above is the same data, now.</p></noscript>
   <div id="chart-list" data-empty="No points yet: the charts fill as stats lines arrive."></div>
 </section>
@@ -425,6 +434,7 @@ def render(status: Mapping[str, Any], *, now: float | None = None) -> str:
         skipped_hidden="" if skipped_text(status.get("skipped_bytes")) else " hidden",
         child=_child(status),
         sources=_sources(status),
+        charts_time=_charts_time(status),
         states=_attr_json(STATE_LABELS),
         header=_header_cells(),
         rows=rows,

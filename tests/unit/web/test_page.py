@@ -296,3 +296,10 @@ def test_unreadable_stats_lines_are_said_not_waited_for() -> None:
     assert notice is not None, html
     assert notice.group(1).startswith("3 lines look like stats lines but could not be read")
     assert "Waiting" not in notice.group(1)
+
+
+def test_the_charts_of_a_replay_say_their_axis_is_the_replayed_logs_time() -> None:
+    """`logwatch demo` replays stamps at 10x: the axis ran ahead of the wall clock, unexplained."""
+    html = render({"engines": {}, "replay": {"log": "serve.log", "speed": 10, "pass": 2, "failure": ""}})
+    assert "Last hour (replay time: the log stamps at 10x, ahead of this clock)" in html
+    assert "Last hour</h2>" in render({"engines": {}})

@@ -13,6 +13,7 @@
   var HISTORY_AT_LEAST_EVERY_MS = 30000;
   var HISTORY_OVERLAP_S = 30; // refetch a little: engines' lines with the same stamp arrive apart
   var CHART_HEIGHT = 190;
+  var SHORTEST_SPAN_S = 600; // one point (or points of one second): ten minutes around them, as `plot` draws
   var COLOURS = { // Okabe-Ito: told apart with the common colour-vision deficiencies
     blue: "#0072B2", vermillion: "#D55E00", green: "#009E73", orange: "#B26B00", purple: "#AA4499"
   };
@@ -399,6 +400,15 @@
     return Math.max(240, Math.floor(element.getBoundingClientRect().width));
   }
 
+  function xRange(u, min, max) { // uPlot's own range of a single instant spans years
+    var times = u.data[0];
+    if (!times || !times.length || min === null || max === null) return [min, max];
+    var first = times[0], last = times[times.length - 1];
+    if (last - first >= SHORTEST_SPAN_S) return [min, max];
+    var middle = (first + last) / 2;
+    return [middle - SHORTEST_SPAN_S / 2, middle + SHORTEST_SPAN_S / 2];
+  }
+
   function makePlot(label, spec, held, figure) {
     var used = spec.series.filter(function (s) { return s.field !== "mm_cache_hit_rate_pct" || hasValues(held[s.field]); });
     var legend = figure.querySelector(".legend");
@@ -419,7 +429,7 @@
       height: CHART_HEIGHT,
       legend: { show: false },
       cursor: { drag: { x: false, y: false } },
-      scales: { x: { time: true }, y: spec.range ? { range: spec.range } : { range: function (u, min, max) {
+      scales: { x: { time: true, range: xRange }, y: spec.range ? { range: spec.range } : { range: function (u, min, max) {
         return [0, max > 0 ? max * 1.1 : 1];
       } } },
       axes: [
@@ -522,6 +532,17 @@
       Object.keys(charts).forEach(function (label) {
         out[label] = {};
         CHARTS.forEach(function (spec) { out[label][spec.key] = charts[label].plots[spec.key].data[0].length; });
+      });
+      return out;
+    },
+    spans: function () { // per engine and chart: the seconds its time axis spans
+      var out = {};
+      Object.keys(charts).forEach(function (label) {
+        out[label] = {};
+        CHARTS.forEach(function (spec) {
+          var x = charts[label].plots[spec.key].scales.x;
+          out[label][spec.key] = x.max - x.min;
+        });
       });
       return out;
     },

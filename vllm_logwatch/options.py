@@ -21,17 +21,28 @@ if TYPE_CHECKING:
 __all__ = ["COMMANDS", "HELP", "build_parser"]
 
 
-_EPILOG = "Docs: README.md, docs/. Metric names: docs/metrics.md. Exit codes, signals: each command's --help."
+_EPILOG = ("Docs: README.md and docs/ in the source tree (not in the installed package); metric names: "
+           "docs/metrics.md. Exit codes, signals: each command's --help.")
 
 
-_OFFLINE_EPILOG = ("Exit codes: 0 ok, 1 no records of the asked kind in the inputs, 2 usage or I/O error "
-                   "(one line on stderr). A reader of stdout that goes away (| head) ends it quietly.")
+def _offline_epilog(none: str) -> str:
+    """Exit codes of an offline command; `none`: what exit code 1 means for it."""
+    return (f"Exit codes: 0 ok, 1 {none} in the inputs, 2 usage or I/O error (one line on stderr). A "
+            "reader of stdout that goes away (| head) ends it quietly.")
 
 
-_SERVE_EPILOG = ("Signals: SIGTERM and SIGHUP stop it cleanly (state file written), exit 0; SIGINT (Ctrl+C) "
-                 "the same, exit 130. A reader of stdout that goes away never stops it. Exit code 2: a "
-                 "usage error at start (one line on stderr). Docs: docs/watch.md; metric names: "
-                 "docs/metrics.md.")
+_OFFLINE_EPILOG = _offline_epilog("no records of the asked kind")
+_STATS_EPILOG = _offline_epilog("no stats line")
+
+
+def _serve_epilog(state: str) -> str:
+    return (f"Signals: SIGTERM and SIGHUP stop it cleanly{state}, exit 0; SIGINT (Ctrl+C) the same, exit "
+            "130. A reader of stdout that goes away never stops it. Exit code 2: a usage error at start "
+            "(one line on stderr). Docs: docs/watch.md; metric names: docs/metrics.md.")
+
+
+_SERVE_EPILOG = _serve_epilog(" (state file written)")
+_DEMO_EPILOG = _serve_epilog(" (its temporary folder removed)")
 
 
 _RUN_EPILOG = ("Signals: SIGTERM, SIGINT and SIGHUP (an ssh session closing) send SIGTERM to vLLM's process "
@@ -156,7 +167,7 @@ def _add_summary(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
             "them, speculative decoding (drafted, accepted, acceptance) and KV transfers (by result, "
             "GiB, transfer times). The output says what each column means."
         ),
-        epilog=_OFFLINE_EPILOG,
+        epilog=_STATS_EPILOG,
     )
     p.add_argument("files", nargs="+", metavar="FILE", help="log files, globs, or - for stdin")
     p.add_argument("--by", choices=("launch", "engine", "none", "lora"), default="launch",
@@ -182,7 +193,7 @@ def _add_plot(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             "line per engine, and below them generation tok/s against running requests. Needs "
             "matplotlib: pip install matplotlib (in a clone: pip install '.[plot]')."
         ),
-        epilog=_OFFLINE_EPILOG,
+        epilog=_STATS_EPILOG,
     )
     p.add_argument("files", nargs="+", metavar="FILE", help="log files, globs, or - for stdin")
     p.add_argument("-o", "--output", required=True, metavar="IMAGE",
@@ -249,7 +260,7 @@ def _add_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             "new launch file per pass, forever, and serve it exactly like 'logwatch watch' does. The "
             "folder is removed on exit."
         ),
-        epilog=_SERVE_EPILOG,
+        epilog=_DEMO_EPILOG,
     )
     p.add_argument("--speed", metavar="X", help=option_help(DemoSettings, "speed"))
     _add_listen_options(p, DemoSettings)

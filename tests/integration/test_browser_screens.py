@@ -233,9 +233,10 @@ def test_a_folder_of_many_sources_shows_each_ones_facts_counters_and_ages_from_t
     assert errors == []
 
 
-def test_a_chart_of_one_stats_line_spans_ten_minutes_around_it(
+def test_a_chart_of_one_stats_line_spans_ten_minutes_and_a_narrow_page_shows_the_whole_caption(
         browser: Any, tmp_path: Path, logwatch_watch: Callable[..., Any]) -> None:
-    """A log with one stats line: its charts spanned Jun 2027 to Jun 2029, nothing visible."""
+    """A log with one stats line: its charts spanned Jun 2027 to Jun 2029, nothing visible. At 420 px
+    the engines table scrolls sideways, and its caption, inside the scroll box, was cut mid-sentence."""
     log = tmp_path / "serve.cri.log"
     log.write_bytes((REPO / "tests" / "data" / "lora" / "serve.cri.log").read_bytes())
     errors: list[str] = []
@@ -245,4 +246,15 @@ def test_a_chart_of_one_stats_line_spans_ten_minutes_around_it(
                            15, "the charts of the one stats line")
         assert spans == {"0": {"throughput": 600, "requests": 600, "cache": 600}}
         page.context.close()
+        narrow = browser.new_context(viewport={"width": 420, "height": 900}).new_page()
+        narrow.goto(watch.url + "/")
+        box = narrow.evaluate("""() => { const table = document.getElementById('engines');
+          const text = document.getElementById(table.getAttribute('aria-describedby') || 'none')
+            || table.querySelector('caption');
+          const r = text.getBoundingClientRect();
+          return {right: r.right, wide: table.getBoundingClientRect().width,
+                  text: text.textContent.trim()}; }""")
+        assert box["wide"] > 420 and box["right"] <= 420, box  # the table scrolls, its caption does not
+        assert box["text"].startswith("Values of each engine's last stats line.")
+        narrow.context.close()
     assert errors == []

@@ -32,3 +32,18 @@ def test_help_matches_committed_text(command: str) -> None:
     if os.environ.get("LOGWATCH_REGEN_GOLDEN"):
         golden.write_text(text)
     assert text == golden.read_text()
+
+
+def test_each_help_says_what_its_command_does() -> None:
+    """summary and plot have no --kind, demo has no state file, and the installed package holds no
+    docs/: their help said otherwise."""
+    from vllm_logwatch.options import build_parser
+
+    parser = build_parser()
+    helps = {name: p.format_help() for name, p in parser._subparsers._group_actions[0].choices.items()}  # type: ignore[union-attr]
+    for command in ("summary", "plot"):
+        assert "asked kind" not in helps[command] and "1 no stats line in the inputs" in " ".join(
+            helps[command].split())
+    assert "asked kind" in helps["parse"]
+    assert "state file" not in helps["demo"] and "state file written" in helps["watch"]
+    assert "in the source tree" in " ".join(parser.format_help().split())

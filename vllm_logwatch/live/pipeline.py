@@ -245,16 +245,18 @@ class Pipeline:
             self._ended = True
             with self.keeper.gate:
                 self.readers.flush_all()  # a record the assembler holds: nothing will complete it now
-            log.info("%s ended: nothing more to read; still serving the metrics read from it",
-                     self.follower.status()["target"])
+            log.info("%s ended: nothing more to read (%d lines read in %.1f s); still serving the metrics "
+                     "read from it", self.follower.status()["target"], self._lines_applied,
+                     time.monotonic() - self._started)
 
     def _caught_up(self) -> None:
         """After a poll: a poll with no line ends the replay of a backlog; the first poll that opened a
         file at an offset reads its launch's start-up facts from before it."""
-        if self._replaying and not self._had_lines:
+        if self._replaying and (not self._had_lines or self.follower.ended):
             self._replaying = False
             self.readers.set_replay(False)
-            if self._lines_applied:  # one line when a backlog was read (nothing on a quiet start)
+            # one line when a backlog was read (nothing on a quiet start; a stream's end says it)
+            if self._lines_applied and not self.follower.ended:
                 log.info("caught up: %d lines of backlog read in %.1f s; following new lines",
                          self._lines_applied, time.monotonic() - self._started)
         self._had_lines = False

@@ -379,14 +379,15 @@ $child
 <section aria-labelledby="engines-h">
   <h2 id="engines-h">Engines now</h2>
   <div class="table-wrap">
-  <table id="engines" data-states="$states" data-empty="No stats line yet">
-    <caption>Values of each engine's last stats line. Throughputs are averages over vLLM's stats \
-interval; running, waiting and KV cache usage are instant values; hit rates cover recent requests.</caption>
+  <table id="engines" data-states="$states" data-empty="No stats line yet" aria-describedby="engines-about">
     <thead><tr>$header</tr></thead>
     <tbody>$rows</tbody>
   </table>
   <template id="row-template">$row_template</template>
   </div>
+  <p id="engines-about" class="help">Values of each engine's last stats line. Throughputs are averages \
+over vLLM's stats interval; running, waiting and KV cache usage are instant values; hit rates cover recent \
+requests.</p>
   <p class="help">$state_help</p>
 </section>
 $sources

@@ -333,3 +333,25 @@ def test_a_backlog_is_applied_a_megabyte_at_a_time(tmp_path: Path, rigs: Callabl
     rig = rigs(log, from_start=True)
     per_poll = (1 << 20) // len(STATS[0].encode())
     assert per_poll <= rig.pipeline.step() <= per_poll + 1
+
+
+def test_a_stream_read_to_its_end_says_it_ended_and_never_that_it_follows_new_lines(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """`cat serve.log | logwatch watch -` said '<stdin> ended: nothing more to read', then 'caught up:
+    ... following new lines'."""
+    from vllm_logwatch.following.stream import StreamSource
+
+    r, w = os.pipe()
+    os.write(w, "".join(REAL_LINES[:50]).encode())
+    os.close(w)
+    pipeline = Pipeline(StreamSource(r, poll_interval=0.01), ExporterMetrics())
+    caplog.set_level(logging.INFO, logger="vllm_logwatch.live.pipeline")
+    deadline = time.monotonic() + 5
+    while not pipeline.follower.ended and time.monotonic() < deadline:
+        pipeline.step()
+    for _ in range(3):
+        pipeline.step()
+    said = [record.getMessage() for record in caplog.records]
+    assert any("ended: nothing more to read" in line and "50 lines read" in line for line in said), said
+    assert not any("following new lines" in line for line in said), said
+    pipeline.stop()

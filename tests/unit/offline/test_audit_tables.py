@@ -41,7 +41,7 @@ def test_markdown_holds_no_markup_and_one_row_per_run() -> None:
     assert "\x1b" not in md and "<" not in md and ">" not in md
     lines = md.splitlines()
     assert [line for line in lines if line.startswith("|")] == lines[:4]  # the head, its rule, two runs
-    assert all(line.count(" | ") == 15 for line in lines[:4])
+    assert all(line.count(" | ") == 17 for line in lines[:4])
     assert "&lt;img src=x onerror=alert(1)&gt;\\|x\\|\\n# heading" in lines[2]
     assert not any(line.startswith("#") for line in lines)
     assert "another model: the benchmark's model is \\x1b]0;pwned" in md

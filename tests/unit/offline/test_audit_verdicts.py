@@ -21,9 +21,9 @@ from vllm_logwatch.parsing.events import EngineStats
 T0 = datetime(2026, 12, 2, 2, 0, 0, tzinfo=timezone.utc)
 
 
-def run(start: int, end: int, conc: int = 4, model: str = "m") -> Run:
+def run(start: int, end: int, conc: int = 4, model: str = "m", itl_ms: float | None = None) -> Run:
     return Run("r.json", "vllm bench serve", model, T0 + timedelta(seconds=start),
-               T0 + timedelta(seconds=end), conc, None, 100.0, 10, 0)
+               T0 + timedelta(seconds=end), conc, None, 100.0, 10, 0, itl_ms)
 
 
 def line(second: int, running: int, waiting: int = 0, engine: int = 0, gen: float = 50.0) -> EngineStats:
@@ -51,6 +51,22 @@ def test_engines_of_one_time_add_up_and_another_model_is_named() -> None:
     [w], _ = find_windows([run(0, 4)], [(other, line(s, 2)) for s in range(0, 5)])
     [verdict] = judge(w, measure(w))
     assert verdict.kind == "another model" and "other (5 lines)" in verdict.why
+
+
+@pytest.mark.parametrize(("itl_ms", "differs"),
+                         [(80.0, False), (70.0, False), (69.0, True), (94.0, False), (95.0, True)])
+def test_server_time_between_tokens_against_the_client_s_itl(itl_ms: float, differs: bool) -> None:
+    """4 running at 50 tok/s: a stream's token every 80 ms (Little's law); more than 15% off the client's
+    mean ITL is a verdict with both numbers."""
+    lm = launch("m")
+    records = [(lm, line(s, 4)) for s in range(0, 10)]
+    [w], _ = find_windows([run(0, 9, itl_ms=itl_ms)], records)
+    m = measure(w)
+    assert m.server_tbt_ms == pytest.approx(80.0)
+    found = [v for v in judge(w, m) if v.kind == "time between tokens differs"]
+    assert bool(found) == differs
+    if found:
+        assert "80.00 ms" in found[0].why and f"ITL {itl_ms:.2f} ms" in found[0].why
 
 
 def test_a_clock_offset_moves_the_window() -> None:

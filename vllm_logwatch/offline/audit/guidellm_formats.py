@@ -55,6 +55,8 @@ class _Rates(_Loose):
 class _Metrics(_Loose):
     request_totals: _Totals
     output_tokens_per_second: _Rates | None = None
+    inter_token_latency_ms: _Rates | None = None
+    time_per_output_token_ms: _Rates | None = None
 
 
 class _Benchmark(_Loose):
@@ -100,6 +102,11 @@ def _model(report: GuideLLMFile) -> str | None:
     return spec.backend.model if spec and spec.backend else None
 
 
+def _mean(rates: _Rates | None) -> float | None:
+    """The successful requests' mean of a GuideLLM distribution."""
+    return rates.successful.mean if rates and rates.successful else None
+
+
 def guidellm_runs(report: GuideLLMFile, where: str) -> list[Run]:
     """The runs of a GuideLLM report (`Run`s of results.py)."""
     model = _model(report)
@@ -116,5 +123,6 @@ def guidellm_runs(report: GuideLLMFile, where: str) -> list[Run]:
             datetime.fromtimestamp(b.end_time, timezone.utc),
             concurrency, rate, tok_s.successful.mean if tok_s and tok_s.successful else None,
             t.successful, t.errored + t.incomplete,
+            _mean(b.metrics.inter_token_latency_ms), _mean(b.metrics.time_per_output_token_ms),
         ))
     return runs

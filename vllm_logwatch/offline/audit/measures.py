@@ -3,6 +3,10 @@
 The lines of one timestamp (one per engine of a data-parallel server) are added into one sample:
 Running, Waiting and the generation throughput are sums over engines, the KV cache usage their
 highest. Percentiles are the nearest-rank ones of those samples (a median of 4 and 5 is 4.5).
+
+The server's time between tokens is `summary`'s (Little's law): sum of Running / sum of generation tok/s
+over the samples whose Running the sample before printed too (held the whole interval) and that are
+decode-dominated (generation tok/s at least DECODE_MIN_SHARE of the prompt tok/s).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from datetime import datetime
 from ...parsing.events import EngineStats
 from ...parsing.stamps import utc
 from ..reading.launches import Launch
+from ..summary.build import DECODE_MIN_SHARE
 from .windows import Window
 
 __all__ = ["Measures", "max_num_seqs", "measure"]
@@ -47,6 +52,9 @@ class Measures:
     """Mean over the samples of the summed `Avg generation throughput`."""
     max_num_seqs: int | None
     """The launch's `--max-num-seqs` (its arguments, else the engine's config line)."""
+    server_tbt_ms: float | None = None
+    """The time between a stream's tokens, from the log: 1000 x sum of Running / sum of generation tok/s
+    over the held decode-dominated samples (None: none)."""
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -75,7 +83,13 @@ def measure(window: Window) -> Measures:
     held = 0
     gen: list[float] = []
     kv: list[float] = []
+    streams, generated, before = 0, 0.0, None
     for lines in by_time.values():
+        g = sum(e.generation_throughput or 0.0 for e in lines)
+        now = sum(e.running or 0 for e in lines)
+        if now == before and g > 0 and g >= DECODE_MIN_SHARE * sum(e.prompt_throughput or 0.0 for e in lines):
+            streams, generated = streams + now, generated + g
+        before = now
         if any(e.running is not None for e in lines):
             running.append(float(sum(e.running or 0 for e in lines)))
         if any(e.waiting is not None for e in lines):
@@ -103,4 +117,5 @@ def measure(window: Window) -> Measures:
         mm_hit_pct=mm[-1] if mm else None,
         server_gen_tok_s=statistics.fmean(gen) if gen else None,
         max_num_seqs=cap,
+        server_tbt_ms=1000.0 * streams / generated if streams and generated > 0 else None,
     )

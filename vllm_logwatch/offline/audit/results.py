@@ -61,6 +61,8 @@ class VllmBenchResult(BaseModel):
     max_concurrency: PositiveInt | None = None
     request_rate: PositiveFloat | None = None
     output_throughput: float | None = None
+    mean_itl_ms: float | None = None
+    mean_tpot_ms: float | None = None
 
     @field_validator("date", mode="before")
     @classmethod
@@ -96,7 +98,11 @@ class VllmBenchResult(BaseModel):
         start = (utc(end) - timedelta(seconds=self.duration)).astimezone(end.tzinfo)
         return Run(source, "vllm bench serve", self.model_id, start, end,
                    self.max_concurrency, self.request_rate, self.output_throughput, self.completed,
-                   self.failed)
+                   self.failed, _finite(self.mean_itl_ms), _finite(self.mean_tpot_ms))
+
+
+def _finite(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) and value >= 0 else None
 
 
 _KEEP: dict[str | None, Keep] = {**wanted(VllmBenchResult), **wanted(GuideLLMFile)}

@@ -27,6 +27,10 @@ class Run:
     """The client's output tokens per second."""
     completed: int | None
     failed: int | None
+    itl_ms: float | None = None
+    """The client's mean inter-token latency (the gap between a stream's tokens after its first)."""
+    tpot_ms: float | None = None
+    """The client's mean time per output token after the first (a request's mean, averaged)."""
 
     @property
     def label(self) -> str:

@@ -15,13 +15,15 @@ from ...shown import json_safe, printable
 from ...shown import shown_number as _f
 from ..summary.tables import table_lines
 from .measures import Measures
-from .verdicts import Verdict
+from .run import Run
+from .verdicts import Verdict, client_tbt
 from .windows import Window
 
 __all__ = ["Audited", "render_audit"]
 
 _HEAD = ("run", "asked", "model", "launch", "lines", "Running med", "p10", "p90", "waiting",
-         "KV peak %", "preempt", "prefix hit %", "client tok/s", "server tok/s", "failed", "verdict")
+         "KV peak %", "preempt", "prefix hit %", "client tok/s", "server tok/s", "client TBT ms",
+         "server TBT ms", "failed", "verdict")
 
 
 @dataclass(frozen=True)
@@ -44,7 +46,12 @@ def _row(n: int, a: Audited) -> list[str]:
             _f(m.running_p10), _f(m.running_p90),
             "-" if m.waiting_share is None else f"{m.waiting_share:.0%}", _f(m.kv_peak_pct),
             _i(m.preemptions), _f(m.prefix_hit_pct), _f(run.output_tok_s), _f(m.server_gen_tok_s),
-            _i(run.failed), ", ".join(v.kind for v in a.verdicts)]
+            _client_tbt(run), _f(m.server_tbt_ms, 2), _i(run.failed), ", ".join(v.kind for v in a.verdicts)]
+
+
+def _client_tbt(run: Run) -> str:
+    found = client_tbt(run)
+    return "-" if found is None else f"{found[1]:,.2f} {found[0]}"
 
 
 def _markdown_text(text: str) -> str:
@@ -74,6 +81,7 @@ def _json(audits: list[Audited]) -> str:
             "start": run.start.isoformat(), "end": run.end.isoformat(),
             "concurrency": run.concurrency, "rate": run.rate, "client_output_tok_s": run.output_tok_s,
             "completed": run.completed, "failed": run.failed,
+            "client_itl_ms": run.itl_ms, "client_tpot_ms": run.tpot_ms,
             "launch": a.window.launch.label if a.window.launch else None,
             "other_models": a.window.other_models,
             "server": asdict(a.measures),

@@ -53,6 +53,8 @@ def _row_json(r: ConcurrencyRow, preemptions: int | None) -> dict[str, Any]:
     return {"running": r.running, "running_min": r.lo, "running_max": r.hi, "intervals": r.intervals,
             "gen_tps_median": r.generation_median, "gen_tps_p90": r.generation_p90,
             "gen_tps_p10": r.generation_p10, "per_request_tps_median": r.per_request_median,
+            "per_request_tps": r.per_request_tps, "tbt_ms": r.tbt_ms, "decode_intervals": r.decode_intervals,
+            "few_intervals": r.few,
             "prompt_tps_median": r.prompt_median, "kv_cache_usage_median_pct": r.kv_cache_usage_median_pct,
             "waiting_share": r.waiting_share, "preemptions": preemptions}
 
@@ -158,15 +160,15 @@ def _launch_tables(c: LaunchComparison, markdown: bool) -> list[str]:
 
 
 def _step_tables(c: LaunchComparison, markdown: bool) -> list[str]:
-    """The time between tokens by running streams (summary/steps.py's tables), where the launch's file
+    """The engine step time by running streams (summary/steps.py's tables), where the launch's file
     has iteration lines."""
     if c.steps_shared:
-        return ["", "Time between tokens: the file's iteration lines hold other launches too (see "
+        return ["", "Engine step time: the file's iteration lines hold other launches too (see "
                 "`logwatch summary` on it)."]
     out: list[str] = []
     for t in c.steps:
         engine = "" if t.engine is None else f", engine {t.engine}"
-        title = f"Time between tokens by running streams (engine steps{engine})"
+        title = f"Engine step time by running streams{engine}"
         out += ["", _heading(title, markdown, 3), ""]
         rows = [[str(r.running), f"{r.steps:,}", f"{r.p50_ms:g}", f"{r.p90_ms:g}"] for r in t.rows]
         out += table_lines(("running", "steps", "step ms p50", "step ms p90"), rows, markdown)
@@ -227,7 +229,7 @@ def render_comparison(cmp: Comparison, fmt: str = "text", asked: Asked | None = 
             "launch's script: its file name without a trailing timestamp)"]
     out += answer_notes(asked, bullet)
     if any(c.steps for c in cmp.launches):
-        out += [f"{bullet}time between tokens, {name}: {text}" for name, text in STEP_COLUMNS.items()]
+        out += [f"{bullet}engine step time, {name}: {text}" for name, text in STEP_COLUMNS.items()]
     if any(c.group.matrix for c in cmp.launches):
         out += ["", MATRIX_CAVEAT]
     out += ["", NOT_IN_LOG, ""]

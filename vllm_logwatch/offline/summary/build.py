@@ -5,13 +5,23 @@ renders it as text, Markdown or JSON; `summary_cmd.run_summary` reads files and 
 
 An *interval* is one stats line, or, when several engines print at the same second, their lines
 summed (aggregate throughput and requests; mean KV usage). Intervals with nothing running are idle:
-they count in the totals, not in the medians or the concurrency table.
+they count in the totals, not in the medians or the concurrency table. A stats line's throughput is an
+average over the interval before it, its Running count an instant at its end: an interval is *held* at
+a count when the line before it printed the same count (or, bucketed, a count of the same bucket), and
+only held intervals make the concurrency rows (the window in which a load started, stopped or changed,
+and the partial window after start-up or idle, are left out).
+
+The time between tokens of a row is Little's law over its held decode-dominated intervals: each running
+stream gets a token every running / generation-tok/s seconds, so the row's is sum(running) /
+sum(generation tok/s) (the intervals are of one length): the mean gap between a stream's tokens as a
+benchmark client measures it (its ITL), scheduling, output processing and the front end included.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
+from array import array
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -30,7 +40,8 @@ from .matrix import Matrix, build_matrix
 from .sorting import sorted_ratios, sorted_selected
 
 __all__ = [
-    "STEADY_MAX_PROMPT_SHARE", "ConcurrencyRow", "GroupSummary", "SpecSummary", "Summary", "TransferSummary",
+    "DECODE_MIN_SHARE", "FEW_INTERVALS", "STEADY_MAX_PROMPT_SHARE", "ConcurrencyRow", "GroupSummary",
+    "SpecSummary", "Summary", "TransferSummary",
     "bucket_of", "quantile", "summarize",
 ]
 Record = EngineStats | SpecDecodeStats | TransferStats | MfuStats | FastMfu
@@ -38,6 +49,11 @@ Record = EngineStats | SpecDecodeStats | TransferStats | MfuStats | FastMfu
 By = Literal["launch", "engine", "none"]
 STEADY_MAX_PROMPT_SHARE = 0.02
 """Steady decode: prompt tok/s at most this share of generation tok/s (no prefill burst)."""
+FEW_INTERVALS = 3
+"""A concurrency row resting on fewer held intervals than this is marked (`ConcurrencyRow.few`)."""
+DECODE_MIN_SHARE = 0.5
+"""Decode-dominated: generation tok/s at least this share of prompt tok/s (an interval mostly spent in
+prefills has requests counted in Running that produce no token yet)."""
 _FEW_DISTINCT = 8
 """Up to this many distinct running counts: one row each instead of power-of-two buckets."""
 _Key = tuple[int, ...]
@@ -103,6 +119,14 @@ class ConcurrencyRow:
     prompt_median: float
     kv_cache_usage_median_pct: float | None
     waiting_share: float
+    decode_intervals: int = 0
+    """Held intervals that were decode-dominated (`DECODE_MIN_SHARE`): those the two figures below rest on."""
+    per_request_tps: float | None = None
+    """Sum of generation tok/s / sum of running over the decode-dominated intervals: one stream's speed."""
+    tbt_ms: float | None = None
+    """1000 / per_request_tps: the time between a stream's tokens (Little's law; the module says how)."""
+    few: bool = False
+    """Fewer than `FEW_INTERVALS` held intervals: read the row with care."""
 
 
 @dataclass
@@ -141,6 +165,9 @@ class GroupSummary:
     """The engines' mean stats interval (None: not known)."""
     capacity: list[CapacityCurve] = field(default_factory=list)
     """Per-stream speed by running count, nothing waiting (`capacity.py`): the launch's, then per context."""
+    tbt_ms: float | None = None
+    """The time between tokens over every held decode-dominated interval (Little's law, weighted by the
+    tokens: sum of running / sum of generation tok/s): the launch's, as vLLM's mean ITL is."""
 
     @property
     def span_seconds(self) -> float | None:
@@ -169,20 +196,25 @@ def _engine_label(engines: dict[int | None, int | None]) -> str:
     return ",".join(sorted(names, key=lambda n: (len(n), n)))
 
 
-# An interval's code (one byte): its row's number (1-15; 0: nothing running) and three flags.
-_ROW, _STEADY, _WAITING, _KV = 15, 16, 32, 64
+# An interval's code (one byte): its row's number (1-15; 0: nothing running) and four flags.
+_ROW, _STEADY, _WAITING, _KV, _HELD = 15, 16, 32, 64, 128
 
 
 def _codes(g: _Group, exact: bool) -> tuple[bytes, list[tuple[int, int | None]]]:
-    """Each interval's code, and the rows' keys (running counts or buckets, row number i at i - 1)."""
+    """Each interval's code, and the rows' keys (running counts or buckets, row number i at i - 1).
+    `_HELD`: the interval before it is of the same row (the count held the whole interval)."""
     busy_counts = {r for r in set(g.running) if r > 0}
     keys = sorted({(r, r) if exact else bucket_of(r) for r in busy_counts})
     number = {r: keys.index((r, r) if exact else bucket_of(r)) + 1 for r in busy_counts}
+    number[0] = 0
+    rows = [number[r] if r > 0 else 0 for r in g.running]
     share = STEADY_MAX_PROMPT_SHARE
     codes = bytes(
-        0 if r <= 0 else number[r] | (_STEADY if w == 0 and p <= share * gen else 0)
+        0 if row == 0 else row | (_STEADY if w == 0 and p <= share * gen else 0)
         | (_WAITING if w > 0 else 0) | (_KV if kv == kv else 0)  # kv == kv: not NaN
-        for p, gen, r, w, kv in zip(g.prompt, g.generation, g.running, g.waiting, g.kv, strict=True)
+        | (_HELD if row == before else 0)
+        for p, gen, row, before, w, kv in zip(g.prompt, g.generation, rows, [0, *rows[:-1]], g.waiting, g.kv,
+                                              strict=True)
     )
     return codes, keys
 
@@ -196,42 +228,48 @@ def _mask(codes: bytes, row: int, flags: int = 0) -> bytes:
 
 
 def _concurrency(g: _Group, codes: bytes, keys: list[tuple[int, int | None]],
-                 flag: int) -> tuple[list[ConcurrencyRow], float | None]:
-    """Rows over the busy intervals with `flag` (0: all; `_STEADY`): one per running count or bucket;
-    and the median generation throughput of all their intervals. One column is sorted at a time (a
-    list of its row's values, then dropped): the generation of all the intervals first (their median),
-    then each row's columns."""
-    masks = [(number, lo, hi, _mask(codes, number, flag))
-             for number, (lo, hi) in enumerate(keys, start=1)]
-    every = sorted_selected(g.generation, _mask(codes, 0, flag))  # the rows' intervals, all of them
-    median = _median_sorted(every) if len(every) else None
-    del every
-    generation: dict[int, tuple[float, float, float]] = {}
-    for number, _lo, _hi, rows in masks:
-        gen = sorted_selected(g.generation, rows)
-        if len(gen):
-            generation[number] = (_median_sorted(gen), _quantile_sorted(gen, 0.9), _quantile_sorted(gen, 0.1))
-        del gen
+                 flag: int) -> list[ConcurrencyRow]:
+    """Rows over the held intervals with `flag` (`_HELD`, or with `_STEADY`): one per running count or
+    bucket. One column is sorted at a time (a list of its row's values, then dropped)."""
     out = []
-    for number, lo, hi, rows in masks:
-        if number not in generation:
-            continue
+    for number, (lo, hi) in enumerate(keys, start=1):
+        rows = _mask(codes, number, flag)
         intervals = rows.count(1)
+        if not intervals:
+            continue
+        gen = sorted_selected(g.generation, rows)
+        median, p90, p10 = _median_sorted(gen), _quantile_sorted(gen, 0.9), _quantile_sorted(gen, 0.1)
+        del gen
         kv = sorted_selected(g.kv, _mask(codes, number, flag | _KV))
+        decode, generated, streams = _little(g, rows)
         out.append(ConcurrencyRow(
             running=_bucket_label(lo, hi),
             lo=lo,
             hi=hi,
             intervals=intervals,
-            generation_median=generation[number][0],
-            generation_p90=generation[number][1],
-            generation_p10=generation[number][2],
+            generation_median=median,
+            generation_p90=p90,
+            generation_p10=p10,
             per_request_median=_median_sorted(sorted_ratios(g.generation, g.running, rows)),
             prompt_median=_median_sorted(sorted_selected(g.prompt, rows)),
             kv_cache_usage_median_pct=_median_sorted(kv) if len(kv) else None,
             waiting_share=_mask(codes, number, flag | _WAITING).count(1) / intervals,
+            decode_intervals=decode,
+            per_request_tps=generated / streams if generated > 0 else None,
+            tbt_ms=1000.0 * streams / generated if generated > 0 else None,
+            few=intervals < FEW_INTERVALS,
         ))
-    return out, median
+    return out
+
+
+def _little(g: _Group, rows: bytes) -> tuple[int, float, int]:
+    """Over the intervals `rows` keeps that are decode-dominated: their number, their generation tok/s
+    summed and their running counts summed (Little's law: the module's docstring)."""
+    count, generated, streams = 0, 0.0, 0
+    for gen, prompt, running in compress(zip(g.generation, g.prompt, g.running, strict=True), rows):
+        if gen > 0 and gen >= DECODE_MIN_SHARE * prompt:
+            count, generated, streams = count + 1, generated + gen, streams + running
+    return count, generated, streams
 
 
 def _last_hits(g: _Group) -> tuple[float | None, float | None]:
@@ -250,8 +288,14 @@ def _finish(g: _Group) -> GroupSummary:
     n = len(g.generation)
     exact = len({r for r in set(g.running) if r > 0}) <= _FEW_DISTINCT
     codes, keys = _codes(g, exact)
-    concurrency, median_generation = _concurrency(g, codes, keys, 0)
+    concurrency = _concurrency(g, codes, keys, _HELD)
+    # The running counts of the held intervals, 0 for the others (the matrix and capacity read no others).
+    held = array("q", (r if c & _HELD else 0 for r, c in zip(g.running, codes, strict=True)))
+    every = sorted_selected(g.generation, _mask(codes, 0))  # the busy intervals, all of them
+    median_generation = _median_sorted(every) if len(every) else None
+    del every
     n_busy = _mask(codes, 0).count(1)
+    _, generated, streams = _little(g, _mask(codes, 0, _HELD))
     busy_kv = _mask(codes, 0, _KV)
     n_busy_kv = busy_kv.count(1)  # as `statistics.fmean`: the exact sum over the count
     n_waiting = _mask(codes, 0, _WAITING).count(1)
@@ -276,32 +320,35 @@ def _finish(g: _Group) -> GroupSummary:
         prefix_cache_hit_rate_pct=prefix,
         mm_cache_hit_rate_pct=mm,
         concurrency=concurrency,
-        steady_decode=_concurrency(g, codes, keys, _STEADY)[0],
+        steady_decode=_concurrency(g, codes, keys, _HELD | _STEADY),
         spec=g.spec.finish(g.estimates.values()),
         transfers=g.transfers.finish(g.estimates.values()),
-        matrix=_matrix(g, launches),
+        matrix=_matrix(g, launches, held),
         launch_index=launches[0].index if len(launches) == 1 else None,
         busy_windows=sum(1 for p, gen in zip(g.prompt, g.generation, strict=True) if p > 0 or gen > 0),
         interval_seconds=statistics.fmean(intervals) if intervals else None,
-        capacity=_capacity(g, launches),
+        capacity=_capacity(g, launches, held),
+        tbt_ms=1000.0 * streams / generated if generated > 0 else None,
     )
 
 
-def _capacity(g: _Group, launches: list[Launch]) -> list[CapacityCurve]:
-    """The capacity curves of a group of one launch (per context row when its KV cache size is known)."""
+def _capacity(g: _Group, launches: list[Launch], held: Sequence[int]) -> list[CapacityCurve]:
+    """The capacity curves of a group of one launch (per context row when its KV cache size is known),
+    over its held intervals (`held`: their running counts, 0 for the others)."""
     if len(launches) != 1:
         return []
     tokens = launches[0].facts.get("kv_cache_tokens")
-    return capacity_curves(g.running, g.generation, g.waiting, g.kv,
+    return capacity_curves(held, g.generation, g.waiting, g.kv,
                            tokens if isinstance(tokens, int) else None, max(1, len(g.engines)))
 
 
-def _matrix(g: _Group, launches: list[Launch]) -> Matrix | None:
-    """The matrix of a group of one launch that logged its KV cache size in tokens."""
+def _matrix(g: _Group, launches: list[Launch], held: Sequence[int]) -> Matrix | None:
+    """The matrix of a group of one launch that logged its KV cache size in tokens, over its held
+    intervals (`held`: their running counts, 0 for the others)."""
     tokens = launches[0].facts.get("kv_cache_tokens") if len(launches) == 1 else None
     if not isinstance(tokens, int):
         return None
-    return build_matrix(g.running, g.kv, g.generation, tokens, max(1, len(g.engines)), bucket_of)
+    return build_matrix(held, g.kv, g.generation, tokens, max(1, len(g.engines)), bucket_of)
 
 
 def summarize(records: Iterable[tuple[Launch, Record | FastBlock]], by: By = "launch") -> Summary:

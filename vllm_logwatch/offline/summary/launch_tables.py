@@ -43,23 +43,27 @@ def mfu_table(groups: list[Any]) -> Table | None:
 
 
 def matrix_title(title: str, matrix: Matrix) -> str:
-    """`title` (`... (intervals))`), saying what a cell's `ms` is where the launch printed iteration lines."""
+    """`title` (`... (intervals))`), saying what a cell's figures after the intervals are: per-request tok/s
+    and the time between tokens, and the engine step time where the launch printed iteration lines."""
     if any(c.step_ms_median is not None for c in matrix.cells):
-        return title[:-1] + ", ms: median decode step)"
-    return title
+        return title[:-1] + "; per-request tok/s, time between tokens ms, engine step ms median)"
+    return title[:-1] + "; per-request tok/s, time between tokens ms)"
 
 
 def matrix_table(matrix: Matrix) -> Table:
-    """Rows: context; columns: running; cells `median gen tok/s (intervals)`, then `, step ms` (the
-    median decode step's time there) where the launch printed iteration lines."""
+    """Rows: context; columns: running; cells `median gen tok/s (intervals)`, then `; per-request tok/s,
+    TBT ms` and `, step ms` (the median decode step's own time there) where the launch printed iteration
+    lines."""
     rows = []
     for row in matrix.rows:
         cells = []
         for column in matrix.columns:
             cell = matrix.cell(row, column)
             text = "" if cell is None else f"{_f(cell.gen_tps_median, 0)} ({cell.intervals})"
+            if cell is not None and cell.tbt_ms is not None:
+                text += f"; {_f(cell.per_request_tps, 0)}/s, {cell.tbt_ms:g} ms"
             if cell is not None and cell.step_ms_median is not None:
-                text += f", {cell.step_ms_median:g} ms"
+                text += f", step {cell.step_ms_median:g} ms"
             cells.append(text)
         rows.append([row, *cells])
     return ("context \\ running", *matrix.columns), rows

@@ -6,7 +6,9 @@ tokens from the start-up line, each busy interval gives an estimate of the token
 request: KV cache usage x KV cache size in tokens / running. Rows are that estimate rounded to the
 nearest power of two (a row "8K" holds 5.7K-11.6K tokens); columns are running requests in the
 summary's power-of-two buckets; a cell is the median generation tok/s of its intervals and their
-number. Pure: columns of numbers in, a `Matrix` out.
+number, one stream's speed there (generation tok/s summed over running summed) and the time between
+tokens (its inverse: Little's law, as the concurrency table's TBT). Pure: columns of numbers in, a
+`Matrix` out.
 """
 
 from __future__ import annotations
@@ -54,10 +56,15 @@ class MatrixCell:
     gen_tps_median: float
     tokens_per_request_median: float
     """Median of the intervals' own estimates (what the row rounds)."""
+    per_request_tps: float | None = None
+    """Generation tok/s summed over running summed, over the cell's intervals: one stream's speed."""
+    tbt_ms: float | None = None
+    """1000 / per_request_tps: the time between a stream's tokens (Little's law)."""
     decode_steps: int = 0
     """Decode-only steps whose own estimate falls in the cell (`add_step_times`; 0: no iteration lines)."""
     step_ms_median: float | None = None
-    """Their median `iteration elapsed time`: the time between tokens at that context and concurrency."""
+    """Their median `iteration elapsed time`: the engine step time there (not the time between tokens:
+    that also holds scheduling, output processing and the front end)."""
 
 
 @dataclass
@@ -132,11 +139,14 @@ def build_matrix(running: Sequence[int], kv_pct: Sequence[float], generation: Se
     for power, lo in cells:
         pick = (powers == power) & (lows == lo)
         hi = his[lo]
+        generated, streams = float(gens[pick].sum()), int(r[pick].sum())
         matrix.cells.append(MatrixCell(
             context=context_label(power), context_tokens=1 << power,
             running=_running_label(lo, hi), running_lo=lo, running_hi=hi, intervals=int(pick.sum()),
             gen_tps_median=float(np.median(gens[pick])),
             tokens_per_request_median=round(float(np.median(estimates[pick])), 1),
+            per_request_tps=round(generated / streams, 1) if generated > 0 else None,
+            tbt_ms=round(1000.0 * streams / generated, 2) if generated > 0 else None,
         ))
     matrix.rows = [context_label(p) for p in sorted({p for p, _ in cells})]
     matrix.columns = [_running_label(lo, his[lo]) for lo in sorted({lo for _, lo in cells})]

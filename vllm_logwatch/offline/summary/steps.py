@@ -1,7 +1,8 @@
 """The summary's engine-step tables, where the logs hold iteration lines
-(`--enable-logging-iteration-details`): the time between tokens by running streams (the decode-only
-steps' own time, p50 and p90, by their generation requests) and the prefill time per 1000 prompt
-tokens (the prefill-only steps). Filled from the step records of the summary's own pass
+(`--enable-logging-iteration-details`): the engine step time by running streams (the decode-only
+steps' own time, p50 and p90, by their generation requests; not the time between tokens, which also
+holds scheduling, output processing and the front end: `build.py`'s TBT) and the prefill time per 1000
+prompt tokens (the prefill-only steps). Filled from the step records of the summary's own pass
 (`iter_summary_records(..., steps=True)`: vLLM's common iteration line read in the parent by the range
 workers' pattern, any other through the parser), diverted before the stats summary sees them.
 """
@@ -28,9 +29,10 @@ __all__ = ["STEP_COLUMNS", "StepCollector", "StepRow", "StepTable", "steps_json"
 STEP_COLUMNS = {
     "running": "the step's generation requests (streams decoding at once)",
     "steps": "decode-only steps (no prompt in them) with that many streams",
-    "step ms p50, p90": "their `iteration elapsed time`: the time between tokens at that concurrency, the "
-                        "engine step's own part (vLLM's inter-token latency also holds the scheduling and "
-                        "output update between steps: 10-25% more on a real CPU run)",
+    "step ms p50, p90": "their `iteration elapsed time`: the engine step's own time, from after vLLM "
+                        "scheduled the step until the model's output is back; not the time between tokens "
+                        "(TBT ms in the concurrency table), which also holds the scheduling, the output "
+                        "processing and the front end between steps",
     "prefill ms / 1k tokens": "prefill-only steps: their time over their prompt tokens, x 1000",
 }
 
@@ -154,7 +156,7 @@ def steps_lines(tables: list[StepTable], table: Any, h: str) -> list[str]:
     for t in tables:
         engine = "" if t.engine is None else f", engine {t.engine}"
         prefill = "-" if t.prefill_ms_per_1k is None else f"{t.prefill_ms_per_1k:g} ({t.prefill_steps} steps)"
-        out += ["", f"{h}Time between tokens by running streams (engine steps): {t.file}{engine}", ""]
+        out += ["", f"{h}Engine step time by running streams: {t.file}{engine}", ""]
         out += table(("running", "steps", "step ms p50", "step ms p90"),
                      [[str(r.running), f"{r.steps:,}", f"{r.p50_ms:g}", f"{r.p90_ms:g}"] for r in t.rows])
         out += ["", f"prefill ms / 1k tokens: {prefill}"]

@@ -39,16 +39,25 @@ LAUNCH_COLUMNS: dict[str, str] = {
     "median gen tok/s": "median generation throughput over the busy intervals",
     "mean KV %": "mean KV cache usage over the busy intervals",
     "waiting %": "share of busy intervals with requests waiting (the server was full)",
+    "TBT ms": "time between tokens over all the rows below (their intervals' running summed over their "
+    "generation tok/s summed): the launch's mean, as vLLM's inter-token latency mean is",
     "prefix hit %": "prefix cache hit rate at the end (vLLM: over its last ~1000 requests, not the run)",
     "MM hit %": "multi-modal cache hit rate at the end (same window)",
 }
 TABLE_COLUMNS: dict[str, str] = {
-    "running": "requests running at the stats line: exact counts when few occur, else power-of-two "
-    "buckets (1, 2, 3-4, 5-8, ..., 65-128, >128)",
-    "intervals": "busy intervals in the row",
+    "running": "requests running the whole interval: the Running count at both of its ends (the line "
+    "before it and its own) is this one, so an interval in which the load started, stopped or changed "
+    "is in no row; exact counts when few occur, else power-of-two buckets (1, 2, 3-4, 5-8, ..., 65-128, "
+    ">128)",
+    "intervals": "intervals in the row; '*': fewer than 3, read the row with care",
     "gen tok/s median, p90": "aggregate generation throughput of the interval, all running requests "
     "together: median and 90th percentile",
-    "per-req tok/s": "median of generation tok/s / running: the average speed of one stream",
+    "per-req tok/s": "one stream's speed: generation tok/s summed over running summed, over the row's "
+    "decode-dominated intervals (generation tok/s at least half the prompt tok/s)",
+    "TBT ms": "time between a stream's tokens: 1000 / per-req tok/s (Little's law), the speed-test "
+    "matrix's figure; it holds scheduling, output processing, the front end and each request's wait for "
+    "its first token spread over its tokens, which a benchmark's mean ITL leaves out (that is lower by "
+    "about TTFT / output tokens; measured against vllm bench serve and vLLM's /metrics: docs/offline.md)",
     "prompt tok/s": "median prompt throughput",
     "KV %": "median KV cache usage",
     "waiting %": "share of the row's intervals with requests waiting",
@@ -70,18 +79,19 @@ TRANSFER_COLUMNS: dict[str, str] = {
     "xfer ms avg, p90": "median over the lines with transfers of their average and p90 transfer time",
 }
 NOT_IN_LOG = (
-    "Not in the stats lines: time to first token (TTFT) and inter-token latency. Per-request tok/s is an "
-    "average over a ~10 s interval, not a latency; vLLM logs step times with "
-    "--enable-logging-iteration-details and request times with --enable-log-requests "
-    "(`parse --kind iterations`, `--kind requests`, the time-between-tokens tables), or use vLLM's "
-    "/metrics histograms or a benchmark client."
+    "Not in the stats lines: time to first token (TTFT); with vLLM's request lines and their streamed "
+    "outputs (--enable-log-requests --enable-log-outputs) `parse --kind requests` gives each request's "
+    "ttft_s. The time between tokens (TBT ms) is Little's law on the stats intervals, a mean over each "
+    "interval, not a percentile (its p90 needs vLLM's /metrics histograms or a benchmark client). With "
+    "--enable-logging-iteration-details, the engine step time by running streams follows: the step's own "
+    "part of the time between tokens."
 )
 _HEAD = (
     "launch", "engine", "model", "start", "span", "lines", "busy", "prompt tokens", "gen tokens",
-    "peak gen tok/s", "median gen tok/s", "mean KV %", "waiting %", "prefix hit %", "MM hit %",
+    "peak gen tok/s", "median gen tok/s", "mean KV %", "waiting %", "TBT ms", "prefix hit %", "MM hit %",
 )
 _TABLE_HEAD = (
-    "running", "intervals", "gen tok/s median", "gen tok/s p90", "per-req tok/s", "prompt tok/s",
+    "running", "intervals", "gen tok/s median", "gen tok/s p90", "per-req tok/s", "TBT ms", "prompt tok/s",
     "KV %", "waiting %",
 )
 _SPEC_HEAD = ("launch", "engine", "spec lines", "drafted", "accepted", "acceptance %",
@@ -119,15 +129,16 @@ def _launch_row(g: GroupSummary) -> list[str]:
     return [
         g.launch, g.engine, g.model_name or "-", _time(g.start), _span(g.span_seconds), str(g.lines),
         str(g.busy_intervals), _f(g.prompt_tokens, 0), _f(g.generation_tokens, 0), _f(g.peak_generation),
-        _f(g.median_generation), _f(g.mean_kv_cache_usage_pct), _pct(g.waiting_share),
+        _f(g.median_generation), _f(g.mean_kv_cache_usage_pct), _pct(g.waiting_share), _f(g.tbt_ms, 2),
         _f(g.prefix_cache_hit_rate_pct), _f(g.mm_cache_hit_rate_pct),
     ]
 
 
 def _table_row(r: ConcurrencyRow) -> list[str]:
     return [
-        r.running, str(r.intervals), _f(r.generation_median), _f(r.generation_p90),
-        _f(r.per_request_median), _f(r.prompt_median), _f(r.kv_cache_usage_median_pct), _pct(r.waiting_share),
+        r.running, f"{r.intervals}{'*' if r.few else ''}", _f(r.generation_median), _f(r.generation_p90),
+        _f(r.per_request_tps), _f(r.tbt_ms, 2), _f(r.prompt_median), _f(r.kv_cache_usage_median_pct),
+        _pct(r.waiting_share),
     ]
 
 

@@ -42,19 +42,25 @@ def test_matrix_equals_one_computed_from_the_lines(capsys: pytest.CaptureFixture
     doc = summary_json(capsys, REAL)
     cells = {(c["context"], c["running"]): c for c in doc["groups"][0]["matrix"]["cells"]}
     by_cell: dict[tuple[str, str], list[float]] = {}
+    streams: dict[tuple[str, str], list[int]] = {}
+    before = 0
     for m in STATS.finditer(REAL.read_text()):
         gen, running, kv = float(m.group(1)), int(m.group(2)), float(m.group(3))
-        if running == 0:
+        held = running > 0 and before > 0 and bucket_of(before) == bucket_of(running)
+        before = running
+        if not held:  # the count (its bucket) did not hold the whole interval: in no cell
             continue
         tokens = kv / 100 * 524288 / running
         power = max(7, round(math.log2(tokens))) if tokens > 0 else 7
         row = f"{(1 << power) // 1024}K" if power >= 10 else str(1 << power)
         lo, hi = bucket_of(running)
         by_cell.setdefault((row, str(lo) if lo == hi else f"{lo}-{hi}"), []).append(gen)
+        streams.setdefault((row, str(lo) if lo == hi else f"{lo}-{hi}"), []).append(running)
     assert by_cell.keys() == cells.keys()
     for key, gens in by_cell.items():
         assert cells[key]["intervals"] == len(gens)
         assert cells[key]["gen_tps_median"] == statistics.median(gens), key
+        assert cells[key]["tbt_ms"] == pytest.approx(1000 * sum(streams[key]) / sum(gens), abs=0.01), key
 
 
 def test_no_matrix_without_kv_size(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import math
 import sys
-from datetime import timedelta
+from datetime import timedelta, tzinfo
 from typing import IO
 
 from ..errors import NoStatsError, UsageError
+from ..offline.audit.aiperf_formats import join_share, log_request_keys
 from ..offline.audit.measures import measure
 from ..offline.audit.results import read_results
 from ..offline.audit.tables import Audited, render_audit
@@ -68,16 +69,30 @@ def run_audit(
     records = ((launch, e) for launch, e in
                iter_launch_records(logs, year=year, tz=tz) if isinstance(e, EngineStats))
     windows, span = find_windows(runs, records, timedelta(seconds=clock_offset))
+    keys = _log_request_keys(logs, zone, year) if any(run.request_ids for run in runs) else set()
     audits = []
     for window in windows:
         m = measure(window)
-        audits.append(Audited(window, m, judge(window, m)))
+        audits.append(Audited(window, m, judge(window, m), join_share(window.run, keys)))
     if not any(a.window.lines for a in audits):
         raise NoStatsError(_nothing_matched(audits, span, clock_offset))
     (out if out is not None else sys.stdout).write(render_audit(audits, fmt))
     if output is not None:
         _draw(audits, output)
     return audits
+
+
+def _log_request_keys(logs: list[str], zone: tzinfo, year: int | None) -> set[str]:
+    """The request ids of the logs' request lines (`parse --kind requests`), as clients' X-Request-IDs
+    read them."""
+    from ..offline.reading.details import REQUEST_COLUMNS, source_rows
+    from ..offline.reading.inputs import resolve_inputs
+    from ..offline.reading.stream import ScanStats
+
+    sources, _ = resolve_inputs(logs, None)
+    at = REQUEST_COLUMNS.index("request_id")
+    return log_request_keys(str(row[at]) for source in sources
+                            for row in source_rows(source, "requests", zone, year, ScanStats()))
 
 
 def _nothing_matched(audits: list[Audited], span: object, offset: float) -> str:

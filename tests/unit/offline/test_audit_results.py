@@ -162,3 +162,34 @@ def test_a_run_across_a_fall_back_starts_its_duration_earlier_in_utc(tmp_path: P
     [run] = read_results([str(f)], ZoneInfo("Europe/Berlin"))
     assert run.start.isoformat() == "2026-10-25T02:30:00+02:00"
     assert run.end.isoformat() == "2026-10-25T03:30:00+01:00"
+
+
+AIPERF = (Path(__file__).resolve().parents[2] / "data" / "tbt" / "steps" / "aiperf"
+          / "profile_export_aiperf.json")
+
+
+def test_aiperf_export_is_a_run_in_the_zone_given_with_its_requests_ids() -> None:
+    """AIPerf 0.13 (a real run): concurrency from `input_config.phases[]`, the naive start and end read in
+    the zone given (the client's), the mean ITL, and the X-Request-IDs of profile_export.jsonl beside it."""
+    [run] = read_results([str(AIPERF)], UTC)
+    assert (run.client, run.model, run.concurrency, run.rate, run.completed, run.failed) == (
+        "aiperf", "small-llama", 3, None, 48, 0)
+    assert run.start.isoformat() == "2026-12-06T05:12:41.385253+00:00"
+    assert run.itl_ms == pytest.approx(8.8047, abs=1e-3)
+    assert run.output_tok_s == pytest.approx(265.26, abs=0.01)
+    assert run.request_ids is not None and len(run.request_ids) == 48
+    [berlin] = read_results([str(AIPERF)], ZoneInfo("Europe/Berlin"))
+    assert berlin.start.isoformat() == "2026-12-06T05:12:41.385253+01:00"
+
+
+def test_aiperf_0_5_export_takes_its_load_from_loadgen(tmp_path: Path) -> None:
+    f = tmp_path / "profile_export_aiperf.json"
+    f.write_text(json.dumps({
+        "input_config": {"endpoint": {"model_names": ["m"]}, "loadgen": {"concurrency": 16}},
+        "start_time": "2026-01-02T03:04:05.000000", "end_time": "2026-01-02T03:05:05.000000",
+        "request_throughput": {"avg": 2.0}, "request_count": {"avg": 120},
+        "inter_token_latency": {"avg": 12.5}, "output_token_throughput": {"avg": 900.0}}))
+    [run] = read_results([str(f)], UTC)
+    assert (run.model, run.concurrency, run.completed, run.itl_ms) == ("m", 16, 120, 12.5)
+    assert run.request_ids is None
+    assert (run.end - run.start).total_seconds() == 60

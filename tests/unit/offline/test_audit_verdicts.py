@@ -4,7 +4,9 @@ named; the lines of one time from several engines are one sample."""
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -109,3 +111,22 @@ def test_a_fall_back_s_repeated_hour_is_told_apart() -> None:
     both = Run("r.json", "vllm bench serve", "m", at(30, 0), at(50, 1), 4, None, 100.0, 10, 0)
     [w], _ = find_windows([both], records)
     assert measure(w).samples == 4
+
+
+def test_real_runs_of_three_clients_against_the_server_log(capsys: pytest.CaptureFixture[str]) -> None:
+    """tests/data/tbt/steps: vllm bench serve at 2, 4 and 8 streams (--max-num-seqs 4), then AIPerf at 3:
+    each run's real concurrency, the cap and queueing verdicts, the log's time between tokens beside the
+    client's, and AIPerf's requests joined to the log's request lines by X-Request-ID."""
+    data = Path(__file__).resolve().parents[2] / "data" / "tbt" / "steps"
+    files = [str(data / f"bench_c{n}.json") for n in (2, 4, 8)]
+    files.append(str(data / "aiperf" / "profile_export_aiperf.json"))
+    assert main(["audit", *files, "--log", str(data / "serve.log.gz"), "--tz", "UTC", "--json"]) == 0
+    runs = json.loads(capsys.readouterr().out)["runs"]
+    assert [(r["client"], r["concurrency"], r["server"]["running_median"]) for r in runs] == [
+        ("vllm bench serve", 2, 2.0), ("vllm bench serve", 4, 4.0), ("vllm bench serve", 8, 4.0),
+        ("aiperf", 3, 3.0)]
+    kinds = [{v["kind"] for v in r["verdicts"]} for r in runs]
+    assert kinds[0] == {"ok"} and {"capped by max-num-seqs", "queueing"} <= kinds[2]
+    assert all(r["server"]["server_tbt_ms"] and r["client_itl_ms"] for r in runs)
+    joined = runs[3]["requests_joined"]
+    assert joined["requests"] == 48 and joined["joined"] / joined["requests"] >= 0.95

@@ -9,6 +9,8 @@ was looked for):
   parameters); `warmup.json` and `summary.json` are left out.
 * GuideLLM's benchmarks JSON (`guidellm benchmark --outputs ....json`): one run per entry of
   `benchmarks`, with Unix start and end times (guidellm_formats.py).
+* AIPerf's `profile_export_aiperf.json` (aiperf_formats.py): one run, and the request ids of the
+  `profile_export.jsonl` beside it.
 
 Only the fields the models name are built (fields.py: a detailed result's per-request arrays are
 skipped as they are read); a file that strict JSON refuses (NaN) is read whole the standard way.
@@ -36,6 +38,7 @@ from pydantic import (
 from ...errors import InputError
 from ...parsing.stamps import utc
 from ...shown import shown_path
+from .aiperf_formats import AIPerfResult, aiperf_run, is_aiperf
 from .fields import JSONError, Keep, read_documents, wanted
 from .guidellm_formats import GuideLLMFile, guidellm_runs
 from .run import Run
@@ -43,7 +46,8 @@ from .run import Run
 __all__ = ["KNOWN_FORMATS", "Run", "read_results"]
 
 KNOWN_FORMATS = ("vllm bench serve JSON (date, duration, completed, model_id), a vllm bench sweep folder "
-                 "(run=N.json files), GuideLLM benchmarks JSON (benchmarks: [...])")
+                 "(run=N.json files), GuideLLM benchmarks JSON (benchmarks: [...]), AIPerf's "
+                 "profile_export_aiperf.json (input_config, start_time, end_time)")
 """What `read_results` looks for, for the error on anything else."""
 
 
@@ -105,7 +109,7 @@ def _finite(value: float | None) -> float | None:
     return value if value is not None and math.isfinite(value) and value >= 0 else None
 
 
-_KEEP: dict[str | None, Keep] = {**wanted(VllmBenchResult), **wanted(GuideLLMFile)}
+_KEEP: dict[str | None, Keep] = {**wanted(VllmBenchResult), **wanted(GuideLLMFile), **wanted(AIPerfResult)}
 """What the formats read of a file (fields.py); a list of results is read as each one."""
 _KEEP[None] = _KEEP
 
@@ -146,7 +150,7 @@ def _file(path: str, zone: tzinfo) -> list[Run]:
     runs: list[Run] = []
     for n, doc in enumerate(documents):
         where = shown if len(documents) == 1 else f"{shown} #{n + 1}"
-        runs.extend(_runs_of(doc, where, zone))
+        runs.extend(_runs_of(doc, where, zone, path))
     return runs
 
 
@@ -187,7 +191,9 @@ def _not_json(text: str, exc: json.JSONDecodeError) -> bool:
     return exc.pos == 0 or (exc.pos < _NOT_JSON_WITHIN and not cut_short)
 
 
-def _runs_of(doc: Any, where: str, zone: tzinfo) -> list[Run]:
+def _runs_of(doc: Any, where: str, zone: tzinfo, path: str | None = None) -> list[Run]:
+    if is_aiperf(doc):
+        return [aiperf_run(_valid(AIPerfResult, doc, where, "AIPerf export"), where, zone, path)]
     if isinstance(doc, dict) and "benchmarks" in doc:
         return guidellm_runs(_valid(GuideLLMFile, doc, where, "GuideLLM benchmarks JSON"), where)
     if isinstance(doc, dict) and {"date", "duration", "model_id"} <= doc.keys():

@@ -31,6 +31,9 @@ class Run:
     """The client's mean inter-token latency (the gap between a stream's tokens after its first)."""
     tpot_ms: float | None = None
     """The client's mean time per output token after the first (a request's mean, averaged)."""
+    request_ids: tuple[str, ...] | None = None
+    """The `X-Request-ID` the client sent with each request, where its results say (AIPerf's
+    per-request file): the audit joins them to the log's request lines."""
 
     @property
     def label(self) -> str:

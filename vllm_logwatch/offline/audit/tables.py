@@ -33,6 +33,8 @@ class Audited:
     window: Window
     measures: Measures
     verdicts: list[Verdict]
+    joined: tuple[int, int] | None = None
+    """(the run's requests whose X-Request-ID the log's request lines hold, its requests with one)."""
 
 
 def _i(value: int | None) -> str:
@@ -69,6 +71,11 @@ def _text(audits: list[Audited], markdown: bool) -> str:
         out.append(f"- {shown(where)}" if markdown else shown(where))
         for v in a.verdicts:
             out.append(f"  - {v.kind}: {shown(v.why)}" if markdown else f"  {v.kind}: {shown(v.why)}")
+        if a.joined is not None:
+            joined, total = a.joined
+            line = (f"requests joined to the log's Received request lines by X-Request-ID: {joined:,} of "
+                    f"{total:,} ({joined / total:.0%})")
+            out.append(f"  - {line}" if markdown else f"  {line}")
     return "\n".join(out) + "\n"
 
 
@@ -86,6 +93,7 @@ def _json(audits: list[Audited]) -> str:
             "other_models": a.window.other_models,
             "server": asdict(a.measures),
             "verdicts": [asdict(v) for v in a.verdicts],
+            "requests_joined": None if a.joined is None else {"joined": a.joined[0], "requests": a.joined[1]},
         })
     return json.dumps(json_safe({"runs": items}), indent=1) + "\n"
 

@@ -193,3 +193,48 @@ def test_aiperf_0_5_export_takes_its_load_from_loadgen(tmp_path: Path) -> None:
     assert (run.model, run.concurrency, run.completed, run.itl_ms) == ("m", 16, 120, 12.5)
     assert run.request_ids is None
     assert (run.end - run.start).total_seconds() == 60
+
+
+STEPS = Path(__file__).resolve().parents[2] / "data" / "tbt" / "steps"
+
+
+def test_a_benchmark_report_made_by_llm_d_s_converter_reads_as_its_source() -> None:
+    """`benchmark-report bench_c4.json -w vllm-benchmark -b 0.2` (llmd-benchmark-report 0.2.1) gives
+    a report with an end time only: its window is the request count over the request rate before it,
+    the same run as the bench's own file."""
+    [report] = read_results([str(STEPS / "llmd" / "bench_c4.report.yaml")], UTC)
+    [bench] = read_results([str(STEPS / "bench_c4.json")], UTC)
+    assert report.client == "benchmark report (vllm-benchmark)"
+    assert (report.concurrency, report.completed, report.failed) == (bench.concurrency, bench.completed, 0)
+    assert report.end == bench.end and abs((report.start - bench.start).total_seconds()) < 1
+    assert report.itl_ms == pytest.approx(bench.itl_ms)
+    assert report.output_tok_s == pytest.approx(bench.output_tok_s)
+
+
+def test_inference_perf_stage_takes_its_window_from_the_partial_report_beside_it(tmp_path: Path) -> None:
+    [stage] = read_results([str(STEPS / "inference-perf" / "stage_0_lifecycle_metrics.json")], UTC)
+    assert (stage.client, stage.concurrency, stage.completed, stage.failed) == ("inference-perf", 3, 60, 0)
+    assert stage.start.isoformat() == "2026-12-06T05:13:22.462478+00:00"
+    assert stage.itl_ms == pytest.approx(6.9008, abs=1e-3)  # its seconds in ms
+    [partial] = read_results([str(STEPS / "inference-perf" / "inference-perf.partial.stage_0.yaml")], UTC)
+    assert (partial.start, partial.end) == (stage.start, stage.end)
+    assert partial.itl_ms == pytest.approx(stage.itl_ms)
+    alone = tmp_path / "stage_0_lifecycle_metrics.json"
+    alone.write_bytes((STEPS / "inference-perf" / "stage_0_lifecycle_metrics.json").read_bytes())
+    with pytest.raises(InputError, match=r"no inference-perf\.partial\.stage_N\.yaml beside it"):
+        read_results([str(alone)], UTC)
+
+
+def test_a_report_without_a_window_is_one_line() -> None:
+    """llm-d's converter writes no run.time for an AIPerf 0.13 export."""
+    with pytest.raises(InputError, match="gives no time window"):
+        read_results([str(STEPS / "llmd" / "aiperf.report.yaml")], UTC)
+
+
+@pytest.mark.parametrize("text", ["version: 0.2.1\nresults: [\n", "- just\n- a list\n"])
+def test_a_bad_yaml_file_is_one_line(tmp_path: Path, text: str) -> None:
+    f = tmp_path / "report.yaml"
+    f.write_text(text)
+    with pytest.raises(InputError, match="Benchmark Report") as info:
+        read_results([str(f)], UTC)
+    assert "\n" not in str(info.value)

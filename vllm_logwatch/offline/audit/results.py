@@ -11,6 +11,9 @@ was looked for):
   `benchmarks`, with Unix start and end times (guidellm_formats.py).
 * AIPerf's `profile_export_aiperf.json` (aiperf_formats.py): one run, and the request ids of the
   `profile_export.jsonl` beside it.
+* an llm-d Benchmark Report 0.2.x, YAML or JSON (report_formats.py), which llm-d's converter makes of
+  the others and inference-perf writes of its stages; inference-perf's `stage_N_lifecycle_metrics.json`
+  with the window of the `inference-perf.partial.stage_N.yaml` beside it.
 
 Only the fields the models name are built (fields.py: a detailed result's per-request arrays are
 skipped as they are read); a file that strict JSON refuses (NaN) is read whole the standard way.
@@ -41,13 +44,24 @@ from ...shown import shown_path
 from .aiperf_formats import AIPerfResult, aiperf_run, is_aiperf
 from .fields import JSONError, Keep, read_documents, wanted
 from .guidellm_formats import GuideLLMFile, guidellm_runs
+from .report_formats import (
+    BenchmarkReport,
+    InferencePerfStage,
+    is_benchmark_report,
+    is_inference_perf_stage,
+    partial_report_path,
+    report_run,
+    stage_run,
+)
 from .run import Run
 
 __all__ = ["KNOWN_FORMATS", "Run", "read_results"]
 
 KNOWN_FORMATS = ("vllm bench serve JSON (date, duration, completed, model_id), a vllm bench sweep folder "
                  "(run=N.json files), GuideLLM benchmarks JSON (benchmarks: [...]), AIPerf's "
-                 "profile_export_aiperf.json (input_config, start_time, end_time)")
+                 "profile_export_aiperf.json (input_config, start_time, end_time), an llm-d Benchmark "
+                 "Report 0.2 (version, run, results; YAML or JSON), inference-perf's "
+                 "stage_N_lifecycle_metrics.json (load_summary, successes)")
 """What `read_results` looks for, for the error on anything else."""
 
 
@@ -109,7 +123,8 @@ def _finite(value: float | None) -> float | None:
     return value if value is not None and math.isfinite(value) and value >= 0 else None
 
 
-_KEEP: dict[str | None, Keep] = {**wanted(VllmBenchResult), **wanted(GuideLLMFile), **wanted(AIPerfResult)}
+_KEEP: dict[str | None, Keep] = {**wanted(VllmBenchResult), **wanted(GuideLLMFile), **wanted(AIPerfResult),
+                                 **wanted(BenchmarkReport), **wanted(InferencePerfStage)}
 """What the formats read of a file (fields.py); a list of results is read as each one."""
 _KEEP[None] = _KEEP
 
@@ -138,6 +153,8 @@ def _sweep(folder: str, zone: tzinfo) -> list[Run]:
 
 def _file(path: str, zone: tzinfo) -> list[Run]:
     shown = shown_path(path)
+    if path.endswith((".yaml", ".yml")):
+        return _runs_of(_yaml(path, shown), shown, zone, path)
     try:
         with open(path, "rb") as fh:
             try:
@@ -191,7 +208,31 @@ def _not_json(text: str, exc: json.JSONDecodeError) -> bool:
     return exc.pos == 0 or (exc.pos < _NOT_JSON_WITHIN and not cut_short)
 
 
+def _yaml(path: str, shown: str) -> Any:
+    """A YAML result file (a Benchmark Report): its document, or `InputError` in one line."""
+    import yaml
+
+    try:
+        with open(path, "rb") as fh:
+            return yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except OSError as exc:
+        raise InputError(f"{shown}: cannot read ({exc.strerror or exc})") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise InputError(f"{shown}: not YAML{where}, so no benchmark result (looked for {KNOWN_FORMATS})") \
+            from None
+
+
 def _runs_of(doc: Any, where: str, zone: tzinfo, path: str | None = None) -> list[Run]:
+    if is_benchmark_report(doc):
+        return [report_run(_valid(BenchmarkReport, doc, where, "Benchmark Report"), where)]
+    if is_inference_perf_stage(doc):
+        partial = partial_report_path(path) if path else None
+        report = _valid(BenchmarkReport, _yaml(partial, shown_path(partial)), shown_path(partial),
+                        "Benchmark Report") if partial else None
+        stage = _valid(InferencePerfStage, doc, where, "inference-perf stage")
+        return [stage_run(stage, where, path, report)]
     if is_aiperf(doc):
         return [aiperf_run(_valid(AIPerfResult, doc, where, "AIPerf export"), where, zone, path)]
     if isinstance(doc, dict) and "benchmarks" in doc:

@@ -162,8 +162,10 @@ def _add_summary(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
         description=(
             "Summarise vLLM logs: per launch (a file, or a restart inside one) the time span, stats "
             "lines, estimated prompt and generation tokens, peak and median generation tok/s, mean KV "
-            "usage, share of intervals with requests waiting, cache hit rates at the end; then tok/s "
-            "by running requests (all busy intervals, and steady decode only); for logs that have "
+            "usage, share of intervals with requests waiting, the time between tokens, cache hit rates "
+            "at the end; then tok/s, per-request tok/s and the time between tokens (Little's law) by the "
+            "running requests an interval held throughout (all such intervals, and steady decode only); "
+            "with iteration lines, the engine step time by running streams; for logs that have "
             "them, speculative decoding (drafted, accepted, acceptance) and KV transfers (by result, "
             "GiB, transfer times). The output says what each column means."
         ),
@@ -307,7 +309,8 @@ def _add_compare(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
             "(a new start-up banner). First the arguments that differ between the launches (only those; "
             "host, port and model_tag are left out) and the start-up facts that differ (vLLM version, "
             "KV cache size, ...); then per launch its throughput by running requests (median and p90 "
-            "generation tok/s, per-request tok/s, prompt tok/s, KV usage, share waiting, preemptions), "
+            "generation tok/s, per-request tok/s, time between tokens, prompt tok/s, KV usage, share "
+            "waiting, preemptions), "
             "steady decode, hit rates, speculative acceptance, and the context x concurrency matrix where "
             "the KV cache size in tokens is logged (an estimate; the output says why). A launch whose "
             "start-up lines are not in the log is compared with its arguments unknown."
@@ -336,12 +339,15 @@ def _add_audit(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help=HELP["audit"],
         description=(
             "Read benchmark result files (vllm bench serve --save-result JSON, vllm bench sweep folders, "
-            "GuideLLM benchmarks JSON), find each run's window in the vLLM server's logs and say what the "
+            "GuideLLM benchmarks JSON, AIPerf's profile_export_aiperf.json, llm-d Benchmark Reports 0.2, "
+            "inference-perf stage metrics), find each run's window in the vLLM server's logs and say what "
+            "the "
             "server really ran in it: the concurrency asked against Running (median, p10, p90), the share "
             "of samples with requests waiting, preemptions, KV cache peak, prefix cache hit rate, the "
-            "server's generation tok/s against the client's output tok/s; and verdicts with their "
-            "numbers: capped by max-num-seqs, KV-throttled, queueing, client-bound, idle, absent, "
-            "another model, else ok."
+            "server's generation tok/s against the client's output tok/s, the log's time between tokens "
+            "against the client's ITL; and verdicts with their numbers: capped by max-num-seqs, "
+            "KV-throttled, queueing, time between tokens differs, client-bound, idle, absent, another "
+            "model, else ok. AIPerf's requests are joined to the log's request lines by X-Request-ID."
         ),
         epilog=("Exit codes: 0 ok (whatever the verdicts), 1 no stats lines in the logs, or no run's "
                 "window holds a stats line of the benchmark's model (the line says which: another "

@@ -160,7 +160,8 @@ def bucketed_log(path: Path) -> None:
     """A launch whose running counts spread over 1-40 (its concurrency rows are buckets: 5-8, 9-16, ...)
     made from the real log's lines, each with its running count rewritten."""
     lines = [line for line in real_lines() if "Avg generation throughput" in line]
-    out = [re.sub(r"Running: \d+ reqs", f"Running: {1 + (i * 7) % 40} reqs", line)
+    # Each count on two lines in a row: the second closes an interval that count held (a row's).
+    out = [re.sub(r"Running: \d+ reqs", f"Running: {1 + (i // 2 * 7) % 40} reqs", line)
            for i, line in enumerate(lines * 3)]
     path.parent.mkdir()
     path.write_text("".join(restamped(out, datetime(2026, 12, 1, 19, 0), timedelta(seconds=2))),

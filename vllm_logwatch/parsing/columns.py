@@ -39,8 +39,9 @@ ITERATION_COLUMNS: tuple[str, ...] = (
 
 
 def step_phase(context_requests: int, generation_requests: int) -> Phase:
-    """A step's `phase` cell: `decode` (generation only: its time is the time between tokens at
-    `generation_requests` streams), `prefill` (context only), `mixed`, or `idle` (nothing scheduled)."""
+    """A step's `phase` cell: `decode` (generation only: its time is the engine step's part of the time
+    between tokens at `generation_requests` streams), `prefill` (context only), `mixed`, or `idle`
+    (nothing scheduled)."""
     if context_requests == 0:
         return "decode" if generation_requests else "idle"
     return "mixed" if generation_requests else "prefill"

@@ -327,18 +327,17 @@ def _finish(g: _Group) -> GroupSummary:
         launch_index=launches[0].index if len(launches) == 1 else None,
         busy_windows=sum(1 for p, gen in zip(g.prompt, g.generation, strict=True) if p > 0 or gen > 0),
         interval_seconds=statistics.fmean(intervals) if intervals else None,
-        capacity=_capacity(g, launches, held),
+        capacity=_capacity(g, launches),
         tbt_ms=1000.0 * streams / generated if generated > 0 else None,
     )
 
 
-def _capacity(g: _Group, launches: list[Launch], held: Sequence[int]) -> list[CapacityCurve]:
-    """The capacity curves of a group of one launch (per context row when its KV cache size is known),
-    over its held intervals (`held`: their running counts, 0 for the others)."""
+def _capacity(g: _Group, launches: list[Launch]) -> list[CapacityCurve]:
+    """The capacity curves of a group of one launch (per context row when its KV cache size is known)."""
     if len(launches) != 1:
         return []
     tokens = launches[0].facts.get("kv_cache_tokens")
-    return capacity_curves(held, g.generation, g.waiting, g.kv,
+    return capacity_curves(g.running, g.generation, g.waiting, g.kv,
                            tokens if isinstance(tokens, int) else None, max(1, len(g.engines)))
 
 
@@ -358,9 +357,11 @@ def summarize(records: Iterable[tuple[Launch, Record | FastBlock]], by: By = "la
     >>> e = parse_line("INFO 01-22 18:25:09 metrics.py:449] Avg prompt throughput: 0.0 tokens/s, "
     ...                "Avg generation throughput: 61.0 tokens/s, Running: 2 reqs, Swapped: 0 reqs, "
     ...                "Pending: 0 reqs, GPU KV cache usage: 7.4%, CPU KV cache usage: 0.0%.")
-    >>> s = summarize([(Launch(0, "x.log", 1), e)])
-    >>> s.groups[0].generation_tokens, [(r.running, r.per_request_median) for r in s.groups[0].concurrency]
-    (610.0, [('2', 30.5)])
+    >>> launch = Launch(0, "x.log", 1)
+    >>> s = summarize([(launch, e), (launch, e.model_copy(update={"time": None}))])  # 2 held the 2nd
+    >>> g = s.groups[0]
+    >>> g.generation_tokens, [(r.running, r.per_request_tps, round(r.tbt_ms, 2)) for r in g.concurrency]
+    (1220.0, [('2', 30.5, 32.79)])
     """
     groups: dict[_Key, _Group] = {}
     mfu: dict[_Key, MfuTotals] = {}

@@ -84,7 +84,7 @@ def _cmd_audit(args: argparse.Namespace) -> int:
 
     fmt = "markdown" if args.markdown else "json" if args.json else "text"
     run_audit(args.results, args.logs, fmt=fmt, output=args.output, clock_offset=args.clock_offset,
-              year=args.year, tz=args.tz)
+              year=args.year, tz=args.tz, observability=args.observability)
     return EXIT_OK
 
 

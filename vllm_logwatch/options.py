@@ -365,6 +365,10 @@ def _add_audit(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("-o", "--output", metavar="IMAGE", help="also draw it: per run the concurrency "
                    "asked and Running (median, p10-p90), max-num-seqs, the verdicts; .png, .svg or .pdf "
                    "(needs matplotlib)")
+    p.add_argument("--observability", metavar="DIR", help="also write per run DIR/run-N.observability.yaml: "
+                   "the server's Running, Waiting and KV cache usage in the run's window (statistics and "
+                   "series) as the results.observability block of an llm-d Benchmark Report 0.2, a "
+                   "partial to merge into the run's report")
     p.add_argument("--clock-offset", type=float, default=0.0, metavar="S", help="seconds to add to the "
                    "benchmark's times to get the log's (the log's clock minus the client's; default 0; at "
                    "most 1e9 either way)")

@@ -18,6 +18,7 @@ from ..offline.audit.windows import find_windows
 from ..offline.reading.launches import iter_launch_records
 from ..parsing.events import EngineStats
 from ..parsing.stamps import resolve_zone
+from ..shown import shown_path
 
 __all__ = ["MAX_CLOCK_OFFSET", "run_audit"]
 
@@ -35,6 +36,7 @@ def run_audit(
     year: int | None = None,
     tz: str | None = None,
     out: IO[str] | None = None,
+    observability: str | None = None,
 ) -> list[Audited]:
     """Audit the runs of `results` against the server logs `logs`; print it (`fmt`: text, markdown or
     json) to `out` (stdout), draw it into `output` when given; return it.
@@ -42,7 +44,8 @@ def run_audit(
     `clock_offset`: seconds to add to the benchmark's times to get the log's (the log's clock minus the
     client's; finite, at most MAX_CLOCK_OFFSET either way). `year`: of the log's year-less stamps
     (default: as `summary`). `tz`: the zone of the log's stamps and of the result files' zone-less times
-    (default: this machine's).
+    (default: this machine's). `observability`: a folder to write each run's Benchmark Report partial
+    into (`run-N.observability.yaml`, N as in the table: offline/audit/observability.py).
 
     Raises `UsageError` for a bad format, image name or clock offset, `InputError` for a result file that
     cannot be read or is of no known format, `NoStatsError` when the logs have no stats line or no run
@@ -76,6 +79,8 @@ def run_audit(
         audits.append(Audited(window, m, judge(window, m), join_share(window.run, keys)))
     if not any(a.window.lines for a in audits):
         raise NoStatsError(_nothing_matched(audits, span, clock_offset))
+    if observability is not None:
+        _write_observability(audits, observability)
     (out if out is not None else sys.stdout).write(render_audit(audits, fmt))
     if output is not None:
         _draw(audits, output)
@@ -93,6 +98,25 @@ def _log_request_keys(logs: list[str], zone: tzinfo, year: int | None) -> set[st
     at = REQUEST_COLUMNS.index("request_id")
     return log_request_keys(str(row[at]) for source in sources
                             for row in source_rows(source, "requests", zone, year, ScanStats()))
+
+
+def _write_observability(audits: list[Audited], folder: str) -> None:
+    """Each run's Benchmark Report partial into `folder` (made if missing); `UsageError` in one line when
+    it cannot be written."""
+    import os
+
+    import yaml
+
+    from ..offline.audit.observability import observability_partial
+
+    try:
+        os.makedirs(folder, exist_ok=True)
+        for n, a in enumerate(audits, 1):
+            with open(os.path.join(folder, f"run-{n}.observability.yaml"), "w", encoding="utf-8") as fh:
+                yaml.safe_dump(observability_partial(a.window), fh, sort_keys=False)
+    except OSError as exc:
+        raise UsageError(f"--observability {shown_path(folder)}: cannot write ({exc.strerror or exc})") \
+            from None
 
 
 def _nothing_matched(audits: list[Audited], span: object, offset: float) -> str:

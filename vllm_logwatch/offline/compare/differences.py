@@ -51,7 +51,7 @@ class LaunchComparison:
     """Concurrency row label -> preemptions summed from its lines' `Preemptions:` field (None: the
     launch's lines have no such field)."""
     steps: list[StepTable] = field(default_factory=list)
-    """The time between tokens by running streams of the launch's file (offline/summary/steps.py), one
+    """The engine step time by running streams of the launch's file (offline/summary/steps.py), one
     table per engine; empty without iteration lines, or when the file holds more than one launch
     (its steps cannot be told apart by launch: `steps_shared`)."""
     steps_shared: bool = False

@@ -84,7 +84,7 @@ STATS = (
 )
 RUNNING: list[Record] = [
     (40, API, INFO, "loggers.py", 259, STATS, (0, 1301.0, 1924.0, 30, 0, 4.8, 0.0), None),
-    (50, API, INFO, "loggers.py", 259, STATS, (0, 0.0, 2210.4, 32, 2, 8.5, 61.5), None),
+    (50, API, INFO, "loggers.py", 259, STATS, (0, 0.0, 2210.4, 30, 0, 8.5, 61.5), None),
 ]
 FAULTS: list[Record] = [
     (60, CORE, WARNING, "engine_core_sentinel.py", 144, "[FT] Busy loop raised %s. Waiting for recovery.",

@@ -41,7 +41,7 @@ SERVE: dict[int, tuple[str, str, str, dict[str, Any]] | None] = {
         "engine": 0, "prompt_throughput": 1301.0, "generation_throughput": 1924.0, "running": 30, "waiting": 0,
         "gpu_kv_cache_usage_pct": 4.8, "prefix_cache_hit_rate_pct": 0.0, "device": "GPU"}),
     11: (API, "INFO", "10:00:50", {
-        "engine": 0, "prompt_throughput": 0.0, "generation_throughput": 2210.4, "running": 32, "waiting": 2,
+        "engine": 0, "prompt_throughput": 0.0, "generation_throughput": 2210.4, "running": 30, "waiting": 0,
         "gpu_kv_cache_usage_pct": 8.5, "prefix_cache_hit_rate_pct": 61.5, "device": "GPU"}),
     12: (CORE, "WARNING", "10:01:00", {"ft_fault": "AcceleratorError"}),
     13: (CORE, "INFO", "10:01:00", {"ft_engine": 0, "ft_status": "UNHEALTHY"}),

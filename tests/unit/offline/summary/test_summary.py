@@ -361,7 +361,7 @@ def test_a_huge_price_keeps_the_cost_cells_narrow(capsys: pytest.CaptureFixture[
 def test_capacity_answer_uses_the_kv_cache_sized_after_warm_up(capsys: pytest.CaptureFixture[str]) -> None:
     """vLLM 0.34 prints `GPU KV cache size` twice: the estimate before warm-up (1,167,360 tokens) and the
     size after it (1,021,440). The context rows of the capacity answer use the size after warm-up: 8.5% of
-    it over 32 requests is ~2.7K tokens (the 2K row); the estimate would have put it in a 4K row."""
+    it over 30 requests is ~2.9K tokens (the 2K row); the estimate (~3.3K) would have put it in a 4K row."""
     log = TESTS / "data" / "vllm-0.34" / "serve_20261120_100000.log"
     doc = summary_json(capsys, str(log), "--target-tps", "60")
     facts = doc["launches"][0]["facts"]

@@ -145,10 +145,20 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return run_run(settings, command, announce=announce, echo=1 not in args.closed_fds)
 
 
+def _cmd_top(args: argparse.Namespace) -> int:
+    from .commands.top import TopOptions, run_top
+
+    return run_top(TopOptions(
+        targets=tuple(args.targets), once=args.once, detail=args.detail, at=args.at, step=args.step,
+        interval=args.interval, width=args.width, pattern=args.pattern, tz=args.tz, timeout=args.timeout,
+        user=args.user, password_file=args.password_file, ca_file=args.ca_file, cert_file=args.cert_file,
+        key_file=args.key_file, insecure=args.insecure))
+
+
 _HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
     "parse": _cmd_parse, "summary": _cmd_summary, "plot": _cmd_plot,
     "watch": _cmd_watch, "demo": _cmd_demo, "run": _cmd_run, "compare": _cmd_compare,
-    "audit": _cmd_audit,
+    "audit": _cmd_audit, "top": _cmd_top,
 }
 
 

@@ -63,6 +63,7 @@ HELP: dict[str, str] = {
     "run": "launch and supervise vLLM, tee its log to a launch file, serve its metrics live",
     "compare": "launches side by side: the arguments that differ, throughput by concurrency, a plot",
     "audit": "benchmark results against the server's log: did the server run what the benchmark asked?",
+    "top": "the terminal view: a row per server and engine, from logs, exporters or vLLM's /metrics",
 }
 """One line per command, for the top-level --help (built without loading every command's options)."""
 
@@ -378,9 +379,60 @@ def _add_audit(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                    "zone-less times, e.g. UTC (default: this machine's zone)")
 
 
+def _add_top(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "top",
+        help=HELP["top"],
+        description=(
+            "Show one vLLM server or a fleet in the terminal: a row per server and engine (state, age of "
+            "the last stats line, tok/s with a sparkline, running, waiting, KV usage, prefix hit rate, "
+            "time between tokens, preemptions, problems), a fleet line, a detail pane. A TARGET is a log "
+            "file or folder (read here from its start, as 'watch' reads it), the URL of a logwatch "
+            "exporter, or the URL of a vLLM server's own /metrics. Keys: ? shows them. Needs the "
+            "'top' extra: pip install 'vllm-logwatch[top]'. NO_COLOR is honoured. Docs: docs/top.md."
+        ),
+        epilog="Exit codes: 0 ok (q, or --once printed its frame), 2 a usage error (one line on stderr).",
+    )
+    p.add_argument("targets", nargs="*", metavar="TARGET",
+                   help="log files or folders, http(s) URLs (default: $LOGWATCH_TARGET, else "
+                   "http://127.0.0.1:$LOGWATCH_PORT/metrics, the exporter on this host)")
+    p.add_argument("--once", action="store_true",
+                   help="print one frame as text and exit (for scripts and READMEs); a vLLM URL is read "
+                   "twice, --interval apart, for its rates")
+    p.add_argument("--detail", action="store_true",
+                   help="with --once: each server's detail pane too; else open the pane at start")
+    p.add_argument("--at", metavar="TIME",
+                   help="log targets as they were at TIME (ISO, e.g. 2026-11-29T19:25:00, in --tz); "
+                   "left/right then step through their history")
+    p.add_argument("--step", type=_positive, default=60.0, metavar="S",
+                   help="seconds the left and right keys move through a log's history (default 60)")
+    p.add_argument("--interval", type=_positive, default=1.0, metavar="S",
+                   help="seconds between two refreshes (default 1)")
+    p.add_argument("--width", type=_count, metavar="N",
+                   help="with --once: columns of the frame (default: the terminal's, else 100)")
+    p.add_argument("--pattern", default="*.log", metavar="GLOB",
+                   help="file names a folder target follows (default *.log), as watch's --pattern")
+    p.add_argument("--tz", metavar="ZONE",
+                   help="zone the server logged in, and of --at (default: this machine)")
+    p.add_argument("--timeout", type=_positive, default=2.0, metavar="S",
+                   help="seconds a URL may take to answer before its row shows it down (default 2)")
+    p.add_argument("--basic-auth-user", dest="user", metavar="USER",
+                   help="URL targets behind basic auth (an exporter's --web-config basic_auth_users)")
+    p.add_argument("--basic-auth-password-file", dest="password_file", metavar="FILE",
+                   help="the password for --basic-auth-user, first line of FILE (never on the command line)")
+    p.add_argument("--tls-ca-file", dest="ca_file", metavar="FILE",
+                   help="CA certificate(s) that signed the https targets' certificates")
+    p.add_argument("--tls-cert-file", dest="cert_file", metavar="FILE",
+                   help="client certificate, for an exporter whose web config asks for one")
+    p.add_argument("--tls-key-file", dest="key_file", metavar="FILE", help="the client certificate's key")
+    p.add_argument("--tls-insecure-skip-verify", dest="insecure", action="store_true",
+                   help="do not check the https targets' certificates (a test host only)")
+
+
 COMMANDS: dict[str, Callable[[argparse._SubParsersAction[argparse.ArgumentParser]], None]] = {
     "parse": _add_parse, "summary": _add_summary, "plot": _add_plot,
     "watch": _add_watch, "demo": _add_demo, "run": _add_run, "compare": _add_compare, "audit": _add_audit,
+    "top": _add_top,
 }
 
 

@@ -13,7 +13,7 @@ import pytest
 from support import TESTS
 
 HELP = TESTS / "help"
-COMMANDS = ["", "parse", "summary", "plot", "watch", "demo", "run", "compare", "audit"]
+COMMANDS = ["", "parse", "summary", "plot", "watch", "demo", "run", "compare", "audit", "top"]
 
 
 def help_text(command: str) -> str:

@@ -24,7 +24,8 @@ ALLOWED: dict[str, set[str]] = {
     "live": {"parsing", "following", "exporting", "supervising"},
     "offline": {"parsing", "exporting"},
     "web": {"exporting"},
-    "commands": {"parsing", "following", "exporting", "supervising", "live", "offline", "web"},
+    "terminal": {"parsing", "exporting", "offline"},
+    "commands": {"parsing", "following", "exporting", "supervising", "live", "offline", "web", "terminal"},
 }
 TOP_SHARED = {"errors", "shown", "config"}
 # Inside offline/, by job: which subpackages each may import (besides itself and offline/children.py).

@@ -14,8 +14,9 @@ import logging
 import os
 import signal
 import stat
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
 
 from ..errors import EXIT_OK, UsageError
 from ..exporting.history import History
@@ -27,11 +28,15 @@ from ..web.webconfig import WebConfig
 
 if TYPE_CHECKING:
     from ..config import WatchSettings
+    from ..exporting.exporter import ExporterMetrics
+    from ..following.follower import Follower
     from ..following.many import ManyFollower
+    from ..following.source import LineSource
     from ..following.stream import StreamSource
-    from ..parsing.events import EngineStats
+    from ..live.pipeline import Pipeline
+    from ..parsing.events import EngineStats, Event
 
-__all__ = ["MANY_SOURCE_CHARTS", "run_watch"]
+__all__ = ["MANY_SOURCE_CHARTS", "Followed", "follow", "run_watch"]
 
 log = logging.getLogger(__name__)
 MANY_SOURCE_CHARTS = 16
@@ -51,57 +56,35 @@ def run_watch(
     demo's `replay`)."""
     from prometheus_client.registry import CollectorRegistry
 
-    from ..exporting.exporter import ExporterMetrics
-    from ..following.follower import Follower
-    from ..following.source import LineSource
-    from ..live.pipeline import Pipeline
-    from ..live.records import open_records
-    from ..parsing.stamps import resolve_zone
+    from ..live.records import RecordStream, open_records
 
-    stream = _is_stream(settings.target)
-    many = not stream and _is_many(settings)
-    history = History(max_series=MANY_SOURCE_CHARTS if many else None)
-    follower: LineSource
-    metrics_for = None
-    try:
-        metrics = ExporterMetrics(stats_interval=settings.stats_interval, const_labels=settings.labels,
-                                  on_stats=None if many else history.record)  # many: its sources chart
-        if stream:
-            follower = _open_stream(settings, stdin_open)
-        elif many:
-            follower = sources = _many(settings)
+    history = History()
 
-            def metrics_for(labels: Mapping[str, str]) -> ExporterMetrics:
-                name = source_name(tuple(labels.items()))  # as the status names its engines
+    def record(labels: Mapping[str, str], engine: str, stats: EngineStats, arrival: float) -> None:
+        # many sources: each source's engines, named as the status names them
+        label = f"{source_name(tuple(labels.items()))} #{engine}" if labels else engine
+        history.record(label, stats, arrival)
 
-                def record(engine: str, stats: EngineStats, arrival: float) -> None:
-                    history.record(f"{name} #{engine}", stats, arrival)
+    stream_of: list[RecordStream] = []  # --records: opened once the settings are known to be good
 
-                return ExporterMetrics(stats_interval=settings.stats_interval,
-                                       const_labels={**settings.labels, **labels}, on_stats=record)
-        else:
-            follower = files = Follower(
-                settings.target, pattern=settings.pattern, from_start=settings.from_start,
-                state_file=settings.state_file, poll_interval=settings.poll_interval,
-            )
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-    if stream:
-        waiting = None
-    elif many:
-        waiting = _no_source_yet(sources)
-    else:
-        waiting = _nothing_to_read(files.mode, files.target, settings.pattern)
+    def put(events: Sequence[Event]) -> None:
+        stream_of[0].put(events)
+
+    followed = follow(settings, record, stdin_open=stdin_open, records=put if settings.records else None)
+    if followed.many:
+        history.max_series = MANY_SOURCE_CHARTS
     _check_state_file(settings.state_file)
     records = open_records(settings.records)
+    if records is not None:
+        stream_of.append(records)
     try:
         sock = bind_socket(settings.listen, settings.port)  # a port in use fails before anything starts
     except BaseException:
         if records is not None:
             records.close()
         raise
-    pipeline = Pipeline(follower, metrics, zone=resolve_zone(settings.tz), metrics_for=metrics_for,
-                        labels=settings.labels, records=records.put if records is not None else None)
+    pipeline, follower, stream, many = followed.pipeline, followed.follower, followed.stream, followed.many
+    waiting = followed.waiting
     registry = CollectorRegistry()
     pipeline.register(registry)
     if records is not None:
@@ -125,9 +108,11 @@ def run_watch(
         start = "from their start" if settings.from_start else "from their end"
         state = f", state in {settings.state_file}" if settings.state_file else ""
         chosen = f", those matching {' or '.join(settings.select)}" if settings.select else ""
+        sources = cast("ManyFollower", follower)
         log.info("serving %s (listening on %s:%d); following the sources of %s (layout %s%s) %s%s", url,
                  settings.listen, port, sources.target, sources.mode, chosen, start, state)
     else:
+        files = cast("Follower", follower)
         what = {"dir": f"folder (newest {settings.pattern})", "glob": "glob", "file": "file"}[files.mode]
         start = "its start" if settings.from_start else "its end"
         state = f", state in {settings.state_file}" if settings.state_file else ""
@@ -146,6 +131,82 @@ def run_watch(
             records.close()
     log.info("stopped%s", f" on {signal.Signals(signum).name}" if signum else "")
     return EXIT_SIGINT if signum == signal.SIGINT else EXIT_OK
+
+
+StatsHook = Callable[[Mapping[str, str], str, "EngineStats", float], None]
+"""Told of each stats line: the source's labels ({} for a one-source target), the engine label of its
+series, the line, its arrival."""
+MetricsMaker = Callable[..., "ExporterMetrics"]
+"""`ExporterMetrics` or a subclass: called with `stats_interval`, `const_labels` and `on_stats`."""
+
+
+@dataclass
+class Followed:
+    """What `follow` built: the pipeline over the target's follower, and what kind of target it is."""
+
+    pipeline: Pipeline
+    follower: LineSource
+    stream: bool
+    many: bool
+    waiting: str | None
+    """Why there is nothing to read yet (said once at start), or None."""
+
+
+def follow(settings: WatchSettings, on_stats: StatsHook | None = None, *, stdin_open: bool = True,
+           make_metrics: MetricsMaker | None = None,
+           records: Callable[[Sequence[Event]], None] | None = None) -> Followed:
+    """The follower and pipeline of `settings.target`, as `watch` reads it (a file, a folder of one
+    script's files or of many sources, a glob, a stream), not started; `logwatch top` reads its log
+    targets through it too. Bad settings are a `UsageError`. `records`: the record stream's `put`
+    (`--records`)."""
+    from ..exporting.exporter import ExporterMetrics
+    from ..following.follower import Follower
+    from ..live.pipeline import Pipeline
+    from ..parsing.stamps import resolve_zone
+
+    maker: MetricsMaker = make_metrics or ExporterMetrics
+    stream = _is_stream(settings.target)
+    many = not stream and _is_many(settings)
+    follower: LineSource
+    metrics_for = None
+
+    def hook(labels: Mapping[str, str]) -> Callable[[str, EngineStats, float], None] | None:
+        if on_stats is None:
+            return None
+        fixed = dict(labels)
+
+        def told(engine: str, stats: EngineStats, arrival: float) -> None:
+            on_stats(fixed, engine, stats, arrival)
+
+        return told
+
+    try:
+        metrics = maker(stats_interval=settings.stats_interval, const_labels=settings.labels,
+                        on_stats=None if many else hook({}))  # many: its sources tell
+        if stream:
+            follower = _open_stream(settings, stdin_open)
+        elif many:
+            follower = sources = _many(settings)
+
+            def metrics_for(labels: Mapping[str, str]) -> ExporterMetrics:
+                return maker(stats_interval=settings.stats_interval,
+                             const_labels={**settings.labels, **labels}, on_stats=hook(labels))
+        else:
+            follower = files = Follower(
+                settings.target, pattern=settings.pattern, from_start=settings.from_start,
+                state_file=settings.state_file, poll_interval=settings.poll_interval,
+            )
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if stream:
+        waiting = None
+    elif many:
+        waiting = _no_source_yet(sources)
+    else:
+        waiting = _nothing_to_read(files.mode, files.target, settings.pattern)
+    pipeline = Pipeline(follower, metrics, zone=resolve_zone(settings.tz), metrics_for=metrics_for,
+                        labels=settings.labels, records=records)
+    return Followed(pipeline, follower, stream, many, waiting)
 
 
 def _is_many(settings: WatchSettings) -> bool:

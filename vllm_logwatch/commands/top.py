@@ -1,0 +1,249 @@
+"""`logwatch top`: the terminal view of one server or a fleet (docs/top.md).
+
+A target is a log file or folder (read in this process through `watch.follow`, the one reader, from
+its start), a logwatch exporter's URL or a vLLM server's own `/metrics` (`terminal/fetch.py`). The
+rows, the detail pane and the keys are `terminal/`'s; this module wires them: the targets, `--at`,
+`--once` (one frame as text, Rich alone) or the Textual app.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..config import DEFAULT_PORT, WatchSettings
+from ..errors import EXIT_OK, UsageError
+from ..shown import printable
+
+if TYPE_CHECKING:
+    from prometheus_client.core import Metric
+
+    from ..terminal.board import Board, LogSource
+    from ..terminal.fetch import ClientOptions
+    from ..terminal.render import Shown
+    from ..terminal.view import StatsBook
+
+__all__ = ["TopOptions", "default_targets", "run_top"]
+
+
+@dataclass(frozen=True)
+class TopOptions:
+    """What `logwatch top` was asked (options.py `_add_top`)."""
+
+    targets: tuple[str, ...]
+    once: bool = False
+    detail: bool = False
+    at: str | None = None
+    step: float = 60.0
+    interval: float = 1.0
+    width: int | None = None
+    pattern: str = "*.log"
+    tz: str | None = None
+    timeout: float = 2.0
+    user: str | None = None
+    password_file: str | None = None
+    ca_file: str | None = None
+    cert_file: str | None = None
+    key_file: str | None = None
+    insecure: bool = False
+
+
+def default_targets(environ: dict[str, str] | os._Environ[str] = os.environ) -> tuple[str, ...]:
+    """With no target: what `watch` would follow (`LOGWATCH_TARGET`), else the exporter on this host.
+
+    >>> default_targets({}), default_targets({"LOGWATCH_PORT": "9500"})
+    (('http://127.0.0.1:9477/metrics',), ('http://127.0.0.1:9500/metrics',))
+    >>> default_targets({"LOGWATCH_TARGET": "/l"})
+    ('/l',)
+    """
+    if environ.get("LOGWATCH_TARGET"):
+        return (environ["LOGWATCH_TARGET"],)
+    return (f"http://127.0.0.1:{environ.get('LOGWATCH_PORT') or DEFAULT_PORT}/metrics",)
+
+
+def log_name(target: str) -> str:
+    """A log target's name on screen: its file name, or its folder's name and a slash.
+
+    >>> log_name("/var/log/vllm/serve_1.log"), log_name("/mnt/logs/")
+    ('serve_1.log', 'logs/')
+    """
+    path = target.rstrip("/") or "/"
+    base = os.path.basename(path) or path
+    return printable(base + "/" if os.path.isdir(target) or target.endswith("/") else base)
+
+
+class _LogTarget:
+    """A log target read through `watch.follow` (from its start), into its own registry."""
+
+    def __init__(self, target: str, options: TopOptions, at: float | None) -> None:
+        from prometheus_client.registry import CollectorRegistry
+
+        from ..terminal.past import CutMetrics
+        from ..terminal.view import StatsBook
+        from .watch import follow
+
+        self.name = log_name(target)
+        self.at = at
+        self.book: StatsBook = StatsBook()
+        settings = WatchSettings(target=target, from_start=True, pattern=options.pattern, tz=options.tz,
+                                 port=0, poll_interval=min(1.0, options.interval))
+        make = functools.partial(CutMetrics, at=at) if at is not None else None
+        followed = follow(settings, self.book.record, stdin_open=False, make_metrics=make)
+        if followed.stream:
+            raise UsageError(f"{target}: a stream (-, a pipe) cannot be shown by top: give a log file or "
+                             "folder, or the URL of the watch that reads it")
+        self.pipeline = followed.pipeline
+        self.registry = CollectorRegistry()
+        self.pipeline.register(self.registry)
+        self._started = False
+
+    def read_to_end(self) -> None:
+        """Every line there is now, in this thread (`--once`, `--at`)."""
+        while self.pipeline.step():  # with --at, lines past it are read and left out (`CutMetrics`)
+            pass
+
+    def start(self) -> None:
+        self.pipeline.start()
+        self._started = True
+
+    def families(self) -> Iterable[Metric]:
+        return self.registry.collect()
+
+    def close(self) -> None:
+        if self._started:
+            self.pipeline.stop()
+        else:
+            self.pipeline.follower.close()
+
+
+def _client(options: TopOptions) -> ClientOptions:
+    from ..terminal.fetch import ClientOptions
+
+    password = None
+    if options.password_file is not None:
+        try:
+            with open(options.password_file, encoding="utf-8") as f:
+                password = f.read().rstrip("\r\n")
+        except OSError as exc:
+            raise UsageError(f"--basic-auth-password-file {options.password_file}: "
+                             f"{(exc.strerror or 'cannot read').lower()}") from None
+    if password is not None and options.user is None:
+        raise UsageError("--basic-auth-password-file needs --basic-auth-user")
+    if options.key_file and not options.cert_file:
+        raise UsageError("--tls-key-file needs --tls-cert-file")
+    client = ClientOptions(user=options.user, password=password, ca_file=options.ca_file,
+                           cert_file=options.cert_file, key_file=options.key_file, insecure=options.insecure,
+                           timeout=options.timeout)
+    try:
+        client.context()
+    except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
+        raise UsageError(f"--tls-*: cannot load the CA or certificate: {printable(str(exc))}") from None
+    return client
+
+
+def _url(target: str) -> str:
+    """A URL without a path is its server's `/metrics`."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(target)
+    if not parts.hostname:
+        raise UsageError(f"{printable(target)}: not a URL with a host")
+    return target if parts.path not in ("", "/") else target.rstrip("/") + "/metrics"
+
+
+def build_board(options: TopOptions) -> Board:
+    """The targets of `options`, read once (log targets to their end, or to `--at`)."""
+    from ..parsing.stamps import resolve_zone
+    from ..terminal.board import Board
+    from ..terminal.fetch import Fetcher, UrlTarget, is_url
+    from ..terminal.past import parse_at
+
+    targets = options.targets or default_targets()
+    urls = [t for t in targets if is_url(t)]
+    files = [t for t in targets if not is_url(t)]
+    at = None
+    if options.at is not None:
+        if urls:
+            raise UsageError("--at: URL targets show now only; give log files or folders")
+        try:
+            at = parse_at(options.at, resolve_zone(options.tz))
+        except ValueError:
+            raise UsageError(f"--at {printable(options.at)}: not a time such as "
+                             "2026-11-29T19:25:00") from None
+    client = _client(options) if urls else None
+    url_targets = [UrlTarget(_url(u), client) for u in urls] if client is not None else []
+    names = {u: t.name for u, t in zip(urls, url_targets, strict=True)}
+
+    def make_logs(when: float | None) -> list[LogSource]:
+        made: list[LogSource] = []
+        for target in files:
+            log_target = _LogTarget(target, options, when)
+            log_target.read_to_end()
+            if when is None and not options.once:
+                log_target.start()
+            made.append(log_target)
+        return made
+
+    logs = make_logs(at)
+    order = [names.get(t) or log_name(t) for t in targets]
+    return Board(logs, Fetcher(url_targets, options.timeout), order, remake=make_logs)
+
+
+def run_top(options: TopOptions) -> int:
+    """`logwatch top`: one frame on stdout (`--once`) or the interactive view until `q`."""
+    from ..terminal.render import Shown
+
+    if options.once:
+        try:
+            import rich  # noqa: F401
+        except ImportError:
+            raise UsageError("top needs Rich: pip install 'vllm-logwatch[top]'") from None
+    else:
+        try:
+            import textual  # noqa: F401
+        except ImportError:
+            raise UsageError("top needs Textual: pip install 'vllm-logwatch[top]' (or use --once)") from None
+        if not sys.stdout.isatty():
+            raise UsageError("top: standard output is not a terminal: use --once for one frame as text")
+    board = build_board(options)
+    shown = Shown(detail=options.detail)
+    try:
+        if options.once:
+            print_once(board, options, shown)
+            return EXIT_OK
+        from ..terminal.app import TopApp
+
+        TopApp(board, interval=options.interval, step=options.step, shown=shown).run()
+        return EXIT_OK
+    finally:
+        board.close()
+
+
+def print_once(board: Board, options: TopOptions, shown: Shown) -> None:
+    """One frame as text: the fleet line, every row, and with `--detail` each server's pane. A vLLM
+    server's throughput is a rate: its `/metrics` is read twice, `--interval` apart."""
+    from rich.console import Console
+
+    from ..terminal.render import detail, flat_rows, fleet_text, rows_table
+    from ..terminal.view import fleet_of
+
+    views = board.once(options.timeout)
+    if any(v.kind == "vllm" for v in views):
+        time.sleep(options.interval)  # the span the rates are taken over, not a wait for something
+        views = board.once(options.timeout)
+    if board.at is not None:
+        shown.at_label = f"at {printable(options.at or '')}"
+    width = options.width or (Console().width if sys.stdout.isatty() else 100)
+    console = Console(width=width, highlight=False, soft_wrap=False, emoji=False)
+    console.print(fleet_text(fleet_of(views), shown, width))
+    rows = flat_rows(views, shown)
+    console.print(rows_table(rows, width))
+    if shown.detail:
+        for view in views:
+            console.print()
+            console.print(detail(view, width))

@@ -1,0 +1,124 @@
+"""Every target of `logwatch top` in one place: each refresh reads the log targets in this process
+(their pipelines' families, as `/metrics` would serve them) and takes the URL targets' readings that
+came in (`fetch.Fetcher`, never waiting on one), and turns them into views (`view.Tracker`), in the
+order the targets were given. Stepping through a log's history (`step`) remakes the log targets as
+they were at another time (`past.py`); URL targets show now only.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Protocol
+
+from prometheus_client.core import Metric
+
+from .fetch import Fetcher, Reading
+from .series import read_families
+from .view import ServerView, StatsBook, Tracker
+
+__all__ = ["Board", "LogSource"]
+
+
+class LogSource(Protocol):
+    """A log target read in this process (made by `commands/top.py` through `watch.follow`)."""
+
+    name: str
+    book: StatsBook
+    at: float | None
+    """None: followed live; else the time it is shown at."""
+
+    def families(self) -> Iterable[Metric]: ...
+
+    def close(self) -> None: ...
+
+
+Remake = Callable[[float | None], list[LogSource]]
+"""The log targets again, as of a time (None: live, followed)."""
+
+
+class Board:
+    def __init__(self, logs: list[LogSource], fetcher: Fetcher, order: list[str], *,
+                 remake: Remake | None = None, clock: Callable[[], float] = time.time) -> None:
+        """`order`: every target's name as given (log targets' and URLs'), the order of the rows."""
+        self.logs = logs
+        self.fetcher = fetcher
+        self.order = order
+        self.tracker = Tracker()
+        self.remake = remake
+        self.clock = clock
+        self.views: dict[str, list[ServerView]] = {}
+        self._lock = threading.Lock()
+        self.at: float | None = logs[0].at if logs else None
+
+    def refresh(self) -> list[ServerView]:
+        """Read what is new, without waiting on a URL target; every view in target order."""
+        self._take(self.fetcher.poll())
+        self._read_logs()
+        return self.all()
+
+    def once(self, timeout: float) -> list[ServerView]:
+        """Read every target once, waiting up to `timeout` seconds for the URLs (`--once`)."""
+        self._take(self.fetcher.wait(time.monotonic() + timeout))
+        self._read_logs()
+        return self.all()
+
+    def all(self) -> list[ServerView]:
+        with self._lock:
+            return [v for name in self.order for v in self.views.get(name, ())]
+
+    def _take(self, readings: dict[str, Reading]) -> None:
+        names = {t.url: t.name for t in self.fetcher.targets}
+        for url, reading in readings.items():
+            name = names[url]
+            with self._lock:
+                before = self.views.get(name, [])
+            if reading.snaps is None:
+                views = self.tracker.down(name, reading.error or "down", before)
+            else:
+                views = self.tracker.update(name, reading.snaps, reading.at)
+            with self._lock:
+                self.views[name] = views
+
+    def _read_logs(self) -> None:
+        with self._lock:
+            logs = list(self.logs)
+        for source in logs:
+            now = source.at if source.at is not None else self.clock()
+            views = self.tracker.update(source.name, read_families(source.families()), now, book=source.book)
+            with self._lock:
+                self.views[source.name] = views
+
+    def latest(self) -> float | None:
+        """The newest stats line's time over the log targets."""
+        times = [t for source in self.logs if (t := source.book.latest()) is not None]
+        return max(times) if times else None
+
+    def step(self, seconds: float) -> float | None:
+        """Move the log targets `seconds` back (negative) or forward in their history, reading them
+        again up to that time; past the newest line, back to following them live. The time shown
+        now (None: live). Blocking: the app runs it in a worker thread."""
+        if self.remake is None or not self.logs:
+            return self.at
+        newest = self.latest()
+        start = self.at if self.at is not None else newest
+        if start is None:
+            return self.at
+        at: float | None = start + seconds
+        if newest is not None and at is not None and at >= newest and seconds > 0:
+            at = None
+        fresh = self.remake(at)
+        with self._lock:
+            old, self.logs, self.at = self.logs, fresh, at
+            self.tracker = Tracker()  # the sparklines and windows of another time are not these
+            self.views = {k: v for k, v in self.views.items() if k not in {s.name for s in old}}
+        for source in old:
+            source.close()
+        self._read_logs()
+        return at
+
+    def close(self) -> None:
+        self.fetcher.close()
+        for source in self.logs:
+            source.close()

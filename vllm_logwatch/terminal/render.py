@@ -1,0 +1,298 @@
+"""The frame of `logwatch top` as Rich renderables: the fleet line, a row per server and per engine
+(columns chosen by the width: 80 columns hold the numbers, a wider terminal adds the sparkline, the
+model and the problems), the detail pane of one server, the keys. `--once` prints them; the Textual
+app (`app.py`) shows the same renderables.
+
+Every string a log, a server or a URL chose goes through `printable` and into `Text`, never into
+markup.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from rich import box
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from ..offline.summary.tables import TABLE_HEAD, concurrency_cells
+from ..shown import printable, shown_number
+from .view import EngineRow, Fleet, ServerView, sparkline
+
+__all__ = ["KEYS", "SORTS", "Row", "Shown", "detail", "flat_rows", "fleet_text", "help_table", "rows_table"]
+
+SORTS = ("name", "gen", "waiting", "kv", "state")
+"""The orders `s` steps through."""
+KEYS = (
+    ("up/down, j/k", "select a row"),
+    ("enter, d", "the detail pane of the selected server (again: close it)"),
+    ("s", "sort: " + ", ".join(SORTS)),
+    ("/", "filter rows by a word (server, model, state); enter applies, empty clears"),
+    ("p, space", "pause (the screen stays; reading goes on)"),
+    ("left, right", "log targets: back and forward in the file's history (--step)"),
+    ("end", "log targets: back to now"),
+    ("?", "this help (any key closes it)"),
+    ("q", "quit"),
+)
+_STATE_STYLE = {"serving": "green", "idle": "dim", "starting": "cyan", "stalled": "bold red",
+                "down": "bold red reverse"}
+
+
+@dataclass
+class Row:
+    """A line of the table: a server (with its one engine, or the totals of several) or an engine."""
+
+    view: ServerView
+    engine: EngineRow | None
+    name: str
+    values: EngineRow
+
+
+@dataclass
+class Shown:
+    """What the screen shows now: sort, filter, selection, panes."""
+
+    sort: str = "name"
+    filter: str = ""
+    selected: int = 0
+    detail: bool = False
+    help: bool = False
+    paused: bool = False
+    at_label: str = ""
+    extra: list[str] = field(default_factory=list)
+
+
+def _sort_key(sort: str) -> Callable[[ServerView], tuple[float, str]]:
+    from .view import STATES
+
+    def key(v: ServerView) -> tuple[float, str]:
+        if sort == "gen":
+            return (-(v.total("gen_tps") or 0.0), v.name)
+        if sort == "waiting":
+            return (-(v.total("waiting") or 0.0), v.name)
+        if sort == "kv":
+            return (-(v.worst("kv") or 0.0), v.name)
+        if sort == "state":
+            return (float(STATES.index(v.state)) if v.state in STATES else 9.0, v.name)
+        return (0.0, v.name)
+
+    return key
+
+
+def flat_rows(views: Sequence[ServerView], shown: Shown) -> list[Row]:
+    """The table's rows in order: each server, then its engines when it has several."""
+    word = shown.filter.lower()
+    rows: list[Row] = []
+    for v in sorted(views, key=_sort_key(shown.sort)):
+        haystack = " ".join([v.name, v.state, *(e.model for e in v.engines)]).lower()
+        if word and word not in haystack:
+            continue
+        if len(v.engines) == 1:
+            rows.append(Row(v, v.engines[0], printable(v.name), v.engines[0]))
+            continue
+        total = EngineRow(engine="", model=", ".join(sorted({e.model for e in v.engines if e.model})),
+                          state=v.state,
+                          age=min((e.age for e in v.engines if e.age is not None), default=None),
+                          prompt_tps=v.total("prompt_tps"), gen_tps=v.total("gen_tps"),
+                          running=v.total("running"), waiting=v.total("waiting"), kv=v.worst("kv"),
+                          preemptions=v.total("preemptions"), preempting=any(e.preempting for e in v.engines))
+        rows.append(Row(v, None, printable(v.name), total))
+        rows.extend(Row(v, e, f"  #{printable(e.engine)}", e) for e in v.engines)
+    return rows
+
+
+def tps(value: float | None) -> str:
+    """Tokens a second: one decimal under 1,000, whole from there, thousands (k) from 100,000."""
+    if value is None or not math.isfinite(value):
+        return "-"
+    if value >= 100_000:
+        return f"{value / 1000:,.0f}k"
+    return shown_number(value, 1 if value < 1000 else 0)
+
+
+def pct(ratio: float | None) -> str:
+    """A ratio as percent, one decimal (as the log prints it) below 100."""
+    if ratio is None or not math.isfinite(ratio):
+        return "-"
+    value = ratio * 100
+    return f"{value:.1f}" if value < 99.95 else f"{value:.0f}"
+
+
+def count(value: float | None) -> str:
+    return "-" if value is None or not math.isfinite(value) else f"{value:,.0f}"
+
+
+def age(seconds: float | None) -> str:
+    """`12s`, `5m`, `3h`, `2d`."""
+    if seconds is None or not math.isfinite(seconds):
+        return "-"
+    for size, unit in ((86400, "d"), (3600, "h"), (60, "m")):
+        if seconds >= size:
+            return f"{seconds / size:.0f}{unit}"
+    return f"{seconds:.0f}s"
+
+
+def duration(seconds: float | None) -> str:
+    """`850us`, `12.5ms`, `1.20s`."""
+    if seconds is None or not math.isfinite(seconds):
+        return "-"
+    if seconds < 0.001:
+        return f"{seconds * 1e6:.0f}us"
+    if seconds < 1:
+        return f"{seconds * 1000:.1f}ms"
+    return f"{seconds:.2f}s"
+
+
+@dataclass(frozen=True)
+class _Column:
+    head: str
+    width: int
+    cell: Callable[[Row], Text | str]
+    min_screen: int = 0
+    """Shown from this terminal width on."""
+    right: bool = True
+
+
+def _state(row: Row) -> Text:
+    state = row.values.state
+    return Text(state, style=_STATE_STYLE.get(state, ""))
+
+
+def _preempt(row: Row) -> Text:
+    text = count(row.values.preemptions)
+    return Text(text, style="bold yellow reverse" if row.values.preempting else "")
+
+
+def _problems(row: Row) -> Text:
+    if row.engine is not None and len(row.view.engines) > 1:
+        return Text("")
+    names = ", ".join(f"{printable(k)} {v:,.0f}" for k, v in sorted(row.view.problems.items()))
+    if row.view.reason:
+        names = printable(row.view.reason) + (f"; {names}" if names else "")
+    return Text(names, style="red" if names else "")
+
+
+_COLUMNS = (
+    _Column("state", 8, _state, right=False),
+    _Column("age", 4, lambda r: age(r.values.age)),
+    _Column("gen/s", 7, lambda r: tps(r.values.gen_tps)),
+    _Column("gen last 5m", 12, lambda r: Text(sparkline(r.values.spark, 12), style="cyan"), 100, False),
+    _Column("prompt/s", 8, lambda r: tps(r.values.prompt_tps)),
+    _Column("run", 4, lambda r: count(r.values.running)),
+    _Column("wait", 4, lambda r: count(r.values.waiting)),
+    _Column("KV%", 4, lambda r: pct(r.values.kv)),
+    _Column("hit%", 4, lambda r: pct(r.values.prefix)),
+    _Column("TBT", 6, lambda r: duration(r.values.tbt)),
+    _Column("preempt", 7, _preempt),
+    _Column("model", 16, lambda r: Text(printable(r.values.model)), 130, False),
+    _Column("problems", 20, _problems, 130, False),
+)
+
+
+def rows_table(rows: Sequence[Row], width: int, *, selected: int | None = None, first: int = 0,
+               limit: int | None = None) -> Table:
+    """The rows `first` .. `first + limit`, at a terminal `width` (columns that do not fit are left out;
+    the server column takes what is left). A down target's reason shows in the problems column from
+    130 columns on, and always in its detail pane."""
+    columns = [c for c in _COLUMNS if width >= c.min_screen]
+    used = sum(c.width + 1 for c in columns)
+    name_width = max(10, width - used - 1)
+    table = Table(box=None, padding=(0, 1, 0, 0), pad_edge=False, show_edge=False, expand=False,
+                  header_style="bold", collapse_padding=True)
+    table.add_column("server", width=name_width, no_wrap=True, overflow="ellipsis")
+    for c in columns:
+        table.add_column(c.head, width=c.width, no_wrap=True, overflow="ellipsis",
+                         justify="right" if c.right else "left")
+    chosen = rows[first:first + limit if limit is not None else None]
+    for index, row in enumerate(chosen, start=first):
+        style = "reverse" if index == selected else ""
+        server_row = row.engine is None or len(row.view.engines) == 1
+        table.add_row(Text(row.name, style="bold" if server_row else ""), *(c.cell(row) for c in columns),
+                      style=style)
+    return table
+
+
+def fleet_text(fleet: Fleet, shown: Shown, width: int) -> Text:
+    """The line on top: servers and how many are down, the fleet's totals, the worst engines."""
+    text = Text(no_wrap=True, overflow="ellipsis")
+    text.append("fleet ", style="bold")
+    text.append(f"{fleet.servers} server{'s' if fleet.servers != 1 else ''}")
+    if fleet.down:
+        text.append(f" ({fleet.down} down)", style="bold red")
+    text.append(f"  gen {tps(fleet.gen_tps)}/s  prompt {tps(fleet.prompt_tps)}/s  run {count(fleet.running)}"
+                f"  wait {count(fleet.waiting)}")
+    if fleet.worst_waiting is not None and fleet.worst_waiting[1] > 0:
+        text.append(f"  most waiting: {_short(fleet.worst_waiting[0])} ({count(fleet.worst_waiting[1])})",
+                    style="yellow")
+    if fleet.worst_kv is not None:
+        text.append(f"  top KV: {_short(fleet.worst_kv[0])} ({pct(fleet.worst_kv[1])}%)")
+    extra = [*([shown.at_label] if shown.at_label else []), *(["paused"] if shown.paused else []),
+             f"sort {shown.sort}", *([f"filter {printable(shown.filter)}"] if shown.filter else []),
+             *shown.extra]
+    text.append("  [" + ", ".join(extra) + "]", style="dim")
+    text.truncate(width, overflow="ellipsis")
+    return text
+
+
+def _short(name: str, most: int = 20) -> str:
+    shown = printable(name)
+    return shown if len(shown) <= most else "…" + shown[-(most - 1):]
+
+
+def detail(view: ServerView, width: int) -> RenderableType:
+    """The detail pane of a server: start-up facts, latency percentiles, the throughput-by-concurrency
+    table so far (the summary's columns), spec decoding, connector transfers, problems."""
+    parts: list[RenderableType] = []
+    head = Text()
+    head.append(printable(view.name), style="bold")
+    head.append(f"  {view.kind}  {view.state}")
+    if view.reason:
+        head.append(f" ({printable(view.reason)})", style="red")
+    if view.target != view.name:
+        head.append(f"  target {printable(view.target)}", style="dim")
+    parts.append(head)
+    if view.facts:
+        parts.append(Text("  ".join(f"{printable(k)}: {printable(v)}" for k, v in view.facts.items()),
+                          overflow="fold"))
+    if view.latency:
+        lat = Table(box=box.SIMPLE_HEAD, padding=(0, 1), pad_edge=False, show_edge=False)
+        for head_cell in ("latency", "window", "p50", "p95", "p99", "count"):
+            lat.add_column(head_cell, justify="left" if head_cell in ("latency", "window") else "right")
+        names = {"tbt": "time between tokens", "ttft": "time to first token", "e2e": "request"}
+        for row in view.latency:
+            lat.add_row(names.get(row.name, row.name), row.window, duration(row.p50), duration(row.p95),
+                        duration(row.p99), count(row.count))
+        parts.append(lat)
+    rows = view.stats() if view.stats is not None else []
+    if rows:
+        table = Table(title="throughput by concurrency (so far)", title_justify="left", box=box.SIMPLE_HEAD,
+                      padding=(0, 1), pad_edge=False, show_edge=False)
+        for head_cell in TABLE_HEAD:
+            table.add_column(head_cell, justify="left" if head_cell == "running" else "right")
+        for r in rows:
+            table.add_row(*concurrency_cells(r))
+        parts.append(table)
+    if view.spec is not None:
+        drafted, accepted = view.spec
+        rate = f"{accepted / drafted:.1%}" if drafted else "-"
+        parts.append(Text(f"spec decoding: drafted {count(drafted)}, accepted {count(accepted)}, "
+                          f"acceptance {rate}"))
+    if view.connector:
+        parts.append(Text("connector: " + ", ".join(
+            f"{printable(k)} {shown_number(v, 0)}" for k, v in sorted(view.connector.items()))))
+    if view.problems:
+        parts.append(Text("problems: " + ", ".join(
+            f"{printable(k)} {v:,.0f}" for k, v in sorted(view.problems.items())), style="red"))
+    return Group(*parts)
+
+
+def help_table() -> Table:
+    table = Table(title="logwatch top: keys", box=box.SIMPLE_HEAD, show_edge=False)
+    table.add_column("key", style="bold")
+    table.add_column("does")
+    for key, does in KEYS:
+        table.add_row(key, does)
+    return table

@@ -367,6 +367,8 @@ class ManyFollower:
     ) -> None:
         waker, owned = own_waker(self._waker, self.poll_interval)
         self._waker, self._owns_waker = waker, self._owns_waker or owned
+        with self._lock:
+            self._watch_due = self._watch_due or owned  # polls before this one (`step`) had no waker to tell
 
         def stopping() -> bool:
             return self._stop.is_set() or (stop is not None and stop.is_set())

@@ -8,6 +8,7 @@ import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
+import pytest
 from podtree import Clock, pod, write
 
 from vllm_logwatch.following.many import ManyFollower
@@ -255,3 +256,22 @@ def test_a_state_file_that_cannot_be_written_is_counted_not_raised(tmp_path: Pat
     assert follower.stats.state_errors == 1
     assert "cannot save state" in (follower.stats.last_state_error or "")
     follower.close()
+
+
+def test_folders_polled_before_run_blocks_are_watched_once_it_starts(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Polls before `run_blocks` (a pipeline's `step()`, as `logwatch top` reads a folder to its end
+    first) had no waker to tell which folders to watch: once it starts, its waker is told, so a line
+    appended then waits for no 10 s backstop."""
+    import threading
+
+    import vllm_logwatch.following.many as many_module
+
+    write(pod(tmp_path, "a-0"), "INFO first\n")
+    follower = ManyFollower(str(tmp_path), layout="pods", from_start=True)
+    follower.poll_blocks()
+    waker = ToldWaker()
+    monkeypatch.setattr(many_module, "own_waker", lambda _waker, _interval: (waker, True))
+    stop = threading.Event()
+    follower.run_blocks(lambda _blocks: None, stop, on_poll=stop.set)
+    assert waker.watched, "the waker made by run_blocks was never told what to watch"

@@ -8,21 +8,23 @@ from __future__ import annotations
 from datetime import datetime
 from typing import ClassVar
 
+from rich.text import Text
 from textual import events, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import Input, Static
 
 from .board import Board
-from .render import SORTS, Row, Shown, detail, flat_rows, fleet_text, help_table, rows_table
+from .render import SORTS, Row, Shown, detail, flat_rows, fleet_text, help_table, rows_table, status_text
 from .view import ServerView, fleet_of
 
 __all__ = ["TopApp"]
 
-_FOOTER = "q quit  ? help  s sort  / filter  enter detail  p pause  \u2190/\u2192 time"
+_FOOTER = "q quit  ? help  s sort  / filter  enter detail  p pause  \u2190 \u2192 time"
 
 
 class TopApp(App[None]):
+    AUTO_FOCUS = None  # the filter box takes the keys only once `/` opens it
     CSS = """
     Screen { overflow: hidden; }
     #fleet { height: 1; }
@@ -93,7 +95,12 @@ class TopApp(App[None]):
         elif self.shown.selected >= self.first + limit:
             self.first = self.shown.selected - limit + 1
         self.first = max(0, min(self.first, max(0, len(self.rows) - limit)))
-        self.query_one("#fleet", Static).update(fleet_text(fleet_of(self.views), self.shown, width))
+        fleet = fleet_text(fleet_of(self.views), self.shown, width, status=False)
+        self.query_one("#fleet", Static).update(fleet)
+        keys = Text(status_text(self.shown) + "  ", style="bold", no_wrap=True, overflow="ellipsis")
+        keys.append(_FOOTER, style="dim")
+        keys.truncate(width, overflow="ellipsis")
+        self.query_one("#keys", Static).update(keys)
         table = self.query_one("#table", Static)
         table.styles.height = table_height
         table.update(rows_table(self.rows, width, selected=self.shown.selected, first=self.first,

@@ -20,13 +20,14 @@ import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from prometheus_client.parser import text_string_to_metric_families
 
 from ..shown import printable
 from .series import ServerKey, ServerSnap, read_families
 
-__all__ = ["ClientOptions", "Fetcher", "Reading", "UrlTarget", "is_url"]
+__all__ = ["ClientOptions", "Fetcher", "Reading", "UrlTarget", "is_url", "url_name"]
 
 MAX_BODY = 32 << 20
 """A /metrics body past this is refused (an exporter's is tens of KiB, a vLLM server's a few hundred)."""
@@ -67,12 +68,22 @@ class Reading:
     at: float
 
 
+def url_name(url: str) -> str:
+    """A URL target's name on screen: its host and port, and its path unless `/metrics`.
+
+    >>> url_name("http://gpu1:9477/metrics"), url_name("https://[::1]:8000/v1/metrics")
+    ('gpu1:9477', '[::1]:8000/v1/metrics')
+    """
+    parts = urlsplit(url)
+    return printable(parts.netloc.rpartition("@")[2] + ("" if parts.path == "/metrics" else parts.path))
+
+
 class UrlTarget:
     """One `/metrics` URL."""
 
     def __init__(self, url: str, options: ClientOptions, context: ssl.SSLContext | None = None) -> None:
         self.url = url
-        self.name = printable(url.removesuffix("/metrics"))
+        self.name = url_name(url)
         self.options = options
         if context is None and url.startswith("https://"):
             context = options.context()

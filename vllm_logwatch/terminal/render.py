@@ -210,13 +210,14 @@ def rows_table(rows: Sequence[Row], width: int, *, selected: int | None = None, 
     for index, row in enumerate(chosen, start=first):
         style = "reverse" if index == selected else ""
         server_row = row.engine is None or len(row.view.engines) == 1
-        table.add_row(Text(row.name, style="bold" if server_row else ""), *(c.cell(row) for c in columns),
-                      style=style)
+        name = Text(_short(row.name, name_width), style="bold" if server_row else "")
+        table.add_row(name, *(c.cell(row) for c in columns), style=style)
     return table
 
 
-def fleet_text(fleet: Fleet, shown: Shown, width: int) -> Text:
-    """The line on top: servers and how many are down, the fleet's totals, the worst engines."""
+def fleet_text(fleet: Fleet, shown: Shown, width: int, *, status: bool = True) -> Text:
+    """The line on top: servers and how many are down, the fleet's totals, the worst engines; and with
+    `status` what the view shows (the app shows that on its bottom line)."""
     text = Text(no_wrap=True, overflow="ellipsis")
     text.append("fleet ", style="bold")
     text.append(f"{fleet.servers} server{'s' if fleet.servers != 1 else ''}")
@@ -229,15 +230,22 @@ def fleet_text(fleet: Fleet, shown: Shown, width: int) -> Text:
                     style="yellow")
     if fleet.worst_kv is not None:
         text.append(f"  top KV: {_short(fleet.worst_kv[0])} ({pct(fleet.worst_kv[1])}%)")
-    extra = [*([shown.at_label] if shown.at_label else []), *(["paused"] if shown.paused else []),
-             f"sort {shown.sort}", *([f"filter {printable(shown.filter)}"] if shown.filter else []),
-             *shown.extra]
-    text.append("  [" + ", ".join(extra) + "]", style="dim")
+    if status:
+        text.append("  " + status_text(shown), style="dim")
     text.truncate(width, overflow="ellipsis")
     return text
 
 
+def status_text(shown: Shown) -> str:
+    """`[at ..., paused, sort gen, filter word]`: what the view shows now."""
+    extra = [*([shown.at_label] if shown.at_label else []), *(["paused"] if shown.paused else []),
+             f"sort {shown.sort}", *([f"filter {printable(shown.filter)}"] if shown.filter else []),
+             *shown.extra]
+    return "[" + ", ".join(extra) + "]"
+
+
 def _short(name: str, most: int = 20) -> str:
+    """`name`, or its end after an ellipsis (a port, a file's stamp tell servers apart)."""
     shown = printable(name)
     return shown if len(shown) <= most else "…" + shown[-(most - 1):]
 

@@ -1,0 +1,271 @@
+"""`logwatch top` for real: `--once` over real logs against `summary` and `parse`, a vLLM server's own
+/metrics (a recorded snapshot of the real CPU server, served by a tiny HTTP server), and the
+interactive view driven in tmux (send-keys, capture-pane) at 80x24 and 160x48 over a real
+`logwatch watch`, a folder of three real logs being appended to, and a URL that is down.
+
+One watch process and two tmux sessions for the whole module; every wait polls with a deadline.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import http.server
+import io
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from support import ROOT, TESTS, WatchProcess, free_port, poll_until, required_tool, run_watch
+
+from vllm_logwatch import cli
+from vllm_logwatch.terminal.render import pct, tps
+
+REAL = TESTS / "data" / "real-vllm-cpu" / "serve_20261129T192328Z.log"
+LOGS = {"alpha": TESTS / "data" / "002.log", "beta": REAL, "gamma": TESTS / "data" / "010.log"}
+VLLM_METRICS = TESTS / "data" / "real-vllm-cpu" / "metrics_final.prom"
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    assert cli.main(list(argv)) == 0
+    return capsys.readouterr().out
+
+
+def _last_row(capsys: pytest.CaptureFixture[str], log: Path) -> dict[str, str]:
+    rows = list(csv.DictReader(io.StringIO(_run(capsys, "parse", str(log), "--csv"))))
+    return rows[-1]
+
+
+def _concurrency_lines(text: str) -> list[list[str]]:
+    """The rows of the first throughput-by-concurrency table in `text`, as words."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.lower().startswith("throughput by concurrency"))
+    rows: list[list[str]] = []
+    for line in lines[start + 1:]:
+        words = line.split()
+        if not words:
+            if rows:
+                break
+            continue
+        if words[0][0].isdigit() or words[0].startswith(">"):
+            rows.append(words)
+    return rows
+
+
+def test_once_over_a_folder_of_real_logs_shows_what_parse_and_summary_say(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for name, log in LOGS.items():
+        shutil.copy(log, tmp_path / f"{name}.log")
+    frame = _run(capsys, "top", "--once", "--detail", "--width", "80", str(tmp_path))
+    assert frame.startswith("fleet 3 servers ")
+    for name, log in LOGS.items():
+        last = _last_row(capsys, log)
+        row = _cells(frame, name + " ")  # the table comes before the panes
+        # server state age gen/s prompt/s run wait KV% hit% TBT preempt
+        kv = float(last["gpu_kv_cache_usage_pct"] or last["cpu_kv_cache_usage_pct"]) / 100
+        hit = last["prefix_cache_hit_rate_pct"]
+        assert row[3:9] == [tps(float(last["generation_throughput"])), tps(float(last["prompt_throughput"])),
+                            last["running"], last["waiting"], pct(kv),
+                            pct(float(hit) / 100) if hit else "-"], name
+        summary = _run(capsys, "summary", str(log))
+        pane = frame[frame.index(f"\n{name}  logwatch"):]
+        assert _concurrency_lines(pane) == _concurrency_lines(summary), name
+
+
+class _Snapshot(http.server.BaseHTTPRequestHandler):
+    body = VLLM_METRICS.read_bytes()
+
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain; version=0.0.4")
+        self.send_header("Content-Length", str(len(self.body)))
+        self.end_headers()
+        self.wfile.write(self.body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def vllm_url() -> Iterator[str]:
+    """A recorded /metrics of the real vLLM CPU server, served as vLLM serves it."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Snapshot)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/metrics"
+    server.shutdown()
+    server.server_close()
+
+
+def test_once_over_a_vllm_servers_own_metrics(vllm_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    frame = _run(capsys, "top", "--once", "--detail", "--width", "100", "--interval", "0.2", vllm_url)
+    row = _cells(frame, "127.0.0.1:")  # the counters did not move between the two reads
+    assert row[1:4] == ["idle", "0s", "0.0"], frame
+    assert "KV tokens: 524288" in frame and "KV blocks: 4096" in frame and "block size: 128" in frame
+    # time between tokens: 280,060 of 296,322 observations at most 10 ms: the median is in the first
+    # bucket, 10 ms x (296,322 / 2) / 280,060 = 5.3 ms (Prometheus' histogram_quantile)
+    [tbt] = [line.split() for line in frame.splitlines() if line.startswith("time between tokens")]
+    assert tbt[3:5] == ["all", "5.3ms"], frame
+
+
+@pytest.fixture(scope="module")
+def watch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WatchProcess]:
+    folder = tmp_path_factory.mktemp("top-watch")
+    shutil.copy(REAL, folder / REAL.name)
+    with run_watch(folder, "--from-start") as process:
+        process.wait_sample("vllm_logwatch_stats_lines_total", {"engine": "0", "model_name": "tiny-llama"},
+                            expected=78)
+        yield process
+
+
+class Tmux:
+    """A `logwatch top` in a tmux session of its own size."""
+
+    def __init__(self, name: str, width: int, height: int, args: list[str], env: dict[str, str]) -> None:
+        self.binary = required_tool("tmux", "tmux", "LOGWATCH_REQUIRE_TMUX")
+        self.name = name
+        command = " ".join([sys.executable, "-m", "vllm_logwatch", "top", *args])
+        exports = " ".join(f"{k}={v}" for k, v in {"PYTHONPATH": str(ROOT), **env}.items())
+        self.tmux("new-session", "-d", "-s", name, "-x", str(width), "-y", str(height),
+                  f"env -u COLUMNS -u LINES {exports} {command}; echo top-exited-$?; sleep 600")
+        self.tmux("resize-window", "-t", name, "-x", str(width), "-y", str(height))  # a server's default-size
+
+    def tmux(self, *args: str) -> str:
+        return subprocess.run([self.binary, *args], check=True, capture_output=True, text=True,
+                              timeout=10).stdout
+
+    def screen(self, escapes: bool = False) -> str:
+        return self.tmux("capture-pane", "-p", *(["-e"] if escapes else []), "-t", self.name)
+
+    def keys(self, *keys: str) -> None:
+        self.tmux("send-keys", "-t", self.name, *keys)
+
+    def wait(self, check: str | object, what: str, timeout: float = 20.0) -> str:
+        last = [""]
+
+        def seen() -> str | None:
+            screen = last[0] = self.screen()
+            assert "Traceback" not in screen, screen
+            ok = check(screen) if callable(check) else check in screen
+            return screen if ok else None
+
+        try:
+            return poll_until(seen, timeout, what, interval=0.1)
+        except pytest.fail.Exception:
+            raise AssertionError(f"{what}: the screen was\n{last[0]}") from None
+
+    def close(self) -> None:
+        with contextlib.suppress(subprocess.SubprocessError):
+            self.tmux("kill-session", "-t", self.name)
+
+
+def _cells(screen: str, start: str) -> list[str]:
+    """The words of the first line that starts with `start` (or whose first word ends with it)."""
+    return next(line.split() for line in screen.splitlines()
+                if line.startswith(start) or (line.split() or [""])[0].endswith(start))
+
+
+def test_tmux_80x24_over_a_watch_and_a_down_url_every_key(watch: WatchProcess) -> None:
+    down = f"http://127.0.0.1:{free_port()}"
+    session = Tmux(f"top-{os.getpid()}-a", 80, 24, [watch.url, down], {})
+    try:
+        screen = session.wait(lambda s: "(1 down)" in s and "idle" in s, "the watch's row and the down one")
+        labels = {"engine": "0", "model_name": "tiny-llama"}
+        sample = watch.sample
+        row = _cells(screen, f":{watch.port}")
+        assert row[1] == "idle"
+        assert row[3:9] == [
+            tps(sample("vllm_logwatch_generation_throughput_tokens_per_second", labels)),
+            tps(sample("vllm_logwatch_prompt_throughput_tokens_per_second", labels)),
+            f"{sample('vllm_logwatch_requests_running', labels):.0f}",
+            f"{sample('vllm_logwatch_requests_waiting', labels):.0f}",
+            pct(sample("vllm_logwatch_kv_cache_usage_ratio", labels)),
+            pct(sample("vllm_logwatch_prefix_cache_hit_ratio", labels))]
+        assert all(len(line) <= 80 for line in screen.splitlines())
+        session.keys("?")
+        session.wait("logwatch top: keys", "the help")
+        session.keys("x")
+        session.wait(lambda s: "logwatch top: keys" not in s, "any key to close the help")
+        session.keys("s")
+        session.wait("sort gen", "s to sort by generation tok/s")
+        session.keys("p")
+        session.wait("paused", "p to pause")
+        session.keys("p")
+        session.wait(lambda s: "paused" not in s, "p again to go on")
+        session.keys("/")
+        session.wait("filter: a word", "/ opens the filter box")
+        session.keys("zzz", "Enter")
+        session.wait(lambda s: "filter zzz" in s and "idle" not in s and "down " not in s,
+                     "a filter of no row")
+        session.keys("/")
+        session.wait("zzz", "/ opens the filter box with its word")
+        session.keys("C-u", "Enter")
+        session.wait(lambda s: "filter zzz" not in s and "idle" in s, "an empty filter: every row")
+        session.keys("Enter")
+        facts, refused = "vLLM: 0.32.0", "connection refused"
+        first = session.wait(lambda s: facts in s or refused in s, "enter: the selected row's detail pane")
+        session.keys("j")
+        other = refused if facts in first else facts
+        session.wait(other, "j: the next row's detail pane")
+        session.keys("k")
+        session.wait(lambda s: (facts in s) == (facts in first), "k: back to the first row's pane")
+        session.keys("Escape")
+        session.wait(lambda s: facts not in s and refused not in s, "escape closes the pane")
+        session.keys("q")
+        session.wait("top-exited-0", "q to quit")
+    finally:
+        session.close()
+
+
+def test_tmux_160x48_logs_being_appended_vllm_metrics_down_url_no_color(
+        tmp_path: Path, vllm_url: str) -> None:
+    halves: dict[str, bytes] = {}
+    for name, log in LOGS.items():
+        data = log.read_bytes()
+        cut = data.index(b"\n", len(data) // 2) + 1
+        (tmp_path / f"{name}.log").write_bytes(data[:cut])
+        halves[name] = data[cut:]
+    down = f"http://127.0.0.1:{free_port()}"
+    session = Tmux(f"top-{os.getpid()}-b", 160, 48, [str(tmp_path), vllm_url, down, "--interval", "0.3"],
+                   {"NO_COLOR": "1"})
+    try:
+        session.wait(lambda s: "gamma" in s and "(1 down)" in s and "tiny-llama" in s, "every row")
+        for name, rest in halves.items():
+            with open(tmp_path / f"{name}.log", "ab") as f:
+                f.write(rest)
+        last = {name: _parse_last(log) for name, log in LOGS.items()}
+
+        def caught_up(screen: str) -> bool:
+            return all(_cells(screen, name + " ")[3] == tps(float(row["generation_throughput"]))
+                       for name, row in last.items())
+
+        screen = session.wait(caught_up, "the appended lines on screen")
+        vllm_row = _cells(screen, ":" + vllm_url.removesuffix("/metrics").rpartition(":")[2])
+        assert vllm_row[1:4] == ["idle", "0s", "0.0"]
+        assert "gen last 5m" in screen and "model" in screen and "connection refused" in screen
+        assert all(len(line) <= 160 for line in screen.splitlines())
+        coloured = session.screen(escapes=True)
+        # NO_COLOR: Textual paints in greys only (the 256-colour greys 232-255, black and white)
+        shades = {int(n) for n in re.findall(r"\x1b\[(?:[0-9;]*;)?[34]8;5;(\d+)", coloured)}
+        assert shades and shades <= {0, 7, 8, 15, 16, 231, *range(232, 256)}, shades
+        assert "8;2;" not in coloured  # no true colour either
+        session.keys("Left")
+        session.wait(lambda s: "[at 20" in s, "left: back in the logs' history")
+        session.keys("End")
+        session.wait(lambda s: "[at 20" not in s, "end: back to now")
+        session.keys("q")
+        session.wait("top-exited-0", "q to quit")
+    finally:
+        session.close()
+
+
+def _parse_last(log: Path) -> dict[str, str]:
+    out = subprocess.run([sys.executable, "-m", "vllm_logwatch", "parse", str(log), "--csv"], check=True,
+                         capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}).stdout
+    return list(csv.DictReader(io.StringIO(out)))[-1]

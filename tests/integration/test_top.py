@@ -79,6 +79,7 @@ def test_once_over_a_folder_of_real_logs_shows_what_parse_and_summary_say(
 
 
 class _Snapshot(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive, as vLLM's uvicorn
     body = VLLM_METRICS.read_bytes()
 
     def do_GET(self) -> None:

@@ -77,6 +77,10 @@ def log_name(target: str) -> str:
     return printable(base + "/" if os.path.isdir(target) or target.endswith("/") else base)
 
 
+RECOLLECT = 5.0
+"""Seconds a log target's families are kept while no line comes (ages are the tracker's, from `now`)."""
+
+
 class _LogTarget:
     """A log target read through `watch.follow` (from its start), into its own registry."""
 
@@ -101,6 +105,8 @@ class _LogTarget:
         self.registry = CollectorRegistry()
         self.pipeline.register(self.registry)
         self._started = False
+        self._families: list[Metric] | None = None
+        self._moved: tuple[int, int] = (0, 0)
 
     def read_to_end(self) -> None:
         """Every line there is now, in this thread (`--once`, `--at`)."""
@@ -112,7 +118,12 @@ class _LogTarget:
         self._started = True
 
     def families(self) -> Iterable[Metric]:
-        return self.registry.collect()
+        """The families `/metrics` would serve now; collected again once a line was applied, else
+        every `RECOLLECT` seconds (a stall, an age: what the clock alone changes)."""
+        moved = (self.pipeline.keeper.pending.lines, int(time.monotonic() / RECOLLECT))
+        if self._families is None or moved != self._moved:
+            self._families, self._moved = list(self.registry.collect()), moved
+        return self._families
 
     def close(self) -> None:
         if self._started:

@@ -58,6 +58,7 @@ class TopApp(App[None]):
         self.rows: list[Row] = []
         self.first = 0
         self._stepping = False
+        self._painted: dict[str, object] = {}
 
     def compose(self) -> ComposeResult:
         yield Static(id="fleet")
@@ -95,24 +96,32 @@ class TopApp(App[None]):
         elif self.shown.selected >= self.first + limit:
             self.first = self.shown.selected - limit + 1
         self.first = max(0, min(self.first, max(0, len(self.rows) - limit)))
-        fleet = fleet_text(fleet_of(self.views), self.shown, width, status=False)
-        self.query_one("#fleet", Static).update(fleet)
+        self._paint("#fleet", fleet_text(fleet_of(self.views), self.shown, width, status=False))
         keys = Text(status_text(self.shown) + "  ", style="bold", no_wrap=True, overflow="ellipsis")
         keys.append(_FOOTER, style="dim")
         keys.truncate(width, overflow="ellipsis")
-        self.query_one("#keys", Static).update(keys)
-        table = self.query_one("#table", Static)
-        table.styles.height = table_height
-        table.update(rows_table(self.rows, width, selected=self.shown.selected, first=self.first,
-                                limit=limit))
+        self._paint("#keys", keys)
+        if self._painted.get("height") != table_height:
+            self._painted["height"] = table_height
+            self.query_one("#table", Static).styles.height = table_height
+        self._paint("#table", rows_table(self.rows, width, selected=self.shown.selected, first=self.first,
+                                         limit=limit))
         pane = self.query_one("#pane", Static)
-        pane.styles.display = "block" if pane_open else "none"
+        if self._painted.get("pane") != pane_open:
+            self._painted["pane"] = pane_open
+            pane.styles.display = "block" if pane_open else "none"
         if self.shown.help:
             pane.update(help_table())
         elif self.shown.detail and self.rows:
             pane.update(detail(self.rows[self.shown.selected].view, width))
         elif self.shown.detail:
             pane.update("no row selected")
+
+    def _paint(self, widget: str, text: Text) -> None:
+        """Update a line or the table only when it changed: Textual then paints nothing."""
+        if self._painted.get(widget) != text:
+            self._painted[widget] = text
+            self.query_one(widget, Static).update(text)
 
     # -- keys -------------------------------------------------------------------------------------
 

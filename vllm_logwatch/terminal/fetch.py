@@ -1,11 +1,12 @@
 """URL targets of `logwatch top`: a logwatch exporter's or a vLLM server's `/metrics`, read with the
-standard library's HTTP client (basic auth, a CA, a client certificate for an exporter whose
-`--web-config` asks for one) and prometheus_client's text parser.
+standard library's HTTP client on a kept connection (basic auth, a CA, a client certificate for an
+exporter whose `--web-config` asks for one) and prometheus_client's text parser.
 
 Each URL is read in a thread of a pool, so a target that is down or slow never holds up the others:
 `Fetcher.poll()` hands over the readings that came in and starts the next read of each target whose
 last one ended; a read still going after the timeout shows its target down ("no answer in N s").
-A body the same as the last one is not parsed again.
+Only the lines `series.read_families` reads are given to the parser, and only when one of them
+changed (an exporter's own counters move with every line it reads; its gauges once a stats interval).
 """
 
 from __future__ import annotations
@@ -17,15 +18,13 @@ import http.client
 import socket
 import ssl
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from prometheus_client.parser import text_string_to_metric_families
 
 from ..shown import printable
-from .series import ServerKey, ServerSnap, read_families
+from .series import ServerKey, ServerSnap, read_families, wanted_lines
 
 __all__ = ["ClientOptions", "Fetcher", "Reading", "UrlTarget", "is_url", "url_name"]
 
@@ -90,28 +89,67 @@ class UrlTarget:
         self._context = context
         self._digest: bytes | None = None
         self._snaps: dict[ServerKey, ServerSnap] | None = None
+        self._conn: http.client.HTTPConnection | None = None
+        parts = urlsplit(url)
+        self._path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        self._headers = {"Accept": "text/plain", "Connection": "keep-alive"}
+        if options.user is not None:
+            pair = f"{options.user}:{options.password or ''}".encode()
+            self._headers["Authorization"] = "Basic " + base64.b64encode(pair).decode()
+
+    def _get(self) -> tuple[int, bytes]:
+        """One GET on the kept connection (HTTP/1.1 keep-alive: no new connection, no TLS handshake a
+        second); once more on a new one when the kept one was closed by the server meanwhile."""
+        for attempt in (0, 1):
+            fresh = self._conn is None
+            if self._conn is None:
+                self._conn = self._connect()
+            try:
+                self._conn.request("GET", self._path, headers=self._headers)
+                response = self._conn.getresponse()
+                body = response.read(MAX_BODY + 1)
+                if response.will_close:
+                    self._drop()
+                return response.status, body
+            except (OSError, http.client.HTTPException):
+                self._drop()
+                if fresh or attempt:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _connect(self) -> http.client.HTTPConnection:
+        parts = urlsplit(self.url)
+        host, port = parts.hostname or "", parts.port
+        if parts.scheme == "https":
+            return http.client.HTTPSConnection(host, port, timeout=self.options.timeout,
+                                               context=self._context)
+        return http.client.HTTPConnection(host, port, timeout=self.options.timeout)
+
+    def close(self) -> None:
+        self._drop()
+
+    def _drop(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
 
     def read(self) -> Reading:
         """Fetch and parse the URL now (blocking, at most about `timeout` seconds a step)."""
         at = time.time()
-        request = urllib.request.Request(self.url, headers={"Accept": "text/plain"})
-        if self.options.user is not None:
-            pair = f"{self.options.user}:{self.options.password or ''}".encode()
-            request.add_header("Authorization", "Basic " + base64.b64encode(pair).decode())
         try:
-            with urllib.request.urlopen(request, timeout=self.options.timeout, context=self._context) as got:
-                body = got.read(MAX_BODY + 1)
-        except urllib.error.HTTPError as exc:
-            hint = " (basic auth: --basic-auth-user)" if exc.code == 401 else ""
-            return Reading(None, f"HTTP {exc.code}{hint}", at)
-        except (urllib.error.URLError, OSError, http.client.HTTPException, ValueError) as exc:
+            status, body = self._get()
+        except (OSError, http.client.HTTPException, ValueError) as exc:
             return Reading(None, _reason(exc), at)
+        if status != 200:
+            hint = " (basic auth: --basic-auth-user)" if status == 401 else ""
+            return Reading(None, f"HTTP {status}{hint}", at)
         if len(body) > MAX_BODY:
             return Reading(None, f"body over {MAX_BODY >> 20} MiB", at)
-        digest = hashlib.blake2b(body, digest_size=16).digest()
+        text = wanted_lines(body.decode("utf-8", "replace"))
+        digest = hashlib.blake2b(text.encode(), digest_size=16).digest()
         if digest != self._digest or self._snaps is None:
             try:
-                self._snaps = read_families(text_string_to_metric_families(body.decode("utf-8", "replace")))
+                self._snaps = read_families(text_string_to_metric_families(text))
             except (ValueError, TypeError, IndexError, KeyError):
                 self._digest, self._snaps = None, None
                 return Reading(None, "not Prometheus text", at)
@@ -121,7 +159,7 @@ class UrlTarget:
 
 def _reason(exc: BaseException) -> str:
     """A short reason a read failed, in words (never a server's own text)."""
-    inner = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+    inner = exc
     if isinstance(inner, ssl.SSLCertVerificationError):
         return "TLS: certificate not trusted (--tls-ca-file)"
     if isinstance(inner, ssl.SSLError):
@@ -185,5 +223,8 @@ class Fetcher:
         return got
 
     def close(self) -> None:
+        """Ends the reads (one under way ends within the timeout) and closes the kept connections."""
         if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool.shutdown(wait=True, cancel_futures=True)
+        for target in self.targets:
+            target.close()

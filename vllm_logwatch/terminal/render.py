@@ -193,26 +193,40 @@ _COLUMNS = (
 
 
 def rows_table(rows: Sequence[Row], width: int, *, selected: int | None = None, first: int = 0,
-               limit: int | None = None) -> Table:
-    """The rows `first` .. `first + limit`, at a terminal `width` (columns that do not fit are left out;
-    the server column takes what is left). A down target's reason shows in the problems column from
-    130 columns on, and always in its detail pane."""
+               limit: int | None = None) -> Text:
+    """The rows `first` .. `first + limit` under a header, at a terminal `width` (columns that do not
+    fit are left out; the server column takes what is left). A down target's reason shows in the
+    problems column from 130 columns on, and always in its detail pane. Fixed columns, laid out
+    here: a screen of them is one `Text`, cheap to paint every second."""
     columns = [c for c in _COLUMNS if width >= c.min_screen]
-    used = sum(c.width + 1 for c in columns)
-    name_width = max(10, width - used - 1)
-    table = Table(box=None, padding=(0, 1, 0, 0), pad_edge=False, show_edge=False, expand=False,
-                  header_style="bold", collapse_padding=True)
-    table.add_column("server", width=name_width, no_wrap=True, overflow="ellipsis")
-    for c in columns:
-        table.add_column(c.head, width=c.width, no_wrap=True, overflow="ellipsis",
-                         justify="right" if c.right else "left")
+    name_width = max(10, width - sum(c.width + 1 for c in columns) - 1)
+    out = Text(no_wrap=True, overflow="ellipsis")
+
+    def line(name: Text | str, cells: list[Text | str], style: str) -> None:
+        joined = _cell(name, name_width, right=False)
+        for column, cell in zip(columns, cells, strict=True):
+            joined.append(" ")
+            joined.append_text(_cell(cell, column.width, column.right))
+        if style:
+            joined.stylize(style)
+        out.append_text(joined)
+        out.append("\n")
+
+    line("server", [c.head for c in columns], "bold")
     chosen = rows[first:first + limit if limit is not None else None]
     for index, row in enumerate(chosen, start=first):
-        style = "reverse" if index == selected else ""
         server_row = row.engine is None or len(row.view.engines) == 1
         name = Text(_short(row.name, name_width), style="bold" if server_row else "")
-        table.add_row(name, *(c.cell(row) for c in columns), style=style)
-    return table
+        line(name, [c.cell(row) for c in columns], "reverse" if index == selected else "")
+    out.rstrip()
+    return out
+
+
+def _cell(cell: Text | str, width: int, right: bool) -> Text:
+    text = cell.copy() if isinstance(cell, Text) else Text(cell)
+    text.truncate(width, overflow="ellipsis")
+    text.align("right" if right else "left", width)
+    return text
 
 
 def fleet_text(fleet: Fleet, shown: Shown, width: int, *, status: bool = True) -> Text:

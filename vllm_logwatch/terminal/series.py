@@ -99,7 +99,29 @@ class ServerSnap:
     connector: dict[str, float] = field(default_factory=dict)
     """Connector transfers: 'kv succeeded' -> count, 'kv bytes' -> bytes."""
     launches: float | None = None
-    log_lines: float | None = None
+
+
+_LW_OTHER = ("problems_total", "server_info", "kv_cache_capacity_tokens", "kv_cache_blocks",
+             "max_concurrency", "gpus", "startup_seconds", "launches_total", "transfers_total",
+             "transfer_bytes_total")
+_WANTED = frozenset({*(_LW + name for name in (*_LW_ENGINE, *_LW_OTHER)), *_VLLM_ENGINE,
+                     *(name + "_bucket" for names in HISTOGRAMS.values() for name in names)})
+
+
+def wanted_lines(text: str) -> str:
+    """The sample lines of `text` that `read_families` reads (a vLLM server's `*_info` too), without
+    the comments: what the parser is given, a tenth of a vLLM server's /metrics. Untyped, each sample
+    is a family of its own name, which `read_families` reads the same.
+
+    >>> wanted_lines("# TYPE vllm:num_requests_running gauge\\nvllm:num_requests_running 1\\nother 2\\n")
+    'vllm:num_requests_running 1\\n'
+    """
+    kept = []
+    for line in text.splitlines(keepends=True):
+        name = line.split("{", 1)[0].split(" ", 1)[0]
+        if name in _WANTED or (name.startswith("vllm:") and name.endswith("_info")):
+            kept.append(line)
+    return "".join(kept)
 
 
 def _key(labels: Mapping[str, str]) -> ServerKey:
@@ -174,8 +196,6 @@ def _logwatch_other(snap: ServerSnap, name: str, labels: Mapping[str, str], valu
         snap.facts[_STARTUP[labels["phase"]]] = f"{value:.1f}"
     elif name == "launches_total":
         snap.launches = value
-    elif name == "log_lines_total":
-        snap.log_lines = value
     elif name == "transfers_total":
         where = f"{labels.get('cache', '?')} {labels.get('result', '?')}"
         snap.connector[where] = snap.connector.get(where, 0.0) + value

@@ -134,11 +134,14 @@ class StatsBook:
         self._books: dict[ServerKey, deque[EngineStats]] = {}
         self._limit = limit
         self._lock = threading.Lock()  # fed by the pipeline's thread, read by the screen's
+        self._counts: dict[ServerKey, int] = {}
+        self._tables: dict[ServerKey, tuple[int, list[ConcurrencyRow]]] = {}
 
     def record(self, labels: Mapping[str, str], _engine: str, stats: EngineStats, _arrival: float) -> None:
         key = tuple(labels.items())
         with self._lock:
             self._add(key, stats)
+            self._counts[key] = self._counts.get(key, 0) + 1
 
     def _add(self, key: ServerKey, stats: EngineStats) -> None:
         book = self._books.get(key)
@@ -147,6 +150,18 @@ class StatsBook:
         elif book and stats.time is not None and book[-1].time is not None and stats.time < book[-1].time:
             book.clear()
         book.append(stats)
+
+    def table(self, key: ServerKey, name: str) -> list[ConcurrencyRow]:
+        """The concurrency table of a server's lines, computed again only once a line came."""
+        with self._lock:
+            count = self._counts.get(key, 0)
+            cached = self._tables.get(key)
+        if cached is not None and cached[0] == count:
+            return cached[1]
+        rows = concurrency(name, self.lines(key))
+        with self._lock:
+            self._tables[key] = (count, rows)
+        return rows
 
     def lines(self, key: ServerKey) -> list[EngineStats]:
         with self._lock:
@@ -231,7 +246,7 @@ class Tracker:
                           problems=dict(snap.problems), facts=dict(snap.facts),
                           connector={k: v for k, v in snap.connector.items() if k})
         if not engines:
-            view.state = "starting" if (snap.launches or snap.facts or snap.log_lines) else "down"
+            view.state = "starting" if (snap.launches or snap.facts) else "down"
             view.reason = None if view.state == "starting" else "nothing read yet"
         else:
             view.state = min((e.state for e in engines), key=STATES.index)
@@ -244,7 +259,7 @@ class Tracker:
         if spec:
             view.spec = (math.fsum(d for d, _ in spec), math.fsum(a for _, a in spec))
         if book is not None:
-            view.stats = lambda: concurrency(name, book.lines(key))
+            view.stats = lambda: book.table(key, name)
         else:
             points = list(self._points.get((target, key), ()))
             view.stats = lambda: concurrency(name, points)

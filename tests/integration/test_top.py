@@ -270,3 +270,13 @@ def _parse_last(log: Path) -> dict[str, str]:
     out = subprocess.run([sys.executable, "-m", "vllm_logwatch", "parse", str(log), "--csv"], check=True,
                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}).stdout
     return list(csv.DictReader(io.StringIO(out)))[-1]
+
+
+def test_the_readme_frame_is_what_top_prints(capsys: pytest.CaptureFixture[str]) -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = readme[readme.index("$ logwatch top --once"):]
+    command, _, rest = block.partition("\n")
+    shown = rest[:rest.index("```")].rstrip("\n")
+    args = command.removeprefix("$ logwatch ").split()
+    frame = _run(capsys, *args)
+    assert "\n".join(line.rstrip() for line in frame.splitlines()) == shown

@@ -13,7 +13,7 @@ from support import ROOT
 
 REPO = ROOT
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
-MANUAL = ["watch", "run", "offline", "audit", "metrics", "status-api", "deploy", "deploy-kubernetes",
+MANUAL = ["watch", "run", "offline", "audit", "top", "metrics", "status-api", "deploy", "deploy-kubernetes",
           "deploy-docker", "deploy-journald", "deploy-fleet", "performance", "development"]
 TEST_COMMAND = "pip install -e '.[test]' && make test"
 REPO_PATH = re.compile(

@@ -35,6 +35,7 @@ KEYS = (
     ("left, right", "log targets: back and forward in the file's history (--step)"),
     ("end", "log targets: back to now"),
     ("?", "this help (any key closes it)"),
+    ("escape", "close the pane or the filter box"),
     ("q", "quit"),
 )
 _STATE_STYLE = {"serving": "green", "idle": "dim", "starting": "cyan", "stalled": "bold red",

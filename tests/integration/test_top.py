@@ -1,7 +1,8 @@
 """`logwatch top` for real: `--once` over real logs against `summary` and `parse`, a vLLM server's own
 /metrics (a recorded snapshot of the real CPU server, served by a tiny HTTP server), and the
 interactive view driven in tmux (send-keys, capture-pane) at 80x24 and 160x48 over a real
-`logwatch watch`, a folder of three real logs being appended to, and a URL that is down.
+`logwatch watch` (behind TLS and basic auth), a folder of three real logs being appended to, and a URL
+that is down.
 
 One watch process and two tmux sessions for the whole module; every wait polls with a deadline.
 """
@@ -15,14 +16,26 @@ import io
 import os
 import re
 import shutil
+import ssl
 import subprocess
 import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+import bcrypt
 import pytest
-from support import ROOT, TESTS, WatchProcess, free_port, poll_until, required_tool, run_watch
+from support import (
+    ROOT,
+    TESTS,
+    TLSFiles,
+    WatchProcess,
+    free_port,
+    make_tls_files,
+    poll_until,
+    required_tool,
+    run_watch,
+)
 
 from vllm_logwatch import cli
 from vllm_logwatch.terminal.render import pct, tps
@@ -115,14 +128,54 @@ def test_once_over_a_vllm_servers_own_metrics(vllm_url: str, capsys: pytest.Capt
     assert tbt[3:5] == ["all", "5.3ms"], frame
 
 
+PASSWORD = "correct horse battery staple"
+
+
 @pytest.fixture(scope="module")
-def watch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WatchProcess]:
+def secrets(tmp_path_factory: pytest.TempPathFactory) -> tuple[TLSFiles, Path, Path]:
+    """The watch's TLS files, its --web-config (TLS and basic auth), the password file top reads."""
+    folder = tmp_path_factory.mktemp("top-tls")
+    tls = make_tls_files(folder)
+    hashed = bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(4)).decode()
+    config = folder / "web.yml"
+    config.write_text(f"tls_server_config:\n  cert_file: {tls.server_cert}\n  key_file: {tls.server_key}\n"
+                      f"basic_auth_users:\n  prometheus: '{hashed}'\n", encoding="utf-8")
+    password = folder / "password"
+    password.write_text(PASSWORD + "\n", encoding="utf-8")
+    return tls, config, password
+
+
+@pytest.fixture(scope="module")
+def watch(tmp_path_factory: pytest.TempPathFactory,
+          secrets: tuple[TLSFiles, Path, Path]) -> Iterator[WatchProcess]:
+    """One real `logwatch watch` over the real log, behind TLS and basic auth, for the module."""
+    tls, config, _ = secrets
     folder = tmp_path_factory.mktemp("top-watch")
     shutil.copy(REAL, folder / REAL.name)
-    with run_watch(folder, "--from-start") as process:
+    with run_watch(folder, "--from-start", "--web-config", str(config), scheme="https",
+                   client_options={"verify": ssl.create_default_context(cafile=str(tls.ca)),
+                                   "auth": ("prometheus", PASSWORD)}) as process:
         process.wait_sample("vllm_logwatch_stats_lines_total", {"engine": "0", "model_name": "tiny-llama"},
                             expected=78)
         yield process
+
+
+def _auth(secrets: tuple[TLSFiles, Path, Path]) -> list[str]:
+    tls, _, password = secrets
+    return ["--tls-ca-file", str(tls.ca), "--basic-auth-user", "prometheus",
+            "--basic-auth-password-file", str(password)]
+
+
+def test_once_over_an_exporter_behind_tls_and_basic_auth(
+        watch: WatchProcess, secrets: tuple[TLSFiles, Path, Path],
+        capsys: pytest.CaptureFixture[str]) -> None:
+    tls = secrets[0]
+    frame = _run(capsys, "top", "--once", "--width", "160", watch.url, *_auth(secrets))
+    assert _cells(frame, f":{watch.port}")[1] == "idle", frame
+    without = _run(capsys, "top", "--once", "--width", "160", watch.url, "--tls-ca-file", str(tls.ca))
+    assert _cells(without, f":{watch.port}")[1] == "down" and "HTTP 401" in without, without
+    untrusted = _run(capsys, "top", "--once", "--detail", "--width", "160", watch.url)
+    assert "certificate not trusted" in untrusted, untrusted
 
 
 class Tmux:
@@ -172,9 +225,10 @@ def _cells(screen: str, start: str) -> list[str]:
                 if line.startswith(start) or (line.split() or [""])[0].endswith(start))
 
 
-def test_tmux_80x24_over_a_watch_and_a_down_url_every_key(watch: WatchProcess) -> None:
+def test_tmux_80x24_over_a_watch_and_a_down_url_every_key(
+        watch: WatchProcess, secrets: tuple[TLSFiles, Path, Path]) -> None:
     down = f"http://127.0.0.1:{free_port()}"
-    session = Tmux(f"top-{os.getpid()}-a", 80, 24, [watch.url, down], {})
+    session = Tmux(f"top-{os.getpid()}-a", 80, 24, [watch.url, down, *_auth(secrets)], {})
     try:
         screen = session.wait(lambda s: "(1 down)" in s and "idle" in s, "the watch's row and the down one")
         labels = {"engine": "0", "model_name": "tiny-llama"}

@@ -220,7 +220,7 @@ def run_top(options: TopOptions) -> int:
         except ImportError:
             raise UsageError("top needs Textual: pip install 'vllm-logwatch[top]' (or use --once)") from None
         if not sys.stdout.isatty():
-            raise UsageError("top: standard output is not a terminal: use --once for one frame as text")
+            raise UsageError("standard output is not a terminal: use --once for one frame as text")
     board = build_board(options)
     shown = Shown(detail=options.detail)
     try:

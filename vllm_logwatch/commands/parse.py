@@ -208,7 +208,7 @@ def run_openmetrics(
     the general parser (the reference).
     """
     from ..offline.output.openmetrics import OpenMetricsWriter, parse_labels
-    from ..offline.reading.events import no_stats_hint
+    from ..offline.reading.events import no_stats_hint, repeats_note
     from ..offline.reading.records import source_records
     from ..parsing.events import ServerInfo
 
@@ -233,4 +233,6 @@ def run_openmetrics(
     if writer.dropped:
         print(f"logwatch parse: {writer.dropped} samples left out: not after the previous sample of "
               "their series (give the files oldest first)", file=sys.stderr)
+    if writer.repeats:
+        print(f"logwatch parse: {repeats_note(writer.repeats)}", file=sys.stderr)
     return writer

@@ -180,7 +180,9 @@ METRICS: tuple[MetricSpec, ...] = (
     _m("log_bytes", "counter", (), "Log bytes read."),
     _m("parse_errors", "counter", ("what",),
        "Unreadable lines by kind (ours too); transfer_key: one key of a line. A stats line over 1e9 tokens/s "
-       "and a step line whose time is not finite or whose tokens pass 1e9 a second over it are unreadable."),
+       "and a step line whose time is not finite or whose tokens pass 1e9 a second over it are unreadable. "
+       "duplicate: a stats line written twice (the same stamp, process, engine and numbers), its copy "
+       "left out."),
     _m("unknown_fields", "counter", (), "Stats fields the parser did not know (kept, not lost)."),
     _m("log_rotations", "counter", (), "Log rotations (rename + create) followed."),
     _m("log_truncations", "counter", (), "Log truncations (copytruncate) followed."),

@@ -3,7 +3,8 @@
 `Assembler` is the small amount of state between lines: V0's separate prefix-cache line merged into
 the stats record before it, SpecDecoding and KV/EC Transfer lines given the engine of the stats line
 before them,
-multi-line records (tracebacks) counted once, and year-less stamps given their year.
+multi-line records (tracebacks) counted once, a stats line written twice counted once (`repeats`), and
+year-less stamps given their year.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 
-from .events import EngineStats, Event, LogMessage, PrefixCacheRates, SpecDecodeStats, TransferStats
+from .events import EngineStats, Event, LogMessage, PrefixCacheRates, SpecDecodeStats, TransferStats, Unparsed
 from .line import parse_line
 from .stamps import YearClock
 
@@ -31,6 +32,7 @@ class Assembler:
         clock: YearClock | Callable[[str], YearClock] | None = None,
         *,
         hold_v0: bool = True,
+        repeats: bool = False,
     ):
         """`clock` is a YearClock, or a factory given the first stamp seen (for the mtime rule)."""
         self.file = file
@@ -39,6 +41,10 @@ class Assembler:
         self.hold_v0 = hold_v0
         self._pending: EngineStats | None = None
         self._last_engine: dict[str | None, int | None] = {}
+        self.repeats = repeats
+        self._last_stats: dict[tuple[str | None, int | None, int | None], object] = {}
+        """(process, engine, engines aggregated) -> its last stats line: the event as parsed (no file,
+        line or time), or the fast lane's (stamp, numbers)."""
         # per process: the header (level, location, stamp) of its open multi-line record, and the
         # problem tags that record already reported
         self._open_log: dict[str | None, tuple[tuple[object, ...], set[str]]] = {}
@@ -78,6 +84,9 @@ class Assembler:
                 self._open_log[event.process] = (key, {event.problem} if event.problem else set())
         elif event.stamp is not None:
             self._open_log.pop(event.process, None)  # another record of that process ends it
+        if isinstance(event, EngineStats) and self.repeats and self.repeated(
+                event.process, event.engine, event, event.engines_aggregated):
+            return [Unparsed(what="duplicate", file=self.file, line=line)]
         out.extend(self.flush())
         if isinstance(event, EngineStats):
             self._last_engine[event.process] = event.engine
@@ -103,6 +112,17 @@ class Assembler:
         (spec and transfer lines after it name its engine; it ends the process's open log record)."""
         self._open_log.pop(process, None)
         self._last_engine[process] = engine
+
+    def repeated(self, process: str | None, engine: int | None, line: object,
+                 aggregated: int | None = None) -> bool:
+        """True when the stats line `line` (what tells two lines apart: the parsed event, or the fast
+        lane's stamp and numbers) is the last stats line of its process and engine again, a duplicate;
+        it is that last line from now on."""
+        key = (process, engine, aggregated)
+        if self._last_stats.get(key) == line:
+            return True
+        self._last_stats[key] = line
+        return False
 
     @property
     def pending(self) -> bool:

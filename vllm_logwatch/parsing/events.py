@@ -389,9 +389,11 @@ class LogMessage(_Record):
 
 
 UnparsedKind = Literal[
-    "stats", "spec", "prefix", "transfer", "mfu", "info", "access", "log", "envelope", "iteration", "request"]
+    "stats", "spec", "prefix", "transfer", "mfu", "info", "access", "log", "envelope", "iteration", "request",
+    "duplicate"]
 """The kinds of line an `Unparsed` can be: what was being read when it failed (`envelope`: a line of a
-container log that is not a record of its format, `parsing/envelope.py`)."""
+container log that is not a record of its format, `parsing/envelope.py`; `duplicate`: a stats line
+written twice, its second copy left out, `assemble.Assembler`)."""
 
 
 class Unparsed(_Record):

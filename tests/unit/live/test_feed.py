@@ -62,3 +62,12 @@ def test_after_dropped_output_the_line_it_broke_is_skipped() -> None:
                       gap_after=1)
     assert sample(metrics, "vllm_logwatch_stats_lines_total") == 2
     assert sample(metrics, "vllm_logwatch_requests_running") == 2
+
+
+def test_a_stats_line_written_twice_counts_once() -> None:
+    """Two logging handlers print every line twice: the copy is left out and counted."""
+    metrics = feed(stats(0) * 2 + stats(10) * 2, stats(20) * 2)
+    assert sample(metrics, "vllm_logwatch_stats_lines_total") == 3
+    registry = CollectorRegistry()
+    metrics.register(registry)
+    assert registry.get_sample_value("vllm_logwatch_parse_errors_total", {"what": "duplicate"}) == 3

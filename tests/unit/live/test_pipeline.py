@@ -355,3 +355,16 @@ def test_a_stream_read_to_its_end_says_it_ended_and_never_that_it_follows_new_li
     assert any("ended: nothing more to read" in line and "50 lines read" in line for line in said), said
     assert not any("following new lines" in line for line in said), said
     pipeline.stop()
+
+
+def test_a_stats_line_written_twice_counts_once(tmp_path: Path, rigs: Callable[..., Rig]) -> None:
+    """Two logging handlers print every line twice: watch leaves the copy out and counts it."""
+    log = tmp_path / "serve_20261129_192328.log"
+    append(log, *REAL_LINES[:5])
+    rig = rigs(log)
+    rig.pipeline.step()
+    append(log, STATS[0], STATS[0], STATS[1], STATS[1])
+    rig.pipeline.step()
+    assert rig.value("stats_lines_total", E0) == 2
+    assert rig.value("generation_tokens_total", E0) == pytest.approx((603.0 + 1727.3) * 2)
+    assert rig.value("parse_errors_total", {"what": "duplicate"}) == 2

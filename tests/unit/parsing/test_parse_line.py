@@ -974,3 +974,21 @@ def test_a_clients_text_in_a_request_line_is_never_a_stats_line(line: str) -> No
 def test_a_custom_formats_own_stats_line_is_still_read() -> None:
     event = parse_line("2026-12-02 10:00:00,123 INFO vllm.v1.metrics.loggers: Engine 000: " + FORGED_STATS)
     assert isinstance(event, EngineStats) and event.running == 77
+
+
+def test_a_stats_line_written_twice_is_counted_once() -> None:
+    """A logging configuration with two handlers prints every line twice: the copy (the same stamp,
+    process, engine and numbers as the last line of that process and engine) is left out and counted;
+    the same numbers at another stamp, or of another engine, are lines of their own."""
+    line = ("(APIServer pid=1) INFO 12-02 10:00:{s:02d} [loggers.py:335] Engine 00{e}: Avg prompt throughput: "
+            "0.0 tokens/s, Avg generation throughput: 100.0 tokens/s, Running: 1 reqs, Waiting: 0 reqs, "
+            "GPU KV cache usage: 1.0%, Prefix cache hit rate: 0.0%")
+    lines = [line.format(s=0, e=0), line.format(s=0, e=0), line.format(s=0, e=1), line.format(s=0, e=1),
+             line.format(s=0, e=0), line.format(s=10, e=0), line.format(s=10, e=0)]
+    assembler = Assembler("x.log", repeats=True)
+    events = [out for n, text in enumerate(lines, 1) for out in assembler.feed(parse_line(text), n)]  # type: ignore[arg-type]
+    assert [(e.kind, e.line) for e in events] == [
+        ("stats", 1), ("unparsed", 2), ("stats", 3), ("unparsed", 4), ("unparsed", 5), ("stats", 6),
+        ("unparsed", 7)]
+    assert {e.what for e in events if isinstance(e, Unparsed)} == {"duplicate"}
+    assert [e.kind for e in assemble(lines)] == ["stats"] * 7  # parse --csv, --jsonl: lines as written

@@ -28,7 +28,15 @@ from typing import IO, cast
 from ...errors import UsageError
 from ...exporting.catalogue import METRICS, PREFIX, MetricSpec, name
 from ...exporting.exporter import ExporterMetrics
-from ...parsing.events import EngineStats, Event, MfuStats, ServerInfo, SpecDecodeStats, TransferStats
+from ...parsing.events import (
+    EngineStats,
+    Event,
+    MfuStats,
+    ServerInfo,
+    SpecDecodeStats,
+    TransferStats,
+    Unparsed,
+)
 from ..reading.records import FastStats
 
 __all__ = ["BACKFILL_FAMILIES", "OpenMetricsWriter", "parse_labels"]
@@ -117,6 +125,8 @@ class OpenMetricsWriter:
         self.dropped = 0
         """Samples not after the previous one of their series (inputs out of time order): left out."""
         self.stats_lines = 0
+        self.repeats = 0
+        """Stats lines written twice, counted once (`Assembler`'s `repeats`)."""
 
     def new_launch(self, source: str | None) -> None:
         """A new input file: a new launch, as the live exporter sees a new launch file."""
@@ -131,6 +141,7 @@ class OpenMetricsWriter:
             self._metrics.apply(event)
             return
         if not isinstance(event, (FastStats, EngineStats, SpecDecodeStats, TransferStats, MfuStats)):
+            self.repeats += isinstance(event, Unparsed) and event.what == "duplicate"
             return
         stamp = event.time.timestamp() if event.time is not None else None
         if stamp != self._batch_time:

@@ -24,8 +24,8 @@ from .route import sniff
 from .stream import ScanStats, read_lines, scan_stream
 
 __all__ = [
-    "KINDS", "ParseResult", "event_to_dict", "iter_source_events", "no_stats_hint", "stats_csv_row",
-    "stats_row",
+    "KINDS", "ParseResult", "event_to_dict", "iter_source_events", "no_stats_hint", "repeats_note",
+    "stats_csv_row", "stats_row",
 ]
 
 KINDS = RECORD_KINDS
@@ -51,15 +51,16 @@ class ParseResult:
 
 def iter_source_events(
     source: Source, kind: str, zone: tzinfo, year: int | None, scan: ScanStats,
-    extra_needles: tuple[bytes, ...] = (),
+    extra_needles: tuple[bytes, ...] = (), *, repeats: bool = False,
 ) -> Iterator[Event]:
     """Every event of one source wanted for `kind`, in file order. Raises `InputError`.
 
     `extra_needles`: for `stats` and `spec`, also parse the lines holding one of these byte strings
-    (the offline summary asks for the start-up banner, to see restarts inside one file).
+    (the offline summary asks for the start-up banner, to see restarts inside one file). `repeats`: a
+    stats line written twice is counted once (`Assembler`), for the readers that count lines.
     """
     path = None if source.is_stdin else source.path
-    assembler = Assembler(source.name, partial(_clock_for_source, path, zone, year))
+    assembler = Assembler(source.name, partial(_clock_for_source, path, zone, year), repeats=repeats)
     with open_source(source, progress=True) as raw:
         try:
             fmt = sniff(raw)
@@ -93,6 +94,17 @@ def _enveloped(
     except read_errors as exc:
         raise input_error(exc, source) from None
     yield from assembler.flush()
+
+
+def repeats_note(count: int) -> str:
+    """What the readers that count lines say on stderr of the stats lines they counted once.
+
+    >>> repeats_note(2)[:60]
+    '2 stats lines written twice (the same stamp, process, engine'
+    """
+    lines = "1 stats line" if count == 1 else f"{count} stats lines"
+    return (f"{lines} written twice (the same stamp, process, engine and numbers) counted once: does the "
+            "logging configuration have two handlers?")
 
 
 def _clock_for_source(path: str | None, zone: tzinfo, year: int | None, first_stamp: str) -> YearClock:

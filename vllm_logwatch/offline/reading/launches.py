@@ -8,14 +8,15 @@ state (token estimates, counters) starts over with each launch, as in the live e
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 from ...errors import NoStatsError
-from ...parsing.events import EngineStats, MfuStats, ServerInfo, SpecDecodeStats, TransferStats
+from ...parsing.events import EngineStats, MfuStats, ServerInfo, SpecDecodeStats, TransferStats, Unparsed
 from ...parsing.needles import LAUNCH_NEEDLES
-from .events import iter_source_events, no_stats_hint
+from .events import iter_source_events, no_stats_hint, repeats_note
 from .inputs import resolve_inputs
 from .ranges import Tuning
 from .records import FastBlock, FastMfu, FastStats, Step, source_records
@@ -109,11 +110,12 @@ def _records(
     index = 0
     any_stats = False
     stats_disabled = False
+    repeats = 0
     for source in sources:
         launch = Launch(index, source.name, 1)
         events = (source_records(source, zone, year, scan, fast, blocks=blocks, numbers=numbers, steps=steps)
                   if spec
-                  else iter_source_events(source, kind, zone, year, scan, LAUNCH_NEEDLES))
+                  else iter_source_events(source, kind, zone, year, scan, LAUNCH_NEEDLES, repeats=True))
         for event in events:
             if isinstance(event, ServerInfo):
                 stats_disabled = stats_disabled or bool(event.stats_logging_disabled)
@@ -135,7 +137,11 @@ def _records(
                     mfu and isinstance(event, (MfuStats, FastMfu))) or (
                     steps and event.kind in ("iteration", "steps")):
                 yield launch, event
+            elif isinstance(event, Unparsed) and event.what == "duplicate":
+                repeats += 1
         if launch.has_stats:
             index += 1
+    if repeats:
+        print(f"logwatch: {repeats_note(repeats)}", file=sys.stderr)
     if not any_stats:
         raise NoStatsError(no_stats_hint(sources, stats_disabled))

@@ -13,6 +13,7 @@ its place. The summary is the general path's, field for field (tests/integration
 from __future__ import annotations
 
 import math
+import operator
 import re
 from array import array
 from collections.abc import Callable, Iterator
@@ -21,7 +22,7 @@ from datetime import datetime, timedelta, tzinfo
 from typing import Any, ClassVar, Literal
 
 from ...parsing.assemble import Assembler
-from ...parsing.events import Event, IterationStats
+from ...parsing.events import Event, IterationStats, Unparsed
 from ...parsing.line import parse_line
 from ...parsing.needles import ITERATION_NEEDLES, PREFIX_NEEDLES, VARIANT_NEEDLES, WANTS
 from ...parsing.shapes import HEADER, MFU_BODY, MFU_START
@@ -201,7 +202,8 @@ def source_records(
     (`iter_source_events(source, "launches", ...)`); with `steps`, the iteration lines' records too."""
     way = route(source, tuning)
     if way == "general" or tuning is None:
-        return iter_source_events(source, "launches", zone, year, scan, ITERATION_NEEDLES if steps else ())
+        return iter_source_events(source, "launches", zone, year, scan, ITERATION_NEEDLES if steps else (),
+                                  repeats=True)
     return iter_fast_events(source, zone, year, scan, tuning, way == "ranges", blocks=blocks, numbers=numbers,
                             steps=steps)
 
@@ -209,9 +211,9 @@ def source_records(
 def iter_fast_events(source: Source, zone: tzinfo, year: int | None, scan: ScanStats,
                      tuning: Tuning, ranges: bool, *, blocks: bool = False, numbers: bool = True,
                      steps: bool = False) -> Iterator[Event | FastStats | FastBlock | FastMfu | FastSteps]:
-    """What `iter_source_events(source, "spec", zone, year, scan, LAUNCH_NEEDLES)` yields, in file order
-    (`ranges`: by the range workers, else streamed in this process), with a `FastStats` in place of each
-    common stats line's `EngineStats` (with `blocks`, a `FastBlock` in place of each run of them, then a
+    """What `iter_source_events(source, "spec", zone, year, scan, LAUNCH_NEEDLES, repeats=True)` yields, in
+    file order (`ranges`: by the range workers, else streamed in this process), with a `FastStats` in place of
+    each common stats line's `EngineStats` (with `blocks`, a `FastBlock` in place of each run of them, then a
     `FastMfu` of the MFU lines that sat alone among its rows). Without `numbers`, a big file's lines are not
     counted: the events' `line` is not theirs (`Lane.numbers`), for a reader that uses none. With `steps`,
     the iteration lines too: vLLM's common ones as a `FastSteps` a chunk (with `blocks`), any other as the
@@ -224,7 +226,7 @@ def iter_fast_events(source: Source, zone: tzinfo, year: int | None, scan: ScanS
             clock.append(YearClock.for_source(path, zone, year, first_stamp=stamp))
         return clock[0]
 
-    assembler = Assembler(source.name, clock_for)
+    assembler = Assembler(source.name, clock_for, repeats=True)
     times = _Times(clock_for)
     try:
         needles = _NEEDLES + ITERATION_NEEDLES if steps else _NEEDLES
@@ -247,6 +249,7 @@ def iter_fast_events(source: Source, zone: tzinfo, year: int | None, scan: ScanS
 
 def _rows(chunks: Iterator[tuple[Any, int]], assembler: Assembler, times: _Times,
           blocks: bool) -> Iterator[Event | FastStats | FastBlock | FastMfu | FastSteps]:
+    latest = b""  # the latest stamp of a row so far (`_repeats`)
     for chunk, base in chunks:
         numbers, other_numbers, positions, values = array("Q"), array("Q"), array("Q"), array("d")
         numbers.frombytes(chunk.numbers)
@@ -270,10 +273,18 @@ def _rows(chunks: Iterator[tuple[Any, int]], assembler: Assembler, times: _Times
             if assembler.pending:
                 yield from assembler.flush()
             end = min(positions[j], n) if j < n_pos else n
+            dropped, latest = _repeats(assembler, stamps, values, processes, start, end, latest)
+            for i in dropped:
+                yield Unparsed(what="duplicate", file=assembler.file, line=base + numbers[i])
             # Each process's lines, as `seen` line by line leaves them: its last line's engine.
             for process, i in dict(zip(processes[start:end], range(start, end), strict=True)).items():
                 seen(process.decode() if process else None, int(values[i * VALUES]))
-            if blocks:
+            if blocks and dropped:
+                kept = sorted(set(range(start, end)) - set(dropped))
+                if kept:
+                    kept_values = array("d", (v for i in kept for v in values[i * VALUES:(i + 1) * VALUES]))
+                    yield FastBlock([times(stamps[i * STAMP:(i + 1) * STAMP]) for i in kept], kept_values)
+            elif blocks:
                 yield FastBlock(times.many(stamps, start, end), values[start * VALUES:end * VALUES])
                 if m < n_mfu and mfu[m][0] <= end:
                     run = FastMfu()
@@ -285,7 +296,10 @@ def _rows(chunks: Iterator[tuple[Any, int]], assembler: Assembler, times: _Times
                         m += 1
                     yield run
             else:
+                skip = set(dropped)
                 for i in range(start, end):
+                    if i in skip:
+                        continue
                     yield FastStats(times(stamps[i * STAMP:(i + 1) * STAMP]),
                                     tuple(values[i * VALUES:(i + 1) * VALUES]))
             start = end
@@ -300,6 +314,27 @@ def _rows(chunks: Iterator[tuple[Any, int]], assembler: Assembler, times: _Times
             yield from _slow(assembler, others[k], base + other_numbers[k])
         if steps is not None:
             yield steps
+
+
+def _repeats(assembler: Assembler, stamps: bytes, values: Any, processes: list[bytes], start: int, end: int,
+             latest: bytes) -> tuple[list[int], bytes]:
+    """The rows `start` to `end` that repeat the last stats line of their process and engine (the same
+    stamp and numbers: `Assembler.repeated`, the rule `feed` applies to the parser's lines), and the
+    latest stamp so far. A row stamped after every row before it repeats none: when the run's stamps
+    rise row after row from `latest` (one engine's log), only each process and engine's last row is
+    noted; else every row is looked at."""
+    run = [stamps[i * STAMP:(i + 1) * STAMP] for i in range(start, end)]
+    rising = run[0] > latest and all(map(operator.lt, run, run[1:]))
+    rows = (dict(zip(zip(processes[start:end], values[start * VALUES:end * VALUES:VALUES], strict=True),
+                     range(start, end), strict=True)).values() if rising else range(start, end))
+    dropped = []
+    for i in rows:
+        process, at = processes[i], i * VALUES
+        numbers = tuple(v if v == v else None for v in values[at + 1:at + VALUES])  # NaN: none
+        line = (run[i - start], numbers)
+        if assembler.repeated(process.decode() if process else None, int(values[at]), line):
+            dropped.append(i)
+    return dropped, max(latest, max(run))
 
 
 _Mfu = tuple[int, int, float, float]

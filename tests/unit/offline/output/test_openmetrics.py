@@ -58,3 +58,21 @@ def test_each_model_series_counts_its_own_lines(tmp_path: Path, capsys: pytest.C
     a, b = series("generation_tokens", "model-a"), series("generation_tokens", "model-b")
     assert a == sorted(a) and a[-1] == 12000 and a[5] == a[6] == 6000  # resumes at its own 6000
     assert b == sorted(b) and b[0] <= 100000 and b[-1] == 600000
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_a_stats_line_written_twice_counts_once(
+        fast: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Each line written twice (two logging handlers) gave 60,000 generation tokens for 30,000."""
+    from vllm_logwatch.commands.parse import run_openmetrics
+    from vllm_logwatch.offline.reading.ranges import DEFAULT_TUNING
+    line = ("(APIServer pid=1) INFO 12-02 10:{m:02d}:{s:02d} [loggers.py:335] Engine 000: Avg prompt "
+            "throughput: 0.0 tokens/s, Avg generation throughput: 100.0 tokens/s, Running: 1 reqs, "
+            "Waiting: 0 reqs, GPU KV cache usage: 1.0%, Prefix cache hit rate: 0.0%\n")
+    log = tmp_path / "twice_20261202_100000.log"
+    log.write_text("".join(line.format(m=i // 6, s=i % 6 * 10) * 2 for i in range(30)))
+    run_openmetrics([str(log)], tz="UTC", tuning=DEFAULT_TUNING if fast else None)
+    out, err = capsys.readouterr()
+    last = {m[0]: float(m[1]) for m in re.findall(r"^vllm_logwatch_(\w+)_total\{[^}]*\} (\S+) ", out, re.M)}
+    assert (last["generation_tokens"], last["stats_lines"]) == (30000, 30)
+    assert "30 stats lines written twice" in err

@@ -450,3 +450,28 @@ def test_time_between_tokens_with_iteration_lines_and_the_engine_step_time() -> 
     client = _client("steps")
     for conc in (2, 4):
         assert steps[conc]["p50_ms"] < 0.8 * client[conc]["mean_itl_ms"]  # the step's own part only
+
+
+def _twice(path: Path) -> Path:
+    """30 stats lines 10 s apart at 100 tok/s, each written twice (two logging handlers)."""
+    line = ("(APIServer pid=1) INFO 12-02 10:{m:02d}:{s:02d} [loggers.py:335] Engine 000: Avg prompt "
+            "throughput: 0.0 tokens/s, Avg generation throughput: 100.0 tokens/s, Running: 1 reqs, "
+            "Waiting: 0 reqs, GPU KV cache usage: 1.0%, Prefix cache hit rate: 0.0%\n")
+    path.write_text("".join(line.format(m=i // 6, s=i % 6 * 10) * 2 for i in range(30)))
+    return path
+
+
+@pytest.mark.parametrize("lane", ["fast", "ranges", "general"])
+def test_a_stats_line_written_twice_counts_once(
+        lane: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Each line written twice gave 60,000 generation tokens for 30,000, 60 lines and 60 intervals."""
+    from vllm_logwatch.commands.summary import run_summary
+    from vllm_logwatch.offline.reading.ranges import DEFAULT_TUNING, Tuning
+    log = _twice(tmp_path / "twice_20261202_100000.log")
+    tuning = {"fast": DEFAULT_TUNING, "general": None,
+              "ranges": Tuning(parallel_min_bytes=1, range_bytes=4096, dense_probe=512)}[lane]
+    run_summary([str(log)], fmt="json", tz="UTC", tuning=tuning)
+    out, err = capsys.readouterr()
+    group = json.loads(out)["groups"][0]
+    assert (group["generation_tokens"], group["lines"], group["intervals"]) == (30000, 30, 30)
+    assert "30 stats lines written twice" in err

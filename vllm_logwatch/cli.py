@@ -60,7 +60,8 @@ def _cmd_summary(args: argparse.Namespace) -> int:
     from .commands.summary import run_summary
 
     fmt = "markdown" if args.markdown else "json" if args.json else "text"
-    run_summary(args.files, by=args.by, fmt=fmt, year=args.year, tz=args.tz, asked=_asked(args))
+    run_summary(args.files, by=args.by, fmt=fmt, year=args.year, tz=args.tz, asked=_asked(args),
+                explain=args.explain)
     return EXIT_OK
 
 

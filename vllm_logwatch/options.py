@@ -168,7 +168,7 @@ def _add_summary(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
             "running requests an interval held throughout (all such intervals, and steady decode only); "
             "with iteration lines, the engine step time by running streams; for logs that have "
             "them, speculative decoding (drafted, accepted, acceptance) and KV transfers (by result, "
-            "GiB, transfer times). The output says what each column means."
+            "GiB, transfer times). The data comes first; --explain adds what each column means."
         ),
         epilog=_STATS_EPILOG,
     )
@@ -182,6 +182,8 @@ def _add_summary(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     fmt.add_argument("--json", action="store_true",
                      help="one JSON document (with the Pareto points: per-stream tok/s and total tok/s per "
                      "GPU by running requests)")
+    p.add_argument("--explain", action="store_true",
+                   help="after the tables, what each column means (the JSON always holds it)")
     _add_answers(p)
     _add_year_tz(p)
 

@@ -14,7 +14,7 @@ from ..offline.reading.ranges import DEFAULT_TUNING, Tuning
 from ..offline.summary.adapters import adapters_json, adapters_lines, collect_adapters
 from ..offline.summary.answers import Asked
 from ..offline.summary.build import By, Summary, summarize
-from ..offline.summary.steps import StepCollector, steps_json, steps_lines
+from ..offline.summary.steps import StepCollector
 from ..offline.summary.tables import render, table_lines
 
 __all__ = ["run_summary"]
@@ -30,12 +30,14 @@ def run_summary(
     out: IO[str] | None = None,
     tuning: Tuning | None = DEFAULT_TUNING,
     asked: Asked | None = None,
+    explain: bool = False,
 ) -> Summary:
     """Read `inputs`, print their summary (`fmt`: text, markdown or json) to `out` (stdout), return it.
 
     Raises `NoStatsError` when the inputs hold no stats line. `tuning`: the fast lane's sizes
     (`offline/reading/records.py`); None reads every line through the general parser (the reference).
-    `asked`: the answers asked for (`--target-tps`, `--gpu-hour-cost`, `--gpus`).
+    `asked`: the answers asked for (`--target-tps`, `--gpu-hour-cost`, `--gpus`); `explain`: what the
+    columns mean, after the tables (`--explain`).
 
     Example: `run_summary(["logs/serve_*.log"], fmt="markdown")` is
     `logwatch summary 'logs/serve_*.log' --markdown`.
@@ -50,14 +52,7 @@ def run_summary(
     summary = summarize(collector.divert(iter_summary_records(inputs, year=year, tz=tz, fast=tuning, mfu=True,
                                                               steps=True)), by)
     collector.add_to_matrices(summary)
-    text = render(summary, fmt, asked)
-    steps = collector.tables()
-    if steps and fmt == "json":
-        text = json.dumps({**json.loads(text), "steps": steps_json(steps)}, indent=2) + "\n"
-    elif steps:
-        markdown = fmt == "markdown"
-        lines = steps_lines(steps, partial(table_lines, markdown=markdown), "## " if markdown else "")
-        text = text.rstrip("\n") + "\n" + "\n".join(lines) + "\n"
+    text = render(summary, fmt, asked, steps=collector.tables(), explain=explain)
     (out if out is not None else sys.stdout).write(text)
     return summary
 

@@ -11,7 +11,8 @@ from ..reading.launches import Launch
 from .facts import FACT_COLUMNS, fact_text, launch_facts
 from .matrix import Matrix
 
-__all__ = ["Table", "fact_notes", "facts_table", "launch_json", "matrix_table", "mfu_table"]
+__all__ = ["Table", "fact_notes", "facts_table", "launch_json", "matrix_cells", "matrix_table",
+           "matrix_title", "mfu_table"]
 
 Table = tuple[tuple[str, ...], list[list[str]]]
 
@@ -42,12 +43,17 @@ def mfu_table(groups: list[Any]) -> Table | None:
     return ("launch", "engine", "MFU lines", "TF/s median", "TF/s p90", "GB/s median", "GB/s p90"), rows
 
 
+def matrix_cells(matrix: Matrix) -> str:
+    """What a cell holds: `median gen tok/s (intervals)`, per-request tok/s and the time between tokens,
+    and the engine step time where the launch printed iteration lines."""
+    steps = ", engine step ms median" if any(c.step_ms_median is not None for c in matrix.cells) else ""
+    return f"median gen tok/s (intervals); per-request tok/s, time between tokens ms{steps}"
+
+
 def matrix_title(title: str, matrix: Matrix) -> str:
-    """`title` (`... (intervals))`), saying what a cell's figures after the intervals are: per-request tok/s
-    and the time between tokens, and the engine step time where the launch printed iteration lines."""
-    if any(c.step_ms_median is not None for c in matrix.cells):
-        return title[:-1] + "; per-request tok/s, time between tokens ms, engine step ms median)"
-    return title[:-1] + "; per-request tok/s, time between tokens ms)"
+    """`title` (`... (intervals))`), saying what a cell's figures after the intervals are
+    (`matrix_cells`)."""
+    return title[:-1] + matrix_cells(matrix).removeprefix("median gen tok/s (intervals)") + ")"
 
 
 def matrix_table(matrix: Matrix) -> Table:

@@ -24,7 +24,7 @@ from ..reading.records import FastSteps, Step
 from .build import Summary, bucket_of
 from .matrix import add_step_times
 
-__all__ = ["STEP_COLUMNS", "StepCollector", "StepRow", "StepTable", "steps_json", "steps_lines"]
+__all__ = ["STEP_COLUMNS", "STEP_NOTE", "StepCollector", "StepRow", "StepTable", "steps_json", "steps_lines"]
 
 STEP_COLUMNS = {
     "running": "the step's generation requests (streams decoding at once)",
@@ -35,6 +35,9 @@ STEP_COLUMNS = {
                         "processing and the front end between steps",
     "prefill ms / 1k tokens": "prefill-only steps: their time over their prompt tokens, x 1000",
 }
+
+STEP_NOTE = ("The engine step tables come from vLLM's iteration lines (--enable-logging-iteration-details), "
+             "not from the stats lines.")
 
 R = TypeVar("R")
 
@@ -151,7 +154,8 @@ class StepCollector:
 
 
 def steps_lines(tables: list[StepTable], table: Any, h: str) -> list[str]:
-    """The tables as the summary's text or Markdown (`table`: its table writer; `h`: its heading mark)."""
+    """The tables as the summary's text or Markdown (`table`: its table writer; `h`: its heading mark);
+    what their columns mean is in the summary's legend (`STEP_COLUMNS`, `STEP_NOTE`)."""
     out: list[str] = []
     for t in tables:
         engine = "" if t.engine is None else f", engine {t.engine}"
@@ -160,11 +164,6 @@ def steps_lines(tables: list[StepTable], table: Any, h: str) -> list[str]:
         out += table(("running", "steps", "step ms p50", "step ms p90"),
                      [[str(r.running), f"{r.steps:,}", f"{r.p50_ms:g}", f"{r.p90_ms:g}"] for r in t.rows])
         out += ["", f"prefill ms / 1k tokens: {prefill}"]
-    if tables:
-        bullet = "- " if h else "  "
-        out += ["", *(f"{bullet}{name}: {text}" for name, text in STEP_COLUMNS.items())]
-        out += ["", "These come from vLLM's iteration lines (--enable-logging-iteration-details), which the "
-                "stats lines' note above does not count on."]
     return out
 
 

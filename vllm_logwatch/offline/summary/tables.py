@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import textwrap
 from dataclasses import asdict, replace
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from ...shown import json_safe
@@ -12,8 +14,9 @@ from ...shown import shown_number as _f
 from .answers import Asked, answer_lines, answer_notes, answers_json
 from .build import STEADY_MAX_PROMPT_SHARE, ConcurrencyRow, GroupSummary, Summary
 from .facts import MFU_COLUMNS
-from .launch_tables import Table, fact_notes, facts_table, launch_json, matrix_table, matrix_title, mfu_table
+from .launch_tables import Table, fact_notes, facts_table, launch_json, matrix_cells, matrix_table, mfu_table
 from .matrix import MATRIX_CAVEAT
+from .steps import STEP_COLUMNS, STEP_NOTE, StepTable, steps_json, steps_lines
 
 __all__ = [
     "LAUNCH_COLUMNS", "NOT_IN_LOG", "SPEC_COLUMNS", "TABLE_COLUMNS", "TABLE_HEAD", "TRANSFER_COLUMNS",
@@ -83,8 +86,8 @@ NOT_IN_LOG = (
     "outputs (--enable-log-requests --enable-log-outputs) `parse --kind requests` gives each request's "
     "ttft_s. The time between tokens (TBT ms) is Little's law on the stats intervals, a mean over each "
     "interval, not a percentile (its p90 needs vLLM's /metrics histograms or a benchmark client). With "
-    "--enable-logging-iteration-details, the engine step time by running streams follows: the step's own "
-    "part of the time between tokens."
+    "--enable-logging-iteration-details, the engine step time by running streams is a table of its own: the "
+    "step's own part of the time between tokens."
 )
 _HEAD = (
     "launch", "engine", "model", "start", "span", "lines", "busy", "prompt tokens", "gen tokens",
@@ -142,15 +145,47 @@ def _table_row(r: ConcurrencyRow) -> list[str]:
     ]
 
 
-def _text_table(head: tuple[str, ...], rows: list[list[str]]) -> list[str]:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
+def _text_table(head: tuple[str, ...], rows: list[list[str]], width: int | None = None) -> list[str]:
+    """Aligned columns. With a `width`: a header wider than its column's cells is set on two lines, and
+    a table still wider goes on in parts under each other, each part led by the first column (and an
+    engine or context column after it)."""
+    heads = [_two_lines(h, max((len(r[i]) for r in rows), default=0)) if width and i else ("", h)
+             for i, h in enumerate(head)]
+    widths = [max(len(heads[i][0]), len(heads[i][1]), *(len(r[i]) for r in rows)) for i, h in enumerate(head)]
 
-    def line(cells: list[str] | tuple[str, ...]) -> str:
+    def line(cells: list[str] | tuple[str, ...], columns: list[int]) -> str:
         return "  ".join(
-            c.ljust(w) if _left(h) else c.rjust(w) for c, w, h in zip(cells, widths, head, strict=True)
+            cells[i].ljust(widths[i]) if _left(head[i]) else cells[i].rjust(widths[i]) for i in columns
         ).rstrip()
 
-    return [line(head), *(line(r) for r in rows)]
+    top, bottom = [top for top, _ in heads], [bottom for _, bottom in heads]
+    out: list[str] = []
+    for columns in _parts(head, widths, width):
+        out += [""] if out else []
+        out += [line(top, columns)] if any(top[i] for i in columns) else []
+        out += [line(cells, columns) for cells in (bottom, *rows)]
+    return out
+
+
+def _two_lines(head: str, cells: int) -> tuple[str, str]:
+    """`head` as (top, bottom) lines: cut at the space that makes the wider half narrowest, when it is
+    wider than its column's `cells`; else ("", head)."""
+    cuts = [i for i, c in enumerate(head) if c == " "]
+    if len(head) <= cells or not cuts:
+        return "", head
+    cut = min(cuts, key=lambda i: (max(i, len(head) - i - 1), -i))
+    return head[:cut], head[cut + 1:]
+
+
+def _parts(head: tuple[str, ...], widths: list[int], width: int | None) -> list[list[int]]:
+    """The columns of each part of a table cut to `width` (one part when it fits, or `width` is None)."""
+    keys = list(range(2 if head[1:2] in (("engine",), ("context",)) else 1))
+    parts: list[list[int]] = []
+    for i in range(len(keys), len(head)):
+        if not parts or (width is not None and sum(widths[c] + 2 for c in parts[-1]) + widths[i] > width):
+            parts.append(list(keys))
+        parts[-1].append(i)
+    return parts or [keys]
 
 
 def _md_table(head: tuple[str, ...], rows: list[list[str]]) -> list[str]:
@@ -167,9 +202,11 @@ def concurrency_cells(r: ConcurrencyRow) -> list[str]:
     return _table_row(r)
 
 
-def table_lines(head: tuple[str, ...], rows: list[list[str]], markdown: bool) -> list[str]:
-    """A table as aligned text or Markdown, the summary's way."""
-    return _md_table(head, rows) if markdown else _text_table(head, rows)
+def table_lines(head: tuple[str, ...], rows: list[list[str]], markdown: bool,
+                width: int | None = None) -> list[str]:
+    """A table as aligned text or Markdown, the summary's way; text wider than `width` in parts
+    (`_text_table`)."""
+    return _md_table(head, rows) if markdown else _text_table(head, rows, width)
 
 
 def json_ready(value: Any) -> Any:
@@ -207,8 +244,14 @@ def _zone(summary: Summary) -> str:
     return f" ({starts[0].tzname()})" if starts and starts[0].tzname() else ""
 
 
-def _render_tables(summary: Summary, markdown: bool, asked: Asked) -> str:
-    table = _md_table if markdown else _text_table
+WIDTH = 120
+"""The text form's widest line: a wider table goes on in parts, the legend's lines are wrapped."""
+EXPLAIN_HINT = "What each column means: logwatch summary --explain"
+
+
+def _render_tables(summary: Summary, markdown: bool, asked: Asked, steps: list[StepTable],
+                   explain: bool) -> str:
+    table = _md_table if markdown else partial(_text_table, width=WIDTH)
     h = "## " if markdown else ""
     head = tuple(f"start{_zone(summary)}" if c == "start" else c for c in _HEAD)
     out = [f"{h}vLLM log summary (by {summary.by})", "", f"{h}Launches", ""]
@@ -229,34 +272,42 @@ def _render_tables(summary: Summary, markdown: bool, asked: Asked) -> str:
             out += ["", f"{h}{title}: {_title(g, summary.by)}", ""]
             out += table(_TABLE_HEAD, [_table_row(r) for r in rows]) if rows else ["(no such intervals)"]
         if g.matrix is not None:
-            title = matrix_title("Context x concurrency (estimated, median gen tok/s (intervals))", g.matrix)
-            out += ["", f"{h}{title}: {_title(g, summary.by)}", "", *table(*matrix_table(g.matrix))]
-    return "\n".join([*out[:2], *_legend(summary, spec_rows, transfer_rows, markdown, asked), *out[2:], ""])
+            out += ["", f"{h}Context x concurrency (estimated): {_title(g, summary.by)}", "",
+                    f"cells: {matrix_cells(g.matrix)}", "", *table(*matrix_table(g.matrix))]
+    out += steps_lines(steps, table, h)
+    legend = _legend(summary, spec_rows, transfer_rows, bool(steps), markdown, asked) if explain else \
+        ["", EXPLAIN_HINT]
+    return "\n".join([*out, *legend, ""])
 
 
-def _legend(summary: Summary, spec_rows: list[list[str]], transfer_rows: list[list[str]],
+def _legend(summary: Summary, spec_rows: list[list[str]], transfer_rows: list[list[str]], steps: bool,
             markdown: bool, asked: Asked) -> list[str]:
-    """What the columns mean, first (a summary of many files is hundreds of lines: a legend at its end
-    scrolls away before the tables it explains), then a line saying the tables follow."""
+    """What the columns mean (`--explain`), after the tables: the data comes first."""
     h = "## " if markdown else ""
     bullet = "- " if markdown else "  "
-    out = [f"{h}What the columns mean", ""]
-    out += [f"{bullet}{name}: {text}" for name, text in LAUNCH_COLUMNS.items()]
-    out.append("")
-    out += [f"{bullet}{name}: {text}" for name, text in TABLE_COLUMNS.items()]
-    for shown, columns in ((spec_rows, SPEC_COLUMNS), (transfer_rows, TRANSFER_COLUMNS)):
-        if shown:
-            out.append("")
-            out += [f"{bullet}{name}: {text}" for name, text in columns.items()]
+    columns = [LAUNCH_COLUMNS, TABLE_COLUMNS]
+    columns += [c for shown, c in ((spec_rows, SPEC_COLUMNS), (transfer_rows, TRANSFER_COLUMNS),
+                                   (steps, STEP_COLUMNS)) if shown]
     if any(g.mfu for g in summary.groups):
-        out += ["", *(f"{bullet}{name}: {text}" for name, text in MFU_COLUMNS.items())]
+        columns.append(MFU_COLUMNS)
+    items = [[f"{name}: {text}" for name, text in c.items()] for c in columns]
     notes = fact_notes(summary.launches) + answer_notes(asked, "")
-    if notes:
-        out += ["", *(f"{bullet}{note}" for note in notes)]
-    if any(g.matrix for g in summary.groups):
-        out += ["", MATRIX_CAVEAT]
-    out += ["", f"Steady decode: the intervals with {_STEADY}.", "", NOT_IN_LOG, ""]
+    items += [notes] if notes else []
+    prose = [MATRIX_CAVEAT] if any(g.matrix for g in summary.groups) else []
+    prose += [STEP_NOTE] if steps else []
+    prose += [f"Steady decode: the intervals with {_STEADY}.", NOT_IN_LOG]
+    out = ["", f"{h}What the columns mean"]
+    for group in items:
+        out.append("")
+        out += [bullet + item for item in group] if markdown else \
+            [_wrap(item, bullet, bullet * 2) for item in group]
+    for text in prose:
+        out += ["", text if markdown else _wrap(text, "", "")]
     return out
+
+
+def _wrap(text: str, first: str, rest: str) -> str:
+    return textwrap.fill(text, WIDTH, initial_indent=first, subsequent_indent=rest, break_on_hyphens=False)
 
 
 def _extra_tables(summary: Summary, table: Any, h: str) -> list[str]:
@@ -280,10 +331,14 @@ def _json_group(g: GroupSummary) -> dict[str, Any]:
     return data
 
 
-def render(summary: Summary, fmt: str = "text", asked: Asked | None = None) -> str:
-    """The summary as `text` (aligned columns), `markdown` (pipe tables) or `json`; `asked`: the
-    answers asked for (`answers.py`: capacity at a target speed, cost at a price)."""
+def render(summary: Summary, fmt: str = "text", asked: Asked | None = None, *,
+           steps: list[StepTable] | None = None, explain: bool = False) -> str:
+    """The summary as `text` (aligned columns, at most `WIDTH` wide), `markdown` (pipe tables) or `json`;
+    `asked`: the answers asked for (`answers.py`: capacity at a target speed, cost at a price); `steps`:
+    the engine step tables (`steps.py`); `explain`: what the columns mean, after the tables (JSON always
+    holds it, under `columns`)."""
     asked = asked or Asked()
+    steps = steps or []
     if fmt == "json":
         doc = {
             "by": summary.by,
@@ -295,5 +350,7 @@ def render(summary: Summary, fmt: str = "text", asked: Asked | None = None) -> s
             "not_in_log": NOT_IN_LOG,
             "answers": json_ready(answers_json(summary, asked)),
         }
+        if steps:
+            doc["steps"] = steps_json(steps)
         return json.dumps(doc, indent=2) + "\n"
-    return _render_tables(summary, markdown=fmt == "markdown", asked=asked)
+    return _render_tables(summary, markdown=fmt == "markdown", asked=asked, steps=steps, explain=explain)

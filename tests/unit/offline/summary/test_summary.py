@@ -308,22 +308,76 @@ def test_file_spanning_new_year(tmp_path: Path, name: str, capsys: pytest.Captur
     assert group["generation_tokens"] == pytest.approx(10 * (100 + 101 + 102 + 103))
 
 
-def test_the_legend_comes_first_on_many_files_and_names_say_what_they_are(
+# Every real launch the repository holds: one launch per file, the widest names and tables.
+REAL_LOGS = [REAL_CPU_LOG, *sorted((DATA / "compare").glob("*/serve_*.log")),
+             *sorted((DATA / "audit").glob("*/serve_*.log")), DATA / "tbt" / "stats" / "serve.log",
+             DATA / "tbt" / "steps" / "serve.log.gz", DATA / "latency" / "serve.log.gz",
+             DATA / "lora" / "serve.cri.log"]
+
+
+@pytest.mark.integration
+def test_data_first_the_legend_on_request_and_lines_fit_120_columns(
         capsys: pytest.CaptureFixture[str]) -> None:
-    """A summary of every bundled log is hundreds of lines: what the columns mean comes before the
-    tables, not after them; the speculative table's acceptance length says it is a median of means."""
-    logs = sorted(str(p) for p in (TESTS / "data").glob("*.log"))
-    out = summary(capsys, *logs, "--year", "2025")
+    """The summary starts with the data: the launches table right under its title, no legend of the
+    columns unless --explain asks for it (then after the data, where a reader looks it up); a table wider
+    than 120 columns goes on under itself, its launch (or first) column repeated. On every real launch of
+    the repository, with the answers asked for, no line is wider than 120 columns."""
+    logs = [str(p) for p in REAL_LOGS]
+    answers = ["--target-tps", "100", "--gpu-hour-cost", "2.5"]
+    out = summary(capsys, *logs, *answers)
     lines = out.splitlines()
-    assert len(lines) > 150
-    legend, launches = lines.index("What the columns mean"), lines.index("Launches")
-    assert legend == 2 and launches < lines.index("Speculative decoding")
-    assert all(not line.startswith("Throughput by concurrency") for line in lines[:launches])
-    head = next(line for line in lines if line.startswith("launch") and "spec lines" in line)
-    assert head.split("  ")[-1].strip() == "median of mean accept len"
+    assert lines[:3] == ["vLLM log summary (by launch)", "", "Launches"]
+    assert "What the columns mean" not in out
+    assert lines[-1] == "What each column means: logwatch summary --explain"
+    assert max(len(line) for line in lines) <= 120, max(lines, key=len)
+    # The launches table, cut in parts, still holds each launch's row in each part.
+    head = [i for i, line in enumerate(lines) if line.startswith("launch ")]
+    assert len(head) > 2 and all(lines[i + 1].startswith(Path(REAL_LOGS[0]).name) for i in head[:2])
+    explained = summary(capsys, *logs, *answers, "--explain")
+    assert explained.startswith(out.rsplit("What each column means", 1)[0])
+    legend = explained.splitlines()[len(lines) - 1:]
+    assert legend[0] == "What the columns mean"
+    assert "  median gen tok/s: median generation throughput over the busy intervals" in legend
+    assert max(len(line) for line in legend) <= 120, max(legend, key=len)
+    markdown = summary(capsys, str(REAL_CPU_LOG), "--markdown")
+    assert markdown.startswith("## vLLM log summary (by launch)\n\n## Launches\n")
+    assert "What the columns mean" not in markdown
+    explained = summary(capsys, str(REAL_CPU_LOG), "--markdown", "--explain")
+    assert "\n## What the columns mean\n\n- launch: the log file" in explained
+    assert explained.index("## Launches") < explained.index("## What the columns mean")
+    doc = summary_json(capsys, str(REAL_CPU_LOG))
+    assert doc["columns"]["median gen tok/s"] == "median generation throughput over the busy intervals"
+
+
+def test_the_docs_example_is_the_output_with_its_cuts_marked(capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/offline.md's summary example is what the command prints, but for whole sections it leaves out,
+    each marked by a `[cut here: the NAME table ...]` line naming the section it stands for."""
+    page = (TESTS.parent / "docs" / "offline.md").read_text()
+    command = "$ logwatch summary tests/data/real-vllm-cpu/serve_20261129T192328Z.log --tz UTC\n"
+    shown = page.split("```text\n" + command, 1)[1].split("\n```", 1)[0]
+    out = summary(capsys, str(REAL_CPU_LOG)).replace(str(REAL_CPU_LOG.parent) + os.sep, "")
+    pieces = re.split(r"\n\[cut here: the (.+?) table[^\n]*\]\n", shown)
+    kept, cut = pieces[::2], pieces[1::2]
+    assert cut, "the example marks no cut"
+    at = 0
+    for i, piece in enumerate(kept):
+        found = out.find(piece, at)
+        assert found >= at and (i > 0 or found == 0), piece
+        at = found + len(piece)
+        if i < len(cut):  # what lies between this piece and the next is the section the mark names
+            assert out[at:out.find(kept[i + 1], at)].lstrip("\n").startswith(cut[i]), cut[i]
+    assert out.rstrip("\n").endswith(kept[-1].rstrip("\n"))
+
+
+def test_spec_acceptance_length_says_it_is_a_median_of_means(capsys: pytest.CaptureFixture[str]) -> None:
+    """The speculative table's acceptance length says it is a median of means, and --explain says why."""
+    out = summary(capsys, str(DATA / "011.log"), str(DATA / "019.log"), "--year", "2025", "--explain")
+    lines = out.splitlines()
+    top, head = lines[lines.index("Speculative decoding") + 2:][:2]
+    assert head.startswith("launch") and (top.split()[-3:], head.split()[-2:]) == (
+        ["median", "of", "mean"], ["accept", "len"])
     assert "  median of mean accept len: each SpecDecoding line prints its interval's mean acceptance" \
         in out
-    assert not any(line.startswith("What the columns mean") for line in lines[launches:])
 
 
 @pytest.mark.parametrize(("first", "lines", "start", "end"), [
@@ -368,7 +422,7 @@ def test_capacity_answer_uses_the_kv_cache_sized_after_warm_up(capsys: pytest.Ca
     assert (facts["kv_cache_tokens"], facts["kv_cache_extended_gib"], facts["kv_cache_extended_blocks"]) \
         == (1_021_440, 62.34, 3990)
     assert [(c["context"], c["concurrency"]) for c in doc["answers"]["capacity"]] == [(None, 30), ("2K", 30)]
-    assert "KV GiB" in summary(capsys, str(log))
+    assert "\n  KV GiB: " in summary(capsys, str(log), "--explain")
 
 
 # -- time between tokens and throughput by concurrency against the client: real vLLM runs --------------

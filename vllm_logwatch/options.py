@@ -165,7 +165,7 @@ def _add_summary(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
             "lines, estimated prompt and generation tokens, peak and median generation tok/s, mean KV "
             "usage, share of intervals with requests waiting, the time between tokens, cache hit rates "
             "at the end; then tok/s, per-request tok/s and the time between tokens (Little's law) by the "
-            "running requests an interval held throughout (all such intervals, and steady decode only); "
+            "running requests an interval held throughout; "
             "with iteration lines, the engine step time by running streams; for logs that have "
             "them, speculative decoding (drafted, accepted, acceptance) and KV transfers (by result, "
             "GiB, transfer times). The data comes first; --explain adds what each column means."
@@ -314,7 +314,7 @@ def _add_compare(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
             "KV cache size, ...); then per launch its throughput by running requests (median and p90 "
             "generation tok/s, per-request tok/s, time between tokens, prompt tok/s, KV usage, share "
             "waiting, preemptions), "
-            "steady decode, hit rates, speculative acceptance, and the context x concurrency matrix where "
+            "hit rates, speculative acceptance, and the context x concurrency matrix where "
             "the KV cache size in tokens is logged (an estimate; the output says why). A launch whose "
             "start-up lines are not in the log is compared with its arguments unknown."
         ),

@@ -192,7 +192,7 @@ def test_standard_input_and_the_text_tables() -> None:
                               check=False)
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
-    titles = ("Arguments that differ", "Throughput by concurrency", "Steady decode",
+    titles = ("Arguments that differ", "Throughput by concurrency",
               "Context x concurrency (estimated; median gen tok/s (intervals)", "Context is an estimate")
     for title in titles:
         assert title in out, title

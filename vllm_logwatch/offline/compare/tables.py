@@ -69,7 +69,6 @@ def _launch_json(c: LaunchComparison) -> dict[str, Any]:
         "prefix_cache_hit_rate_pct": g.prefix_cache_hit_rate_pct,
         "mm_cache_hit_rate_pct": g.mm_cache_hit_rate_pct,
         "by_concurrency": [_row_json(r, c.preemptions.get(r.running)) for r in g.concurrency],
-        "steady_decode": [_row_json(r, None) for r in g.steady_decode],
         "spec": asdict(g.spec) if g.spec else None, "mfu": asdict(g.mfu) if g.mfu else None,
         "matrix": asdict(g.matrix) if g.matrix else None,
         "steps": steps_json(c.steps), "steps_shared_with_other_launches": c.steps_shared,
@@ -149,9 +148,6 @@ def _launch_tables(c: LaunchComparison, markdown: bool) -> list[str]:
         return [*out, "", "(nothing ran)"]
     rows = [[*concurrency_cells(r), _preempted(c.preemptions.get(r.running))] for r in g.concurrency]
     out += ["", _heading("Throughput by concurrency", markdown, 3), "", *table_lines(_HEAD, rows, markdown)]
-    steady = [concurrency_cells(r) for r in g.steady_decode]
-    out += ["", _heading("Steady decode (nothing waiting, no prefill burst)", markdown, 3), ""]
-    out += table_lines(TABLE_HEAD, steady, markdown) if steady else ["(no such intervals)"]
     if g.matrix is not None:
         title = matrix_title("Context x concurrency (estimated; median gen tok/s (intervals))", g.matrix)
         out += ["", _heading(title, markdown, 3), ""]

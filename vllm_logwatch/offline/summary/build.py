@@ -40,15 +40,13 @@ from .matrix import Matrix, build_matrix
 from .sorting import sorted_ratios, sorted_selected
 
 __all__ = [
-    "DECODE_MIN_SHARE", "FEW_INTERVALS", "STEADY_MAX_PROMPT_SHARE", "ConcurrencyRow", "GroupSummary",
+    "DECODE_MIN_SHARE", "FEW_INTERVALS", "ConcurrencyRow", "GroupSummary",
     "SpecSummary", "Summary", "TransferSummary",
     "bucket_of", "quantile", "summarize",
 ]
 Record = EngineStats | SpecDecodeStats | TransferStats | MfuStats | FastMfu
 
 By = Literal["launch", "engine", "none"]
-STEADY_MAX_PROMPT_SHARE = 0.02
-"""Steady decode: prompt tok/s at most this share of generation tok/s (no prefill burst)."""
 FEW_INTERVALS = 3
 """A concurrency row resting on fewer held intervals than this is marked (`ConcurrencyRow.few`)."""
 DECODE_MIN_SHARE = 0.5
@@ -150,7 +148,6 @@ class GroupSummary:
     prefix_cache_hit_rate_pct: float | None
     mm_cache_hit_rate_pct: float | None
     concurrency: list[ConcurrencyRow] = field(default_factory=list)
-    steady_decode: list[ConcurrencyRow] = field(default_factory=list)
     spec: SpecSummary | None = None
     transfers: TransferSummary | None = None
     mfu: MfuSummary | None = None
@@ -196,8 +193,8 @@ def _engine_label(engines: dict[int | None, int | None]) -> str:
     return ",".join(sorted(names, key=lambda n: (len(n), n)))
 
 
-# An interval's code (one byte): its row's number (1-15; 0: nothing running) and four flags.
-_ROW, _STEADY, _WAITING, _KV, _HELD = 15, 16, 32, 64, 128
+# An interval's code (one byte): its row's number (1-15; 0: nothing running) and three flags.
+_ROW, _WAITING, _KV, _HELD = 15, 32, 64, 128
 
 
 def _codes(g: _Group, exact: bool) -> tuple[bytes, list[tuple[int, int | None]]]:
@@ -208,13 +205,10 @@ def _codes(g: _Group, exact: bool) -> tuple[bytes, list[tuple[int, int | None]]]
     number = {r: keys.index((r, r) if exact else bucket_of(r)) + 1 for r in busy_counts}
     number[0] = 0
     rows = [number[r] if r > 0 else 0 for r in g.running]
-    share = STEADY_MAX_PROMPT_SHARE
     codes = bytes(
-        0 if row == 0 else row | (_STEADY if w == 0 and p <= share * gen else 0)
-        | (_WAITING if w > 0 else 0) | (_KV if kv == kv else 0)  # kv == kv: not NaN
+        0 if row == 0 else row | (_WAITING if w > 0 else 0) | (_KV if kv == kv else 0)  # kv == kv: not NaN
         | (_HELD if row == before else 0)
-        for p, gen, row, before, w, kv in zip(g.prompt, g.generation, rows, [0, *rows[:-1]], g.waiting, g.kv,
-                                              strict=True)
+        for row, before, w, kv in zip(rows, [0, *rows[:-1]], g.waiting, g.kv, strict=True)
     )
     return codes, keys
 
@@ -229,7 +223,7 @@ def _mask(codes: bytes, row: int, flags: int = 0) -> bytes:
 
 def _concurrency(g: _Group, codes: bytes, keys: list[tuple[int, int | None]],
                  flag: int) -> list[ConcurrencyRow]:
-    """Rows over the held intervals with `flag` (`_HELD`, or with `_STEADY`): one per running count or
+    """Rows over the intervals with `flag` (`_HELD`): one per running count or
     bucket. One column is sorted at a time (a list of its row's values, then dropped)."""
     out = []
     for number, (lo, hi) in enumerate(keys, start=1):
@@ -320,7 +314,6 @@ def _finish(g: _Group) -> GroupSummary:
         prefix_cache_hit_rate_pct=prefix,
         mm_cache_hit_rate_pct=mm,
         concurrency=concurrency,
-        steady_decode=_concurrency(g, codes, keys, _HELD | _STEADY),
         spec=g.spec.finish(g.estimates.values()),
         transfers=g.transfers.finish(g.estimates.values()),
         matrix=_matrix(g, launches, held),

@@ -12,7 +12,7 @@ from typing import Any
 from ...shown import json_safe
 from ...shown import shown_number as _f
 from .answers import Asked, answer_lines, answer_notes, answers_json
-from .build import STEADY_MAX_PROMPT_SHARE, ConcurrencyRow, GroupSummary, Summary
+from .build import ConcurrencyRow, GroupSummary, Summary
 from .facts import MFU_COLUMNS
 from .launch_tables import Table, fact_notes, facts_table, launch_json, matrix_cells, matrix_table, mfu_table
 from .matrix import MATRIX_CAVEAT
@@ -23,11 +23,6 @@ __all__ = [
     "concurrency_cells", "json_ready", "render", "table_lines",
 ]
 
-_STEADY = (
-    f"nothing waiting and prompt tok/s at most {STEADY_MAX_PROMPT_SHARE:.0%} of generation tok/s "
-    "(no prefill burst): the closest a log gets to a benchmark's sustained-decode cell"
-)
-_STEADY_TITLE = f"Steady decode (nothing waiting, prompt <= {STEADY_MAX_PROMPT_SHARE:.0%} of generation)"
 LAUNCH_COLUMNS: dict[str, str] = {
     "launch": "the log file; '#2', '#3': a restart inside it (a new start-up banner)",
     "engine": "vLLM's engine index ('-': lines without one, e.g. V0); several: summed per interval",
@@ -265,12 +260,9 @@ def _render_tables(summary: Summary, markdown: bool, asked: Asked, steps: list[S
     out += _extra_tables(summary, table, h)
     out += answer_lines(summary, asked, table, h)
     for g in summary.groups:
-        if not g.concurrency:
-            out += ["", f"{h}Throughput by concurrency: {_title(g, summary.by)}", "", "(nothing ran)"]
-            continue
-        for title, rows in (("Throughput by concurrency", g.concurrency), (_STEADY_TITLE, g.steady_decode)):
-            out += ["", f"{h}{title}: {_title(g, summary.by)}", ""]
-            out += table(_TABLE_HEAD, [_table_row(r) for r in rows]) if rows else ["(no such intervals)"]
+        out += ["", f"{h}Throughput by concurrency: {_title(g, summary.by)}", ""]
+        rows = [_table_row(r) for r in g.concurrency]
+        out += table(_TABLE_HEAD, rows) if rows else ["(nothing ran)"]
         if g.matrix is not None:
             out += ["", f"{h}Context x concurrency (estimated): {_title(g, summary.by)}", "",
                     f"cells: {matrix_cells(g.matrix)}", "", *table(*matrix_table(g.matrix))]
@@ -295,7 +287,7 @@ def _legend(summary: Summary, spec_rows: list[list[str]], transfer_rows: list[li
     items += [notes] if notes else []
     prose = [MATRIX_CAVEAT] if any(g.matrix for g in summary.groups) else []
     prose += [STEP_NOTE] if steps else []
-    prose += [f"Steady decode: the intervals with {_STEADY}.", NOT_IN_LOG]
+    prose.append(NOT_IN_LOG)
     out = ["", f"{h}What the columns mean"]
     for group in items:
         out.append("")
@@ -346,7 +338,6 @@ def render(summary: Summary, fmt: str = "text", asked: Asked | None = None, *,
             "launches": [json_safe(launch_json(la)) for la in summary.launches],
             "matrix_caveat": MATRIX_CAVEAT,
             "columns": {**LAUNCH_COLUMNS, **TABLE_COLUMNS, **SPEC_COLUMNS, **TRANSFER_COLUMNS},
-            "steady_decode": _STEADY,
             "not_in_log": NOT_IN_LOG,
             "answers": json_ready(answers_json(summary, asked)),
         }

@@ -49,6 +49,15 @@ def test_single_launch(capsys: pytest.CaptureFixture[str]) -> None:
     assert all(r["tbt_ms"] == pytest.approx(1000 / r["per_request_tps"]) for r in rows)
 
 
+def test_no_steady_decode_table(capsys: pytest.CaptureFixture[str]) -> None:
+    """No 'steady decode' table or key: its rule (prompt <= 2% of generation) held on no real launch but
+    under a closed-loop client, where its rows were the slow ones (tests/unit/offline/summary)."""
+    logs = sorted((TESTS / "data" / "compare").glob("*/serve_*.log"))[:2]
+    code, out, _ = run(capsys, *map(str, logs))
+    assert code == 0 and "steady" not in out.lower()
+    assert all("steady_decode" not in launch for launch in compare_json(capsys, *logs)["launches"])
+
+
 def test_launch_without_start_up_lines(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     bare = tmp_path / "bare.log"
     bare.write_text("".join(line for line in REAL.read_text().splitlines(keepends=True)

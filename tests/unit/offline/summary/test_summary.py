@@ -144,15 +144,20 @@ def test_real_log_numbers_match_hand_computed_medians(capsys: pytest.CaptureFixt
         assert re.search(rf"^{re.escape(label)} +{len(members)}{star} +{median:,.1f} ", text, re.M), label
 
 
-def test_steady_decode_keeps_no_prefill_and_nothing_waiting(capsys: pytest.CaptureFixture[str]) -> None:
+def test_held_rows_and_no_steady_decode_table(capsys: pytest.CaptureFixture[str]) -> None:
     doc = summary_json(capsys, str(DATA / "004.log"), "--year", "2025")
     (group,) = doc["groups"]
     # 004: eleven V0 lines, running 2 then 1; only the first line has prompt tokens (605.5 tok/s). The
     # first line of each count closes an interval that count was not held for (the load started, or
     # one request of two ended): in no row.
     assert [(r["running"], r["intervals"]) for r in group["concurrency"]] == [("1", 5), ("2", 4)]
-    assert [(r["running"], r["intervals"]) for r in group["steady_decode"]] == [("1", 5), ("2", 4)]
-    assert group["steady_decode"][1]["generation_median"] == statistics.median([82.5, 81.2, 81.0, 81.3])
+    # No 'steady decode' table (nothing waiting, prompt <= 2% of generation): on real traffic requests
+    # arrive all the time (empty on every real launch but tbt/stats), and where the rule held (a
+    # closed-loop client's intervals in which no request arrived) its per-request tok/s was 26% below the
+    # client's per-stream rate at one stream, 20% at four, where the plain rows are within 3%.
+    assert "steady_decode" not in group and "steady_decode" not in doc
+    text = summary(capsys, str(TBT / "stats" / "serve.log"), "--explain")
+    assert "steady" not in text.lower()
     # Lines 5 s apart (V0); the 111 s gap is idle silence, not a 111 s window.
     assert group["prompt_tokens"] == pytest.approx(605.5 * 5)
     assert group["generation_tokens"] == pytest.approx(5 * (61.0 + 82.5 + 81.2 + 81.0 + 81.3 + 41.7 * 3
@@ -292,7 +297,7 @@ def test_single_stats_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     # A lone line is credited with vLLM's default interval, 10 s.
     assert (group["prompt_tokens"], group["generation_tokens"]) == (500.0, 1200.0)
     # Its interval started before the log: the count at its start is not known, so it is in no row.
-    assert group["concurrency"] == [] and group["steady_decode"] == []
+    assert group["concurrency"] == []
 
 
 @pytest.mark.parametrize("name", ["serve_20251231_235930.log", "no-date-in-name.log"])

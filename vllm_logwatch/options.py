@@ -330,8 +330,9 @@ def _add_compare(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
                      "differing_args")
     p.add_argument("-o", "--output", metavar="IMAGE",
                    help="also draw the comparison: generation tok/s and per-request tok/s against running "
-                   "requests, one line per launch (median, p10-p90 band), and the Pareto view (per-stream "
-                   "tok/s against total tok/s per GPU); .png, .svg or .pdf (needs matplotlib)")
+                   "requests, one line per launch (median, p10-p90 band; broken at counts with no data), "
+                   "and the Pareto frontier (per-stream tok/s against total tok/s per GPU); .png, .svg or "
+                   ".pdf (needs matplotlib)")
     _add_answers(p)
     _add_year_tz(p)
 

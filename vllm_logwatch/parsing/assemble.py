@@ -84,8 +84,9 @@ class Assembler:
                 self._open_log[event.process] = (key, {event.problem} if event.problem else set())
         elif event.stamp is not None:
             self._open_log.pop(event.process, None)  # another record of that process ends it
+        seen = event if time is None else (event, time)  # a container's own stamp tells copies apart too
         if isinstance(event, EngineStats) and self.repeats and self.repeated(
-                event.process, event.engine, event, event.engines_aggregated):
+                event.process, event.engine, seen, event.engines_aggregated):
             return [Unparsed(what="duplicate", file=self.file, line=line)]
         out.extend(self.flush())
         if isinstance(event, EngineStats):

@@ -593,7 +593,8 @@ vllm_logwatch_log_lines_total{host="h"} 0.0
 vllm_logwatch_log_bytes_total{host="h"} 0.0
 # HELP vllm_logwatch_parse_errors_total Unreadable lines by kind (ours too); transfer_key: one key of a \
 line. A stats line over 1e9 tokens/s and a step line whose time is not finite or whose tokens pass 1e9 a \
-second over it are unreadable.
+second over it are unreadable. duplicate: a stats line written twice (the same stamp, process, engine \
+and numbers), its copy left out.
 # TYPE vllm_logwatch_parse_errors_total counter
 vllm_logwatch_parse_errors_total{host="h",what="stats"} 0.0
 vllm_logwatch_parse_errors_total{host="h",what="spec"} 0.0

@@ -174,14 +174,14 @@ def test_requests_past_the_cap_cost_the_same_whatever_the_cap(monkeypatch: pytes
         rows = RequestRows()
         for e in lines[:cap]:
             assert rows.feed(e) == []
-        start = time.perf_counter()
+        start = time.thread_time()  # this thread's CPU time: other processes' load does not count
         written = [row for e in lines[cap:cap + 30_000] for row in rows.feed(e)]
-        took = time.perf_counter() - start
+        took = time.thread_time() - start
         assert [row[0] for row in written] == [f"r{i}" for i in range(30_000)]  # the oldest first
         return took
 
-    small = min(per_eviction(1_000) for _ in range(2))
-    large = min(per_eviction(50_000) for _ in range(2))
+    small = min(per_eviction(1_000) for _ in range(3))
+    large = min(per_eviction(50_000) for _ in range(3))
     assert large < 3 * small, (small, large)
 
 

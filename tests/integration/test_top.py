@@ -58,7 +58,8 @@ def _last_row(capsys: pytest.CaptureFixture[str], log: Path) -> dict[str, str]:
 def _concurrency_lines(text: str) -> list[list[str]]:
     """The rows of the first throughput-by-concurrency table in `text`, as words."""
     lines = text.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.lower().startswith("throughput by concurrency"))
+    start = next((i for i, line in enumerate(lines) if line.lower().startswith("throughput by concurrency")),
+                 len(lines))  # none: nothing ran
     rows: list[list[str]] = []
     for line in lines[start + 1:]:
         words = line.split()
@@ -77,6 +78,7 @@ def test_once_over_a_folder_of_real_logs_shows_what_parse_and_summary_say(
         shutil.copy(log, tmp_path / f"{name}.log")
     frame = _run(capsys, "top", "--once", "--detail", "--width", "80", str(tmp_path))
     assert frame.startswith("fleet 3 servers ")
+    tables = 0
     for name, log in LOGS.items():
         last = _last_row(capsys, log)
         row = _cells(frame, name + " ")  # the table comes before the panes
@@ -89,6 +91,8 @@ def test_once_over_a_folder_of_real_logs_shows_what_parse_and_summary_say(
         summary = _run(capsys, "summary", str(log))
         pane = frame[frame.index(f"\n{name}  logwatch"):]
         assert _concurrency_lines(pane) == _concurrency_lines(summary), name
+        tables += bool(_concurrency_lines(summary))
+    assert tables == 2  # gamma's log has no interval with a request running
 
 
 class _Snapshot(http.server.BaseHTTPRequestHandler):

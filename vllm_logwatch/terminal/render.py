@@ -291,8 +291,9 @@ def detail(view: ServerView, width: int) -> RenderableType:
         parts.append(lat)
     rows = view.stats() if view.stats is not None else []
     if rows:
+        # two spaces between columns (the rule's and a pad), not three: 80 columns hold every number whole
         table = Table(title="throughput by concurrency (so far)", title_justify="left", box=box.SIMPLE_HEAD,
-                      padding=(0, 1), pad_edge=False, show_edge=False)
+                      padding=(0, 1, 0, 0), pad_edge=False, show_edge=False)
         for head_cell in TABLE_HEAD:
             table.add_column(head_cell, justify="left" if head_cell == "running" else "right")
         for r in rows:

@@ -38,6 +38,7 @@ from support import (
 )
 
 from vllm_logwatch import cli
+from vllm_logwatch.commands.top import TopOptions, build_board
 from vllm_logwatch.terminal.render import pct, tps
 
 REAL = TESTS / "data" / "real-vllm-cpu" / "serve_20261129T192328Z.log"
@@ -93,6 +94,33 @@ def test_once_over_a_folder_of_real_logs_shows_what_parse_and_summary_say(
         assert _concurrency_lines(pane) == _concurrency_lines(summary), name
         tables += bool(_concurrency_lines(summary))
     assert tables == 2  # gamma's log has no interval with a request running
+
+
+def test_many_log_targets_are_read_by_one_thread(tmp_path: Path) -> None:
+    """Each log target was a watch's pipeline with its own threads (its follower's, its housekeeping's,
+    its file notifications') waking every second: 50 targets cost 4.3% of a core idle. One thread now
+    polls them all, and a line appended to any of them still shows."""
+    data = REAL.read_bytes()
+    cut = data.index(b"\n", len(data) // 2) + 1
+    files = [tmp_path / f"server{i}.log" for i in range(6)]
+    for f in files:
+        f.write_bytes(data[:cut])
+    before = threading.active_count()
+    board = build_board(TopOptions(targets=tuple(map(str, files)), interval=0.05))
+    try:
+        board.start(0.05)
+        assert threading.active_count() - before <= 1, [t.name for t in threading.enumerate()]
+        with open(files[3], "ab") as f:
+            f.write(data[cut:])
+        last = _parse_last(REAL)
+
+        def shown() -> bool:
+            gen = {v.name: v.engines[0].gen_tps for v in board.refresh() if v.engines}
+            return gen.get("server3.log") == float(last["generation_throughput"])
+
+        poll_until(shown, 10, "the appended lines read")
+    finally:
+        board.close()
 
 
 class _Snapshot(http.server.BaseHTTPRequestHandler):

@@ -77,12 +77,15 @@ def log_name(target: str) -> str:
     return printable(base + "/" if os.path.isdir(target) or target.endswith("/") else base)
 
 
+POLLS = 8
+"""Polls of a log target at most each time the board reads the logs (each up to `POLL_BYTES`)."""
 RECOLLECT = 5.0
 """Seconds a log target's families are kept while no line comes (ages are the tracker's, from `now`)."""
 
 
 class _LogTarget:
-    """A log target read through `watch.follow` (from its start), into its own registry."""
+    """A log target read through `watch.follow` (from its start), into its own registry; polled by the
+    board (`poll`), never started as a watch's pipeline."""
 
     def __init__(self, target: str, options: TopOptions, at: float | None) -> None:
         from prometheus_client.registry import CollectorRegistry
@@ -104,7 +107,6 @@ class _LogTarget:
         self.pipeline = followed.pipeline
         self.registry = CollectorRegistry()
         self.pipeline.register(self.registry)
-        self._started = False
         self._families: list[Metric] | None = None
         self._moved: tuple[int, int] = (0, 0)
 
@@ -113,9 +115,13 @@ class _LogTarget:
         while self.pipeline.step():  # with --at, lines past it are read and left out (`CutMetrics`)
             pass
 
-    def start(self) -> None:
-        self.pipeline.start()
-        self._started = True
+    def poll(self) -> None:
+        """What was written since the last poll, in the board's reading thread: one thread reads every
+        log target (`Board.start`), no pipeline of a watch's threads each. A burst is read a few polls'
+        worth at a time (`POLL_BYTES` a poll), so one busy target does not hold up the others long."""
+        for _ in range(POLLS):
+            if not self.pipeline.step():
+                break
 
     def families(self) -> Iterable[Metric]:
         """The families `/metrics` would serve now; collected again once a line was applied, else
@@ -126,10 +132,7 @@ class _LogTarget:
         return self._families
 
     def close(self) -> None:
-        if self._started:
-            self.pipeline.stop()
-        else:
-            self.pipeline.follower.close()
+        self.pipeline.follower.close()
 
 
 def _client(options: TopOptions) -> ClientOptions:
@@ -195,8 +198,6 @@ def build_board(options: TopOptions) -> Board:
         for target in files:
             log_target = _LogTarget(target, options, when)
             log_target.read_to_end()
-            if when is None and not options.once:
-                log_target.start()
             made.append(log_target)
         return made
 
@@ -229,6 +230,7 @@ def run_top(options: TopOptions) -> int:
             return EXIT_OK
         from ..terminal.app import TopApp
 
+        board.start(min(1.0, options.interval))
         TopApp(board, interval=options.interval, step=options.step, shown=shown).run()
         return EXIT_OK
     finally:

@@ -3,6 +3,10 @@
 came in (`fetch.Fetcher`, never waiting on one), and turns them into views (`view.Tracker`), in the
 order the targets were given. Stepping through a log's history (`step`) remakes the log targets as
 they were at another time (`past.py`); URL targets show now only.
+
+The log targets followed live are read by one thread (`start`): each second it polls every one in
+turn (a `stat` of its file when nothing was written), instead of a watch's threads per target (its
+follower's, its housekeeping's, its file notifications'), which cost 50 targets 4.3% of a core idle.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from typing import Protocol
 from prometheus_client.core import Metric
 
 from .fetch import Fetcher, Reading
-from .series import read_families
+from .series import ServerKey, ServerSnap, read_families
 from .view import ServerView, StatsBook, Tracker
 
 __all__ = ["Board", "LogSource"]
@@ -30,6 +34,9 @@ class LogSource(Protocol):
     """None: followed live; else the time it is shown at."""
 
     def families(self) -> Iterable[Metric]: ...
+
+    def poll(self) -> None:
+        """Read what was written since the last poll (in the board's reading thread)."""
 
     def close(self) -> None: ...
 
@@ -50,7 +57,25 @@ class Board:
         self.clock = clock
         self.views: dict[str, list[ServerView]] = {}
         self._lock = threading.Lock()
+        self._polling = threading.Lock()  # held while the logs are polled: `step` closes none under way
+        self._stop = threading.Event()
+        self._reader: threading.Thread | None = None
+        self._read: dict[LogSource, tuple[Iterable[Metric], dict[ServerKey, ServerSnap]]] = {}
         self.at: float | None = logs[0].at if logs else None
+
+    def start(self, interval: float) -> None:
+        """Poll the live log targets every `interval` seconds, in one thread, until `close`."""
+        if self.logs:
+            self._reader = threading.Thread(target=self._read_loop, args=(interval,),
+                                            name="logwatch-top-logs", daemon=True)
+            self._reader.start()
+
+    def _read_loop(self, interval: float) -> None:
+        while not self._stop.wait(interval):
+            with self._polling:
+                for source in list(self.logs):
+                    if source.at is None and not self._stop.is_set():
+                        source.poll()
 
     def refresh(self) -> list[ServerView]:
         """Read what is new, without waiting on a URL target; every view in target order."""
@@ -86,7 +111,11 @@ class Board:
             logs = list(self.logs)
         for source in logs:
             now = source.at if source.at is not None else self.clock()
-            views = self.tracker.update(source.name, read_families(source.families()), now, book=source.book)
+            families = source.families()
+            read = self._read.get(source)
+            if read is None or read[0] is not families:  # the same list: what was read from it holds
+                read = self._read[source] = (families, read_families(families))
+            views = self.tracker.update(source.name, read[1], now, book=source.book)
             with self._lock:
                 self.views[source.name] = views
 
@@ -109,16 +138,21 @@ class Board:
         if newest is not None and at is not None and at >= newest and seconds > 0:
             at = None
         fresh = self.remake(at)
-        with self._lock:
-            old, self.logs, self.at = self.logs, fresh, at
-            self.tracker = Tracker()  # the sparklines and windows of another time are not these
-            self.views = {k: v for k, v in self.views.items() if k not in {s.name for s in old}}
-        for source in old:
-            source.close()
+        with self._polling:
+            with self._lock:
+                old, self.logs, self.at = self.logs, fresh, at
+                self.tracker = Tracker()  # the sparklines and windows of another time are not these
+                self.views = {k: v for k, v in self.views.items() if k not in {s.name for s in old}}
+            for source in old:
+                self._read.pop(source, None)
+                source.close()
         self._read_logs()
         return at
 
     def close(self) -> None:
+        self._stop.set()
+        if self._reader is not None:
+            self._reader.join()
         self.fetcher.close()
         for source in self.logs:
             source.close()

@@ -22,8 +22,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import subprocess
-import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -97,26 +95,8 @@ def prometheus(tmp_path: Path) -> Callable[..., contextlib.AbstractContextManage
 @pytest.fixture
 def demo(tmp_path: Path) -> Iterator[str]:
     """A real `logwatch demo --speed 100` (a pass of the bundled log in about 2 s); its base URL."""
-    port = support.free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LOGWATCH_")}
-    env.update(PYTHONUNBUFFERED="1", PYTHONPATH=str(support.ROOT))
-    err = tmp_path / "demo.err"
-    with open(err, "wb") as stderr:
-        proc = subprocess.Popen([sys.executable, "-m", "vllm_logwatch", "demo", "--speed", "100", "--port",
-                                 str(port)], stdout=subprocess.DEVNULL, stderr=stderr, env=env)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        def up() -> bool:
-            try:
-                return httpx.get(f"{base}/healthz", timeout=2).status_code == 200
-            except httpx.TransportError:
-                return False
-
-        support.poll_until(up, 20, "demo serving")
+    with support.run_demo(tmp_path) as base:
         yield base
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(15) == 0, err.read_text()
 
 
 CHROMIUM = "/usr/bin/chromium"

@@ -215,6 +215,33 @@ def run_watch(target: str | Path, *args: str, env: Mapping[str, str] | None = No
         watch.stop(timeout=stop_timeout)
 
 
+@contextlib.contextmanager
+def run_demo(folder: Path, speed: float = 100, *, wait: bool = True) -> Iterator[str]:
+    """A real `logwatch demo --speed SPEED` on a free loopback port (its stderr in `folder`); its base
+    URL, once /healthz answers (`wait=False`: at once, for a caller that waits for more anyway)."""
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LOGWATCH_")}
+    env.update(PYTHONUNBUFFERED="1", PYTHONPATH=str(ROOT))
+    err = folder / f"demo-{port}.err"
+    with open(err, "wb") as stderr:
+        proc = subprocess.Popen([sys.executable, "-m", "vllm_logwatch", "demo", "--speed", str(speed),
+                                 "--port", str(port)], stdout=subprocess.DEVNULL, stderr=stderr, env=env)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        def up() -> bool:
+            try:
+                return httpx.get(f"{base}/healthz", timeout=2).status_code == 200
+            except httpx.TransportError:
+                return False
+
+        if wait:
+            poll_until(up, 20, "demo serving")
+        yield base
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(15) == 0, err.read_text()
+
+
 class PrometheusServer:
     """A running Prometheus and a client for its HTTP API."""
 

@@ -1,10 +1,10 @@
 """`logwatch top` for real: `--once` over real logs against `summary` and `parse`, a vLLM server's own
 /metrics (a recorded snapshot of the real CPU server, served by a tiny HTTP server), and the
 interactive view driven in tmux (send-keys, capture-pane) at 80x24 and 160x48 over a real
-`logwatch watch` (behind TLS and basic auth), a folder of three real logs being appended to, and a URL
-that is down.
+`logwatch watch` (behind TLS and basic auth), a real `logwatch demo`, a folder of three real logs being
+appended to, and a URL that is down.
 
-One watch process and two tmux sessions for the whole module; every wait polls with a deadline.
+One watch, one demo and two tmux sessions for the whole module; every wait polls with a deadline.
 """
 
 from __future__ import annotations
@@ -20,11 +20,14 @@ import ssl
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import bcrypt
+import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 from support import (
     ROOT,
     TESTS,
@@ -34,6 +37,7 @@ from support import (
     make_tls_files,
     poll_until,
     required_tool,
+    run_demo,
     run_watch,
 )
 
@@ -192,6 +196,29 @@ def watch(tmp_path_factory: pytest.TempPathFactory,
         yield process
 
 
+DEMO_SPEED = 8
+"""The demo's pace: its first stats line ~3 s after start, then one every 0.25 s (the log's 2 s / 8)."""
+
+
+@pytest.fixture(scope="module")
+def demo_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One real `logwatch demo` for the module (not waited for: the tmux test waits for its row)."""
+    with run_demo(tmp_path_factory.mktemp("top-demo"), DEMO_SPEED, wait=False) as base:
+        yield base
+
+
+def _exporter_row(text: str) -> tuple[str, ...]:
+    """gen/s prompt/s run wait KV% hit% as top shows them, from an exporter's /metrics text."""
+    values = {s.name: s.value for f in text_string_to_metric_families(text) for s in f.samples
+              if s.labels.get("engine") == "0"}
+    lw = "vllm_logwatch_"
+    return (tps(values.get(lw + "generation_throughput_tokens_per_second")),
+            tps(values.get(lw + "prompt_throughput_tokens_per_second")),
+            *(f"{values[lw + n]:.0f}" if lw + n in values else "-" for n in ("requests_running",
+                                                                               "requests_waiting")),
+            pct(values.get(lw + "kv_cache_usage_ratio")), pct(values.get(lw + "prefix_cache_hit_ratio")))
+
+
 def _auth(secrets: tuple[TLSFiles, Path, Path]) -> list[str]:
     tls, _, password = secrets
     return ["--tls-ca-file", str(tls.ca), "--basic-auth-user", "prometheus",
@@ -257,11 +284,25 @@ def _cells(screen: str, start: str) -> list[str]:
                 if line.startswith(start) or (line.split() or [""])[0].endswith(start))
 
 
-def test_tmux_80x24_over_a_watch_and_a_down_url_every_key(
-        watch: WatchProcess, secrets: tuple[TLSFiles, Path, Path]) -> None:
+def test_tmux_80x24_over_a_watch_the_demo_and_a_down_url_every_key(
+        watch: WatchProcess, demo_url: str, secrets: tuple[TLSFiles, Path, Path]) -> None:
     down = f"http://127.0.0.1:{free_port()}"
-    session = Tmux(f"top-{os.getpid()}-a", 80, 24, [watch.url, down, *_auth(secrets)], {})
+    session = Tmux(f"top-{os.getpid()}-a", 80, 24, [watch.url, demo_url, down, *_auth(secrets)], {})
     try:
+        demo_port = demo_url.rpartition(":")[2]
+        served: list[tuple[float, tuple[str, ...]]] = []  # the demo's /metrics as read, (when, row)
+
+        def demo_as_served(screen: str) -> bool:
+            """The demo's row shows what its /metrics served in the last seconds (a stats line every
+            0.25 s; top shows what it read up to a refresh ago)."""
+            with contextlib.suppress(httpx.TransportError):
+                served.append((time.monotonic(), _exporter_row(httpx.get(demo_url + "/metrics").text)))
+            recent = {row for at, row in served if at > time.monotonic() - 3}
+            cells = next((words for line in screen.splitlines() if (words := line.split())
+                          and words[0].endswith(f":{demo_port}")), [])
+            return len(cells) > 8 and tuple(cells[3:9]) in recent and cells[3:9] != ["-"] * 6
+
+        session.wait(demo_as_served, "the demo's row showing what its /metrics serves")
         screen = session.wait(lambda s: "(1 down)" in s and "idle" in s, "the watch's row and the down one")
         labels = {"engine": "0", "model_name": "tiny-llama"}
         sample = watch.sample
@@ -279,8 +320,9 @@ def test_tmux_80x24_over_a_watch_and_a_down_url_every_key(
         session.wait("logwatch top: keys", "the help")
         session.keys("x")
         session.wait(lambda s: "logwatch top: keys" not in s, "any key to close the help")
-        session.keys("s")
-        session.wait("sort gen", "s to sort by generation tok/s")
+        for sort in ("gen", "waiting", "kv", "state", "name"):
+            session.keys("s")
+            session.wait(f"sort {sort}", f"s to sort by {sort}")
         session.keys("p")
         session.wait("paused", "p to pause")
         session.keys("p")
@@ -294,16 +336,19 @@ def test_tmux_80x24_over_a_watch_and_a_down_url_every_key(
         session.wait("zzz", "/ opens the filter box with its word")
         session.keys("C-u", "Enter")
         session.wait(lambda s: "filter zzz" not in s and "idle" in s, "an empty filter: every row")
+        names = sorted(f"127.0.0.1:{u.rpartition(':')[2]}" for u in (watch.url, demo_url, down))
+
+        def pane_of(name: str) -> Callable[[str], bool]:
+            return lambda s: any(line.startswith(name + "  ") for line in s.splitlines())
+
         session.keys("Enter")
-        facts, refused = "vLLM: 0.32.0", "connection refused"
-        first = session.wait(lambda s: facts in s or refused in s, "enter: the selected row's detail pane")
+        session.wait(pane_of(names[0]), "enter: the first row's detail pane")
         session.keys("j")
-        other = refused if facts in first else facts
-        session.wait(other, "j: the next row's detail pane")
+        session.wait(pane_of(names[1]), "j: the next row's detail pane")
         session.keys("k")
-        session.wait(lambda s: (facts in s) == (facts in first), "k: back to the first row's pane")
+        session.wait(pane_of(names[0]), "k: back to the first row's pane")
         session.keys("Escape")
-        session.wait(lambda s: facts not in s and refused not in s, "escape closes the pane")
+        session.wait(lambda s: not any(pane_of(n)(s) for n in names), "escape closes the pane")
         session.keys("q")
         session.wait("top-exited-0", "q to quit")
     finally:

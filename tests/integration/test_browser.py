@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from support import ROOT
 
-from vllm_logwatch.web.page import format_number
+from vllm_logwatch.web.formats import format_number
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -108,7 +108,7 @@ def shown(state: dict[str, Any]) -> dict[str, float] | None:
     out = {"generation": float(cells["last.generation_throughput"]["value"]),
            "running": float(cells["last.running"]["value"]),
            "kv_pct": float(cells["last.kv_cache_usage_pct"]["value"])}
-    # The text says the same as the value, formatted as web/page.py formats it.
+    # The text says the same as the value, formatted as the server formats it.
     assert cells["last.generation_throughput"]["text"] == format_number(out["generation"], 1)
     assert cells["last.running"]["text"] == format_number(out["running"], 0)
     assert cells["last.kv_cache_usage_pct"]["text"] == format_number(out["kv_pct"], 1)

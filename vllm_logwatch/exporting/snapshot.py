@@ -1,7 +1,7 @@
 """The shape of the exporter's status snapshot (`ExporterMetrics.status()`), the core of
 `/api/v1/status`: values in the log's own units (percent stays percent), per-engine age and state,
 start-up facts and the exporter's own counters. Watch adds `pipeline` and `follower`, run `mode` and
-the supervisor's side of `child`. The page (`web/page.py`) and its script read the same keys."""
+the supervisor's side of `child`. The page (`web/page.py`) reads the same keys."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""How the status page writes numbers, ages and engine names (`static/page.js` writes them alike)."""
+"""How the status page writes numbers, ages and engine names."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ __all__ = ["engine_name", "format_age", "format_number", "format_quantity"]
 
 
 def format_number(value: Any, digits: int) -> str:
-    """`1,727.3`; a dash for a value the line did not carry (the script formats alike).
+    """`1,727.3`; a dash for a value the line did not carry.
 
     >>> format_number(1727.3, 1), format_number(None, 1), format_number(3, 0)
     ('1,727.3', '—', '3')
@@ -21,7 +21,7 @@ def format_number(value: Any, digits: int) -> str:
 
 def format_quantity(value: Any, digits: int) -> str:
     """A count that may have a fraction: a whole value without decimals (`512`, not `512.0`), any
-    other with `digits` (the script formats alike).
+    other with `digits`.
 
     >>> format_quantity(512.0, 1), format_quantity(12.5, 1), format_quantity(None, 1)
     ('512', '12.5', '—')
@@ -33,7 +33,7 @@ def format_quantity(value: Any, digits: int) -> str:
 
 
 def format_age(seconds: Any) -> str:
-    """`4 s ago`, `2 min 5 s ago`, `1 h 3 min ago` (the script formats alike).
+    """`4 s ago`, `2 min 5 s ago`, `1 h 3 min ago`.
 
     >>> format_age(4.6), format_age(125), format_age(3780)
     ('4 s ago', '2 min 5 s ago', '1 h 3 min ago')

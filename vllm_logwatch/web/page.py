@@ -1,16 +1,14 @@
-"""The status page at `/`: server-rendered HTML for the first paint (its files: `assets.py`).
+"""The status page at `/`, rendered here alone (its files: `assets.py`).
 
 The page is complete without JavaScript: a table of the engines' current numbers, the run-mode
-child, the start-up facts and the exporter's counters, rendered here from the same snapshot as
-`/api/v1/status` (with JavaScript off it reloads itself every 10 s). `static/page.js` then polls
-`/api/v1/status` and `/api/v1/history`, updates the same elements in place, draws the last hour
-with the vendored uPlot (`static/uPlot.*`, MIT, see `static/uPlot.LICENSE`) and marks the numbers
-stale when the exporter stops answering.
+child, the start-up facts and the exporter's counters, rendered from the same snapshot as
+`/api/v1/status` (with JavaScript off it reloads itself every 10 s). `static/page.js` fetches this
+page again each second and swaps in its parts marked `data-live` (it renders none of them), draws
+the last hour from `/api/v1/history` with the vendored uPlot (`static/uPlot.*`, MIT, see
+`static/uPlot.LICENSE`) and marks the numbers stale when the exporter stops answering.
 
-What the script must know to render like the server (labels of states, the messages of a missing
-stats line, the digits of each number) is written into the page as `data-*` attributes here, so
-the two cannot drift. Every value is escaped; nothing but numbers, states, labels bounded by the
-metrics, start-up facts (model, version) and the followed path reach the page: never log text.
+Every value is escaped; nothing but numbers, states, labels bounded by the metrics, start-up facts
+(model, version) and the followed path reach the page: never log text.
 
 >>> html = render({"engines": {}, "stats_missing": "stats_logging_disabled"})
 >>> "--disable-log-stats" in html and "<table" in html
@@ -20,7 +18,6 @@ True
 from __future__ import annotations
 
 import html
-import json
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -30,7 +27,7 @@ from typing import Any
 from .assets import static_files
 from .formats import engine_name, format_age, format_number, format_quantity
 
-__all__ = ["COLUMNS", "SOURCE_COLUMNS", "STATE_LABELS", "STATS_MISSING", "Column", "format_number", "render"]
+__all__ = ["COLUMNS", "SOURCE_COLUMNS", "STATE_LABELS", "STATS_MISSING", "Column", "render"]
 
 REFRESH_NO_SCRIPT_SECONDS = 10
 
@@ -105,13 +102,9 @@ def _e(value: Any) -> str:
     return html.escape(str(value), quote=True)
 
 
-def _attr_json(value: Any) -> str:
-    return _e(json.dumps(value, separators=(",", ":")))
-
-
 def _cell(column: Column, engine: Mapping[str, Any]) -> str:
     value = _get(engine, column.field)
-    attrs = f'data-field="{_e(column.field)}" data-kind="{column.kind}" data-digits="{column.digits}"'
+    attrs = f'data-field="{_e(column.field)}" data-kind="{column.kind}"'
     if column.kind == "state":
         state = value if value in STATE_LABELS else "ok"
         return (f'<td {attrs} data-value="{_e(state)}"><span class="badge state-{_e(state)}">'
@@ -155,7 +148,7 @@ def _notice(status: Mapping[str, Any]) -> tuple[str, str]:
 
 
 def skipped_text(skipped: Any) -> str:
-    """What the page says when `watch` started at the end of a file (the script says it alike).
+    """What the page says when `watch` started at the end of a file.
 
     >>> skipped_text(2048)[:58]
     'Started at the end of the log: 2,048 bytes of older lines '
@@ -195,16 +188,15 @@ SOURCE_COLUMNS: tuple[Column, ...] = (
 
 
 def _facts(status: Mapping[str, Any]) -> str:
-    """Start-up facts (of many sources: how many, their models and versions), each with a `data-key`
-    the script updates."""
+    """Start-up facts (of many sources: how many, their models and versions)."""
     items = _MANY_FACTS if isinstance(status.get("sources"), list) else _FACTS
     out = []
     for label, key, kind, digits, unit in items:
         value = _first(status, key)
         shown = _shown(value, kind, digits)
         unit_html = f' <span class="unit">{_e(unit)}</span>' if unit else ""
-        out.append(f'<div><dt>{_e(label)}</dt><dd><span data-key="{_e(key)}" data-kind="{kind}" '
-                   f'data-digits="{digits}">{_e(shown)}</span>{unit_html}</dd></div>')
+        out.append(f'<div><dt>{_e(label)}</dt><dd><span data-key="{_e(key)}">{_e(shown)}</span>{unit_html}'
+                   "</dd></div>")
     return "".join(out)
 
 
@@ -229,7 +221,7 @@ def _first(status: Mapping[str, Any], keys: str) -> Any:
 
 
 def child_state(child: Mapping[str, Any] | None) -> str:
-    """Run mode: what the supervised vLLM process is doing, in words (the script says it alike).
+    """Run mode: what the supervised vLLM process is doing, in words.
 
     >>> child_state({"child_up": 1.0, "pid": 41}), child_state({"child_up": 0.0, "last_exit_code": 1})
     ('running (pid 41)', 'not running (last exit code 1)')
@@ -257,13 +249,13 @@ def _child(status: Mapping[str, Any]) -> str:
         ("Log bytes dropped", "child.log_bytes_dropped|child.log_file_bytes_dropped", "number"),
     ]
     state = _e(child_state(child))
-    items = [f'<div><dt>Process</dt><dd data-key="child" data-kind="child">{state}</dd></div>']
+    items = [f'<div><dt>Process</dt><dd data-key="child">{state}</dd></div>']
     for label, key, kind in rows:
         value = _first(status, key)
         shown = _shown(value, kind, 0)
-        items.append(f'<div><dt>{_e(label)}</dt><dd data-key="{_e(key)}" data-kind="{kind}" '
-                     f'data-digits="0">{_e(shown)}</dd></div>')
-    return ('<section id="child" aria-labelledby="child-h"><h2 id="child-h">vLLM process (run mode)</h2>'
+        items.append(f'<div><dt>{_e(label)}</dt><dd data-key="{_e(key)}">{_e(shown)}</dd></div>')
+    return ('<section id="child" data-live aria-labelledby="child-h">'
+            '<h2 id="child-h">vLLM process (run mode)</h2>'
             f'<dl class="facts">{"".join(items)}</dl></section>')
 
 
@@ -273,13 +265,12 @@ def _replay(status: Mapping[str, Any]) -> tuple[str, str]:
     replay = status.get("replay")
     if not isinstance(replay, Mapping):
         return "", ""
-    number = replay.get("pass")
-    shown = _shown(number, "number", 0)
+    log, speed = _e(replay.get("log")), _e(_shown(replay.get("speed"), "number", 0))
+    number = _e(_shown(replay.get("pass"), "number", 0))
     badge = ' <span id="replay-badge" class="badge replay" title="logwatch demo">Replay</span>'
-    text = (f'<p id="replay" class="notice replay">Replay of a real vLLM log ({_e(replay.get("log"))}) at '
-            f'{_e(_shown(replay.get("speed"), "number", 0))}x, pass <span data-key="replay.pass" '
-            f'data-kind="number" data-digits="0">{_e(shown)}</span>, written again each pass as a new '
-            f'launch. {_e(replay.get("failure") or "")}</p>')
+    text = (f'<p id="replay" class="notice replay" data-live>Replay of a real vLLM log ({log}) at {speed}x, '
+            f'pass <span data-key="replay.pass">{number}</span>, written again each pass as a new launch. '
+            f'{_e(replay.get("failure") or "")}</p>')
     return badge, text
 
 
@@ -305,7 +296,6 @@ def _sources(status: Mapping[str, Any]) -> str:
     sources = status.get("sources")
     if not isinstance(sources, list):
         return ""
-    columns = [{"field": c.field, "kind": c.kind, "digits": c.digits} for c in SOURCE_COLUMNS]
     header = ['<th scope="col">Source</th>']
     for column in SOURCE_COLUMNS:
         unit = f' <span class="unit">({_e(column.unit)})</span>' if column.unit else ""
@@ -318,8 +308,8 @@ def _sources(status: Mapping[str, Any]) -> str:
                         "</td>" for c in SOURCE_COLUMNS)
         name = _e(source.get("name"))
         rows.append(f'<tr data-source="{name}"><th scope="row">{name}</th>{cells}</tr>')
-    return ('<section id="sources-section" aria-labelledby="sources-h"><h2 id="sources-h">Sources</h2>'
-            '<div class="table-wrap"><table id="sources" data-columns="' + _attr_json(columns) + '">'
+    return ('<section id="sources-section" data-live aria-labelledby="sources-h">'
+            '<h2 id="sources-h">Sources</h2><div class="table-wrap"><table id="sources">'
             f'<thead><tr>{"".join(header)}</tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
             '<p class="help">Each source of the folder: its launch\'s start-up facts and what was read of '
             "it. The Exporter block below adds them up.</p></section>")
@@ -339,9 +329,8 @@ def _exporter(status: Mapping[str, Any]) -> str:
     for label, key, kind, digits in rows:
         value = _first(status, key)
         shown = _shown(value, kind, digits)
-        items.append(f'<div><dt>{_e(label)}</dt><dd data-key="{_e(key)}" data-kind="{kind}" '
-                     f'data-digits="{digits}">{_e(shown)}</dd></div>')
-    items.append('<div><dt>Problems seen</dt><dd data-key="counters.problems" data-kind="problems">'
+        items.append(f'<div><dt>{_e(label)}</dt><dd data-key="{_e(key)}">{_e(shown)}</dd></div>')
+    items.append('<div><dt>Problems seen</dt><dd data-key="counters.problems">'
                  f"{_e(_problems(status.get('counters')))}</dd></div>")
     return "".join(items)
 
@@ -359,7 +348,7 @@ _PAGE = Template("""<!doctype html>
 <script defer src="$uplot_js"></script>
 <script defer src="$page_js"></script>
 </head>
-<body data-rendered-at="$rendered_at">
+<body>
 <header class="top">
   <div class="title">
     <h1>vLLM logwatch$replay_badge</h1>
@@ -368,22 +357,20 @@ _PAGE = Template("""<!doctype html>
 Snapshot at <time datetime="$rendered_iso">$rendered_clock</time>; \
 <noscript>JavaScript is off: this page reloads every $refresh s.</noscript></span></p>
   </div>
-  <dl class="facts" id="server">$facts</dl>
+  <dl class="facts" id="server" data-live>$facts</dl>
 </header>
 <main>
 $replay
-<p id="skipped" class="help" data-key="skipped_bytes" data-kind="skipped"$skipped_hidden>$skipped</p>
-<p id="notice" class="notice" data-reason="$notice_reason" data-messages="$notice_messages"\
-$notice_hidden>$notice</p>
+<p id="skipped" class="help" data-live$skipped_hidden>$skipped</p>
+<p id="notice" class="notice" data-live data-reason="$notice_reason"$notice_hidden>$notice</p>
 $child
 <section aria-labelledby="engines-h">
   <h2 id="engines-h">Engines now</h2>
   <div class="table-wrap">
-  <table id="engines" data-states="$states" data-empty="No stats line yet" aria-describedby="engines-about">
+  <table id="engines" aria-describedby="engines-about">
     <thead><tr>$header</tr></thead>
-    <tbody>$rows</tbody>
+    <tbody id="engine-rows" data-live data-stats-lines="$stats_lines">$rows</tbody>
   </table>
-  <template id="row-template">$row_template</template>
   </div>
   <p id="engines-about" class="help">Values of each engine's last stats line. Throughputs are averages \
 over vLLM's stats interval; running, waiting and KV cache usage are instant values; hit rates cover recent \
@@ -398,7 +385,7 @@ $sources
 </section>
 <section aria-labelledby="exporter-h">
   <h2 id="exporter-h">Exporter</h2>
-  <dl class="facts" id="exporter">$exporter</dl>
+  <dl class="facts" id="exporter" data-live>$exporter</dl>
   <p class="help">Raw data: <a href="metrics">/metrics</a> (Prometheus), <a href="api/v1/status">\
 /api/v1/status</a>, <a href="api/v1/history">/api/v1/history</a> (JSON).</p>
 </section>
@@ -425,21 +412,20 @@ def render(status: Mapping[str, Any], *, now: float | None = None) -> str:
         refresh=REFRESH_NO_SCRIPT_SECONDS,
         uplot_css=_asset("uPlot.min.css"), page_css=_asset("page.css"),
         uplot_js=_asset("uPlot.iife.min.js"), page_js=_asset("page.js"),
-        rendered_at=f"{now:.3f}",
         rendered_iso=_e(time.strftime("%Y-%m-%dT%H:%M:%S%z", local)),
         rendered_clock=_e(time.strftime("%H:%M:%S", local)),
         facts=_facts(status),
-        notice=_e(notice), notice_reason=_e(reason), notice_messages=_attr_json(STATS_MISSING),
+        notice=_e(notice), notice_reason=_e(reason),
         notice_hidden="" if notice else " hidden",
         skipped=_e(skipped_text(status.get("skipped_bytes"))),
         skipped_hidden="" if skipped_text(status.get("skipped_bytes")) else " hidden",
         child=_child(status),
         sources=_sources(status),
         charts_time=_charts_time(status),
-        states=_attr_json(STATE_LABELS),
         header=_header_cells(),
         rows=rows,
-        row_template=_row("", {}),
+        stats_lines=sum(e["stats_lines"] for e in engines.values()
+                        if isinstance(e, Mapping) and isinstance(e.get("stats_lines"), int)),
         state_help=_e(STATE_HELP),
         exporter=_exporter(status),
     )

@@ -8,7 +8,8 @@ Routes (nothing else; FastAPI's /docs and /openapi.json are off):
 * `GET /api/v1/status` - JSON: files followed, offsets, per-engine latest values and their age.
 * `GET /api/v1/history?since=<unix seconds>` - JSON: the last hour of each engine's stats lines,
   column-wise, after `since` (all when absent) (`history.History`).
-* `GET /` - the status page (`web/page.py`): server-rendered, then kept live by `static/page.js`.
+* `GET /` - the status page (`web/page.py`): server-rendered; `static/page.js` fetches it again each
+  second and swaps in its live parts.
 * `GET /static/<name>` - the page's CSS and scripts (a fixed list; no directory is served).
 
 Each answers HEAD as it answers GET, without the body. A path with a trailing slash is 404, never a

@@ -303,3 +303,15 @@ def test_the_charts_of_a_replay_say_their_axis_is_the_replayed_logs_time() -> No
     html = render({"engines": {}, "replay": {"log": "serve.log", "speed": 10, "pass": 2, "failure": ""}})
     assert "Last hour (replay time: the log stamps at 10x, ahead of this clock)" in html
     assert "Last hour</h2>" in render({"engines": {}})
+
+
+def test_the_parts_the_script_swaps_in_have_ids_and_the_rows_count_stats_lines() -> None:
+    """page.js fetches the page again and puts each `data-live` part in place of the one with its id;
+    the engine rows carry the count of stats lines, which tells it when to fetch the charts' points."""
+    status = {**real_status(140), "mode": "run", "child": {"child_up": 1.0, "pid": 7},
+              "sources": [{"name": "a"}], "replay": {"log": "serve.log", "speed": 10, "pass": 1}}
+    live = [dict(re.findall(r'([a-z-]+)="([^"]*)"', tag))
+            for tag in re.findall(r"<[a-z]+ ([^>]*\bdata-live\b[^>]*)>", render(status))]
+    assert sorted(tag["id"] for tag in live) == [
+        "child", "engine-rows", "exporter", "notice", "replay", "server", "skipped", "sources-section"]
+    assert next(tag for tag in live if tag["id"] == "engine-rows")["data-stats-lines"] == "2"

@@ -115,7 +115,7 @@ def _cell(column: Column, engine: Mapping[str, Any]) -> str:
         interval = engine.get("interval_seconds")
         every = f"every {format_number(interval, 0)} s" if isinstance(interval, (int, float)) else ""
         return (f'<td {attrs} data-value="{_e(data_value)}"><span class="v">{_e(shown)}</span>'
-                f' <span class="sub" data-field="interval_seconds">{_e(every)}</span></td>')
+                f' <span class="sub">{_e(every)}</span></td>')
     return f'<td {attrs} data-value="{_e(data_value)}">{_e(shown)}</td>'
 
 

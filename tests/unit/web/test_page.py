@@ -43,15 +43,10 @@ class Page(HTMLParser):
         self.headers: list[str] = []
         self._row: str | None = None
         self._open: list[tuple[str, dict[str, str], list[str]]] = []
-        self._in_template = False
         self.feed(text)
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         values = {k: v or "" for k, v in attrs}
-        if tag == "template":
-            self._in_template = True
-        if self._in_template:
-            return
         if tag == "tr" and "data-engine" in values:
             self._row = values["data-engine"]
             self.rows[self._row] = {}
@@ -59,10 +54,7 @@ class Page(HTMLParser):
             self._open.append((tag, values, []))
 
     def handle_endtag(self, tag: str) -> None:
-        if tag == "template":
-            self._in_template = False
-            return
-        if self._in_template or not self._open or self._open[-1][0] != tag:
+        if not self._open or self._open[-1][0] != tag:
             return
         _, attrs, parts = self._open.pop()
         text = " ".join("".join(parts).split())
@@ -76,7 +68,7 @@ class Page(HTMLParser):
             self.headers.append(text)
 
     def handle_data(self, data: str) -> None:
-        if self._open and not self._in_template:
+        if self._open:
             self._open[-1][2].append(data)
 
 

@@ -2,27 +2,28 @@
 
     python grafana/build_dashboard.py           # write the JSON
     python grafana/build_dashboard.py --check   # exit 1 if the committed JSON is not what this builds
+    python grafana/build_dashboard.py --doc     # write the table of rows and panels in docs/dashboard.md
 
-Edit this file, not the JSON; tests/integration/test_grafana.py fails when the two disagree. Metric
-names come from `vllm_logwatch.exporting.catalogue` (the table of what the exporter serves), so a
-renamed metric breaks the
-build here rather than a panel in production.
+Edit this file, not the JSON; tests/integration/test_grafana.py fails when the two disagree, when
+docs/dashboard.md does not list what the JSON holds, and when a metric family of the catalogue is
+neither on a panel nor in `LEFT_OUT`. Metric names come from `vllm_logwatch.exporting.catalogue` (the
+table of what the exporter serves), so a renamed metric breaks the build here rather than a panel in
+production.
 
-Layout: a row of tiles first, as vLLM's current overview dashboard opens (throughput, running and
-waiting, KV cache, busy share, $/1M tokens at the `gpu_hour_cost` variable's price); then the block
-of vLLM's older example dashboard (examples/observability/prometheus_grafana) where the two overlap:
-"Token Throughput" at the right, "Scheduler State" below it, then "Cache Utilization"; vLLM's latency
-panels (left column there) have no log counterpart, so the left column holds the per-engine
-throughputs and the cache hit ratios. Rows below: concurrency, start-up and cost, speculative
-decoding, latency (vLLM's detail lines), requests and log messages, exporter health, run mode, KV
-transfers (disaggregated prefill / KV offloading connectors), and the fleet (per model across
-instances, from grafana/recording-rules.yml).
+Layout, after vLLM's own dashboards (Overview, Instances, KV cache, Speculative decoding): two rows of
+tiles (traffic, errors, throughput, queue, KV cache; then "down or stats missing", the stats line age,
+preemptions, prefix hits, busy share, cost, engines, failure lines), a per-model and a per-instance
+table, then throughput and the scheduler, the KV cache, requests and log messages, the exporter's
+health. The rows most servers have no data for (start-up and cost, latency from the detail lines,
+speculative decoding, KV transfers and offload, fault tolerance, sleep mode / DP / EPLB, MFU, run
+mode, the fleet) come collapsed. Titles: sentence case, no unit (the unit is on the axis or value).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -30,219 +31,171 @@ from typing import Any
 
 from grafana_foundation_sdk.builders import common as cb
 from grafana_foundation_sdk.builders import dashboard as db
-from grafana_foundation_sdk.builders import prometheus, stat, table, timeseries, xychart
-from grafana_foundation_sdk.cog.builder import Builder
+from grafana_foundation_sdk.builders import table, xychart
 from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models import common
 from grafana_foundation_sdk.models import dashboard as dm
-from grafana_foundation_sdk.models import prometheus as pm
 from grafana_foundation_sdk.models import xychart as xym
 
-from vllm_logwatch.exporting.catalogue import METRICS, PREFIX
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from dashboard_kit import (
+    ABORTED,
+    API,
+    API_5XX,
+    COUNT,
+    DS,
+    ENGINE,
+    HOST,
+    MODEL,
+    PER_ENGINE,
+    RATIO,
+    REFS,
+    SPECS,
+    TARGET,
+    TOKENS,
+    TOKS,
+    Layout,
+    by,
+    by_engine,
+    increase,
+    legend,
+    m,
+    max_by,
+    per_million,
+    q,
+    quantiles,
+    rate,
+    st,
+    sum_by,
+    ts,
+)
 
 OUT = Path(__file__).resolve().parent / "dashboards" / "vllm-logwatch.json"
-UID = "vllm-logwatch"
-DS = dm.DataSourceRef(type_val="prometheus", uid="${datasource}")
-
-# Label selectors. Every series carries the scrape's job and instance; per-engine series add
-# model_name and engine. Multi-value variables expand to regexes, hence =~. A watch of many sources
-# labels each source's series: namespace, pod, container (a kubelet tree), container (Docker's),
-# script (a folder of launch files). Their variables' "All" is .*, which a series without the label
-# matches too, so a host with one plain log shows everything, and one pod picks its series alone.
-SOURCE_LABELS = ("namespace", "pod", "container", "script")
-SOURCE = ", ".join(f'{label}=~"${label}"' for label in SOURCE_LABELS)
-TARGET = 'job=~"$job", instance=~"$instance"'
-HOST = TARGET + ", " + SOURCE
-MODEL = HOST + ', model_name=~"$model_name"'
-ENGINE = MODEL + ', engine=~"$engine"'
-
-# Units (Grafana unit ids; `count:` scales with K/M and appends the text).
-TOKS = "count:tok/s"
-TOKENS = "short"
-RATIO = "percentunit"
-COUNT = "short"
-
-_SPECS = {m.name[len(PREFIX):]: m for m in METRICS}
-PER_ENGINE = "{{instance}} engine {{engine}}"
-"""The legend of a per-engine series."""
-
-
-def m(short: str) -> str:
-    """The exposed name of a metric of exporting/catalogue.py: counters get `_total`, info metrics `_info`."""
-    spec = _SPECS[short]
-    return spec.name + {"counter": "_total", "info": "_info"}.get(spec.type, "")
-
-
-def by_engine(short: str) -> str:
-    return f"{m(short)}{{{ENGINE}}}"
-
-
-def q(expr: str, legend: str = "__auto", *, instant: bool = False, table_format: bool = False
-      ) -> prometheus.Dataquery:
-    # The source is named after the host wherever the host is (a label a series lacks shows as
-    # nothing): "node-1 vllm-0 vllm" for a pod's container, "gpu1:9477 serve_qwen" for a script.
-    legend = legend.replace("{{instance}}", "{{instance}}" + "".join(
-        " {{" + label + "}}" for label in SOURCE_LABELS if label != "namespace"))
-    query = prometheus.Dataquery().expr(expr).legend_format(legend).datasource(DS)
-    query = query.instant() if instant else query.range()
-    if table_format:
-        query = query.format(pm.PromQueryFormat.TABLE)
-    return query
-
-
-class Layout:
-    """Panel ids in order; the SDK's dashboard builder places panels left to right, row by row."""
-
-    def __init__(self) -> None:
-        self.dashboard = (
-            db.Dashboard("vLLM (vllm-logwatch)")
-            .uid(UID)
-            .description("vLLM servers seen through their logs: throughput, queue, KV cache, caches, "
-                         "spec decoding, requests, KV transfers, MFU, and the exporter's own health. Metrics "
-                         "from vllm-logwatch (logwatch watch / logwatch run).")
-            .tags(["vllm", "vllm-logwatch", "llm"])
-            .editable()
-            .tooltip(dm.DashboardCursorSync.CROSSHAIR)
-            .refresh("30s")
-            .time("now-1h", "now")
-            .timezone("browser")
-            .annotation(db.AnnotationQuery().name("vLLM launches").datasource(DS).enable(True).hide(False)
-                        .icon_color("orange")
-                        # A source that appears (a new pod, container or script) comes with its
-                        # first launch already counted: the second half marks it.
-                        .expr(f"changes({m('launches')}{{{HOST}}}[1m]) > 0 or "
-                              f"({m('launches')}{{{HOST}}} unless {m('launches')}{{{HOST}}} offset 1m)"))
-            .link(db.DashboardLink("vLLM dashboards").type(dm.DashboardLinkType.DASHBOARDS)
-                  .tags(["vllm"]).as_dropdown(True).include_vars(True).keep_time(True))
-        )
-        self._next_id = 1
-
-    def _id(self) -> int:
-        self._next_id += 1
-        return self._next_id - 1
-
-    def row(self, title: str) -> None:
-        self.dashboard.with_row(db.Row(title).id(self._id()))
-
-    def add(self, panel: Any, w: int, h: int) -> None:
-        self.dashboard.with_panel(panel.id(self._id()).datasource(DS).span(w).height(h))
-
-
-def legend(*calcs: str) -> cb.VizLegendOptions:
-    mode = common.LegendDisplayMode.TABLE if calcs else common.LegendDisplayMode.LIST
-    return (cb.VizLegendOptions().display_mode(mode).placement(common.LegendPlacement.BOTTOM)
-            .show_legend(True).calcs(list(calcs)))
-
-
-def ts(title: str, description: str, unit: str, targets: Sequence[prometheus.Dataquery], *,
-       bars: bool = False, interval: str | None = None, max_val: float | None = None,
-       stack: bool = False, calcs: Sequence[str] = ("mean", "max", "lastNotNull")) -> timeseries.Panel:
-    panel = (
-        timeseries.Panel().title(title).description(description).unit(unit).min(0)
-        .legend(legend(*calcs))
-        .tooltip(cb.VizTooltipOptions().mode(common.TooltipDisplayMode.MULTI)
-                 .sort(common.SortOrder.DESCENDING))
-        .line_width(1).fill_opacity(10).show_points(common.VisibilityMode.NEVER)
-        .span_nulls(False)
-    )
-    if bars:
-        panel = panel.draw_style(common.GraphDrawStyle.BARS).fill_opacity(60)
-    if stack:
-        panel = panel.stacking(cb.StackingConfig().mode(common.StackingMode.NORMAL))
-    if interval is not None:
-        panel = panel.interval(interval)
-    if max_val is not None:
-        panel = panel.max(max_val)
-    for ref, target in zip("ABCDEFGH", targets, strict=False):
-        panel = panel.with_target(target.ref_id(ref))
-    return panel
-
-
-def _thresholds(*steps: tuple[float | None, str]) -> Builder[dm.ThresholdsConfig]:
-    return (db.ThresholdsConfig().mode(dm.ThresholdsMode.ABSOLUTE)
-            .steps([dm.Threshold(value=value, color=color) for value, color in steps]))
-
-
-def st(title: str, description: str, unit: str, targets: Sequence[prometheus.Dataquery], *,
-       mappings: dict[str, tuple[str, str]] | None = None,
-       thresholds: Sequence[tuple[float | None, str]] = ((None, "green"),),
-       color_background: bool = False) -> stat.Panel:
-    panel = (
-        stat.Panel().title(title).description(description).unit(unit)
-        .reduce_options(cb.ReduceDataOptions().calcs(["lastNotNull"]).values(False))
-        .graph_mode(common.BigValueGraphMode.NONE)
-        .color_mode(common.BigValueColorMode.BACKGROUND if color_background
-                    else common.BigValueColorMode.VALUE)
-        .text_mode(common.BigValueTextMode.VALUE_AND_NAME)
-        .thresholds(_thresholds(*thresholds))
-    )
-    if mappings:
-        panel = panel.mappings([dm.ValueMap(options={
-            value: dm.ValueMappingResult(text=text, color=color, index=i)
-            for i, (value, (text, color)) in enumerate(mappings.items())})])
-    for ref, target in zip("ABCDEFGH", targets, strict=False):
-        panel = panel.with_target(target.ref_id(ref))
-    return panel
-
-
-def by(labels: str) -> str:
-    """Grouping labels: one group per source where the group is per host, so two vLLM pods on one
-    node stay two lines."""
-    return labels.replace("instance", "instance, " + ", ".join(SOURCE_LABELS))
-
-
-def sum_by(labels: str, expr: str) -> str:
-    return f"sum by ({by(labels)}) ({expr})"
-
-
-def max_by(labels: str, expr: str) -> str:
-    return f"max by ({by(labels)}) ({expr})"
-
-
-def rate(metric: str, selector: str = ENGINE, window: str = "$__rate_interval") -> str:
-    return f"rate({m(metric)}{{{selector}}}[{window}])"
-
-
-def increase(metric: str, selector: str = HOST, window: str = "$__interval") -> str:
-    return f"increase({m(metric)}{{{selector}}}[{window}])"
-
-
-COST = "$gpu_hour_cost"
-"""The price of one GPU-hour (the dashboard's textbox variable), for the $/1M tokens panels."""
-
-
-def per_million(tokens: str, window: str) -> str:
-    """$ per 1M tokens: the selected servers' GPUs x price per second, over their tokens per second."""
-    gpus = f"sum({m('gpus')}{{{MODEL}}})"
-    return (f"{COST} * {gpus} / 3600 / (sum({rate(tokens, ENGINE, window)}) / 1e6)")
 
 
 def tiles(lay: Layout) -> None:
-    """The overview's tiles (vLLM's current overview dashboard opens with such a row)."""
-    lay.add(st("Generation tok/s", "Generated tokens per second of the selected servers (the token "
-               "counters' rate over the last minutes).", TOKS,
-               [q(f"sum({rate('generation_tokens')})", "generation", instant=True)]), 4, 4)
-    lay.add(st("Running", "Requests running at the engines' last stats lines.", COUNT,
-               [q(f"sum({by_engine('requests_running')})", "running", instant=True)]), 4, 4)
-    lay.add(st("Waiting", "Requests waiting at the engines' last stats lines: above 0 for long, "
-               "the servers are full (see the VLLMNoHeadroom alert).", COUNT,
-               [q(f"sum({by_engine('requests_waiting')})", "waiting", instant=True)],
-               thresholds=((None, "green"), (1, "orange"))), 4, 4)
-    lay.add(st("KV cache (highest)", "KV cache usage of the fullest selected engine.", RATIO,
-               [q(f"max({by_engine('kv_cache_usage_ratio')})", "KV cache", instant=True)],
-               thresholds=((None, "green"), (0.9, "orange"), (0.95, "red"))), 4, 4)
-    lay.add(st("Busy share", "Share of the dashboard's time range in which the engines computed "
-               "tokens (busy_seconds over time, averaged over the selected engines); the rest is idle "
-               "GPU time.", RATIO,
-               [q(f"avg({rate('busy_seconds', ENGINE, '$__range')})", "busy", instant=True)]), 4, 4)
-    lay.add(st("$ per 1M generated tokens", "What a million generated tokens cost over the time "
-               "range: GPUs (tensor x pipeline x data parallel size of each launch) x the GPU-hour price "
-               "(the cost variable above), over the tokens generated. Idle time is paid too.", "currencyUSD",
-               [q(per_million("generation_tokens", "$__range"), "per 1M generated", instant=True)]), 4, 4)
+    """Two rows of tiles, as vLLM's overview dashboard opens: traffic and errors, throughput, queue and
+    KV cache; then what is broken or silent, pressure, and what only the logs tell (busy share, cost)."""
+    http = f"sum({rate('http_requests', API)})"
+    requests_ = f"sum({rate('requests', MODEL)})"
+    stalled = f"sum({by_engine('engine_stalled')})"
+    row = [
+        st("Requests", "API requests per second from uvicorn's access lines (absent with "
+           "--disable-uvicorn-access-log), probes and metric scrapes left out.", "reqps",
+           [q(http, "requests", instant=True)]),
+        st("Server errors", "Share of API requests answered 5xx (uvicorn's access lines); empty without "
+           "traffic.", RATIO,
+           [q(f"(sum({rate('http_requests', API_5XX)}) or vector(0)) / ({http} > 0)",
+              "5xx", instant=True)], thresholds=((None, "green"), (0.001, "orange"), (0.01, "red"))),
+        st("Aborted", "Requests aborted per second (finish reason abort: the client went away or timed "
+           "out), from the request lines (--enable-log-requests --enable-log-outputs); empty without them.",
+           "reqps",
+           [q(f"sum({rate('requests', ABORTED)}) or 0 * {requests_}", "aborted",
+              instant=True)], thresholds=((None, "green"), (0.001, "orange"))),
+        st("Generation", "Generated tokens per second of the selected servers (the token counters' "
+           "rate).", TOKS, [q(f"sum({rate('generation_tokens')})", "generation", instant=True)]),
+        st("Running", "Requests running at the engines' last stats lines.", COUNT,
+           [q(f"sum({by_engine('requests_running')})", "running", instant=True)]),
+        st("Waiting", "Requests waiting at the engines' last stats lines: above 0 for long, the servers "
+           "are full (see the VLLMNoHeadroom alert).", COUNT,
+           [q(f"sum({by_engine('requests_waiting')})", "waiting", instant=True)],
+           thresholds=((None, "green"), (1, "orange"))),
+        st("KV cache", "KV cache usage of the fullest selected engine.", RATIO,
+           [q(f"max({by_engine('kv_cache_usage_ratio')})", "KV cache", instant=True)],
+           thresholds=((None, "green"), (0.9, "orange"), (0.95, "red"))),
+        st("Down or stats missing", "Exporters Prometheus cannot scrape (up 0), engines stalled (requests "
+           "running, no stats line for 3 intervals) and servers that print no stats line: 0 is all well. "
+           "See Exporter health below for which.", COUNT,
+           [q(f"(count(up{{{TARGET}}} == 0) or vector(0)) + ({stalled} or vector(0)) + "
+              f"(sum({m('stats_missing')}{{{HOST}}}) or vector(0))", "down", instant=True)],
+           thresholds=((None, "green"), (1, "red")), color_background=True),
+        st("Stats line age", "Seconds since the oldest selected engine's last stats line (by the log's "
+           "clock). An idle vLLM prints one all-zero line and then nothing, so age alone is no fault: "
+           "stalled engines count in Down or stats missing.", "s",
+           [q(f"max(time() - {by_engine('last_stats_timestamp_seconds')})", "age", instant=True)],
+           thresholds=((None, "green"), (60, "yellow"), (600, "orange"))),
+        st("Preemptions", "Requests preempted per second (their KV cache freed, recomputed later) from the "
+           "stats lines' Preemptions field.", "suffix:/s",
+           [q(f"sum({rate('preemptions')})", "preemptions", instant=True)],
+           thresholds=((None, "green"), (0.001, "orange"), (1, "red"))),
+        st("Prefix cache hits", "Prefix cache hit rate of the engines' last stats lines (vLLM's window of "
+           "recent requests), averaged.", RATIO,
+           [q(f"avg({by_engine('prefix_cache_hit_ratio')})", "prefix hits", instant=True)]),
+        st("Prompt", "Prompt tokens per second (vLLM >= 0.16: prefill tokens computed, cache hits "
+           "excluded).", TOKS, [q(f"sum({rate('prompt_tokens')})", "prompt", instant=True)]),
+        st("Busy share", "Share of the time range in which the engines computed tokens (busy_seconds over "
+           "time, averaged over the selected engines); the rest is idle GPU time.", RATIO,
+           [q(f"avg({rate('busy_seconds', ENGINE, '$__range')})", "busy", instant=True)]),
+        st("Cost per 1M generated tokens", "What a million generated tokens cost over the time range: GPUs "
+           "(tensor x pipeline x data parallel size of each launch) x the GPU-hour price (the cost "
+           "variable above), over the tokens generated. Idle time is paid too.", "currencyUSD",
+           [q(per_million("generation_tokens", "$__range"), "per 1M generated", instant=True)]),
+        st("Engines", "Engines reporting stats lines: one per server, or one per data-parallel rank.", COUNT,
+           [q(f"count({by_engine('requests_running')})", "engines", instant=True)]),
+        st("Failure lines", "Lines naming a known failure (engine_dead, out_of_memory, ...) over the time "
+           "range: see Known failure lines below.", COUNT,
+           [q(f"sum({increase('problems', HOST, '$__range')}) or vector(0)", "failures", instant=True)],
+           thresholds=((None, "green"), (1, "red"))),
+    ]
+    for panel in row:
+        lay.add(panel, 3, 4)
+
+
+_TABLE_UNITS = {"Engines": COUNT, "Instances": COUNT, "Generation": TOKS, "Prompt": TOKS, "Running": COUNT,
+                "Waiting": COUNT, "KV cache": RATIO, "Preemptions": "suffix:/s", "Stats line age": "s"}
+
+
+def summary_table(title: str, description: str, keys: str, columns: Sequence[tuple[str, str]]) -> table.Panel:
+    """A table of one row per `keys` (instant queries over the time range, merged by their labels)."""
+    rename = {"Value" if len(columns) == 1 else f"Value #{ref}": name
+              for ref, (name, _) in zip(REFS[:len(columns)], columns, strict=True)}
+    panel = (
+        table.Panel().title(title).description(description).unit("none")
+        .align(common.FieldTextAlignment.AUTO).inspect(False).show_header(True)
+        .cell_height(common.TableCellHeight.SM)
+        .with_transformation(dm.DataTransformerConfig(id_val="merge", options={}))
+        .with_transformation(dm.DataTransformerConfig(id_val="organize", options={
+            "excludeByName": {"Time": True}, "renameByName": {"model_name": "Model", "instance": "Instance",
+                                                             **rename}}))
+    )
+    for ref, (name, expr) in zip(REFS[:len(columns)], columns, strict=True):
+        panel = panel.with_target(q(expr, instant=True, table_format=True).ref_id(ref))
+        panel = panel.override_by_name(name, [dm.DynamicConfigValue(id_val="unit", value=_TABLE_UNITS[name])])
+    return panel
+
+
+def tables(lay: Layout) -> None:
+    """vLLM's per-model summary (Overview) and instance table (Instances), from what the logs give."""
+    lay.row("Models and instances")
+
+    def columns(keys: str) -> list[tuple[str, str]]:
+        return [
+            ("Engines", f"count by ({keys}) ({by_engine('requests_running')})"),
+            ("Generation", f"sum by ({keys}) ({rate('generation_tokens', ENGINE, '$__range')})"),
+            ("Prompt", f"sum by ({keys}) ({rate('prompt_tokens', ENGINE, '$__range')})"),
+            ("Running", f"sum by ({keys}) ({by_engine('requests_running')})"),
+            ("Waiting", f"sum by ({keys}) ({by_engine('requests_waiting')})"),
+            ("KV cache", f"max by ({keys}) ({by_engine('kv_cache_usage_ratio')})"),
+            ("Stats line age", f"max by ({keys}) (time() - {by_engine('last_stats_timestamp_seconds')})"),
+        ]
+    lay.add(summary_table(
+        "Models", "Each model over the time range: instances and engines, generation and prompt tokens "
+        "per second, requests running and waiting now, the fullest KV cache, the oldest stats line.",
+        "model_name",
+        [("Instances", f"count by (model_name) (group by (model_name, {by('instance')}) "
+                       f"({by_engine('requests_running')}))"),
+         *columns("model_name")]), 24, 5)
+    keys = by("instance, model_name")
+    lay.add(summary_table(
+        "Instances", "Each instance (and source: pod, container, launch script) and model: the same "
+        "columns, and the preemptions per second over the time range.", keys,
+        [*columns(keys), ("Preemptions", f"sum by ({keys}) ({rate('preemptions', ENGINE, '$__range')})")]),
+        24, 7)
 
 
 def overview(lay: Layout) -> None:
-    """The block below the tiles, in the positions of vLLM's example dashboard where they overlap."""
+    """Throughput and the scheduler (vLLM's example dashboard's "Token throughput" and "Scheduler state")."""
+    lay.row("Throughput and scheduler")
     lay.add(ts(
         "Generation throughput by engine",
         "Avg generation throughput of each engine's last stats line (tokens/s over vLLM's stats "
@@ -251,7 +204,7 @@ def overview(lay: Layout) -> None:
          q(sum_by("instance, model_name", by_engine("generation_throughput_tokens_per_second")),
            "{{instance}} all engines")]), 12, 8)
     lay.add(ts(
-        "Token Throughput",
+        "Token throughput",
         "Prompt and generated tokens per second from the token counters (throughput x stats "
         "interval), as vLLM's own dashboard shows rate(vllm:prompt_tokens_total) and "
         "rate(vllm:generation_tokens_total). From vLLM 0.16 the log's prompt throughput counts only "
@@ -267,27 +220,15 @@ def overview(lay: Layout) -> None:
          q(sum_by("instance, model_name", by_engine("prompt_throughput_tokens_per_second")),
            "{{instance}} all engines")]), 12, 8)
     lay.add(ts(
-        "Scheduler State",
+        "Scheduler state",
         "Requests running and waiting at each engine's last stats line (V0: Pending counts as "
-        "waiting).", COUNT,
+        "waiting), and the waiting ones deferred for transient reasons (vLLM >= 0.20).", COUNT,
         [q(by_engine("requests_running"), "Running {{instance}} engine {{engine}}"),
-         q(by_engine("requests_waiting"), "Waiting {{instance}} engine {{engine}}")]), 12, 8)
-    lay.add(ts(
-        "Cache hit ratios",
-        "Prefix cache and multi-modal cache hit rates as vLLM prints them: a window over the last "
-        "~1000 requests (V1), not the interval, so they move slowly and survive idle time.", RATIO,
-        [q(by_engine("prefix_cache_hit_ratio"), "Prefix {{instance}} engine {{engine}}"),
-         q(by_engine("mm_cache_hit_ratio"), "MM {{instance}} engine {{engine}}")], max_val=1), 12, 8)
-    lay.add(ts(
-        "Cache Utilization",
-        "KV cache usage of the serving device (GPU, or CPU on the CPU backend) at each engine's last "
-        "stats line, as vLLM's vllm:kv_cache_usage_perc.", RATIO,
-        [q(by_engine("kv_cache_usage_ratio"), "KV cache {{instance}} engine {{engine}}")],
-        max_val=1), 12, 8)
+         q(by_engine("requests_waiting"), "Waiting {{instance}} engine {{engine}}"),
+         q(by_engine("requests_deferred"), "Deferred {{instance}} engine {{engine}}")]), 12, 8)
 
 
 def concurrency(lay: Layout) -> None:
-    lay.row("Throughput at concurrency")
     xy = (
         xychart.Panel().title("Throughput vs running requests")
         .description("Each point is one moment: requests running (x) and generation tokens/s (y), "
@@ -319,44 +260,72 @@ def concurrency(lay: Layout) -> None:
          q(sum_by("instance, model_name", increase("generation_tokens", ENGINE)),
            "Generated {{instance}}")], bars=True, interval="1m", calcs=("sum", "mean", "max")), 12, 10)
     lay.add(ts(
-        "Generation tok/s per running request",
+        "Generation throughput per running request",
         "Generation throughput divided by running requests: the speed one stream sees. It falls as "
         "concurrency rises; where it falls fast, the batch is memory- or compute-bound.", TOKS,
         [q(f"{sum_by('instance, model_name', by_engine('generation_throughput_tokens_per_second'))}"
            f" / clamp_min({sum_by('instance, model_name', by_engine('requests_running'))}, 1)",
            "{{instance}} per stream")]), 12, 8)
+
+
+def kv_cache(lay: Layout) -> None:
+    """vLLM's KV cache dashboard: usage, hits, preemptions, and the sizes the start-up lines give."""
+    lay.row("KV cache")
+    lay.add(ts(
+        "Cache hit ratios",
+        "Prefix cache (local and external: a KV connector's), and multi-modal cache hit rates as vLLM "
+        "prints them: a window over the last "
+        "~1000 requests (V1), not the interval, so they move slowly and survive idle time.", RATIO,
+        [q(by_engine("prefix_cache_hit_ratio"), "Prefix {{instance}} engine {{engine}}"),
+         q(by_engine("external_prefix_cache_hit_ratio"), "External prefix {{instance}} engine {{engine}}"),
+         q(by_engine("mm_cache_hit_ratio"), "MM {{instance}} engine {{engine}}")], max_val=1), 12, 8)
+    lay.add(ts(
+        "Cache utilization",
+        "KV cache usage of the serving device (GPU, or CPU on the CPU backend) at each engine's last "
+        "stats line, as vLLM's vllm:kv_cache_usage_perc.", RATIO,
+        [q(by_engine("kv_cache_usage_ratio"), "KV cache {{instance}} engine {{engine}}")],
+        max_val=1), 12, 8)
+    lay.add(ts(
+        "Preemptions",
+        "Requests preempted per second by each engine (the stats lines' Preemptions field): the KV cache "
+        "ran full and running requests gave their blocks back, to be recomputed.", "suffix:/s",
+        [q(rate("preemptions"), PER_ENGINE)]), 12, 8)
     lay.add(st(
         "KV cache capacity",
         "KV cache size in tokens, from vLLM's start-up line (\"KV cache size: N tokens\").", TOKENS,
         [q(max_by("instance, model_name", f"{m('kv_cache_capacity_tokens')}{{{MODEL}}}"),
-           "{{instance}}", instant=True)]), 6, 8)
+           "{{instance}}", instant=True)]), 3, 8)
     lay.add(st(
         "Maximum concurrency",
         "How many requests of the given length fit in the KV cache at once (vLLM's start-up line "
         "\"Maximum concurrency for N tokens per request\").", "suffix:x",
         [q(max_by("instance, model_name, tokens_per_request", f"{m('max_concurrency')}{{{MODEL}}}"),
-           "{{instance}} at {{tokens_per_request}} tokens/request", instant=True)]), 6, 8)
+           "{{instance}} at {{tokens_per_request}} tokens/request", instant=True)]), 3, 8)
+    lay.add(st(
+        "KV cache blocks", "KV cache blocks on the device (start-up: num_gpu_blocks, # GPU blocks).", COUNT,
+        [q(max_by("instance, model_name", f"{m('kv_cache_blocks')}{{{MODEL}}}"), "{{instance}}",
+           instant=True)]), 3, 8)
+    lay.add(st(
+        "KV cache memory", "KV cache memory of a worker (\"Available KV cache memory\" at start-up, or the "
+        "extended size after warm-up).", "bytes",
+        [q(max_by("instance, model_name", f"{m('kv_cache_capacity_bytes')}{{{MODEL}}}"), "{{instance}}",
+           instant=True)]), 3, 8)
 
 
 def startup_and_cost(lay: Layout) -> None:
-    lay.row("Start-up and cost")
+    lay.row("Start-up and cost", collapsed=True)
     lay.add(st(
         "Start-up durations",
         "The current launch's start-up phases from vLLM's start-up lines: model load, weights load, "
         "torch.compile, CUDA graph capture, engine init (profile, KV cache, warm-up).", "s",
         [q(max_by("instance, model_name, phase", f"{m('startup_seconds')}{{{MODEL}}}"),
-           "{{phase}} {{instance}}", instant=True)]), 12, 6)
-    lay.add(st(
-        "KV cache memory", "KV cache memory of a worker (\"Available KV cache memory\" at start-up).",
-        "bytes",
-        [q(max_by("instance, model_name", f"{m('kv_cache_capacity_bytes')}{{{MODEL}}}"), "{{instance}}",
-           instant=True)]), 6, 6)
+           "{{phase}} {{instance}}", instant=True)]), 18, 6)
     lay.add(st(
         "GPUs", "GPUs of each launch: tensor x pipeline x data parallel size from its arguments.", COUNT,
         [q(max_by("instance, model_name", f"{m('gpus')}{{{MODEL}}}"), "{{instance}}", instant=True)]),
         6, 6)
     lay.add(ts(
-        "$ per 1M tokens",
+        "Cost per 1M tokens",
         "GPUs x the GPU-hour price (the cost variable), over the tokens per second: what a million "
         "generated and prompt tokens cost at each moment's throughput (idle time makes it climb).",
         "currencyUSD",
@@ -370,7 +339,7 @@ def startup_and_cost(lay: Layout) -> None:
 
 
 def spec_decode(lay: Layout) -> None:
-    lay.row("Speculative decoding")
+    lay.row("Speculative decoding", collapsed=True)
     lay.add(ts(
         "Draft acceptance ratio",
         "Accepted / drafted speculative tokens: from the summed counts over the interval, and as "
@@ -386,27 +355,26 @@ def spec_decode(lay: Layout) -> None:
         "SpecDecoding line.", "short",
         [q(by_engine("spec_decode_mean_acceptance_length"), PER_ENGINE)]), 8, 8)
     lay.add(ts(
-        "Accepted and drafted tokens/s",
+        "Accepted and drafted tokens",
         "Speculative tokens drafted and accepted per second (from the lines' Accepted/Drafted counts).",
         TOKS,
         [q(sum_by("instance, model_name", rate("spec_decode_drafted_tokens")), "Drafted {{instance}}"),
          q(sum_by("instance, model_name", rate("spec_decode_accepted_tokens")),
            "Accepted {{instance}}")]), 8, 8)
-
-
-def quantiles(short: str, selector: str, group: str, legend_of: str, qs: Sequence[float]
-              ) -> list[prometheus.Dataquery]:
-    """histogram_quantile of a histogram of exporting/catalogue.py, one query per quantile."""
-    bucket = f"rate({_SPECS[short].name}_bucket{{{selector}}}[$__rate_interval])"
-    return [q(f"histogram_quantile({p}, {sum_by(group + ', le', bucket)})",
-              f"p{round(p * 100)} {legend_of}") for p in qs]
+    lay.add(ts(
+        "Acceptance by draft position",
+        "Acceptance rate of each draft position (0: the first drafted token) in each engine's last "
+        "SpecDecoding line (Per-position acceptance rate): where it drops, more drafted tokens are waste.",
+        RATIO,
+        [q(by_engine("spec_decode_position_acceptance_ratio"), "position {{position}} " + PER_ENGINE)],
+        max_val=1), 24, 8)
 
 
 def latency(lay: Layout) -> None:
     """vLLM's detail lines (--enable-logging-iteration-details, --enable-log-requests,
     --enable-log-outputs): exporting/latency_state.py."""
-    lay.row("Latency (vllm serve --enable-logging-iteration-details --enable-log-requests)")
-    tbt = _SPECS["time_between_tokens_seconds"].name
+    lay.row("Latency (vllm serve --enable-logging-iteration-details --enable-log-requests)", collapsed=True)
+    tbt = SPECS["time_between_tokens_seconds"].name
     lay.add(ts(
         "Time between tokens by concurrency",
         "Mean time between an engine's generating steps by batch (the step's generation requests, "
@@ -451,7 +419,7 @@ def latency(lay: Layout) -> None:
 
 def requests(lay: Layout) -> None:
     lay.row("Requests and log messages")
-    api = HOST + ', path!~"/metrics|/health|/ping|/version|/load"'
+    api = API
     lay.add(ts(
         "HTTP requests by status",
         "Requests per second from uvicorn's access lines (absent with --disable-uvicorn-access-log), "
@@ -463,6 +431,15 @@ def requests(lay: Layout) -> None:
         "Requests per second by method and path (ids in paths folded to {id}, bounded label values).",
         "reqps",
         [q(sum_by("method, path", rate("http_requests", HOST)), "{{method}} {{path}}")]), 12, 8)
+    lay.add(ts(
+        "Failed and rejected requests",
+        "Per second: API requests answered 5xx, requests aborted (request lines), refused by an engine "
+        "that was not healthy (vLLM 0.34 fault tolerance), and with corrupted output (the stats lines' "
+        "Corrupted field).", "reqps",
+        [q(sum_by("instance", rate("http_requests", API_5XX)), "5xx {{instance}}"),
+         q(sum_by("instance", rate("requests", ABORTED)), "aborted {{instance}}"),
+         q(sum_by("instance", rate("rejected_requests", HOST)), "rejected {{instance}}"),
+         q(sum_by("instance", rate("corrupted_requests")), "corrupted {{instance}}")]), 24, 8)
     lay.add(ts(
         "Warnings and errors",
         "WARNING, ERROR and CRITICAL records in the log per interval (a traceback counts once).",
@@ -540,19 +517,27 @@ def health(lay: Layout) -> None:
     lay.add(ts(
         "Log file events",
         "New vLLM launches, rotations and truncations followed, read errors, state-file errors (a restart "
-        "may then count lines again), over-long lines cut, label values folded into 'other'.", COUNT,
+        "may then count lines again), over-long lines cut, label values folded into 'other', records "
+        "not written to --records, malformed requests to the exporter.", COUNT,
         [q(sum_by("instance", increase("launches")), "launches {{instance}}"),
          q(sum_by("instance", increase("log_rotations")), "rotations {{instance}}"),
          q(sum_by("instance", increase("log_truncations")), "truncations {{instance}}"),
          q(sum_by("instance", increase("read_errors")), "read errors {{instance}}"),
          q(sum_by("instance", increase("state_errors")), "state errors {{instance}}"),
          q(sum_by("instance", increase("lines_cut")), "lines cut {{instance}}"),
-         q(sum_by("instance, label", increase("label_overflow")), "{{label}} overflow {{instance}}")],
+         q(sum_by("instance, label", increase("label_overflow")), "{{label}} overflow {{instance}}"),
+         q(sum_by("instance", increase("records_dropped")), "records dropped {{instance}}"),
+         q(sum_by("instance", increase("http_invalid_requests")), "bad HTTP requests {{instance}}")],
         bars=True, interval="1m", calcs=("sum", "max")), 12, 8)
+    lay.add(ts(
+        "Sources",
+        "Sources of a many-source watch (--layout): followed, folded beyond --max-sources (raise it), gone "
+        "(files gone, series kept for --source-grace).", COUNT,
+        [q(sum_by("instance, state", f"{m('sources')}{{{HOST}}}"), "{{state}} {{instance}}")]), 12, 8)
 
 
 def run_mode(lay: Layout) -> None:
-    lay.row("vLLM process (logwatch run)")
+    lay.row("vLLM process (logwatch run)", collapsed=True)
     lay.add(st(
         "vLLM process",
         "Whether the vLLM server that `logwatch run` supervises is running (run mode only).", "none",
@@ -571,7 +556,7 @@ def run_mode(lay: Layout) -> None:
            instant=True)],
         thresholds=((None, "green"), (1, "red"))), 6, 6)
     lay.add(st(
-        "Restarts (range)",
+        "Restarts in the time range",
         "vLLM restarts by `logwatch run` over the dashboard's time range.", COUNT,
         [q(sum_by("instance", f"increase({m('child_restarts')}{{{HOST}}}[$__range])"), "{{instance}}",
            instant=True)],
@@ -585,14 +570,17 @@ def run_mode(lay: Layout) -> None:
         bars=True, interval="1m", calcs=("sum", "max")), 12, 8)
     lay.add(ts(
         "vLLM output to the log file",
-        "Bytes per second of vLLM output written to the launch log, and dropped (never blocks vLLM).",
+        "Bytes per second of vLLM output written to the launch log, and dropped (never blocks vLLM): "
+        "from the file, from parsing (the parser fell behind) and from the echo to stdout.",
         "Bps",
         [q(sum_by("instance", rate("log_file_bytes_written", HOST)), "written {{instance}}"),
-         q(sum_by("instance", rate("log_file_bytes_dropped", HOST)), "dropped {{instance}}")]), 12, 8)
+         q(sum_by("instance", rate("log_file_bytes_dropped", HOST)), "dropped {{instance}}"),
+         q(sum_by("instance", rate("parse_bytes_dropped", HOST)), "not parsed {{instance}}"),
+         q(sum_by("instance", rate("stdout_bytes_dropped", HOST)), "not echoed {{instance}}")]), 12, 8)
 
 
 def kv_transfers(lay: Layout) -> None:
-    lay.row("KV transfers (disaggregated prefill / KV offloading)")
+    lay.row("KV transfers and offload (KV connectors)", collapsed=True)
     lay.add(ts(
         "Transfers by result",
         "KV / EC connector transfers per second (NIXL, Mooncake, offloading; the `KV Transfer "
@@ -629,10 +617,71 @@ def kv_transfers(lay: Layout) -> None:
         "Throughput of the transfers in each engine's last interval with transfers, as the line "
         "prints it (bytes over transfer time, not over the interval: see Bytes transferred).", "Bps",
         [q(by_engine("transfer_throughput_bytes_per_second"), "{{cache}} " + PER_ENGINE)]), 8, 8)
+    offload(lay)
+
+
+def offload(lay: Layout) -> None:
+    """The offloading connector (--kv-offloading-size; vLLM 0.33's `vllm:kv_offload_*` keys), its
+    secondary tiers, HiSparse, and the requests fetching KV from a connector."""
+    by_dir = "instance, model_name, direction"
+    lay.add(ts(
+        "Offload traffic",
+        "Bytes per second the offloading connector moved (load: to the device; store: from it), read from "
+        "and written to each secondary tier, and HiSparse's host-to-device copies.", "Bps",
+        [q(sum_by(by_dir, rate("offload_bytes")), "{{direction}} {{instance}}"),
+         q(sum_by("instance, model_name, tier, direction", rate("offload_tier_bytes")),
+           "tier {{tier}} {{direction}} {{instance}}"),
+         q(sum_by("instance, model_name", rate("hisparse_host_to_device_bytes")), "HiSparse {{instance}}")]),
+        8, 8)
+    lay.add(ts(
+        "Offload time share",
+        "Seconds spent moving offloaded KV per second of wall time, by direction and by tier (1: always "
+        "moving).", RATIO,
+        [q(sum_by(by_dir, rate("offload_time_seconds")), "{{direction}} {{instance}}"),
+         q(sum_by("instance, model_name, tier, direction", rate("offload_tier_time_seconds")),
+           "tier {{tier}} {{direction}} {{instance}}")]), 8, 8)
+    lay.add(ts(
+        "Offload operations",
+        "Per second: offload loads and stores, promotions from a tier to the primary one by result, and "
+        "HiSparse hot-buffer lookups by result.", "ops",
+        [q(sum_by(by_dir, rate("offload_operations")), "{{direction}} {{instance}}"),
+         q(sum_by("instance, model_name, tier, result", rate("offload_tier_promotions")),
+           "tier {{tier}} promotion {{result}} {{instance}}"),
+         q(sum_by("instance, model_name, result", rate("hisparse_lookups")),
+           "HiSparse {{result}} {{instance}}")]),
+        8, 8)
+    promotions = "instance, model_name, tier, result"
+    lay.add(ts(
+        "Tier promotion time",
+        "Mean time of a promotion from each tier to the primary one over the interval.", "s",
+        [q(f"{sum_by(promotions, rate('offload_tier_promotion_seconds'))} / "
+           f"{sum_by(promotions, rate('offload_tier_promotions'))}",
+           "tier {{tier}} {{result}} {{instance}}")]),
+        8, 8)
+    lay.add(ts(
+        "Offload caches",
+        "Usage of the CPU offload cache and of HiSparse's host KV cache, and HiSparse's hot-buffer hit "
+        "ratio, from each engine's last transfer line.", RATIO,
+        [q(by_engine("offload_cpu_cache_usage_ratio"), "CPU offload " + PER_ENGINE),
+         q(by_engine("hisparse_host_cache_usage_ratio"), "HiSparse host " + PER_ENGINE),
+         q(by_engine("hisparse_hit_ratio"), "HiSparse hits " + PER_ENGINE)], max_val=1), 8, 8)
+    lay.add(ts(
+        "Offload failures",
+        "Offload stores that failed or were dropped, by reason, and failed tier jobs, by operation, per "
+        "interval.", COUNT,
+        [q(sum_by("instance, reason", increase("offload_failures", ENGINE)), "{{reason}} {{instance}}"),
+         q(sum_by("instance, tier, operation", increase("offload_tier_job_failures", ENGINE)),
+           "tier {{tier}} {{operation}} {{instance}}")],
+        bars=True, interval="1m", calcs=("sum", "max")), 8, 8)
+    lay.add(ts(
+        "KV fetch",
+        "Requests fetching KV from a connector at each engine's last stats line (KV fetch field), by "
+        "stage: waiting to start, in progress, completed and waiting.", COUNT,
+        [q(by_engine("kv_fetch_requests"), "{{stage}} " + PER_ENGINE)]), 24, 8)
 
 
 def fault_tolerance(lay: Layout) -> None:
-    lay.row("Fault tolerance and KV offload failures (vLLM 0.34)")
+    lay.row("Fault tolerance and KV offload failures (vLLM 0.34)", collapsed=True)
     lay.add(ts(
         "Engine status",
         "1 while the engine is in that fault-tolerance status (`[FT] Engine N status -> S`, "
@@ -656,10 +705,47 @@ def fault_tolerance(lay: Layout) -> None:
            "{{breaker}} breaker opened {{instance}}")]), 8, 8)
 
 
-def mfu(lay: Layout) -> None:
-    lay.row("Model FLOPs and memory traffic (vllm serve --enable-mfu-metrics)")
+def runtime(lay: Layout) -> None:
+    """Sleep mode, the data-parallel supervisor and expert-parallel load balancing: per server."""
+    lay.row("Sleep mode, data-parallel supervisor and EPLB", collapsed=True)
     lay.add(ts(
-        "Model FLOP/s per device",
+        "Asleep",
+        "1 while the engine sleeps (--enable-sleep-mode: from `fall asleep` until its KV cache wakes up); "
+        "a sleeping engine is never counted stalled.", COUNT,
+        [q(max_by("instance", f"{m('asleep')}{{{HOST}}}"), "{{instance}}")], max_val=1), 8, 8)
+    lay.add(ts(
+        "Sleep transitions",
+        "Sleep, wake-up and discard lines per interval.", COUNT,
+        [q(sum_by("instance, transition", increase("sleep_transitions")), "{{transition}} {{instance}}")],
+        bars=True, interval="1m", calcs=("sum", "max")), 8, 8)
+    lay.add(st(
+        "Sleep transition time",
+        "Duration of the last sleep, wake-up and discard.", "s",
+        [q(max_by("instance, transition", f"{m('sleep_transition_seconds')}{{{HOST}}}"),
+           "{{transition}} {{instance}}", instant=True)]), 8, 8)
+    lay.add(ts(
+        "Data-parallel servers unhealthy or exited",
+        "DP servers the DP supervisor last found unhealthy or exited (--data-parallel-supervisor-port): it "
+        "then shuts the deployment down.", COUNT,
+        [q(max_by("instance", f"{m('dp_servers_unhealthy')}{{{HOST}}}"), "unhealthy {{instance}}"),
+         q(max_by("instance", f"{m('dp_servers_exited')}{{{HOST}}}"), "exited {{instance}}")]), 8, 8)
+    lay.add(ts(
+        "Expert load balancedness",
+        "Mean over max tokens per expert-parallel rank of the last EPLB step line (1 is balanced).", RATIO,
+        [q(max_by("instance", f"{m('eplb_balancedness')}{{{HOST}}}"), "{{instance}}")], max_val=1), 8, 8)
+    lay.add(ts(
+        "Expert rearrangements",
+        "Expert rearrangements (EPLB) per interval, and the last one's duration.", COUNT,
+        [q(sum_by("instance", increase("eplb_rearrangements")), "rearrangements {{instance}}"),
+         q(max_by("instance", f"{m('eplb_rearrangement_seconds')}{{{HOST}}}"),
+           "last one's seconds {{instance}}")]),
+        8, 8)
+
+
+def mfu(lay: Layout) -> None:
+    lay.row("Model FLOPs and memory traffic (vllm serve --enable-mfu-metrics)", collapsed=True)
+    lay.add(ts(
+        "Model FLOPs per device",
         "vLLM's own estimate of the model's floating-point operations per second per device (GPU) in "
         "each engine's last MFU line (`--enable-mfu-metrics`, vLLM >= 0.14). Against the device's "
         "peak it is the model FLOPs utilisation: low at low concurrency, where decoding is memory-bound.",
@@ -681,9 +767,9 @@ def fleet(lay: Layout) -> None:
     def rec(short: str, agg: str = "sum", by_: str = "model_name") -> str:
         return f"{agg} by ({by_}) (instance_model_name:vllm_logwatch_{short}{{{FLEET}}})"
 
-    lay.row("Fleet: per model across instances (grafana/recording-rules.yml)")
+    lay.row("Fleet: per model across instances (grafana/recording-rules.yml)", collapsed=True)
     note = " From the recording rules (grafana/recording-rules.yml): load them next to the alerts."
-    lay.add(ts("Generation tok/s by model", "Generated tokens a second per model, summed over the "
+    lay.add(ts("Generation throughput by model", "Generated tokens a second per model, summed over the "
                "selected instances, their engines and sources; and the fleet's total." + note, TOKS,
                [q(rec("generation_tokens:rate1m"), "{{model_name}}"),
                 q(f"sum(instance_model_name:vllm_logwatch_generation_tokens:rate1m{{{FLEET}}})", "fleet")]),
@@ -752,23 +838,40 @@ def variables(lay: Layout) -> None:
                     .description("Price of one GPU-hour, for the $ per 1M tokens panels."))
 
 
+LEFT_OUT = {
+    "requests_swapped": "V0 engines only (vLLM < 0.10); the Scheduler state panel shows waiting",
+    "cpu_swap_kv_cache_usage_ratio": "V0 engines only (vLLM < 0.10); Cache utilization shows the device's",
+    "stats_lines": "its rate is one over the stats interval, which Stats interval draws",
+    "decode_step_seconds": "one step's time; Time between tokens draws the decode steps' p90",
+    "requests_untimed": "requests the latency panels could not time, for reading them (docs/metrics.md)",
+    "records_written": "the --records stream's own count; Log file events draws the records it dropped",
+    "child_pid": "a process id, not a quantity; the vLLM process row draws up, uptime and exit code",
+}
+"""Families of the catalogue drawn on no panel, each with why (tests/integration/test_grafana.py
+fails for a family neither drawn nor listed here, and for one listed here that a panel draws)."""
+
+
 def build() -> dict[str, Any]:
     """The dashboard as plain JSON data."""
     lay = Layout()
     variables(lay)
     tiles(lay)
+    tables(lay)
     overview(lay)
     concurrency(lay)
-    startup_and_cost(lay)
-    spec_decode(lay)
-    latency(lay)
+    kv_cache(lay)
     requests(lay)
     health(lay)
-    run_mode(lay)
+    startup_and_cost(lay)
+    latency(lay)
+    spec_decode(lay)
     kv_transfers(lay)
     fault_tolerance(lay)
+    runtime(lay)
     mfu(lay)
+    run_mode(lay)
     fleet(lay)
+    lay.end()
     data: dict[str, Any] = json.loads(json.dumps(lay.dashboard.build(), cls=JSONEncoder))
     return data
 
@@ -777,11 +880,49 @@ def render() -> str:
     return json.dumps(build(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 
+DOC = OUT.parents[2] / "docs" / "dashboard.md"
+DOC_START, DOC_END = "<!-- dashboard-table:start -->", "<!-- dashboard-table:end -->"
+
+
+def doc_table(data: dict[str, Any]) -> str:
+    """The Markdown table of the dashboard's rows and panels: row, panel, type, and per query the
+    metrics it reads (prefix left off) and its legend."""
+    out = ["| Row | Panel | Type | Series |", "| --- | --- | --- | --- |"]
+    row = "(top)"
+    for panel in data["panels"]:
+        if panel["type"] == "row":
+            row = panel["title"] + (" (collapsed)" if panel.get("collapsed") else "")
+        for p in [panel] if panel["type"] != "row" else panel.get("panels", []):
+            series = []
+            for target in p.get("targets", []):
+                expr = target["expr"]
+                names = sorted(set(re.findall(r"vllm_logwatch_([\w:]+)(?=\{)", expr))
+                               | set(re.findall(r"\b(up)\{", expr)))
+                legend_ = target.get("legendFormat", "__auto")
+                shown = "" if legend_ == "__auto" else f" ({legend_.replace('{{', '').replace('}}', '')})"
+                series.append(", ".join(f"`{n}`" for n in names) + shown)
+            cell = "; ".join(series).replace("|", "\\|")
+            out.append(f"| {row} | {p['title'].replace('|', '/')} | {p['type']} | {cell} |")
+    return "\n".join(out) + "\n"
+
+
+def with_doc_table(doc: str, data: dict[str, Any]) -> str:
+    """`doc` with the text between its table markers replaced by `doc_table(data)`."""
+    head, _, rest = doc.partition(DOC_START)
+    _, _, tail = rest.partition(DOC_END)
+    return f"{head}{DOC_START}\n{doc_table(data)}{DOC_END}{tail}"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     ap.add_argument("--check", action="store_true", help="compare with the committed JSON, write nothing")
+    ap.add_argument("--doc", action="store_true", help=f"write the table of rows and panels into {DOC.name}")
     ap.add_argument("-o", "--output", type=Path, default=OUT)
     args = ap.parse_args(argv)
+    if args.doc:
+        DOC.write_text(with_doc_table(DOC.read_text(encoding="utf-8"), build()), encoding="utf-8")
+        print(f"wrote {DOC}")
+        return 0
     text = render()
     if args.check:
         same = args.output.exists() and args.output.read_text(encoding="utf-8") == text

@@ -73,7 +73,8 @@ PROMETHEUS_OWN = {"up"}
 RECORDED = {rule["record"] for group in yaml.safe_load(RECORDING_RULES.read_text(encoding="utf-8"))["groups"]
             for rule in group["rules"]}
 """The fleet series of grafana/recording-rules.yml (the fleet row); they keep job, instance, model_name."""
-RUN_MODE_ONLY = {n for n in EXPOSED if n.startswith(("vllm_logwatch_child_", "vllm_logwatch_log_file_"))}
+RUN_MODE_ONLY = {n for n in EXPOSED if n.startswith(("vllm_logwatch_child_", "vllm_logwatch_log_file_"))} | {
+    "vllm_logwatch_parse_bytes_dropped_total", "vllm_logwatch_stdout_bytes_dropped_total"}
 """Series only `logwatch run` serves (the supervised child, the log file it writes)."""
 
 _METRIC_REF = re.compile(r"\b([a-zA-Z_:][a-zA-Z0-9_:]*)\s*\{")
@@ -266,20 +267,86 @@ def test_every_selector_filters_by_job_and_instance() -> None:
                 assert not any(sources) if summed else all(sources), f"{title} {ref}: {selector}"
 
 
-def test_layout_mirrors_vllms_own_dashboard() -> None:
-    """Where the panels overlap, the same titles at the same places as vLLM's example dashboard
-    (examples/observability/prometheus_grafana/grafana.json): its right column, below a row of tiles."""
-    position = {p["title"]: (p["gridPos"]["x"], p["gridPos"]["y"], p["gridPos"]["w"], p["gridPos"]["h"])
-                for p in all_panels(load_dashboard())}
-    assert position["Token Throughput"] == (12, 4, 12, 8)
-    assert position["Scheduler State"] == (12, 12, 12, 8)
-    assert position["Cache Utilization"] == (12, 20, 12, 8)
-    # Above them, the tiles vLLM's current overview dashboard opens with.
-    tiles = ["Generation tok/s", "Running", "Waiting", "KV cache (highest)", "Busy share",
-             "$ per 1M generated tokens"]
-    assert [position[t] for t in tiles] == [(x, 0, 4, 4) for x in range(0, 24, 4)]
+def test_layout_opens_as_vllms_overview_and_instances_dashboards() -> None:
+    """Two rows of tiles (vLLM's overview dashboard opens so), with a "down or stats missing" tile, then
+    the per-model and per-instance tables (vLLM's Overview and Instances dashboards)."""
+    panels = load_dashboard()["panels"]
+    tiles = [p for p in panels if p["gridPos"]["y"] < 8]
+    assert [(p["gridPos"]["x"], p["gridPos"]["y"], p["type"]) for p in tiles] == [
+        (x, y, "stat") for y in (0, 4) for x in range(0, 24, 3)]
+    titles = [p["title"] for p in tiles]
+    for title in ("Requests", "Server errors", "Aborted", "Generation", "Running", "Waiting", "KV cache",
+                  "Down or stats missing", "Stats line age", "Preemptions"):
+        assert title in titles, title
+    row, models, instances = panels[len(tiles):len(tiles) + 3]
+    assert row["type"] == "row" and not row["collapsed"]
+    assert (models["type"], models["title"], instances["type"], instances["title"]) == (
+        "table", "Models", "table", "Instances")
+    columns = instances["transformations"][1]["options"]["renameByName"]
+    assert {"Generation", "Running", "Waiting", "KV cache", "Stats line age"} <= set(columns.values())
     kinds = {p["type"] for p in all_panels(load_dashboard())}
     assert {"row", "timeseries", "xychart", "stat", "table"} <= kinds
+
+
+OPT_IN_ROWS = ("Start-up and cost", "Latency", "Speculative decoding", "KV transfers and offload",
+               "Fault tolerance", "Sleep mode", "Model FLOPs", "vLLM process", "Fleet")
+
+
+def test_opt_in_rows_are_collapsed_and_the_others_open() -> None:
+    """Rows most servers have no data for (features to switch on) come collapsed, their panels inside."""
+    rows = [p for p in load_dashboard()["panels"] if p["type"] == "row"]
+    for row in rows:
+        opt_in = row["title"].startswith(OPT_IN_ROWS)
+        assert row["collapsed"] is opt_in, row["title"]
+        assert bool(row["panels"]) is opt_in, row["title"]
+    assert sum(row["collapsed"] for row in rows) == len(OPT_IN_ROWS)
+
+
+_PROPER = {"vLLM", "KV", "HTTP", "LoRA", "MM", "GPUs", "FLOPs", "EPLB", "HiSparse", "MFU", "CPU", "DP"}
+
+
+def test_one_title_style_sentence_case_and_no_unit() -> None:
+    """Titles in sentence case (no Title Case words past the first but names), the unit on the axis or
+    the value, never in the title."""
+    for p in all_panels(load_dashboard()):
+        if p["type"] == "row":
+            continue
+        title = p["title"]
+        words = re.findall(r"[A-Za-z][\w-]*", title)
+        assert title[0].isupper() or title.startswith("vLLM"), title
+        assert all(w in _PROPER or not w[0].isupper() or w.isupper() for w in words[1:]), title
+        assert not re.search(r"/s\b|\$|\((s|%|bytes)\)|\btokens/|\breqps\b", title), title
+
+
+def _drawn(dashboard: dict[str, Any]) -> set[str]:
+    return {name for _, _, expr in targets(dashboard) for name in metric_names(expr)}
+
+
+def test_every_family_is_drawn_or_left_out_with_a_reason() -> None:
+    """Both ways: a family of the catalogue on no panel and not in LEFT_OUT fails, and so does one in
+    LEFT_OUT that a panel draws (the list stays short and true)."""
+    builder = _builder()
+    drawn = _drawn(load_dashboard())
+    short = {m.name[len("vllm_logwatch_"):]: {m.name + s for s in _SUFFIXES[m.type]} for m in METRICS}
+    assert set(builder.LEFT_OUT) <= set(short), set(builder.LEFT_OUT) - set(short)
+    assert all(reason.strip() for reason in builder.LEFT_OUT.values())
+    neither = sorted(n for n, names in short.items() if not names & drawn and n not in builder.LEFT_OUT)
+    both = sorted(n for n in builder.LEFT_OUT if short[n] & drawn)
+    assert not neither, f"on no panel and not in LEFT_OUT: {neither}"
+    assert not both, f"in LEFT_OUT but drawn: {both}"
+    assert len(builder.LEFT_OUT) <= 10
+
+
+def test_docs_table_of_rows_and_panels_is_the_json() -> None:
+    """docs/dashboard.md lists the JSON's rows and panels (Grafana is not installed to look at it);
+    LOGWATCH_REGEN_GOLDEN=1 rewrites it."""
+    builder = _builder()
+    doc = builder.DOC.read_text(encoding="utf-8")
+    expected = builder.with_doc_table(doc, load_dashboard())
+    if os.environ.get("LOGWATCH_REGEN_GOLDEN") and doc != expected:
+        builder.DOC.write_text(expected, encoding="utf-8")
+    assert doc == expected, "docs/dashboard.md is stale: python grafana/build_dashboard.py --doc"
+    assert doc.count("\n| ") == 2 + len([p for p in all_panels(load_dashboard()) if p["type"] != "row"])
 
 
 def test_provisioning_shows_the_dashboard_with_no_clicks() -> None:

@@ -64,6 +64,9 @@ METRICS: tuple[MetricSpec, ...] = (
     _m("spec_decode_drafted_tokens", "counter", _ENGINE, "Speculative tokens drafted (summed Drafted counts)."),
     _m("spec_decode_mean_acceptance_length", "gauge", _ENGINE, "Mean acceptance length of the last spec line."),
     _m("spec_decode_acceptance_ratio", "gauge", _ENGINE, "Draft acceptance rate of the last spec line, 0-1."),
+    _m("spec_decode_position_acceptance_ratio", "gauge", (*_ENGINE, "position"),
+       "Acceptance rate of each draft position (0 first) of the last spec line, 0-1 (Per-position "
+       "acceptance rate; positions past 31 counted in label_overflow)."),
     _m("mfu_flops_per_second", "gauge", _ENGINE,
        "Estimated model FLOP/s per device (GPU) of the last MFU line (--enable-mfu-metrics, vLLM >= 0.14)."),
     _m("mfu_memory_bytes_per_second", "gauge", _ENGINE,

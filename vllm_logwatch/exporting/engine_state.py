@@ -24,7 +24,10 @@ from .tokens import MAX_TOKENS_PER_SECOND, TokenWindows, readable
 from .totals import RunningTotal
 from .transfer_state import TransferState
 
-__all__ = ["EngineState", "engine_label"]
+__all__ = ["MAX_POSITIONS", "EngineState", "engine_label"]
+
+MAX_POSITIONS = 32
+"""Draft positions exported from a spec line's per-position rates (the `position` label's bound)."""
 
 State = EngineStateName
 
@@ -61,6 +64,7 @@ class EngineState:
         self.last: EngineStats | None = None
         self.last_arrival: float | None = None
         self.spec: SpecDecodeStats | None = None
+        self.positions_folded = 0  # draft positions past MAX_POSITIONS (label_overflow{label="position"})
         self.transfer = TransferState()
         self.mfu: MfuStats | None = None  # the last MFU line (--enable-mfu-metrics)
 
@@ -165,6 +169,8 @@ class EngineState:
             if self.steps.started and spec.format == "v1":  # generated tokens no step line shows
                 self.tokens.generation_tokens.add(spec.accepted_tokens)
         self.spec = spec
+        rates = spec.per_position_acceptance_rate or ()
+        self.positions_folded += max(0, len(rates) - MAX_POSITIONS)
 
     def apply_transfer(self, line: TransferStats) -> None:
         """A KV / EC Transfer line of this engine's interval."""
@@ -280,6 +286,10 @@ class EngineState:
                 fetch = self.last.extra.get(f"kv_fetch_{stage}")
                 if fetch is not None:
                     yield "kv_fetch_requests", (stage,), fetch
+        if self.spec is not None:
+            for position, rate in enumerate((self.spec.per_position_acceptance_rate or ())[:MAX_POSITIONS]):
+                if math.isfinite(rate):
+                    yield "spec_decode_position_acceptance_ratio", (str(position),), rate
         yield from self.transfer.samples()
 
     def counters(self) -> dict[str, float]:

@@ -148,11 +148,13 @@ def engine_counts(
     engines: Iterable[EngineState], parse_errors: dict[str, int], overflow: dict[str, int]
 ) -> tuple[dict[str, int], dict[str, int]]:
     """Parse errors and label overflows with the engines' own: the unreadable keys of transfer lines
-    read otherwise (`transfer_key`) and the tiers folded into `other` (`tier`)."""
+    read otherwise (`transfer_key`), the tiers folded into `other` (`tier`) and the draft positions past the
+    bound (`position`)."""
     states = list(engines)
     keys = sum(state.transfer.unreadable_keys for state in states)
     tiers = sum(state.transfer.offload.folded for state in states)
+    positions = sum(state.positions_folded for state in states)
     return (
         {**parse_errors, **({"transfer_key": keys} if keys else {})},
-        {**overflow, **({"tier": tiers} if tiers else {})},
+        {**overflow, **({"tier": tiers} if tiers else {}), **({"position": positions} if positions else {})},
     )

@@ -188,6 +188,23 @@ def test_spec_decode_v1_counts_are_summed() -> None:
     assert value(reg, "spec_decode_drafted_tokens_total", E0) == 390
     assert value(reg, "spec_decode_mean_acceptance_length", E0) == 2.2
     assert value(reg, "spec_decode_acceptance_ratio", E0) == pytest.approx(0.40)
+    # Acceptance by draft position, as vLLM's spec-decoding dashboard draws it (position 0 first).
+    assert [value(reg, "spec_decode_position_acceptance_ratio", {**E0, "position": str(i)})
+            for i in range(4)] == [0.615, 0.415, 0.169, None]
+
+
+def test_spec_decode_positions_are_bounded() -> None:
+    """A line with more draft positions than the label allows: the first ones are series, the rest
+    counted as label overflow, not lost silently."""
+    metrics, reg = setup()
+    rates = ", ".join(["0.5"] * 40)
+    feed(metrics, event("(APIServer pid=1) INFO 05-08 16:21:55 [metrics.py:101] SpecDecoding metrics: "
+                        f"Mean acceptance length: 2.20, Accepted: 78 tokens, Drafted: 195 tokens, "
+                        f"Per-position acceptance rate: {rates}, Avg Draft acceptance rate: 40.0%"))
+    positions = {s.labels["position"] for m in reg.collect() for s in m.samples
+                 if s.name == "vllm_logwatch_spec_decode_position_acceptance_ratio"}
+    assert positions == {str(i) for i in range(32)}
+    assert value(reg, "label_overflow_total", {"label": "position"}) == 8
 
 
 def test_spec_decode_v0_counts_are_cumulative_and_survive_a_restart() -> None:

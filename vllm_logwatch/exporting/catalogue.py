@@ -131,6 +131,9 @@ METRICS: tuple[MetricSpec, ...] = (
     # Engine health.
     _m("last_stats_timestamp_seconds", "gauge", _ENGINE, "Unix time of the engine's last stats line."),
     _m("stats_interval_seconds", "gauge", _ENGINE, "Typical spacing of the engine's stats lines."),
+    _m("stats_processes", "gauge", _ENGINE,
+       "vLLM processes writing this engine's stats lines at once in the launch (2+: servers share one log; "
+       "served only then): tokens are counted per process, the gauges hold whichever wrote last."),
     _m("engine_stalled", "gauge", _ENGINE,
        "1 when requests were running and no stats line came for 3 intervals (idle silence is not a stall)."),
     _m("stats_missing", "gauge", ("reason",),

@@ -7,6 +7,12 @@ and they are pure given the records' times, so they read (and are tested) withou
 The token counters and the spacing of the engine's lines are `tokens.TokenWindows` (the token rule);
 from the engine's first step line on (`--enable-logging-iteration-details`), the counters add the
 steps' own counts instead (`step_tokens.StepTokens`), and the stats lines only time the busy windows.
+
+Two servers writing one log (`>>` from two launches, `kubectl logs --prefix`, one journald stream) both
+print `Engine 000`: their lines interleave under one engine label. The spacing of the lines, and so
+each line's window, is then kept per writing process (`Writers`: by the pid of the line's prefix), adding
+to the same counters, and the label's `stats_processes` gauge says how many processes wrote at once;
+the gauges hold the last line's values, of whichever process wrote it.
 """
 
 from __future__ import annotations
@@ -24,12 +30,15 @@ from .tokens import MAX_TOKENS_PER_SECOND, TokenWindows, readable
 from .totals import RunningTotal
 from .transfer_state import TransferState
 
-__all__ = ["MAX_POSITIONS", "EngineState", "engine_label"]
+__all__ = ["MAX_POSITIONS", "MAX_WRITERS", "EngineState", "Writers", "engine_label"]
 
 MAX_POSITIONS = 32
 """Draft positions exported from a spec line's per-position rates (the `position` label's bound)."""
 
 State = EngineStateName
+MAX_WRITERS = 8
+"""Processes an engine label keeps windows for in a launch; one more forgets the one silent longest
+(its held first line credited). Restarts without a banner change the pid: the map stays bounded."""
 
 
 def engine_label(engine: int | None, aggregated: int | None = None) -> str:
@@ -38,6 +47,61 @@ def engine_label(engine: int | None, aggregated: int | None = None) -> str:
     if aggregated is not None:
         return "aggregated"
     return "0" if engine is None else str(engine)
+
+
+class Writers:
+    """The processes writing one engine label's stats lines in a launch, by pid (None: lines without
+    one): each one's token windows (`TokenWindows.sibling`: the same counters), whether its last line
+    was all-zero, and which of them wrote at once. A process whose lines come back after another's
+    wrote in between writes at once with it (two servers); one that takes over and never comes back is
+    a restart, not a second server."""
+
+    def __init__(self, first: TokenWindows) -> None:
+        self.template = first
+        self.windows: dict[int | None, TokenWindows] = {}
+        self.zero: dict[int | None, bool] = {}
+        self.seen: dict[int | None, int] = {}  # the writer's last line, as a count of lines
+        self.lines = 0
+        self.current: int | None = None
+        self.together: set[int | None] = set()
+        """The processes seen writing at once in this launch (empty: one at a time)."""
+
+    def take(self, pid: int | None, lines: int = 1) -> tuple[TokenWindows, bool]:
+        """The windows of writer `pid` for its next `lines` lines, and whether its line before was
+        all-zero."""
+        windows = self.windows.get(pid)
+        if windows is None:
+            windows = self.template if not self.windows else self.template.sibling()
+            if len(self.windows) >= MAX_WRITERS:
+                oldest = min(self.seen, key=self.seen.__getitem__)
+                self.windows.pop(oldest).restart()
+                del self.zero[oldest], self.seen[oldest]
+                self.together.discard(oldest)
+            self.windows[pid] = windows
+            self.zero[pid] = False
+        elif pid != self.current:  # its lines again, after another's: did that one write in between?
+            since = self.seen[pid]
+            between = {other for other, at in self.seen.items() if at > since}
+            if between:
+                self.together |= between | {pid}
+        self.current = pid
+        self.lines += lines
+        self.seen[pid] = self.lines
+        return windows, self.zero[pid]
+
+    def set_counting(self, counting: bool) -> None:
+        for windows in (self.template, *self.windows.values()):
+            windows.counting = counting
+
+    def restart(self) -> None:
+        """A new launch: every writer's windows start over (held lines credited); the template stays."""
+        for windows in {id(w): w for w in (self.template, *self.windows.values())}.values():
+            windows.restart()
+        self.windows.clear()
+        self.zero.clear()
+        self.seen.clear()
+        self.lines, self.current = 0, None
+        self.together.clear()
 
 
 class EngineState:
@@ -49,6 +113,8 @@ class EngineState:
     ) -> None:
         """`stats_interval`, `prior`, `exact_times`: the token rule's (`TokenWindows`)."""
         self.tokens = TokenWindows(stats_interval, exact_times=exact_times, prior=prior)
+        """The token windows of the process that wrote the last stats line (`Writers`)."""
+        self.writers = Writers(self.tokens)
         self.steps = StepTokens()  # the step lines' counts, once the engine prints them
         self.step_lines = 0
         self.preemptions = RunningTotal()
@@ -83,6 +149,20 @@ class EngineState:
         """The windows in which tokens were computed."""
         return self.tokens.busy_seconds
 
+    @property
+    def counting(self) -> bool:
+        """Whether the stats lines' throughputs add tokens (False once step lines count them)."""
+        return self.tokens.counting
+
+    @counting.setter
+    def counting(self, counting: bool) -> None:
+        self.writers.set_counting(counting)
+
+    def processes(self) -> int:
+        """How many processes wrote this engine label's stats lines at once in this launch (1: one at a
+        time, or none yet)."""
+        return max(1, len(self.writers.together))
+
     def typical_interval(self) -> float | None:
         """The configured interval, else the measured one, else the prior, else None (`TokenWindows`)."""
         return self.tokens.typical_interval()
@@ -100,9 +180,9 @@ class EngineState:
         ok = readable(stats.prompt_throughput, stats.generation_throughput)
         if not ok:
             prompt = generation = None
-        last = self.last
-        after_zero = last is not None and not last.prompt_throughput and not last.generation_throughput
+        self.tokens, after_zero = self.writers.take(stats.pid)
         self.tokens.add(stats.time, prompt, generation, after_zero)
+        self.writers.zero[stats.pid] = not stats.prompt_throughput and not stats.generation_throughput
         self.stats_lines += 1
         preemptions = stats.extra.get("preemptions")
         if preemptions is not None:
@@ -120,17 +200,17 @@ class EngineState:
                         generations: Sequence[float], last: EngineStats, arrival: float) -> int:
         """`apply_stats` of a run of this engine's backlog lines given as columns (NaN for a missing
         throughput; none with preemptions or corrupted counts), `last` the run's final line. Returns how
-        many lines' throughputs were unreadable (NaN here: missing, as in `apply_stats` of a None)."""
+        many lines' throughputs were unreadable (NaN here: missing, as in `apply_stats` of a None). The
+        run's lines are of one process (`last.pid`)."""
         bad = [i for i, (p, g) in enumerate(zip(prompts, generations, strict=True))
                if p > MAX_TOKENS_PER_SECOND or g > MAX_TOKENS_PER_SECOND]
         if bad:
             prompts, generations = list(prompts), list(generations)
             for i in bad:
                 prompts[i] = generations[i] = math.nan
-        previous = self.last
-        after_zero = (previous is not None and not previous.prompt_throughput
-                      and not previous.generation_throughput)
+        self.tokens, after_zero = self.writers.take(last.pid, len(times))
         self.tokens.add_run(times, prompts, generations, after_zero)
+        self.writers.zero[last.pid] = not last.prompt_throughput and not last.generation_throughput
         self.stats_lines += len(times)
         self.last = last
         self.last_arrival = arrival
@@ -146,7 +226,7 @@ class EngineState:
         if not self.steps.started:
             return
         self.step_lines += 1
-        self.tokens.counting = False
+        self.counting = False
         self.tokens.prompt_tokens.add(prompt)
         self.tokens.generation_tokens.add(generation)
 
@@ -179,8 +259,9 @@ class EngineState:
     def reset(self) -> None:
         """A new launch: forget gauges and spacing; keep the counters (a held first line is credited
         with vLLM's default interval rather than lost)."""
-        self.tokens.restart()
-        self.tokens.counting = True
+        self.writers.restart()
+        self.tokens = self.writers.template
+        self.counting = True
         self.steps.restart()
         self.last = None
         self.last_arrival = None
@@ -224,7 +305,7 @@ class EngineState:
         last = self.last
         if last is None or self.last_arrival is None:
             return None
-        values = last.model_dump(exclude={"file", "line", "stamp", "level", "process", "kind"},
+        values = last.model_dump(exclude={"file", "line", "stamp", "level", "process", "pid", "kind"},
                                  exclude_none=True, mode="json")
         values["kv_cache_usage_pct"] = last.kv_cache_usage_pct
         transfers = self.transfer.snapshot()
@@ -272,6 +353,8 @@ class EngineState:
                 ratio = spec.accepted_tokens / spec.drafted_tokens
             _put(out, "spec_decode_acceptance_ratio", ratio)
         out.update(mfu_gauges(self.mfu))
+        if self.writers.together:
+            out["stats_processes"] = float(len(self.writers.together))
         return out
 
     def samples(self) -> Iterator[tuple[str, tuple[str, ...], float]]:

@@ -66,7 +66,8 @@ AT_SHUTDOWN = "engine_dead_at_shutdown"
 """The problem tag of an engine's death logged after its launch's shutdown line: vLLM stopped on purpose
 (vLLM 0.32 logs an EngineDeadError as its engine core is stopped), not a failure to alert on."""
 _RECORD_KEYS = {
-    "time", "file", "line", "stamp", "level", "process", "repeated", "kind", "new_launch", *RUNTIME_FIELDS}
+    "time", "file", "line", "stamp", "level", "process", "pid", "repeated", "kind", "new_launch",
+    *RUNTIME_FIELDS}
 
 
 class ExporterMetrics(Collector):
@@ -295,7 +296,7 @@ class ExporterMetrics(Collector):
             arrival = min(arrival, event.time.timestamp())  # a backlog line: its own stamp
         state = self._engines[label]
         if label == "aggregated":  # data parallel: the engines' step lines count their tokens, not this
-            state.tokens.counting = not any(e.steps.started for e in self._engines.values())
+            state.counting = not any(e.steps.started for e in self._engines.values())
         if not state.apply_stats(event, arrival):
             self._parse_errors["stats"] += 1
         if self._on_stats is not None:

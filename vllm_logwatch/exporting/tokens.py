@@ -93,6 +93,14 @@ class TokenWindows:
         else:
             self._default_run(times, prompts, generations, after_zero)
 
+    def sibling(self) -> TokenWindows:
+        """Windows of their own (spacing, held line) with the same settings, adding to the same counters:
+        another process's lines under the same engine label (two servers writing one log)."""
+        twin = TokenWindows(self.stats_interval, exact_times=self.exact_times, prior=self.prior)
+        twin.prompt_tokens, twin.generation_tokens = self.prompt_tokens, self.generation_tokens
+        twin.busy_seconds, twin.counting = self.busy_seconds, self.counting
+        return twin
+
     def restart(self) -> None:
         """A new launch: the spacing starts over; a held first line is credited with the typical
         interval rather than lost."""

@@ -104,7 +104,7 @@ class TransferState:
                 expired_requests=totals.expired_requests if totals.reports_expiry else None,
                 last=None if last is None else last.model_dump(
                     mode="json", exclude_none=True,
-                    exclude={"file", "line", "stamp", "level", "process", "kind", "cache", "engine", "time",
-                             "offload"}),
+                    exclude={"file", "line", "stamp", "level", "process", "pid", "kind", "cache", "engine",
+                             "time", "offload"}),
             )
         return out

@@ -16,7 +16,18 @@ from .events import EngineStats, Event, LogMessage, PrefixCacheRates, SpecDecode
 from .line import parse_line
 from .stamps import YearClock
 
-__all__ = ["Assembler", "iter_events"]
+__all__ = ["Assembler", "iter_events", "who"]
+
+
+def who(process: str | None, pid: int | None) -> str | None:
+    """The writer of a line: its `(Name pid=N)` prefix as `Name pid=N` (what the offline fast lane reads
+    of vLLM's own header, `shapes.HEADER`), the name alone without a pid, None without a prefix. Two
+    servers writing one log are two writers: their records never meet.
+
+    >>> who("APIServer", 7), who("MainProcess", None), who(None, None)
+    ('APIServer pid=7', 'MainProcess', None)
+    """
+    return process if pid is None else f"{process} pid={pid}"
 
 
 class Assembler:
@@ -40,12 +51,12 @@ class Assembler:
         self._clock_factory = None if isinstance(clock, YearClock) else clock
         self.hold_v0 = hold_v0
         self._pending: EngineStats | None = None
-        self._last_engine: dict[str | None, int | None] = {}
+        self._last_engine: dict[str | None, int | None] = {}  # by writer (`who`)
         self.repeats = repeats
         self._last_stats: dict[tuple[str | None, int | None, int | None], object] = {}
-        """(process, engine, engines aggregated) -> its last stats line: the event as parsed (no file,
+        """(writer, engine, engines aggregated) -> its last stats line: the event as parsed (no file,
         line or time), or the fast lane's (stamp, numbers)."""
-        # per process: the header (level, location, stamp) of its open multi-line record, and the
+        # per writer: the header (level, location, stamp) of its open multi-line record, and the
         # problem tags that record already reported
         self._open_log: dict[str | None, tuple[tuple[object, ...], set[str]]] = {}
 
@@ -53,6 +64,7 @@ class Assembler:
         """Take the event of line number `line`; return the events now complete, in order. `time`: the
         line's own instant (a container log's stamp), taken instead of vLLM's year-less stamp."""
         update: dict[str, object] = {"file": self.file, "line": line}
+        writer = who(event.process, event.pid)
         if time is not None:
             update["time"] = time
         elif event.stamp is not None:
@@ -62,7 +74,8 @@ class Assembler:
         out: list[Event] = []
         if isinstance(event, PrefixCacheRates):
             pending = self._pending
-            if pending is not None and pending.stamp == event.stamp and pending.process == event.process:
+            if pending is not None and pending.stamp == event.stamp and pending.process == event.process \
+                    and pending.pid == event.pid:
                 self._pending = pending.model_copy(
                     update={"prefix_cache_hit_rate_pct": event.gpu_pct,
                             "prefix_cache_hit_rate_cpu_pct": event.cpu_pct})
@@ -75,22 +88,22 @@ class Assembler:
             # processes may be interleaved. A continuation line counts only for a problem not seen yet
             # in its record (a root cause such as `CUDA out of memory` at the end of the traceback).
             key = (event.level, event.location, event.stamp)
-            record = self._open_log.get(event.process)
+            record = self._open_log.get(writer)
             if record is not None and record[0] == key:
                 if event.problem is None or event.problem in record[1]:
                     return out
                 record[1].add(event.problem)
             else:
-                self._open_log[event.process] = (key, {event.problem} if event.problem else set())
+                self._open_log[writer] = (key, {event.problem} if event.problem else set())
         elif event.stamp is not None:
-            self._open_log.pop(event.process, None)  # another record of that process ends it
+            self._open_log.pop(writer, None)  # another record of that writer ends it
         seen = event if time is None else (event, time)  # a container's own stamp tells copies apart too
         if isinstance(event, EngineStats) and self.repeats and self.repeated(
-                event.process, event.engine, seen, event.engines_aggregated):
+                writer, event.engine, seen, event.engines_aggregated):
             return [Unparsed(what="duplicate", file=self.file, line=line)]
         out.extend(self.flush())
         if isinstance(event, EngineStats):
-            self._last_engine[event.process] = event.engine
+            self._last_engine[writer] = event.engine
             stats = event.model_copy(update=update)
             if self.hold_v0 and stats.is_v0:
                 self._pending = stats
@@ -98,7 +111,7 @@ class Assembler:
             out.append(stats)
             return out
         if isinstance(event, (SpecDecodeStats, TransferStats)) and event.engine is None:
-            update["engine"] = self._last_engine.get(event.process)
+            update["engine"] = self._last_engine.get(writer)
         out.append(event.model_copy(update=update))
         return out
 
@@ -109,15 +122,16 @@ class Assembler:
         return self.clock
 
     def stats_seen(self, process: str | None, engine: int | None) -> None:
-        """A stats line of `process` read without `feed` (the offline fast lane): what `feed` notes of it
-        (spec and transfer lines after it name its engine; it ends the process's open log record)."""
+        """A stats line of writer `process` (`who`) read without `feed` (the offline fast lane): what
+        `feed` notes of it (spec and transfer lines after it name its engine; it ends the writer's open
+        log record)."""
         self._open_log.pop(process, None)
         self._last_engine[process] = engine
 
     def repeated(self, process: str | None, engine: int | None, line: object,
                  aggregated: int | None = None) -> bool:
         """True when the stats line `line` (what tells two lines apart: the parsed event, or the fast
-        lane's stamp and numbers) is the last stats line of its process and engine again, a duplicate;
+        lane's stamp and numbers) is the last stats line of its writer (`who`) and engine again, a duplicate;
         it is that last line from now on."""
         key = (process, engine, aggregated)
         if self._last_stats.get(key) == line:

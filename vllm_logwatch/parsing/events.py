@@ -52,6 +52,9 @@ class _Record(BaseModel):
     """Log level of the line (`INFO`, `DEBUG`, ... ; `None` when the line has no vLLM header)."""
     process: str | None = None
     """vLLM process name from the `(Name pid=N)` prefix, e.g. `APIServer`."""
+    pid: int | None = None
+    """The process id of that prefix: two servers writing one log tell their lines apart by it (it is
+    never a label, nor in any output: pids are unbounded over restarts)."""
     repeated: int | None = None
     """Ray's log deduplication (`[repeated Nx across cluster]` after the line, `envelope.ray_repeats`):
     the line stands for N prints across the cluster, N-1 of them held back by Ray and not in the log,
@@ -430,7 +433,7 @@ def stats_row(e: EngineStats) -> list[Any]:
     ]
 
 
-_DROP = {"stamp", "process", "level", "kind"}
+_DROP = {"stamp", "process", "pid", "level", "kind"}
 
 
 def event_to_dict(e: Event) -> dict[str, Any]:

@@ -49,7 +49,7 @@ _HEADER = re.compile(
     r"\[?([^\s\[\]]{1,256}?:\d{1,9})\] ?"
 )
 # `(Name pid=N)`; Name may hold one level of parentheses (Ray actor repr: `(Wrapper(rank=0) pid=N, ip=..)`).
-_PROCESS = re.compile(r"\(((?:[^()]|\([^()]{0,256}\)){0,256}?) pid=\d{1,12}[^()]{0,256}\)")
+_PROCESS = re.compile(r"\(((?:[^()]|\([^()]{0,256}\)){0,256}?) pid=(\d{1,12})[^()]{0,256}\)")
 _UVICORN_LEVEL = re.compile(r"(?<![A-Za-z])(?:INFO|WARNING|ERROR|CRITICAL|DEBUG):\s+")
 _ACCESS = re.compile(
     r"(?<![A-Za-z])(?:INFO|WARNING|ERROR):\s+\S+ - \"([A-Z]{3,10}) (\S+) HTTP/[\d.]+\" (\d{3})"
@@ -187,16 +187,17 @@ def _parse_unwrapped(line: str) -> Event | None:
     if m is None or _in_request_line(line, m.start()):
         return _parse_headerless(line)
     level, stamp, location = m.group(1), m.group(2), m.group(3)
-    process = None
+    process, pid = None, None
     for pm in _PROCESS.finditer(line, 0, m.start()):  # the innermost one is vLLM's (Ray puts its own first)
-        process = pm.group(1).strip()
-    return _parse_message(line[m.end():].rstrip(), level, stamp, location, process)
+        process, pid = pm.group(1).strip(), int(pm.group(2))
+    return _parse_message(line[m.end():].rstrip(), level, stamp, location, process, pid)
 
 
 def _parse_message(
-    msg: str, level: str | None, stamp: str | None, location: str | None, process: str | None
+    msg: str, level: str | None, stamp: str | None, location: str | None, process: str | None,
+    pid: int | None = None,
 ) -> Event | None:
-    common: dict[str, Any] = {"stamp": stamp, "level": level, "process": process}
+    common: dict[str, Any] = {"stamp": stamp, "level": level, "process": process, "pid": pid}
     cm = _CANONICAL.fullmatch(msg)
     if cm is not None:
         return _canonical_stats(cm, common)
@@ -284,6 +285,7 @@ def _parse_json(text: str) -> Event | None:
     if isinstance(asctime, str) and re.match(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d", asctime):
         stamp = f"{asctime[:10]} {asctime[11:19]}"  # with its year: the clock takes it as it is
     process = record.get("vllm_process_name") or record.get("processName")  # 0.31+: the `(Name pid=N)` name
+    pid = record.get("process")  # Python logging's pid, when the format holds it
     am = _ACCESS.search(f"INFO:     {msg}") if " HTTP/" in msg else None
     if am is not None:
         return HttpAccess(
@@ -291,7 +293,8 @@ def _parse_json(text: str) -> Event | None:
             stamp=stamp, level=level,
         )
     return _parse_message(
-        msg.rstrip(), level, stamp, None, process if isinstance(process, str) else None
+        msg.rstrip(), level, stamp, None, process if isinstance(process, str) else None,
+        pid if type(pid) is int and 0 <= pid < 1 << 63 else None,
     )
 
 

@@ -17,9 +17,10 @@ CANONICAL_STATS = (
 tests check it line for line): engine, prompt and generation throughput, running, waiting, the KV
 cache's device and usage, prefix and MM cache hit rates. Counts have at most 15 digits, so they read
 as exactly as through float."""
-HEADER = r"(?:\((\w+) pid=\d+\) )?(?:INFO|DEBUG) (\d\d-\d\d \d\d:\d\d:\d\d) \[[\w./]+:\d+\] "
-"""vLLM's own header at the start of a line, as its logging config prints it: the process name and
-the stamp (groups 1 and 2). Lines with any other prefix take the general parser."""
+HEADER = r"(?:\((\w+ pid=[1-9]\d{0,11})\) )?(?:INFO|DEBUG) (\d\d-\d\d \d\d:\d\d:\d\d) \[[\w./]+:\d+\] "
+"""vLLM's own header at the start of a line, as its logging config prints it: the process (`Name
+pid=N`, the parser's `Assembler.who`) and the stamp (groups 1 and 2). Lines with any other prefix take
+the general parser."""
 MFU_START = r"(?:Engine (\d{3,12}): )?MFU: "
 """The start of an MFU message (`--enable-mfu-metrics`); the engine is absent in the Rust front end's."""
 _NUMBER = r"(\d+(?:\.\d+)?|nan|inf)"

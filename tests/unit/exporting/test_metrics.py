@@ -760,3 +760,35 @@ def test_no_series_uses_a_label_prometheus_gives_its_targets() -> None:
     """`job` and `instance` are the scrape's: a series of ours labelled so would lose them to
     `exported_job` and break the dashboard's `$job` filter (and `--label job=...` would be refused)."""
     assert not [m.name for m in METRICS if {"job", "instance"} & set(m.labels)]
+
+
+def test_two_servers_in_one_source_count_their_own_windows() -> None:
+    """Two servers' lines interleaved in one source (pids 1 and 2, both engine 0, each a line every
+    10 s, 5 s apart) were one engine: a 5 s window, half the tokens, and no sign of it."""
+    metrics, reg = setup()
+    for i in range(30):
+        metrics.apply(v1(10 * i, gen=100, prompt=0, running=1))
+        metrics.apply(event(v1_text(gen=1000, running=10).replace("pid=1)", "pid=2)"), 10 * i + 5))
+    assert value(reg, "generation_tokens_total", E0) == (100 + 1000) * 10 * 30
+    assert value(reg, "stats_interval_seconds", E0) == 10
+    assert value(reg, "stats_processes", E0) == 2
+    metrics.new_launch("next.log")  # a new launch: one server again
+    metrics.apply(v1(400, gen=100, prompt=0, running=1))
+    assert value(reg, "stats_processes", E0) is None
+
+
+def test_a_restart_in_one_source_is_one_writer_at_a_time() -> None:
+    """A server restarted without a banner (another pid; the old one wrote its last line) is no second
+    server: no signal, and the new pid's windows are its own."""
+    metrics, reg = setup()
+    feed(metrics, v1(0, gen=100), v1(10, gen=100), v1(20, gen=100))
+    restarted = v1_text(gen=100).replace("pid=1)", "pid=2)")
+    feed(metrics, event(restarted, 100), event(restarted, 110))
+    assert value(reg, "generation_tokens_total", E0) == 100 * 10 * 5
+    assert value(reg, "stats_processes", E0) is None
+
+
+def v1_text(*, gen: float = 100.0, prompt: float = 0.0, running: int = 4) -> str:
+    return (f"(APIServer pid=1) INFO 11-29 19:26:05 [loggers.py:335] Engine 000: Avg prompt throughput: "
+            f"{prompt:.1f} tokens/s, Avg generation throughput: {gen:.1f} tokens/s, Running: {running} reqs, "
+            "Waiting: 0 reqs, GPU KV cache usage: 4.5%, Prefix cache hit rate: 61.3%")

@@ -77,7 +77,7 @@ def lines(name: str) -> list[str]:
 
 
 def records(name: str) -> dict[int, dict[str, Any] | None]:
-    return {number: None if (e := parse_line(text)) is None else {"kind": e.kind, **e.model_dump(exclude_defaults=True)}
+    return {number: None if (e := parse_line(text)) is None else {"kind": e.kind, **e.model_dump(exclude_defaults=True, exclude={"pid"})}
             for number, text in enumerate(lines(name), 1)}
 
 

@@ -65,7 +65,7 @@ V1_FIELDS: dict[str, Any] = {
     "gpu_kv_cache_usage_pct": 5.5, "prefix_cache_hit_rate_pct": 6.5, "stamp": "11-02 12:00:10",
     "level": "INFO",
 }
-V1 = {**V1_FIELDS, "process": "APIServer"}
+V1 = {**V1_FIELDS, "process": "APIServer", "pid": 1}
 HDR = "(APIServer pid=1) INFO 11-02 12:00:10 [loggers.py:335] "
 ERR = "(EngineCore_DP0 pid=7) ERROR 11-02 12:00:10 [core.py:900] "
 JSON_RECORD = {
@@ -187,8 +187,8 @@ STATS_CASES = [
           "extra": {"deferred": 1.0, "preemptions": 2.0, "external_prefix_cache_hit_rate_pct": 3.0},
       }, id="rust-frontend-optional-fields-trace"),
     # --- line prefixes (section 1) -------------------------------------------------------------
-    p(json.dumps(JSON_RECORD), "stats", {**V1_FIELDS, "process": "MainProcess", "stamp": "2026-11-02 12:00:10"},
-      id="json-0.32-formatter"),
+    p(json.dumps(JSON_RECORD), "stats", {**V1_FIELDS, "process": "MainProcess", "pid": 12,
+                                       "stamp": "2026-11-02 12:00:10"}, id="json-0.32-formatter"),
     p("2026-11-02T12:00:10.123456789Z " + json.dumps(JSON_RECORD), "stats", {**V1_FIELDS, "stamp": "2026-11-02 12:00:10"},
       id="json-behind-docker-timestamp"),
     p("vllm-1  | " + json.dumps(JSON_RECORD), "stats", {**V1_FIELDS, "stamp": "2026-11-02 12:00:10"},
@@ -197,11 +197,11 @@ STATS_CASES = [
     p(f"vllm-1  | {V1_LINE}", "stats", V1, id="compose-prefix"),
     p(f"Nov 02 12:00:11 gpu-host-7 vllm[361991]: {V1_LINE}", "stats", V1, id="journald-prefix"),
     p(f"(RayWorkerWrapper(rank=0) pid=4321, ip=10.0.0.2) {V1_LINE.removeprefix('(APIServer pid=1) ')}",
-      "stats", {**V1_FIELDS, "process": "RayWorkerWrapper(rank=0)"}, id="ray-actor-nested-parentheses"),
+      "stats", {**V1_FIELDS, "process": "RayWorkerWrapper(rank=0)", "pid": 4321}, id="ray-actor-nested-parentheses"),
     p(f"(ServeReplica:default:VLLMDeployment(model=llama) pid=1234, ip=10.0.0.1) {V1_LINE}", "stats", V1,
       id="ray-actor-around-vllm-prefix"),
     p(f"(VllmWorker rank=0 pid=77) INFO 11-02 12:00:10 [loggers.py:335] Engine 000: {V1_BODY}", "stats",
-      {**V1_FIELDS, "process": "VllmWorker rank=0"}, id="process-name-with-space-and-equals"),
+      {**V1_FIELDS, "process": "VllmWorker rank=0", "pid": 77}, id="process-name-with-space-and-equals"),
     p(f"(Worker_DP1_TP0_EP1 pid=77) INFO 11-02 12:00:10 [loggers.py:335] Engine 000: {V1_BODY}", "stats",
       {**V1_FIELDS, "process": "Worker_DP1_TP0_EP1"}, id="process-name-underscores-digits"),
     p(f"\x1b[1;36m(APIServer pid=1)\x1b[0;0m INFO 11-02 12:00:10 [loggers.py:335] Engine 000: {V1_BODY}",

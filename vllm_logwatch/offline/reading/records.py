@@ -16,7 +16,7 @@ import math
 import operator
 import re
 from array import array
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta, tzinfo
 from typing import Any, ClassVar, Literal
@@ -55,7 +55,7 @@ class FastStats:
     """A common V1 stats line as the summary and the backfill's exporter state read it (`EngineStats`'
     fields of that shape)."""
 
-    __slots__ = ("engine", "generation_throughput", "kv_cache_usage_pct", "mm_cache_hit_rate_pct",
+    __slots__ = ("engine", "generation_throughput", "kv_cache_usage_pct", "mm_cache_hit_rate_pct", "pid",
                  "prefix_cache_hit_rate_pct", "prompt_throughput", "running", "time", "waiting")
     kind: ClassVar[Literal["stats"]] = "stats"
     engines_aggregated: ClassVar[None] = None
@@ -64,7 +64,8 @@ class FastStats:
     is_v0: ClassVar[bool] = False
     unknown_fields: ClassVar[int] = 0
 
-    def __init__(self, time: datetime | None, values: tuple[float, ...]) -> None:
+    def __init__(self, time: datetime | None, values: tuple[float, ...], pid: int | None = None) -> None:
+        self.pid = pid
         engine, self.prompt_throughput, self.generation_throughput, running, waiting, \
             self.kv_cache_usage_pct, prefix, mm = values
         self.time, self.engine, self.running, self.waiting = time, int(engine), int(running), int(waiting)
@@ -123,11 +124,13 @@ class FastBlock:
     blocks=True)`): what the summary adds in one call (`offline/summary/groups.py`). NaN for a missing
     hit rate; `record(i)` is line i as a `FastStats`."""
 
-    __slots__ = ("engine", "generation", "kv", "mm", "prefix", "prompt", "running", "times", "values",
+    __slots__ = ("engine", "generation", "kv", "mm", "pids", "prefix", "prompt", "running", "times", "values",
                  "waiting")
 
-    def __init__(self, times: list[datetime | None], values: array[float]) -> None:
+    def __init__(self, times: list[datetime | None], values: array[float],
+                 writers: Sequence[bytes] = ()) -> None:
         self.times, self.values = times, values
+        self.pids = [_pid(w) for w in writers] if any(writers) else [None] * len(times)
         self.engine = list(map(int, values[0::VALUES]))
         self.prompt, self.generation = values[1::VALUES], values[2::VALUES]
         self.running = list(map(int, values[3::VALUES]))
@@ -138,7 +141,7 @@ class FastBlock:
         return len(self.times)
 
     def record(self, i: int) -> FastStats:
-        return FastStats(self.times[i], tuple(self.values[i * VALUES:(i + 1) * VALUES]))
+        return FastStats(self.times[i], tuple(self.values[i * VALUES:(i + 1) * VALUES]), self.pids[i])
 
     def records(self) -> Iterator[FastStats]:
         return (self.record(i) for i in range(len(self.times)))
@@ -283,9 +286,11 @@ def _rows(chunks: Iterator[tuple[Any, int]], assembler: Assembler, times: _Times
                 kept = sorted(set(range(start, end)) - set(dropped))
                 if kept:
                     kept_values = array("d", (v for i in kept for v in values[i * VALUES:(i + 1) * VALUES]))
-                    yield FastBlock([times(stamps[i * STAMP:(i + 1) * STAMP]) for i in kept], kept_values)
+                    yield FastBlock([times(stamps[i * STAMP:(i + 1) * STAMP]) for i in kept], kept_values,
+                                    [processes[i] for i in kept])
             elif blocks:
-                yield FastBlock(times.many(stamps, start, end), values[start * VALUES:end * VALUES])
+                yield FastBlock(times.many(stamps, start, end), values[start * VALUES:end * VALUES],
+                                processes[start:end])
                 if m < n_mfu and mfu[m][0] <= end:
                     run = FastMfu()
                     while m < n_mfu and mfu[m][0] <= end:
@@ -301,7 +306,7 @@ def _rows(chunks: Iterator[tuple[Any, int]], assembler: Assembler, times: _Times
                     if i in skip:
                         continue
                     yield FastStats(times(stamps[i * STAMP:(i + 1) * STAMP]),
-                                    tuple(values[i * VALUES:(i + 1) * VALUES]))
+                                    tuple(values[i * VALUES:(i + 1) * VALUES]), _pid(processes[i]))
             start = end
         if m < n_mfu:  # a chunk without stats rows
             run = FastMfu()
@@ -335,6 +340,11 @@ def _repeats(assembler: Assembler, stamps: bytes, values: Any, processes: list[b
         if assembler.repeated(process.decode() if process else None, int(values[at]), line):
             dropped.append(i)
     return dropped, max(latest, max(run))
+
+
+def _pid(writer: bytes) -> int | None:
+    """The pid of a row's writer (`Name pid=N`, `parsing/assemble.py` `who`), None without one."""
+    return int(writer[writer.rfind(b"=") + 1:]) if writer else None
 
 
 _Mfu = tuple[int, int, float, float]

@@ -165,6 +165,9 @@ class GroupSummary:
     tbt_ms: float | None = None
     """The time between tokens over every held decode-dominated interval (Little's law, weighted by the
     tokens: sum of running / sum of generation tok/s): the launch's, as vLLM's mean ITL is."""
+    stats_processes: int = 1
+    """The most vLLM processes that wrote one engine's stats lines at once in a launch of the group (2+:
+    servers sharing one log, `EngineState.processes`): tokens are counted per process, intervals not."""
 
     @property
     def span_seconds(self) -> float | None:
@@ -277,6 +280,7 @@ def _last_hits(g: _Group) -> tuple[float | None, float | None]:
 def _finish(g: _Group) -> GroupSummary:
     g.close()
     intervals = [i for e in g.estimates.values() if (i := e.typical_interval()) is not None]
+    processes = max((e.processes() for e in g.estimates.values()), default=1)
     for estimate in g.estimates.values():
         estimate.reset()  # end of the launch: a lone first line is credited with the default interval
     n = len(g.generation)
@@ -322,6 +326,7 @@ def _finish(g: _Group) -> GroupSummary:
         interval_seconds=statistics.fmean(intervals) if intervals else None,
         capacity=_capacity(g, launches),
         tbt_ms=1000.0 * streams / generated if generated > 0 else None,
+        stats_processes=processes,
     )
 
 

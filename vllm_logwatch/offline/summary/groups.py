@@ -135,17 +135,24 @@ class _Group:
 
 def add_block(g: _Group, launch: Launch, block: FastBlock, rows: Sequence[int]) -> None:
     """`g.add(launch, e)` for each line `rows` (indexes, in file order) of `block`."""
-    times, engines = block.times, block.engine
+    times, engines, pids = block.times, block.engine, block.pids
     li = launch.index
     g.launches.setdefault(li, launch)
     whole = len(rows) == len(block)  # rows: every line, in order
-    by_engine: dict[int, Sequence[int] | None] = {}  # None: every line
-    if whole and len(set(engines)) == 1:
-        by_engine[engines[0]] = None
+    # Each engine's lines in runs of one process's, in order (two servers writing one log interleave
+    # theirs: each has its own windows, `EngineState.writers`).
+    by_run: list[tuple[int, Sequence[int] | None]] = []  # None: every line
+    if whole and len(set(engines)) == 1 and len(set(pids)) == 1:
+        by_run.append((engines[0], None))
     else:
+        runs: dict[int, tuple[int | None, list[int]]] = {}  # engine -> its open run's pid and lines
         for i in rows:
-            by_engine.setdefault(engines[i], []).append(i)  # type: ignore[union-attr]
-    for engine, idx in by_engine.items():
+            run = runs.get(engines[i])
+            if run is None or run[0] != pids[i]:
+                run = runs[engines[i]] = (pids[i], [])
+                by_run.append((engines[i], run[1]))
+            run[1].append(i)
+    for engine, idx in by_run:
         g.engines.setdefault(engine, None)
         member = (li, engine)
         pick = _picker(idx)
@@ -156,7 +163,7 @@ def add_block(g: _Group, launch: Launch, block: FastBlock, rows: Sequence[int]) 
         g.hits[member] = (_last_number(pick(block.prefix), prefix), _last_number(pick(block.mm), mm))
     g.lines += len(rows)
     g.stretch([t for t in (times if whole else [times[i] for i in rows]) if t is not None])
-    if len(by_engine) == 1 and (g.open is None or (li, engines[rows[0]]) in g.open.members):
+    if len(by_run) == 1 and (g.open is None or (li, engines[rows[0]]) in g.open.members):
         _one_member_intervals(g, li, block, rows, whole)
     else:
         _intervals(g, li, block, rows)

@@ -251,6 +251,8 @@ def _render_tables(summary: Summary, markdown: bool, asked: Asked, steps: list[S
     head = tuple(f"start{_zone(summary)}" if c == "start" else c for c in _HEAD)
     out = [f"{h}vLLM log summary (by {summary.by})", "", f"{h}Launches", ""]
     out += table(head, [_launch_row(g) for g in summary.groups])
+    notes = [f"note: {note}" for note in _notes(summary)]
+    out += ["", *(n if markdown else _wrap(n, "", "      ") for n in notes)] if notes else []
     spec_rows = [row for g in summary.groups if (row := _spec_row(g)) is not None]
     transfer_rows = [row for g in summary.groups if (row := _transfer_row(g)) is not None]
     if spec_rows:
@@ -313,6 +315,15 @@ def _extra_tables(summary: Summary, table: Any, h: str) -> list[str]:
     return out
 
 
+def _notes(summary: Summary) -> list[str]:
+    """What the reader must know to read the tables: servers that shared one log."""
+    return [f"{g.stats_processes} vLLM processes wrote the stats lines of "
+            f"engine{'s' if ',' in g.engine else ''} {g.engine} of {g.launch} at once (servers sharing one "
+            "log): each one's tokens are counted over its own windows, but the intervals and medians mix "
+            "their lines"
+            for g in summary.groups if g.stats_processes > 1]
+
+
 def _json_group(g: GroupSummary) -> dict[str, Any]:
     # The times are set below: asdict would deep-copy their zone (a zone read from /etc/localtime
     # cannot be copied).
@@ -340,6 +351,7 @@ def render(summary: Summary, fmt: str = "text", asked: Asked | None = None, *,
             "columns": {**LAUNCH_COLUMNS, **TABLE_COLUMNS, **SPEC_COLUMNS, **TRANSFER_COLUMNS},
             "not_in_log": NOT_IN_LOG,
             "answers": json_ready(answers_json(summary, asked)),
+            "notes": _notes(summary),
         }
         if steps:
             doc["steps"] = steps_json(steps)

@@ -534,3 +534,53 @@ def test_a_stats_line_written_twice_counts_once(
     group = json.loads(out)["groups"][0]
     assert (group["generation_tokens"], group["lines"], group["intervals"]) == (30000, 30, 30)
     assert "30 stats lines written twice" in err
+
+
+def _interleaved(path: Path) -> Path:
+    """Two servers (pids 111 and 222, both `Engine 000`) writing one log, each a line every 10 s, 5 s
+    apart: 100 tok/s running 1, and 1,000 tok/s running 10."""
+    base = datetime(2026, 12, 2, 10)
+
+    def line(pid: int, at: datetime, gen: float, running: int) -> str:
+        return (f"(APIServer pid={pid}) INFO {at:%m-%d %H:%M:%S} [loggers.py:335] Engine 000: Avg prompt "
+                f"throughput: 0.0 tokens/s, Avg generation throughput: {gen} tokens/s, "
+                f"Running: {running} reqs, Waiting: 0 reqs, GPU KV cache usage: 1.0%, "
+                "Prefix cache hit rate: 0.0%")
+    lines = [x for i in range(30) for x in (line(111, base + timedelta(seconds=10 * i), 100.0, 1),
+                                            line(222, base + timedelta(seconds=10 * i + 5), 1000.0, 10))]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("lane", ["fast", "ranges", "general"])
+def test_two_servers_in_one_log_count_their_own_windows(
+        lane: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Two servers' lines interleaved (different pids, both engine 0) were one engine: its lines 5 s
+    apart, so 165,000 generation tokens for 330,000, a 5 s interval for 10 s; and nothing said so."""
+    from vllm_logwatch.commands.summary import run_summary
+    from vllm_logwatch.offline.reading.ranges import DEFAULT_TUNING, Tuning
+    log = _interleaved(tmp_path / "inter_20261202_100000.log")
+    tuning = {"fast": DEFAULT_TUNING, "general": None,
+              "ranges": Tuning(parallel_min_bytes=1, range_bytes=4096, dense_probe=512)}[lane]
+    run_summary([str(log)], fmt="json", tz="UTC", tuning=tuning)
+    doc = json.loads(capsys.readouterr().out)
+    (group,) = doc["groups"]
+    assert (group["generation_tokens"], group["interval_seconds"]) == (330000, 10.0)
+    assert group["stats_processes"] == 2
+    assert [n for n in doc["notes"] if "2 vLLM processes" in n]
+    run_summary([str(log)], fmt="text", tz="UTC", tuning=tuning)
+    assert "note: 2 vLLM processes wrote the stats lines of engine 0" in capsys.readouterr().out
+
+
+def test_a_restart_in_one_log_is_no_second_server(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A server that restarts (another pid, the old one gone) is one writer at a time: no note."""
+    log = tmp_path / "serve_20261129_100000.log"
+    log.write_text("\n".join([
+        _stats("11-29 10:00:10", 0, 0.0, 100.0, 1, 0),
+        _stats("11-29 10:00:20", 0, 0.0, 100.0, 1, 0),
+        *(line.replace("pid=7)", "pid=8)") for line in (_stats("11-29 10:05:10", 0, 0.0, 300.0, 3, 0),
+                                                         _stats("11-29 10:05:20", 0, 0.0, 300.0, 3, 0))),
+    ]) + "\n")
+    doc = summary_json(capsys, str(log))
+    assert [g["stats_processes"] for g in doc["groups"]] == [1] and doc["notes"] == []
+    assert "note:" not in summary(capsys, str(log))

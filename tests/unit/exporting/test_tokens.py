@@ -69,3 +69,16 @@ def test_a_throughput_past_any_engines_counts_no_token(huge: float) -> None:
     assert one.generation_tokens.value == rows.generation_tokens.value == 90.0  # the good lines, 10 s each
     assert repr(_state(rows)) == repr(_state(one))
     assert read == [False] * 3 + [True] * 3 and unread == 3
+
+
+def test_restarts_without_a_banner_keep_the_writers_bounded() -> None:
+    """Each restart's pid gets windows of its own (`Writers`), at most `MAX_WRITERS` of them: the one
+    silent longest is forgotten, its held line credited; one writer at a time is no second server."""
+    from vllm_logwatch.exporting.engine_state import MAX_WRITERS
+    state = EngineState()
+    for pid in range(20):
+        for step in range(2):
+            time = T0 + timedelta(seconds=100 * pid + 10 * step)
+            state.apply_stats(EngineStats(time=time, pid=pid, generation_throughput=100.0, running=1), 0.0)
+    assert len(state.writers.windows) == MAX_WRITERS and state.processes() == 1
+    assert state.generation_tokens.value == 20 * 2 * 100 * 10

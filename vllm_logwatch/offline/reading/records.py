@@ -130,7 +130,8 @@ class FastBlock:
     def __init__(self, times: list[datetime | None], values: array[float],
                  writers: Sequence[bytes] = ()) -> None:
         self.times, self.values = times, values
-        self.pids = [_pid(w) for w in writers] if any(writers) else [None] * len(times)
+        pids = {w: _pid(w) for w in set(writers)}
+        self.pids = list(map(pids.__getitem__, writers)) if writers else [None] * len(times)
         self.engine = list(map(int, values[0::VALUES]))
         self.prompt, self.generation = values[1::VALUES], values[2::VALUES]
         self.running = list(map(int, values[3::VALUES]))

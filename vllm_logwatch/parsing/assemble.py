@@ -12,7 +12,16 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 
-from .events import EngineStats, Event, LogMessage, PrefixCacheRates, SpecDecodeStats, TransferStats, Unparsed
+from .events import (
+    EngineStats,
+    Event,
+    LogMessage,
+    PrefixCacheRates,
+    ServerInfo,
+    SpecDecodeStats,
+    TransferStats,
+    Unparsed,
+)
 from .line import parse_line
 from .stamps import YearClock
 
@@ -28,6 +37,11 @@ def who(process: str | None, pid: int | None) -> str | None:
     ('APIServer pid=7', 'MainProcess', None)
     """
     return process if pid is None else f"{process} pid={pid}"
+
+_FACT = object()
+"""The location of an open record begun by a fact's line (`ServerInfo` has none): its traceback's lines,
+of the same level and stamp, belong to it."""
+_TRACEBACK_LEVELS = frozenset({"WARNING", "ERROR", "CRITICAL"})
 
 
 class Assembler:
@@ -89,12 +103,18 @@ class Assembler:
             # in its record (a root cause such as `CUDA out of memory` at the end of the traceback).
             key = (event.level, event.location, event.stamp)
             record = self._open_log.get(writer)
+            if record is not None and record[0][1] is _FACT and record[0][::2] == key[::2]:
+                record = self._open_log[writer] = (key, record[1])  # the traceback of a fact's line
             if record is not None and record[0] == key:
                 if event.problem is None or event.problem in record[1]:
                     return out
                 record[1].add(event.problem)
             else:
                 self._open_log[writer] = (key, {event.problem} if event.problem else set())
+        elif isinstance(event, ServerInfo) and event.level in _TRACEBACK_LEVELS and event.stamp is not None:
+            # a warning or error read as a fact (`I/O failed for job 17`): the traceback after it is its own
+            self._open_log[writer] = ((event.level, _FACT, event.stamp),
+                                      {event.problem} if event.problem else set())
         elif event.stamp is not None:
             self._open_log.pop(writer, None)  # another record of that writer ends it
         seen = event if time is None else (event, time)  # a container's own stamp tells copies apart too

@@ -240,12 +240,43 @@ class ServerInfo(_Record):
     """`DPSupervisor probe found N unhealthy DP Servers.` (0.33, `--data-parallel-supervisor-port`)."""
     dp_exited_servers: int | None = None
     """`DPSupervisor found N exited DP Servers.`"""
+    dp_received_signal: str | None = None
+    """`DPSupervisor received SIGTERM, shutting down.` and `DPSupervisor forwarding SIGTERM to DP Servers.`
+    (`dp_forwarded_signal`): the signal's name."""
+    dp_forwarded_signal: str | None = None
     eplb_balancedness: float | None = None
     """`EPLB step: ... balancedness=X` (`--eplb-config` with `log_balancedness`): mean over max tokens
     per expert-parallel rank, 1 when balanced."""
     eplb_avg_tokens: float | None = None
     eplb_max_tokens: int | None = None
+    eplb_step: int | None = None
+    """`EPLB step: N for model M: avg_tokens=A, max_tokens=X, balancedness=B, steps until the next
+    rearrangement: S`: N, M (`eplb_model`), A, X, B, S (`eplb_steps_to_rearrangement`)."""
+    eplb_model: str | None = None
+    eplb_steps_to_rearrangement: int | None = None
     eplb_rearrange_seconds: float | None = None
+    """`Rearranged experts [(profile)] in S s.` (`eplb_profile`: the profiling run's), and 0.34's async
+    EPLB `Async EPLB rearranged N/M layers of X in S s.` (N `eplb_layers_rearranged`, M `eplb_layers`,
+    X `eplb_model`, `eplb_async`)."""
+    eplb_profile: bool | None = None
+    eplb_async: bool | None = None
+    eplb_layers_rearranged: int | None = None
+    eplb_layers: int | None = None
+    max_model_len_auto: bool | None = None
+    """`--max-model-len auto` (`'max_model_len': -1` in the arguments): vLLM fits the length to the KV
+    cache (the `Auto-fit max_model_len` lines say how: `autofit`)."""
+    autofit: Literal["attention_free", "fits", "reduced"] | None = None
+    """The auto-fit `max_model_len` lines (0.34 `v1/core/kv_cache_planning.py`): the model's length fits,
+    was reduced (from `autofit_from_len` to `max_model_len`) or needs no KV cache; the KV cache memory it
+    was fitted to (`autofit_kv_gib` on `autofit_kv_device`, `autofit_host_gib` of HiSparse's host pool),
+    whether after warm-up (`autofit_after_warmup`) or a tentative length before it (`autofit_tentative`:
+    the final one is logged after warm-up)."""
+    autofit_from_len: int | None = None
+    autofit_kv_gib: float | None = None
+    autofit_kv_device: str | None = None
+    autofit_host_gib: float | None = None
+    autofit_after_warmup: bool | None = None
+    autofit_tentative: bool | None = None
     """`Rearranged experts in X s.`"""
     extensible_kv_cache: bool | None = None
     """0.34: False after `Extensible KV cache off: ...` or `Disabling the extensible KV cache: ...` (the KV
@@ -305,6 +336,51 @@ class ServerInfo(_Record):
     A warning, but no problem tag: `kv_connector_breaker_openings` counts it (VLLMKVCircuitBreakerOpen)."""
     breaker_failures: int | None = None
     breaker_cooldown_seconds: float | None = None
+    offload_worker_job: int | None = None
+    """A KV offload worker's failed job (0.34; the scheduler's `KV offload ... job J failed` follows):
+    `I/O failed for job J` (`v1/kv_offload/fs/worker.py`, `offload_worker_stage` io), `KV offload
+    GPU->CPU transfer failed for job J[ while polling for completion]` (`offload_worker_direction` store,
+    CPU->GPU load; stage transfer or polling), `KV offload transfer for job J failed while waiting for it
+    to complete` (stage waiting). Their traceback is not kept."""
+    offload_worker_direction: Literal["store", "load"] | None = None
+    offload_worker_stage: Literal["io", "transfer", "polling", "waiting"] | None = None
+    tier_poll_failed: bool | None = None
+    """`KV offload tier-poll round failed` (True; its traceback is not kept), `... thread has failed N
+    consecutive rounds (Ss); still retrying ...` (`tier_poll_failed_rounds`, `tier_poll_failing_seconds`),
+    0.34 `... thread backing off to Bs after Fs of consecutive failures; it keeps retrying ...`
+    (`tier_poll_backoff_seconds`, F) and 0.33 `... thread stopping after Fs of consecutive failures; falling
+    back to per-step servicing.` (`tier_poll_stopped`)."""
+    tier_poll_failed_rounds: int | None = None
+    tier_poll_failing_seconds: float | None = None
+    tier_poll_backoff_seconds: float | None = None
+    tier_poll_stopped: bool | None = None
+    kv_lookup_failed_request: str | None = None
+    """MooncakeStore's `Mooncake lookup failed for R: E` (0.34; 0.33 `Async Mooncake lookup failed for R:
+    E`): the request R (the error text E is not kept; the circuit breaker counts such failures)."""
+    checkpoint_event: str | None = None
+    """0.34 `CUDA_PROCESS_CHECKPOINT {json}` (the CUDA checkpoint executor): the event's kind
+    (control_start, control, control_failed, boundary, or `stage_error` for a helper's row without one),
+    its operation (`checkpoint_op`: Lock, Checkpoint, Restore, Unlock), process ids (`checkpoint_pids`), the
+    driver's return code and error name (`checkpoint_rc`, `checkpoint_error`: a `CUDA_...` name, never an
+    exception's text), the state before and after (`checkpoint_state_before`/`_after` with their return
+    codes), the call's time (`checkpoint_seconds`) and the executor's monotonic clock
+    (`checkpoint_monotonic_seconds`). Numbers and states only."""
+    checkpoint_op: str | None = None
+    checkpoint_pids: tuple[int, ...] | None = None
+    checkpoint_rc: int | None = None
+    checkpoint_error: str | None = None
+    checkpoint_state_before: int | None = None
+    checkpoint_rc_before: int | None = None
+    checkpoint_state_after: int | None = None
+    checkpoint_rc_after: int | None = None
+    checkpoint_seconds: float | None = None
+    checkpoint_monotonic_seconds: float | None = None
+    grpc_drain_timeout_seconds: int | None = None
+    """The gRPC server's shutdown (0.34): `Draining in-flight requests (shutdown_timeout=Ns)`, `Received
+    another shutdown signal; cancelling RPCs` (`grpc_drain_cancelled`), `gRPC server stopped` and
+    `AsyncLLM engine stopped` (`grpc_stopped`: server, engine)."""
+    grpc_drain_cancelled: bool | None = None
+    grpc_stopped: Literal["server", "engine"] | None = None
     problem: str | None = None
     """A failure tag an INFO line carries (`dp_server_unhealthy`, `dp_server_exited`): counted as the
     problem of a WARNING line is."""

@@ -191,6 +191,8 @@ def derive(args: dict[str, Any]) -> dict[str, Any]:
         count = _count(args.get(key))
         if count is not None:
             facts[key] = count
+    if args.get("max_model_len") in (-1, "auto"):  # `--max-model-len auto`: fitted to the KV cache
+        facts["max_model_len_auto"] = True
     utilization = args.get("gpu_memory_utilization")
     if isinstance(utilization, (int, float)) and not isinstance(utilization, bool) and 0 < utilization <= 1:
         facts["gpu_memory_utilization"] = float(utilization)

@@ -50,7 +50,9 @@ INFO_HOOKS: tuple[str, ...] = (
     "version", "args:", "LLM engine", "KV cache", "concurrency", "blocks:", "took", "Graph capturing",
     "torch.compile", "max model len", "server", "Uvicorn", "startup complete", "api_server_count", " backend",
     "num_gpu_blocks", "DPSupervisor", "EPLB step: ", "Rearranged experts", "\u2580", "\u2584", "\u2588",
-    "[FT] ", "rejecting request", "KV offload ", "circuit breaker",
+    "[FT] ", "rejecting request", "KV offload ", "circuit breaker", "I/O failed for job", "Async EPLB",
+    "Mooncake lookup failed", "CUDA_PROCESS_CHECKPOINT", "Draining in-flight", "shutdown signal",
+    "AsyncLLM engine", "max_model_len",
 )
 """A message that holds none of these is not a start-up fact (`startup.parse_info`'s first test)."""
 LEVEL_NEEDLES: tuple[bytes, ...] = (
@@ -63,12 +65,13 @@ ACCESS_NEEDLE = b"HTTP/"
 LAUNCH_NEEDLES: tuple[bytes, ...] = (
     b" version ", b"args: ", b"with config: ", b"KV cache size: ", b"Maximum concurrency for ", b" backend",
     b" took ", b"Graph capturing finished", b"torch.compile take", b"Extended KV cache to ",
-    b"Memory after warmup: ", b"xtensible KV cache", *MFU_NEEDLES,
+    b"Memory after warmup: ", b"xtensible KV cache", b"Auto-fit max_model_len", b"--max-model-len auto",
+    *MFU_NEEDLES,
 )
 """The lines a launch's summary reads besides the stats lines: the version banner (a new launch), the
 model, the arguments and engine config, the KV cache size and concurrency, the attention backend, the
 start-up durations (model load, torch.compile, graph capture, engine init), the KV cache sized after
-warm-up (0.34) and the MFU lines."""
+warm-up and the auto-fit max_model_len (0.34), and the MFU lines."""
 NO_STATS_NEEDLES: tuple[bytes, ...] = (b"disabling stats logging", b"disable_log_stats", b'HTTP/1.1" ')
 """For a log without stats lines, why: vLLM said it disabled stats logging, or served requests anyway."""
 LIVE_NEEDLES: tuple[bytes, ...] = (

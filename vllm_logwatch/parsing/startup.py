@@ -7,9 +7,12 @@ failure messages as vLLM's own source prints them, across versions.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from typing import Any
+
+from orjson import loads
 
 from .events import ServerInfo
 from .launchargs import derive, engine_config_facts, read_args
@@ -118,14 +121,24 @@ _RUNTIME: tuple[tuple[re.Pattern[str], _Builder], ...] = (
      lambda m: _dp(m.group(1), "dp_unhealthy_servers", "dp_server_unhealthy")),
     (re.compile(r"^DPSupervisor found (\d{1,6}) exited DP Servers\.$"),
      lambda m: _dp(m.group(1), "dp_exited_servers", "dp_server_exited")),
+    (re.compile(r"^DPSupervisor received (SIG[A-Z0-9]{1,12}), shutting down\.$"),
+     lambda m: {"dp_received_signal": m.group(1)}),
+    (re.compile(r"^DPSupervisor forwarding (SIG[A-Z0-9]{1,12}) to DP Servers\.$"),
+     lambda m: {"dp_forwarded_signal": m.group(1)}),
     # EPLB (`distributed/eplb/eplb_state.py`, with `log_balancedness`).
-    (re.compile(rf"^EPLB step: \d{{1,12}} for model \S{{0,256}}: avg_tokens={_NUMBER}, "
+    (re.compile(rf"^EPLB step: (\d{{1,12}}) for model (\S{{0,256}}): avg_tokens={_NUMBER}, "
                 rf"max_tokens=(\d{{1,15}}), "
-                rf"balancedness={_NUMBER}, steps until the next rearrangement: -?\d{{1,12}}$"),
-     lambda m: {"eplb_avg_tokens": float(m.group(1)), "eplb_max_tokens": int(m.group(2)),
-                "eplb_balancedness": float(m.group(3))}),
-    (re.compile(rf"^Rearranged experts {{1,3}}(?:\(profile\) {{1,2}})?in {_NUMBER} s\.$"),
-     lambda m: {"eplb_rearrange_seconds": float(m.group(1))}),
+                rf"balancedness={_NUMBER}, steps until the next rearrangement: (-?\d{{1,12}})$"),
+     lambda m: {"eplb_step": int(m.group(1)), "eplb_model": m.group(2),
+                "eplb_avg_tokens": float(m.group(3)),
+                "eplb_max_tokens": int(m.group(4)), "eplb_balancedness": float(m.group(5)),
+                "eplb_steps_to_rearrangement": int(m.group(6))}),
+    (re.compile(rf"^Rearranged experts {{1,3}}(\(profile\) {{1,2}})?in {_NUMBER} s\.$"),
+     lambda m: {"eplb_rearrange_seconds": float(m.group(2)), "eplb_profile": m.group(1) is not None}),
+    (re.compile(rf"^Async EPLB rearranged (\d{{1,9}})/(\d{{1,9}}) layers of (\S{{0,256}}) "
+                rf"in {_NUMBER} s\.$"),
+     lambda m: {"eplb_layers_rearranged": int(m.group(1)), "eplb_layers": int(m.group(2)),
+                "eplb_model": m.group(3), "eplb_rearrange_seconds": float(m.group(4)), "eplb_async": True}),
     # Fault tolerance (0.34, `v1/fault_tolerance/engine_core_sentinel.py`, `v1/worker/sentinel/`).
     (re.compile(r"^\[FT\] Engine (\d{1,6}) status -> ([A-Z_]{1,32}):?$"),
      lambda m: {"ft_engine": int(m.group(1)), "ft_status": m.group(2)}),
@@ -156,9 +169,104 @@ _RUNTIME: tuple[tuple[re.Pattern[str], _Builder], ...] = (
                 rf"skipping requests for {_NUMBER} seconds$"),
      lambda m: {"breaker": m.group(1), "breaker_failures": int(m.group(2)),
                 "breaker_cooldown_seconds": float(m.group(3))}),
+    # KV offload workers (0.34 `v1/kv_offload/fs/worker.py`, `cpu/gpu_worker.py`), each with a traceback.
+    (re.compile(r"^I/O failed for job (\d{1,18})$"),
+     lambda m: {"offload_worker_job": int(m.group(1)), "offload_worker_stage": "io"}),
+    (re.compile(r"^KV offload (GPU->CPU|CPU->GPU) transfer failed for job (\d{1,18})"
+                r"( while polling for completion)?$"),
+     lambda m: {"offload_worker_job": int(m.group(2)),
+                "offload_worker_direction": "store" if m.group(1) == "GPU->CPU" else "load",
+                "offload_worker_stage": "polling" if m.group(3) else "transfer"}),
+    (re.compile(r"^KV offload transfer for job (\d{1,18}) failed while waiting for it to complete$"),
+     lambda m: {"offload_worker_job": int(m.group(1)), "offload_worker_stage": "waiting"}),
+    # The tiered offload's tier-poll thread (`v1/kv_offload/tiering/manager.py`).
+    (re.compile(r"^KV offload tier-poll round failed$"), lambda m: {"tier_poll_failed": True}),
+    (re.compile(rf"^KV offload tier-poll thread has failed (\d{{1,12}}) consecutive rounds \({_NUMBER}s\); "
+                r"still retrying"),
+     lambda m: {"tier_poll_failed_rounds": int(m.group(1)), "tier_poll_failing_seconds": float(m.group(2))}),
+    (re.compile(rf"^KV offload tier-poll thread backing off to {_NUMBER}s after {_NUMBER}s of consecutive "
+                r"failures; "),
+     lambda m: {"tier_poll_backoff_seconds": float(m.group(1)),
+                "tier_poll_failing_seconds": float(m.group(2)),
+                "problem": "kv_tier_poll_failing"}),
+    (re.compile(rf"^KV offload tier-poll thread stopping after {_NUMBER}s of consecutive failures; "),
+     lambda m: {"tier_poll_failing_seconds": float(m.group(1)), "tier_poll_stopped": True,
+                "problem": "kv_tier_poll_failing"}),
+    (re.compile(r"^(?:Async )?Mooncake lookup failed for (\S{1,256}): "),
+     lambda m: {"kv_lookup_failed_request": m.group(1)}),
+    (re.compile(r"^CUDA_PROCESS_CHECKPOINT (\{.{0,4000}\})$"), lambda m: checkpoint_facts(m.group(1))),
+    # The gRPC server's shutdown (0.34 `entrypoints/launchers/grpc_server.py`).
+    (re.compile(r"^Draining in-flight requests \(shutdown_timeout=(\d{1,9})s\)$"),
+     lambda m: {"grpc_drain_timeout_seconds": int(m.group(1))}),
+    (re.compile(r"^Received another shutdown signal; cancelling RPCs$"),
+     lambda m: {"grpc_drain_cancelled": True}),
+    (re.compile(r"^(gRPC server|AsyncLLM engine) stopped$"),
+     lambda m: {"grpc_stopped": "server" if m.group(1) == "gRPC server" else "engine"}),
 )
 _GIB = r"(\d{1,12}(?:\.\d{1,12})?(?:e-?\d{1,3})?)"
 """vLLM's `format_gib`: `str(round(bytes / 2**30, 2))`."""
+_KV_MEMORY = rf"{_GIB} GiB ([A-Z]{{1,16}})(?: \+ {_GIB} GiB host)?"
+"""The auto-fit lines' KV cache memory: `X GiB GPU[ + Y GiB host]` (three groups)."""
+_TENTATIVE = r"; the final length is set after CUDA graph capture and warmup"
+
+
+def _kv_memory(m: re.Match[str], first: int) -> dict[str, Any]:
+    host = m.group(first + 2)
+    return {"autofit_kv_gib": float(m.group(first)), "autofit_kv_device": m.group(first + 1),
+            "autofit_host_gib": float(host) if host else None}
+
+
+_CHECKPOINT_OPS = frozenset({"Lock", "Checkpoint", "Restore", "Unlock"})
+_CUDA_NAME = re.compile(r"CUDA_[A-Z0-9_]{1,64}")
+_WORD_KIND = re.compile(r"[a-z_]{1,32}")
+
+
+def _integer(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and abs(value) < 1 << 62 else None
+
+
+def _seconds(value: Any) -> float | None:
+    number = value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    return float(number) if number is not None and math.isfinite(number) else None
+
+
+def _state(value: Any) -> tuple[int | None, int | None]:
+    """`{"rc": 0, "value": 1}` of a process's checkpoint state: (value, rc)."""
+    if not isinstance(value, dict):
+        return None, None
+    return _integer(value.get("value")), _integer(value.get("rc"))
+
+
+def checkpoint_facts(text: str) -> dict[str, Any]:
+    """The numbers and states of a `CUDA_PROCESS_CHECKPOINT {json}` event (free text, such as a failed
+    call's exception repr, is left out). An event that is no JSON object gives only `checkpoint_event`
+    `unreadable`."""
+    try:
+        event = loads(text)
+    except ValueError:
+        event = None
+    if not isinstance(event, dict):
+        return {"checkpoint_event": "unreadable"}
+    kind = event.get("kind")
+    op = event.get("op", event.get("stage"))
+    pids = event.get("pids", [event.get("pid")])
+    error = event.get("error")
+    before, rc_before = _state(event.get("before"))
+    after, rc_after = _state(event.get("after"))
+    facts: dict[str, Any] = {
+        "checkpoint_event": kind if isinstance(kind, str) and _WORD_KIND.fullmatch(kind) else "stage_error",
+        "checkpoint_op": op if op in _CHECKPOINT_OPS else None,
+        "checkpoint_pids": tuple(pid for pid in map(_integer, pids[:64]) if pid is not None)
+        if isinstance(pids, list) else None,
+        "checkpoint_rc": _integer(event.get("rc")),
+        "checkpoint_error": error if isinstance(error, str) and _CUDA_NAME.fullmatch(error) else None,
+        "checkpoint_state_before": before, "checkpoint_rc_before": rc_before,
+        "checkpoint_state_after": after, "checkpoint_rc_after": rc_after,
+        "checkpoint_seconds": _seconds(event.get("time_s")),
+        "checkpoint_monotonic_seconds": _seconds(event.get("monotonic_s")),
+    }
+    failed = facts["checkpoint_event"] in ("control_failed", "stage_error") or bool(facts["checkpoint_rc"])
+    return {**facts, "problem": "cuda_checkpoint_failed" if failed else None}
 _WARMUP: tuple[tuple[re.Pattern[str], _Builder], ...] = (
     # The KV cache sized after warm-up (0.34, `v1/worker/extensible_kv_cache.py`, on by default on CUDA).
     (re.compile(rf"^Memory after warmup: {_GIB} GiB free, {_GIB} GiB committed to the KV cache, {_GIB} GiB "
@@ -181,6 +289,29 @@ _WARMUP: tuple[tuple[re.Pattern[str], _Builder], ...] = (
                 "kv_cap_withheld_gib": float(m.group(3))}),
     (re.compile(r"^(?:Extensible KV cache off: |Disabling the extensible KV cache: )"),
      lambda m: {"extensible_kv_cache": False}),
+    # The auto-fit `max_model_len` (`--max-model-len auto`; 0.34 `v1/core/kv_cache_planning.py`).
+    (re.compile(r"^Auto-fit max_model_len: attention-free model, using derived max_model_len=(\d{1,18})$"),
+     lambda m: {"max_model_len": int(m.group(1)), "autofit": "attention_free"}),
+    (re.compile(rf"^Auto-fit max_model_len: using max_model_len=(\d{{1,18}}), which fits in the KV cache "
+                rf"memory left after CUDA graph capture and warmup \({_KV_MEMORY}\)\.$"),
+     lambda m: {"max_model_len": int(m.group(1)), "autofit": "fits", "autofit_after_warmup": True,
+                **_kv_memory(m, 2)}),
+    (re.compile(rf"^Auto-fit max_model_len: full model context length (\d{{1,18}}) fits in available KV "
+                rf"cache memory \({_KV_MEMORY}\)({_TENTATIVE})?$"),
+     lambda m: {"max_model_len": int(m.group(1)), "autofit": "fits", "autofit_after_warmup": False,
+                **_kv_memory(m, 2), "autofit_tentative": m.group(5) is not None}),
+    (re.compile(rf"^Auto-fit max_model_len: reduced from (\d{{1,18}}) to (\d{{1,18}}) to fit in available "
+                rf"KV cache memory \({_KV_MEMORY}\)({_TENTATIVE})?$"),
+     lambda m: {"autofit_from_len": int(m.group(1)), "max_model_len": int(m.group(2)), "autofit": "reduced",
+                "autofit_after_warmup": False, **_kv_memory(m, 3),
+                "autofit_tentative": m.group(6) is not None}),
+    (re.compile(rf"^--max-model-len auto reduced max_model_len from (\d{{1,18}}) to (\d{{1,18}}) "
+                rf"\({_KV_MEMORY} "
+                r"(left for the KV cache after CUDA graph capture and warmup|available for the KV cache)\)\."
+                r"(?:$| Requests longer than \d{1,18} tokens will be rejected\. )"),
+     lambda m: {"autofit_from_len": int(m.group(1)), "max_model_len": int(m.group(2)), "autofit": "reduced",
+                **_kv_memory(m, 3), "autofit_after_warmup": m.group(6).startswith("left"),
+                "autofit_tentative": False}),
 )
 _TABLE: tuple[tuple[re.Pattern[str], _Builder], ...] = (
     # Anchored at the message start: a request log line quoting a prompt must never match.
@@ -285,6 +416,9 @@ _PROBLEMS: tuple[tuple[str, str], ...] = (
     ("unhealthy DP Servers", "dp_server_unhealthy"),
     ("exited DP Servers", "dp_server_exited"),
     ("[FT] No recovery within", "ft_recovery_timeout"),
+    ("tier-poll thread backing off", "kv_tier_poll_failing"),
+    ("tier-poll thread stopping after", "kv_tier_poll_failing"),
+    ('CUDA_PROCESS_CHECKPOINT {"kind": "control_failed"', "cuda_checkpoint_failed"),
 )
 
 

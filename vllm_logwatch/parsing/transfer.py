@@ -65,6 +65,11 @@ _FIELDS: dict[str, tuple[str, type]] = {
 }
 
 
+_SUMMED = frozenset({"num save task failed", "num load task failed", "num save task success",
+                     "num load task success"})
+"""Keys summed into a field that are also kept alone in `extra` (HF3FS's saves and loads)."""
+
+
 class _Unreadable(ValueError):
     pass
 
@@ -176,14 +181,16 @@ def _store(
         return
     if _MOONCAKE_ERRORS.fullmatch(key):
         key = "num failed transfers"
-    typed = _FIELDS.get(key.replace("_", " ").strip().lower())
+    lower = key.replace("_", " ").strip().lower()
+    typed = _FIELDS.get(lower)
     if typed is not None:
         attribute, kind = typed
         if attribute not in values:
             values[attribute] = _as(kind, number)
         elif kind is int:
             values[attribute] += _as(kind, number)  # counts of several connectors add up
-        return
+        if lower not in _SUMMED:
+            return
     if len(extra) < _MAX_EXTRA:
         name = _slug(key)
         extra[f"{connector}__{name}" if connector else name] = number

@@ -112,6 +112,100 @@ OFFLOAD: list[Record] = [
      ("Mooncake lookup", 3, 5.0), None),
 ]
 
+OSERROR = """Traceback (most recent call last):
+  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/kv_offload/fs/worker.py", line 139, in _run
+    self._io(t)
+OSError: [Errno 5] Input/output error"""
+TIMEOUT = """Traceback (most recent call last):
+  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/kv_offload/tiering/manager.py", line 434, in _tier_poll_loop
+    self.poll_tiers()
+TimeoutError: tier 1:fs did not answer"""
+TIERED = ", ".join(f"{k}={v}" for k, v in {  # `OffloadingConnectorStats.reduce` (0.34: two deferred-release keys)
+    "vllm:kv_offload_store_bytes": 2097152, "vllm:kv_offload_store_time": 0.0125,
+    "vllm:kv_offload_tiering_read_bytes:('1:fs',)": 1048576,
+    "vllm:kv_offload_tiering_promotion_job_failures:('1:fs',)": 1,
+    "vllm:kv_offload_tiering_deferred_release_chunks:('1:fs',)": 4,
+    "vllm:kv_offload_tiering_deferred_release_hold_seconds:('1:fs',)_count": 2,
+    "vllm:kv_offload_tiering_deferred_release_hold_seconds:('1:fs',)_sum": 0.35,
+}.items())
+CHECKPOINT = "CUDA_PROCESS_CHECKPOINT %s"  # `v1/executor/cuda_checkpoint_executor.py`, json.dumps(event)
+RUNTIME: list[Record] = [  # vLLM 0.34's other new lines, each with the file and line that prints it
+    (0, API, INFO, "metrics.py", 108, "KV Transfer metrics: %s", (TIERED,), None),
+    (1, W0, ERROR, "worker.py", 144, "I/O failed for job %d", (17,), OSERROR),
+    (2, W0, ERROR, "gpu_worker.py", 941, "KV offload %s transfer failed for job %d", ("GPU->CPU", 18), OSERROR),
+    (2, W0, ERROR, "gpu_worker.py", 950, "KV offload %s transfer failed for job %d while polling for completion",
+     ("CPU->GPU", 19), OSERROR),
+    (3, W0, ERROR, "gpu_worker.py", 958, "KV offload transfer for job %d failed while waiting for it to complete",
+     (20,), OSERROR),
+    (4, CORE, ERROR, "manager.py", 443, "KV offload tier-poll round failed", (), TIMEOUT),
+    (14, CORE, WARNING, "manager.py", 445,
+     "KV offload tier-poll thread has failed %d consecutive rounds (%.0fs); still retrying so peers are served "
+     "while the engine is idle.", (12, 10.4), None),
+    (34, CORE, ERROR, "manager.py", 459,
+     "KV offload tier-poll thread backing off to %.1fs after %.0fs of consecutive failures; it keeps retrying "
+     "so peers are still served while the engine is idle.", (5.0, 30.0), None),
+    (35, W0, ERROR, "worker.py", 2933, "Mooncake lookup failed for %s: %s", ("cmpl-5e1f-0", "Mooncake lookup timed out"),
+     None),
+    (36, W0, INFO, "async_worker.py", 225, "Async EPLB rearranged %d/%d layers of %s in %.2f s.",
+     (48, 48, "Qwen/Qwen3-30B-A3B", 2.3456), None),
+    (37, CORE, INFO, "cuda_checkpoint_executor.py", 148, CHECKPOINT,
+     ('{"kind": "control_start", "pid": 4301, "op": "Lock", "monotonic_s": 812.25}',), None),
+    (37, CORE, INFO, "cuda_checkpoint_executor.py", 148, CHECKPOINT,
+     ('{"kind": "control", "pid": 4301, "op": "Lock", "rc": 0, "error": "CUDA_SUCCESS", "before": {"rc": 0, '
+      '"value": 0}, "after": {"rc": 0, "value": 1}, "time_s": 0.0123, "monotonic_s": 812.5}',), None),
+    (38, CORE, INFO, "cuda_checkpoint_executor.py", 148, CHECKPOINT,
+     ('{"kind": "boundary", "stage": "Checkpoint", "pids": [4301, 4302], "monotonic_s": 813.75}',), None),
+    (39, CORE, INFO, "cuda_checkpoint_executor.py", 148, CHECKPOINT,
+     ('{"kind": "control_failed", "pids": [4301, 4302], "op": "Restore", "error": "TimeoutError(\'CUDA '
+      'controller deadline exceeded\')", "monotonic_s": 844.0}',), None),
+    (40, CORE, INFO, "cuda_checkpoint_executor.py", 148, CHECKPOINT,
+     ('{"pid": 4302, "op": "Unlock", "error": "RuntimeError(\'cuInit: 3\')", "monotonic_s": 845.5}',), None),
+    (50, CORE, INFO, "kv_cache_planning.py", 1466,
+     "Auto-fit max_model_len: full model context length %d fits in available KV cache memory (%s)%s",
+     (40960, "70.12 GiB GPU", "; the final length is set after CUDA graph capture and warmup"), None),
+    (51, CORE, INFO, "kv_cache_planning.py", 1478,
+     "Auto-fit max_model_len: reduced from %d to %d to fit in available KV cache memory (%s)%s",
+     (131072, 65536, "30.5 GiB GPU + 8.0 GiB host", "; the final length is set after CUDA graph capture and warmup"),
+     None),
+    (52, CORE, INFO, "kv_cache_planning.py", 1458,
+     "Auto-fit max_model_len: using max_model_len=%d, which fits in the KV cache memory left after CUDA graph "
+     "capture and warmup (%s).", (65536, "28.25 GiB GPU"), None),
+    (53, CORE, INFO, "kv_cache_planning.py", 1494, "--max-model-len auto reduced max_model_len from %d to %d (%s).",
+     (131072, 49152, "24.0 GiB GPU left for the KV cache after CUDA graph capture and warmup"), None),
+    (54, CORE, WARNING, "kv_cache_planning.py", 1506,
+     "--max-model-len auto reduced max_model_len from %d to %d (%s). Requests longer than %d tokens will be "
+     "rejected. %s", (131072, 2048, "0.5 GiB GPU available for the KV cache", 2048,
+                      "Increase `gpu_memory_utilization` or set --max-model-len explicitly."), None),
+    (55, CORE, INFO, "kv_cache_planning.py", 1407,
+     "Auto-fit max_model_len: attention-free model, using derived max_model_len=%d", (2048,), None),
+    (60, API, INFO, "grpc_server.py", 147, "Draining in-flight requests (shutdown_timeout=%ds)", (30,), None),
+    (61, API, INFO, "grpc_server.py", 263, "Received another shutdown signal; cancelling RPCs", (), None),
+    (62, API, INFO, "grpc_server.py", 155, "AsyncLLM engine stopped", (), None),
+    (63, API, INFO, "grpc_server.py", 159, "gRPC server stopped", (), None),
+]
+"""Written to runtime.log; the lines 0.33.0 printed that were not read whole, to v033.log (0.33.0's formatter
+and format are the same as 0.34.0's)."""
+SUP, EP = ("DPSupervisor", 4000), ("Worker_DP0_EP0", 4400)
+V033: list[Record] = [
+    (0, API, INFO, "startup.py", 96, "non-default args: %s",
+     ({"model_tag": "Qwen/Qwen3-8B", "model": "Qwen/Qwen3-8B", "max_model_len": -1},), None),
+    (1, EP, INFO, "eplb_state.py", 634,
+     "EPLB step: %d for model %s: avg_tokens=%.2f, max_tokens=%d, balancedness=%.4f, steps until the next "
+     "rearrangement: %d", (3000, "Qwen/Qwen3-30B-A3B", 1234.5678, 1500, 0.82301, 0), None),
+    (2, EP, INFO, "eplb_state.py", 958, "Rearranged experts %s in %.2f s.", (" (profile) ", 0.5), None),
+    (3, EP, INFO, "eplb_state.py", 958, "Rearranged experts %s in %.2f s.", (" ", 1.234), None),
+    (4, API, INFO, "metrics.py", 108, "KV Transfer metrics: %s", (", ".join(f"{k}={v}" for k, v in {
+        "Num transfers task": 5, "Num save task success": 3, "Num save task failed": 1, "Num load task success": 1,
+        "Num load task failed": 2, "Avg save duration (ms)": 4.5, "P90 save duration (ms)": 6.0,
+        "Avg load duration (ms)": 2.0, "P90 load duration (ms)": 2.5}.items()),), None),
+    (5, W0, ERROR, "worker.py", 2436, "Async Mooncake lookup failed for %s: %s", ("cmpl-77-0", "timed out"), None),
+    (10, SUP, INFO, "dp_supervisor.py", 389, "DPSupervisor received %s, shutting down.", ("SIGTERM",), None),
+    (10, SUP, INFO, "dp_supervisor.py", 525, "DPSupervisor forwarding %s to DP Servers.", ("SIGTERM",), None),
+    (11, CORE, ERROR, "manager.py", 460,
+     "KV offload tier-poll thread stopping after %.0fs of consecutive failures; falling back to per-step "
+     "servicing.", (30.0,), None),
+]
+
 
 class _At(logging.Filter):
     """Gives each record its process name, pid and time (vLLM sets `vllm_process_name` the same way)."""
@@ -185,6 +279,8 @@ def main() -> None:
     (HERE / "serve_20261120_100000.log").write_text("\n".join(plain) + "\n", newline="")
     (HERE / "extensible_off.log").write_text("\n".join(render(formatter, OFF)) + "\n", newline="")
     (HERE / "ray_serve.log").write_text("\n".join(ray(plain)) + "\n", newline="")
+    (HERE / "runtime.log").write_text("\n".join(render(formatter, RUNTIME)) + "\n", newline="")
+    (HERE / "v033.log").write_text("\n".join(render(formatter, V033)) + "\n", newline="")
 
 
 if __name__ == "__main__":

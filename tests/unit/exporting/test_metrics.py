@@ -601,6 +601,8 @@ vllm_logwatch_problems_total{host="h",problem="stats_logging_disabled"} 0.0
 vllm_logwatch_problems_total{host="h",problem="dp_server_unhealthy"} 0.0
 vllm_logwatch_problems_total{host="h",problem="dp_server_exited"} 0.0
 vllm_logwatch_problems_total{host="h",problem="ft_recovery_timeout"} 0.0
+vllm_logwatch_problems_total{host="h",problem="kv_tier_poll_failing"} 0.0
+vllm_logwatch_problems_total{host="h",problem="cuda_checkpoint_failed"} 0.0
 vllm_logwatch_problems_total{host="h",problem="engine_dead_at_shutdown"} 0.0
 # HELP vllm_logwatch_log_lines_total Log lines read.
 # TYPE vllm_logwatch_log_lines_total counter

@@ -134,8 +134,12 @@ CASES = [
         {
             "successful_transfers": 4,
             "failed_transfers": 3,
-            "extra": {
+            "extra": {  # the saves and loads apart too (each sum alone lost two of the four counts)
                 "num_transfers_task": 5.0,
+                "num_save_task_success": 3.0,
+                "num_save_task_failed": 1.0,
+                "num_load_task_success": 1.0,
+                "num_load_task_failed": 2.0,
                 "avg_save_duration_ms": 4.5,
                 "p90_save_duration_ms": 6.0,
                 "avg_load_duration_ms": 2.0,

@@ -11,7 +11,9 @@ from typing import Any
 import pytest
 from support import TESTS
 
+from vllm_logwatch.parsing.assemble import iter_events
 from vllm_logwatch.parsing.envelope import ray_repeats
+from vllm_logwatch.parsing.events import LogMessage, ServerInfo, Unparsed
 from vllm_logwatch.parsing.line import parse_line
 
 DATA = TESTS / "data" / "vllm-0.34"
@@ -68,6 +70,108 @@ OFF = {
     2: (CORE, "WARNING", "10:00:01", {"extensible_kv_cache": False}),
 }
 KINDS = {"engine": "stats", "available_kv_cache_gib": "info"}
+def tb(location: str) -> dict[str, Any]:
+    """A line of a worker failure's traceback (each repeats the ERROR header): a log line alone, which the
+    assembler folds into the failure's record (`test_a_failure_and_its_traceback_are_one_record`)."""
+    return {"kind": "log", "location": location}
+
+
+def o(name: str, value: float, labels: tuple[str, ...] = (), suffix: str = "") -> dict[str, Any]:
+    """An offload sample as `model_dump(exclude_defaults=True)` gives it."""
+    return {"name": name, "value": value, **({"labels": labels} if labels else {}),
+            **({"suffix": suffix} if suffix else {})}
+
+
+CHECKPOINT = {"checkpoint_event": "control_start", "checkpoint_op": "Lock", "checkpoint_pids": (4301,),
+              "checkpoint_monotonic_seconds": 812.25}
+RUNTIME: dict[int, tuple[str, str, str, dict[str, Any]] | None] = {
+    1: (API, "INFO", "10:00:00", {"kind": "transfer", "cache": "kv", "offload": (
+        o("kv_offload_store_bytes", 2097152), o("kv_offload_store_time", 0.0125),
+        o("kv_offload_tiering_read_bytes", 1048576, ("1:fs",)),
+        o("kv_offload_tiering_promotion_job_failures", 1, ("1:fs",)),
+        o("kv_offload_tiering_deferred_release_chunks", 4, ("1:fs",)),
+        o("kv_offload_tiering_deferred_release_hold_seconds", 2, ("1:fs",), "count"),
+        o("kv_offload_tiering_deferred_release_hold_seconds", 0.35, ("1:fs",), "sum"))}),
+    2: (W0, "ERROR", "10:00:01", {"offload_worker_job": 17, "offload_worker_stage": "io"}),
+    **{n: (W0, "ERROR", "10:00:01", tb("worker.py:144")) for n in range(3, 7)},
+    7: (W0, "ERROR", "10:00:02", {"offload_worker_job": 18, "offload_worker_direction": "store",
+                                  "offload_worker_stage": "transfer"}),
+    **{n: (W0, "ERROR", "10:00:02", tb("gpu_worker.py:941")) for n in range(8, 12)},
+    12: (W0, "ERROR", "10:00:02", {"offload_worker_job": 19, "offload_worker_direction": "load",
+                                   "offload_worker_stage": "polling"}),
+    **{n: (W0, "ERROR", "10:00:02", tb("gpu_worker.py:950")) for n in range(13, 17)},
+    17: (W0, "ERROR", "10:00:03", {"offload_worker_job": 20, "offload_worker_stage": "waiting"}),
+    **{n: (W0, "ERROR", "10:00:03", tb("gpu_worker.py:958")) for n in range(18, 22)},
+    22: (CORE, "ERROR", "10:00:04", {"tier_poll_failed": True}),
+    **{n: (CORE, "ERROR", "10:00:04", tb("manager.py:443")) for n in range(23, 27)},
+    27: (CORE, "WARNING", "10:00:14", {"tier_poll_failed_rounds": 12, "tier_poll_failing_seconds": 10.0}),
+    28: (CORE, "ERROR", "10:00:34", {"tier_poll_backoff_seconds": 5.0, "tier_poll_failing_seconds": 30.0,
+                                     "problem": "kv_tier_poll_failing"}),
+    29: (W0, "ERROR", "10:00:35", {"kv_lookup_failed_request": "cmpl-5e1f-0"}),
+    30: (W0, "INFO", "10:00:36", {"eplb_layers_rearranged": 48, "eplb_layers": 48, "eplb_model": "Qwen/Qwen3-30B-A3B",
+                                  "eplb_rearrange_seconds": 2.35, "eplb_async": True}),
+    31: (CORE, "INFO", "10:00:37", CHECKPOINT),
+    32: (CORE, "INFO", "10:00:37", {**CHECKPOINT, "checkpoint_event": "control", "checkpoint_rc": 0,
+                                    "checkpoint_error": "CUDA_SUCCESS", "checkpoint_state_before": 0,
+                                    "checkpoint_rc_before": 0, "checkpoint_state_after": 1,
+                                    "checkpoint_rc_after": 0, "checkpoint_seconds": 0.0123,
+                                    "checkpoint_monotonic_seconds": 812.5}),
+    33: (CORE, "INFO", "10:00:38", {"checkpoint_event": "boundary", "checkpoint_op": "Checkpoint",
+                                    "checkpoint_pids": (4301, 4302), "checkpoint_monotonic_seconds": 813.75}),
+    34: (CORE, "INFO", "10:00:39", {"checkpoint_event": "control_failed", "checkpoint_op": "Restore",
+                                    "checkpoint_pids": (4301, 4302), "checkpoint_monotonic_seconds": 844.0,
+                                    "problem": "cuda_checkpoint_failed"}),
+    35: (CORE, "INFO", "10:00:40", {"checkpoint_event": "stage_error", "checkpoint_op": "Unlock",
+                                    "checkpoint_pids": (4302,), "checkpoint_monotonic_seconds": 845.5,
+                                    "problem": "cuda_checkpoint_failed"}),
+    36: (CORE, "INFO", "10:00:50", {"max_model_len": 40960, "autofit": "fits", "autofit_kv_gib": 70.12,
+                                    "autofit_kv_device": "GPU", "autofit_after_warmup": False,
+                                    "autofit_tentative": True}),
+    37: (CORE, "INFO", "10:00:51", {"autofit_from_len": 131072, "max_model_len": 65536, "autofit": "reduced",
+                                    "autofit_kv_gib": 30.5, "autofit_kv_device": "GPU", "autofit_host_gib": 8.0,
+                                    "autofit_after_warmup": False, "autofit_tentative": True}),
+    38: (CORE, "INFO", "10:00:52", {"max_model_len": 65536, "autofit": "fits", "autofit_kv_gib": 28.25,
+                                    "autofit_kv_device": "GPU", "autofit_after_warmup": True}),
+    39: (CORE, "INFO", "10:00:53", {"autofit_from_len": 131072, "max_model_len": 49152, "autofit": "reduced",
+                                    "autofit_kv_gib": 24.0, "autofit_kv_device": "GPU",
+                                    "autofit_after_warmup": True, "autofit_tentative": False}),
+    40: (CORE, "WARNING", "10:00:54", {"autofit_from_len": 131072, "max_model_len": 2048, "autofit": "reduced",
+                                       "autofit_kv_gib": 0.5, "autofit_kv_device": "GPU",
+                                       "autofit_after_warmup": False, "autofit_tentative": False}),
+    41: (CORE, "INFO", "10:00:55", {"max_model_len": 2048, "autofit": "attention_free"}),
+    42: (API, "INFO", "10:01:00", {"grpc_drain_timeout_seconds": 30}),
+    43: (API, "INFO", "10:01:01", {"grpc_drain_cancelled": True}),
+    44: (API, "INFO", "10:01:02", {"grpc_stopped": "engine"}),
+    45: (API, "INFO", "10:01:03", {"grpc_stopped": "server"}),
+}
+"""runtime.log: vLLM 0.34's other new lines (tiered offload's two new transfer keys, the offload workers'
+failures with their tracebacks, the tier-poll thread, MooncakeStore's lookup error, async EPLB, CUDA
+process checkpoints, the auto-fit max_model_len, the gRPC server's drain)."""
+EP, SUP = "Worker_DP0_EP0", "DPSupervisor"
+V033: dict[int, tuple[str, str, str, dict[str, Any]] | None] = {
+    1: (API, "INFO", "10:00:00", {"model": "Qwen/Qwen3-8B", "max_model_len_auto": True}),
+    2: (EP, "INFO", "10:00:01", {"eplb_step": 3000, "eplb_model": "Qwen/Qwen3-30B-A3B", "eplb_avg_tokens": 1234.57,
+                                 "eplb_max_tokens": 1500, "eplb_balancedness": 0.823,
+                                 "eplb_steps_to_rearrangement": 0}),
+    3: (EP, "INFO", "10:00:02", {"eplb_rearrange_seconds": 0.5, "eplb_profile": True}),
+    4: (EP, "INFO", "10:00:03", {"eplb_rearrange_seconds": 1.23, "eplb_profile": False}),
+    5: (API, "INFO", "10:00:04", {"kind": "transfer", "cache": "kv", "successful_transfers": 4,
+                                  "failed_transfers": 3, "extra": {
+                                      "num_transfers_task": 5.0, "num_save_task_success": 3.0,
+                                      "num_save_task_failed": 1.0, "num_load_task_success": 1.0,
+                                      "num_load_task_failed": 2.0, "avg_save_duration_ms": 4.5,
+                                      "p90_save_duration_ms": 6.0, "avg_load_duration_ms": 2.0,
+                                      "p90_load_duration_ms": 2.5}}),
+    6: (W0, "ERROR", "10:00:05", {"kv_lookup_failed_request": "cmpl-77-0"}),
+    7: (SUP, "INFO", "10:00:10", {"dp_received_signal": "SIGTERM"}),
+    8: (SUP, "INFO", "10:00:10", {"dp_forwarded_signal": "SIGTERM"}),
+    9: (CORE, "ERROR", "10:00:11", {"tier_poll_failing_seconds": 30.0, "tier_poll_stopped": True,
+                                    "problem": "kv_tier_poll_failing"}),
+}
+"""v033.log: the lines of vLLM 0.33.0 that were read in part (the DP supervisor's signal, the EPLB step's
+step and steps to the next rearrangement, `Rearranged experts`' profile run, HF3FS's saves and loads
+apart, `--max-model-len auto` in the arguments) or not at all."""
+
 
 
 def lines(name: str) -> list[str]:
@@ -98,7 +202,9 @@ def expected(table: dict[int, Any], repeated: dict[int, int]) -> dict[int, dict[
     ("serve_20261120_100000.log", SERVE, {}),
     ("ray_serve.log", SERVE, RAY_REPEATED),
     ("extensible_off.log", OFF, {}),
-], ids=["plain", "ray-serve", "extensible-off"])
+    ("runtime.log", RUNTIME, {}),
+    ("v033.log", V033, {}),
+], ids=["plain", "ray-serve", "extensible-off", "runtime", "v0.33"])
 def test_every_value_of_every_record_at_its_line(
     name: str, table: dict[int, Any], repeated: dict[int, int]
 ) -> None:
@@ -130,3 +236,32 @@ def test_ray_log_reads_like_the_plain_one_but_for_the_count() -> None:
 ])
 def test_ray_repeats(text: str, want: tuple[str, int | None]) -> None:
     assert ray_repeats(text) == want
+
+
+def test_a_failure_and_its_traceback_are_one_record() -> None:
+    """A worker's failure read as a fact (`I/O failed for job 17`, ERROR) and the traceback after it (its
+    lines repeat the ERROR header) are one record: the traceback was a second error record of its own,
+    so each offload worker failure counted as two errors. No record keeps the traceback's text."""
+    events = list(iter_events(lines("runtime.log")))
+    assert [e.line for e in events if e.level == "ERROR"] == [2, 7, 12, 17, 22, 28, 29]
+    assert not [e for e in events if isinstance(e, (LogMessage, Unparsed))]
+    assert "Input/output" not in repr(events) and "did not answer" not in repr(events)
+
+
+@pytest.mark.parametrize("name", ["serve_20261120_100000.log", "ray_serve.log", "extensible_off.log",
+                                  "runtime.log", "v033.log"])
+def test_nothing_unparsed(name: str) -> None:
+    assert not [e.line for e in iter_events(lines(name)) if isinstance(e, Unparsed)]
+
+
+def test_a_checkpoint_event_keeps_no_free_text() -> None:
+    """`CUDA_PROCESS_CHECKPOINT`'s error is an exception's repr when a call failed: only a `CUDA_...` name
+    is kept; a damaged event gives no number."""
+    head = "(EngineCore_DP0 pid=1) INFO 11-20 10:00:00 [cuda_checkpoint_executor.py:148] CUDA_PROCESS_CHECKPOINT "
+    got = parse_line(head + '{"kind": "control", "pid": 7, "op": "Lock", "rc": 2, "error": "<b>x</b>", '
+                            '"time_s": "1", "before": [1]}')
+    assert isinstance(got, ServerInfo) and (got.checkpoint_rc, got.checkpoint_error, got.checkpoint_seconds,
+                                            got.checkpoint_state_before) == (2, None, None, None)
+    assert got.problem == "cuda_checkpoint_failed"
+    broken = parse_line(head + '{"kind": "control", "pid": }')
+    assert isinstance(broken, ServerInfo) and broken.checkpoint_event == "unreadable"

@@ -422,11 +422,12 @@ def _batches() -> list[list[str]]:
 
 
 def _fault_lines() -> list[str]:
-    """vLLM 0.34's fault-tolerance, rejection, KV offload failure and circuit-breaker lines (twice in the
-    feed, so their counters rise between two scrapes)."""
+    """vLLM 0.34's fault-tolerance, rejection, KV offload failure and circuit-breaker lines and an async
+    EPLB rearrangement (twice in the feed, so their counters rise between two scrapes)."""
     log = DATA / "vllm-0.34" / "serve_20261120_100000.log"
     marks = ("[FT] ", "rejecting request", "KV offload ", "circuit breaker")
-    return [line for line in _lines(log) if any(mark in line for mark in marks)]
+    eplb = [line for line in _lines(DATA / "vllm-0.34" / "runtime.log") if "Async EPLB" in line]
+    return [line for line in _lines(log) if any(mark in line for mark in marks)] + eplb
 
 
 def _mfu_lines() -> list[str]:

@@ -147,7 +147,8 @@ METRICS: tuple[MetricSpec, ...] = (
     _m("dp_servers_exited", "gauge", (), "DP servers the DP supervisor last found exited."),
     _m("eplb_balancedness", "gauge", (),
        "Expert load balancedness of the last EPLB step line (mean / max tokens per EP rank; 1 is balanced)."),
-    _m("eplb_rearrangement_seconds", "gauge", (), "Duration of the last expert rearrangement (EPLB)."),
+    _m("eplb_rearrangement_seconds", "gauge", (),
+       "Duration of the last expert rearrangement (EPLB; 0.34's async EPLB's `Async EPLB rearranged` too)."),
     _m("eplb_rearrangements", "counter", (), "Expert rearrangements (EPLB)."),
     _m("engine_fault_tolerance_status", "gauge", ("engine", "status"),
        "1 for the engine's fault-tolerance status from its last `[FT] Engine N status -> S` line (0.34, "

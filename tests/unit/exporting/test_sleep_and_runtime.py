@@ -9,6 +9,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from vllm_logwatch.exporting.exporter import ExporterMetrics
+from vllm_logwatch.parsing.assemble import iter_events
 from vllm_logwatch.parsing.line import parse_line
 
 STATS = (
@@ -126,3 +127,23 @@ def test_fault_tolerance_status_rejections_offload_failures_and_breaker_of_0_34(
     assert value("problems_total", problem="ft_recovery_timeout") == 1
     assert value("log_messages_total", level="WARNING") == 5
     assert value("log_messages_total", level="ERROR") == 1
+
+
+def test_async_eplb_time_failures_and_their_tracebacks_of_0_34() -> None:
+    """runtime.log read as watch reads it (through the assembler): async EPLB's time is the rearrangement
+    gauge's, the tier-poll back-off and the failed CUDA checkpoints are problems, and each worker failure
+    with its traceback is one error (the traceback was a second)."""
+    metrics, registry, _ = setup()
+    lines = (DATA_034 / "runtime.log").read_bytes().decode().split("\n")[:-1]
+    for event in iter_events(lines):
+        metrics.apply(event)
+
+    def value(metric: str, **labels: str) -> float | None:
+        return registry.get_sample_value(f"vllm_logwatch_{metric}", labels)
+
+    assert value("eplb_rearrangement_seconds") == 2.35
+    assert value("eplb_rearrangements_total") == 1
+    assert value("problems_total", problem="kv_tier_poll_failing") == 1
+    assert value("problems_total", problem="cuda_checkpoint_failed") == 2
+    assert value("log_messages_total", level="ERROR") == 7
+    assert value("log_messages_total", level="WARNING") == 2

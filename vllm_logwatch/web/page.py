@@ -164,6 +164,9 @@ _FACTS = (
     ("Model", "server.served_model_name|server.model|model_name", "text", 0, ""),
     ("vLLM", "server.vllm_version", "text", 0, ""),
     ("KV cache", "server.kv_cache_tokens", "number", 0, "tokens"),
+    # 0.34 sizes it after warm-up (`Extended KV cache to N blocks (X GiB)`); before, the estimate
+    ("KV cache memory", "server.kv_cache_extended_gib|server.available_kv_cache_gib", "number", 2,
+     "GiB per worker"),
     ("Max concurrency", "server.max_concurrency", "quantity", 1, "requests of max length"),
     ("Max model length", "server.max_model_len", "number", 0, "tokens"),
 )

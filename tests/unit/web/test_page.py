@@ -105,6 +105,18 @@ def test_first_paint_is_a_table_of_the_current_numbers_with_units() -> None:
     assert page.keyed["server.kv_cache_tokens"] == "524,288"
 
 
+def test_facts_of_a_0_34_start_up_are_the_kv_cache_sized_after_warm_up() -> None:
+    """vLLM 0.34 sizes the KV cache after warm-up: the page shows that size (62.34 GiB per worker, 1,021,440
+    tokens), not the estimate before it (71.25 GiB, 1,167,360 tokens); the page had no KV memory at all."""
+    log = Path(__file__).parents[2] / "data" / "vllm-0.34" / "serve_20261120_100000.log"
+    metrics = ExporterMetrics()
+    for event in iter_events(log.read_bytes().decode().split("\n"), clock=YearClock(2026, timezone.utc)):
+        metrics.apply(event)
+    page = Page(render(metrics.status()))
+    assert page.keyed["server.kv_cache_extended_gib|server.available_kv_cache_gib"] == "62.34"
+    assert page.keyed["server.kv_cache_tokens"] == "1,021,440"
+
+
 def test_the_end_of_the_log_reads_dead_and_counts_problems() -> None:
     """Its events alone (the live reader, which also sees the shutdown lines before the EngineDeadError,
     says `ended`: tests/unit/live/test_replay_and_start.py): an engine that died is not idle."""

@@ -584,3 +584,20 @@ def test_a_restart_in_one_log_is_no_second_server(tmp_path: Path, capsys: pytest
     doc = summary_json(capsys, str(log))
     assert [g["stats_processes"] for g in doc["groups"]] == [1] and doc["notes"] == []
     assert "note:" not in summary(capsys, str(log))
+
+
+def test_max_len_of_a_launch_with_max_model_len_auto_is_the_one_fitted_after_warm_up(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """`--max-model-len auto` (0.33's arguments print `'max_model_len': -1`): the length is the auto-fit
+    line's, the one fitted after warm-up (0.34 prints a tentative one before it); the arguments' -1 was
+    no length, and the auto-fit lines were not read, so the launch had no max len at all."""
+    data = TESTS / "data" / "vllm-0.34"
+    args = (data / "v033.log").read_text().splitlines()[:1]
+    autofit = (data / "runtime.log").read_text().splitlines()[35:38]  # tentative 40960, 65536, then 65536
+    serve = (data / "serve_20261120_100000.log").read_text().splitlines()
+    stats = [line for line in serve if "Engine 000" in line]
+    log = tmp_path / "serve.log"
+    log.write_text("\n".join(args + autofit + stats) + "\n")
+    facts = summary_json(capsys, str(log))["launches"][0]["facts"]
+    assert (facts["max_model_len"], facts["max_model_len_auto"]) == (65536, True)

@@ -6,15 +6,18 @@ driver prints it (nested coloured actor prefixes, `[repeated Nx across cluster]`
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
 from support import TESTS
 
 from vllm_logwatch.parsing.assemble import iter_events
+from vllm_logwatch.parsing.blocks import scan_block
 from vllm_logwatch.parsing.envelope import ray_repeats
 from vllm_logwatch.parsing.events import LogMessage, ServerInfo, Unparsed
 from vllm_logwatch.parsing.line import parse_line
+from vllm_logwatch.parsing.needles import LAUNCH_NEEDLES
 
 DATA = TESTS / "data" / "vllm-0.34"
 W0, W1, CORE, API = "Worker_TP0", "Worker_TP1", "EngineCore_DP0", "APIServer"
@@ -265,3 +268,29 @@ def test_a_checkpoint_event_keeps_no_free_text() -> None:
     assert got.problem == "cuda_checkpoint_failed"
     broken = parse_line(head + '{"kind": "control", "pid": }')
     assert isinstance(broken, ServerInfo) and broken.checkpoint_event == "unreadable"
+
+
+@pytest.mark.parametrize("name", ["runtime.log", "v033.log"])
+def test_the_live_scanner_hands_over_every_line_read(name: str) -> None:
+    """Each line that gives a record holds a live needle (the one needle table's hooks), so watch reads
+    it too; a start-up fact's line holds a launch needle where summary needs it (auto-fit, arguments)."""
+    for number, text in enumerate(lines(name), 1):
+        if parse_line(text) is not None:
+            assert scan_block(text.encode(), 1)[1], f"{name}:{number}"
+        if ("max_model_len" in text and "Auto-fit" in text) or "args:" in text:
+            assert any(n in text.encode() for n in LAUNCH_NEEDLES), f"{name}:{number}"
+
+
+def test_long_damaged_lines_of_the_new_kinds_are_read_in_linear_time() -> None:
+    head = "(W pid=1) ERROR 11-20 10:00:00 [x.py:1] "
+    damaged = [
+        "CUDA_PROCESS_CHECKPOINT {" + '"a": [' * 50_000, "CUDA_PROCESS_CHECKPOINT {" + " " * 100_000 + "}",
+        "Async EPLB rearranged " + "1" * 100_000, "Mooncake lookup failed for " + "x" * 100_000,
+        "Auto-fit max_model_len: reduced from 1 to 2 to fit in available KV cache memory (" + "1" * 100_000,
+        "--max-model-len auto reduced max_model_len from 1 to 2 (" + "1.5 GiB GPU + " * 20_000,
+        "KV offload tier-poll thread backing off to " + "9" * 100_000,
+    ]
+    start = time.perf_counter()
+    for text in damaged:
+        parse_line(head + text)
+    assert time.perf_counter() - start < 1.0

@@ -9,6 +9,10 @@ prints a worker's output on the driver (`ray/_private/worker.py` `print_worker_l
     pip download --no-deps vllm==0.34.0 -d /tmp/w && unzip -q /tmp/w/*.whl 'vllm/*' -d /tmp/w
     python tests/data/vllm-0.34/make_logs.py /tmp/w/vllm
 
+serve_20261120_100000.log (a 0.34 start-up, faults, offload failures), ray_serve.log (the same through
+Ray), extensible_off.log, runtime.log (0.34's other new lines) and v033.log (0.33.0's lines that were read
+in part: its formatter and format are the same as 0.34.0's).
+
 Only the formatter module is loaded (it imports `logging` and `pathlib` alone): no torch needed.
 """
 

@@ -14,7 +14,7 @@ from support import ROOT
 REPO = ROOT
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 MANUAL = ["watch", "run", "offline", "audit", "top", "metrics", "status-api", "deploy", "deploy-kubernetes",
-          "deploy-docker", "deploy-journald", "deploy-fleet", "performance", "development"]
+          "deploy-docker", "deploy-journald", "deploy-fleet", "dashboard", "performance", "development"]
 TEST_COMMAND = "pip install -e '.[test]' && make test"
 REPO_PATH = re.compile(
     r"(?<![\w./-])((?:tests|bench|tools|grafana|vllm_logwatch|systemd|deploy)/[\w./-]+\.\w+)")

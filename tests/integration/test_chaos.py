@@ -31,12 +31,14 @@ import json
 import random
 import signal
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
 from chaos_support import E0, Ledger, Writer, line_before
 from support import WatchProcess, poll_until, run_watch
 
+from vllm_logwatch.commands.parse import run_parse
 from vllm_logwatch.live.statekeeper import SAVE_INTERVAL
 
 pytestmark = pytest.mark.timeout(60)
@@ -136,3 +138,72 @@ def test_no_line_lost_and_none_counted_twice_under_rotation_restarts_and_kill_9(
     up = sum(t for _, t in writes)
     print(f"seed {seed}: {writer.n} lines, {writer.events}, ends {ends}, counted {ledger.counted}, "
           f"{sum(w for w, _ in writes)} state writes in {up:.1f} s up, {elapsed:.1f} s")
+
+
+PROMPT = "ZQXJ-PLANTED-PROMPT"
+REQUEST = ("(APIServer pid=12) INFO 07-05 05:00:00 [logger.py:43] Received request cmpl-{n}: prompt: "
+           "'{secret} {n}', params: SamplingParams(n=1, temperature=0.7), prompt_token_ids: [1, 2, 3], "
+           "lora_request: None.\n")
+
+
+def records_of(path: Path) -> list[str]:
+    """The stats records of a JSON-lines file, each without its `file` (the watch names a renamed file
+    by the name it had when opened), as sortable text."""
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        record = json.loads(line)
+        del record["file"]
+        out.append(json.dumps(record, sort_keys=True))
+    return out
+
+
+def test_the_record_stream_holds_every_stats_record_once_across_rotation_and_kill_9(tmp_path: Path) -> None:
+    """`watch --records FILE --state-file STATE` killed with SIGKILL twice (just after a burst's last
+    record reached the file, and while lines are still coming), restarted on the same state file, under
+    rename rotation: the records file holds `parse --jsonl`'s stats records of the same bytes (every
+    file, rotated ones too), none twice, none missing, and no prompt text."""
+    rng = random.Random(5)
+    log, state, records = tmp_path / "serve.log", tmp_path / "state.json", tmp_path / "records.jsonl"
+    writer = Writer(log, rng)
+    args = ("--from-start", "--tz", "UTC", "--state-file", str(state), "--records", str(records),
+            "--poll-interval", "0.05")
+
+    def burst(count: int) -> None:
+        for _ in range(count):
+            writer.append(1)
+            writer.f.write(REQUEST.format(n=writer.n, secret=PROMPT).encode())
+
+    def written(n: int) -> bool:
+        return records.exists() and f'"running": {n},' in records.read_text(encoding="utf-8")
+
+    try:
+        for end in ("kill", "kill-flowing", "term"):
+            with run_watch(log, *args, log_dir=tmp_path) as watch:
+                burst(rng.randint(20, 60))
+                poll_until(lambda: watch.status()["follower"]["inode"] == writer.path.stat().st_ino, 15,
+                           "the current file opened")
+                writer.rename()  # with a late write into the renamed file
+                burst(rng.randint(20, 60))
+                poll_until(lambda: written(writer.n), 15, f"line {writer.n}'s record")
+                if end == "term":
+                    assert watch.stop(signal.SIGTERM) == 0
+                    continue
+                if end == "kill-flowing":
+                    window = time.monotonic() + rng.uniform(0.05, 0.3)
+                    while time.monotonic() < window:  # lines keep coming until the signal
+                        burst(rng.randint(1, 5))
+                watch.proc.send_signal(signal.SIGKILL)  # "kill": the moment the burst's last record is in
+                assert watch.proc.wait(10) == -signal.SIGKILL
+            burst(rng.randint(0, 5))  # while it is down
+    finally:
+        writer.f.close()
+    files = [str(log.with_name(f"{log.name}.{k}")) for k in range(1, writer.rotated + 1)] + [str(log)]
+    with open(tmp_path / "parsed.jsonl", "w", encoding="utf-8") as out:
+        run_parse(files, fmt="jsonl", tz="UTC", out=out)
+    want, got = records_of(tmp_path / "parsed.jsonl"), records_of(records)
+    assert len(want) == writer.n
+    twice = [r for r, k in Counter(got).items() if k > 1]
+    missing = Counter(want) - Counter(got)
+    assert not twice and not missing, f"{len(twice)} records twice, {sum(missing.values())} missing"
+    assert sorted(got) == sorted(want)
+    assert PROMPT not in records.read_text(encoding="utf-8")

@@ -74,9 +74,11 @@ def run_watch(
     if followed.many:
         history.max_series = MANY_SOURCE_CHARTS
     _check_state_file(settings.state_file)
-    records = open_records(settings.records)
+    # a restart resumes the records file where the state file's mark says: each record once
+    records = open_records(settings.records, state_file=followed.pipeline.follower.state_file)
     if records is not None:
         stream_of.append(records)
+        followed.pipeline.keeper.records = records
     try:
         sock = bind_socket(settings.listen, settings.port)  # a port in use fails before anything starts
     except BaseException:

@@ -18,7 +18,7 @@ import dataclasses
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..parsing.framing import MAX_LINE_BYTES
@@ -156,11 +156,11 @@ class Follower:
         once those lines are handled, before polling again, and writing it records exactly them."""
         return self._checkpoint
 
-    def write_checkpoint(self, state: Position) -> bool:
-        """Write ``state`` (from ``checkpoint()``) to the state file, atomically, from any thread; True
-        if written. Errors are counted in ``stats.state_errors``, never raised."""
+    def write_checkpoint(self, state: Position, extra: Mapping[str, object] | None = None) -> bool:
+        """Write ``state`` (from ``checkpoint()``) to the state file, with `extra`'s keys, atomically, from
+        any thread; True if written. Errors are counted in ``stats.state_errors``, never raised."""
         assert isinstance(state, SavedState)
-        return self._state is not None and self._state.write(state)
+        return self._state is not None and self._state.write(state, extra)
 
     def run(
         self, on_lines: Callable[[list[LogLine]], None], stop: threading.Event | None = None, *,

@@ -18,7 +18,7 @@ import dataclasses
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -154,14 +154,15 @@ class ManyFollower:
     def checkpoint(self) -> Checkpoint:
         return self._checkpoint
 
-    def write_checkpoint(self, state: Position) -> bool:
-        """Write every source's position (from `checkpoint()`) at once; errors counted, never raised."""
+    def write_checkpoint(self, state: Position, extra: Mapping[str, object] | None = None) -> bool:
+        """Write every source's position (from `checkpoint()`) at once, and `extra`'s keys; errors
+        counted, never raised."""
         assert isinstance(state, SourcesState)
-        return self._state is not None and self._state.write_with(lambda: self._write(state))
+        return self._state is not None and self._state.write_with(lambda: self._write(state, extra))
 
-    def _write(self, state: SourcesState) -> None:
+    def _write(self, state: SourcesState, extra: Mapping[str, object] | None) -> None:
         assert self.state_file is not None  # a StateFile is made only with one
-        self._state_bytes = write_sources(self.state_file, state)
+        self._state_bytes = write_sources(self.state_file, state, extra)
 
     def save_interval(self) -> float:
         """Seconds the pipeline's state writes are at least apart (`sourcestate.save_spacing`)."""

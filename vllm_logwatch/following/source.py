@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from .openfile import FollowerStats, LineBlock
@@ -37,7 +37,7 @@ class LineSource(Protocol):
 
     def checkpoint(self) -> Checkpoint: ...
 
-    def write_checkpoint(self, state: Position) -> bool: ...
+    def write_checkpoint(self, state: Position, extra: Mapping[str, object] | None = None) -> bool: ...
 
     def status(self) -> dict[str, Any]: ...
 

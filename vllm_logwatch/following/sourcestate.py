@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping
 from dataclasses import asdict
 
 from .layouts import SourceKey
@@ -61,8 +62,8 @@ def read_sources(path: str) -> dict[SourceKey, SavedState] | None:
         raise StateError(f"state file unreadable, ignored: {one_line(path)}") from None
 
 
-def encode_sources(state: SourcesState, now: float) -> str:
-    """The state file's text for `state`: every source that has a file open."""
+def encode_sources(state: SourcesState, now: float, extra: Mapping[str, object] | None = None) -> str:
+    """The state file's text for `state`: every source that has a file open (and `extra`'s keys)."""
     sources = []
     for key, checkpoint in state.parts:
         saved = checkpoint.state
@@ -70,7 +71,7 @@ def encode_sources(state: SourcesState, now: float) -> str:
             item = asdict(saved)
             del item["saved_at"]
             sources.append({"labels": [list(pair) for pair in key], **item})
-    document = {"version": _VERSION, "saved_at": now, "sources": sources}
+    document = {"version": _VERSION, "saved_at": now, "sources": sources, **(extra or {})}
     return json.dumps(document, separators=(",", ":")) + "\n"
 
 
@@ -84,11 +85,11 @@ def save_spacing(state_bytes: int) -> float:
     return min(SAVE_SECONDS_MAX, max(SAVE_SECONDS_MIN, state_bytes / SAVE_BYTES_PER_SECOND))
 
 
-def write_sources(path: str, state: SourcesState) -> int:
+def write_sources(path: str, state: SourcesState, extra: Mapping[str, object] | None = None) -> int:
     """Save every source that has a file open, atomically; the bytes written. Raises OSError, or
     `StateError` when the state is over `MAX_STATE_BYTES` (then the file is left as it is: a restart
     could not read it)."""
-    text = encode_sources(state, time.time())
+    text = encode_sources(state, time.time(), extra)
     size = len(text.encode("utf-8"))
     if size > MAX_STATE_BYTES:
         raise StateError(f"cannot save state: {len(state.parts)} sources take {size} bytes, over the "

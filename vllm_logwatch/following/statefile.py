@@ -20,7 +20,7 @@ import stat
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 
 from .openfile import FINGERPRINT_BYTES, FollowerStats, OpenFile, fingerprint_of, read_at
@@ -28,7 +28,7 @@ from .openfile import FINGERPRINT_BYTES, FollowerStats, OpenFile, fingerprint_of
 __all__ = [
     "MAX_STATE_BYTES", "Checkpoint", "Position", "SavedState", "SourcesState", "StateError", "StateFile",
     "check_state_path", "describe", "one_line", "position_of", "read_state", "read_state_bytes", "resume_at",
-    "saved_from", "write_atomically", "write_state",
+    "saved_extra", "saved_from", "write_atomically", "write_state",
 ]
 
 _STATE_VERSION = 1
@@ -93,9 +93,9 @@ class StateFile:
             self._failed(str(exc))
             return None
 
-    def write(self, state: SavedState) -> bool:
+    def write(self, state: SavedState, extra: Mapping[str, object] | None = None) -> bool:
         return self.write_with(
-            lambda: write_state(self.path, dataclasses.replace(state, saved_at=time.time())))
+            lambda: write_state(self.path, dataclasses.replace(state, saved_at=time.time()), extra))
 
     def write_with(self, write: Callable[[], None]) -> bool:
         """Run `write` (which writes this state file) one at a time; True if it did, else counted."""
@@ -234,10 +234,22 @@ def read_state_bytes(path: str) -> bytes | None:
     return data
 
 
-def write_state(path: str, state: SavedState) -> None:
-    """Save atomically. Raises OSError, or `StateError` when ``path`` exists and is not a regular file
-    (it is left as it is)."""
-    write_atomically(path, json.dumps({"version": _STATE_VERSION, **asdict(state)}, indent=1) + "\n")
+def write_state(path: str, state: SavedState, extra: Mapping[str, object] | None = None) -> None:
+    """Save atomically, with `extra`'s keys beside the position's (the record stream's mark, `saved_extra`).
+    Raises OSError, or `StateError` when ``path`` exists and is not a regular file (it is left as it is)."""
+    document = {"version": _STATE_VERSION, **asdict(state), **(extra or {})}
+    write_atomically(path, json.dumps(document, indent=1) + "\n")
+
+
+def saved_extra(path: str, key: str) -> object:
+    """The value of `key` a state file of either kind was written with (`extra`), None if it has none or
+    cannot be read (its position's reader says why)."""
+    try:
+        data = read_state_bytes(path)
+        raw = json.loads(data.decode("utf-8")) if data is not None else None
+    except (StateError, ValueError):
+        return None
+    return raw.get(key) if isinstance(raw, dict) else None
 
 
 def write_atomically(path: str, text: str) -> None:

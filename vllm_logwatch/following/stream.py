@@ -26,7 +26,7 @@ import select
 import stat
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..parsing.framing import MAX_LINE_BYTES
@@ -199,7 +199,7 @@ class StreamSource:
         """The totals after the lines the last poll returned; no position (`state` is None)."""
         return self._checkpoint
 
-    def write_checkpoint(self, state: Position) -> bool:
+    def write_checkpoint(self, state: Position, extra: Mapping[str, object] | None = None) -> bool:
         """There is no state file for a stream: never written."""
         return False
 

@@ -13,6 +13,13 @@ many-source state file: fewer as it grows, `following/sourcestate.py`). A
 `kill -9` between an apply and its write loses nothing: no scrape saw those lines, and the restart
 reads them again. If the state file cannot be written, scrapes are answered anyway (the guarantee
 cannot hold then) and the failure is counted by the follower; it is retried every `save_retry`.
+
+With a record stream to a file (`records.py`), each write also names where the records file was after
+the records of the lines written as read (`RecordMarks.mark`, fsync'd first), so a restart writes
+each record once. The records are handed over with the lines (`pend` takes their count), and a write
+first waits for the records' writer to have taken them: the writer thread up to `RECORDS_WAIT`, a
+scrape (holding the gate) up to `SAVE_INTERVAL`; a sink slower than that is not waited for longer
+(the mark then says how many it lacked, and a restart counts those as dropped if they never came).
 """
 
 from __future__ import annotations
@@ -22,14 +29,26 @@ import math
 import threading
 import time
 from collections.abc import Callable, Iterator
+from typing import Protocol
 
 from ..following.source import LineSource
 from ..following.statefile import Checkpoint, Position
 
-__all__ = ["SAVE_INTERVAL", "SAVE_RETRY", "StateKeeper"]
+__all__ = ["RECORDS_WAIT", "SAVE_INTERVAL", "SAVE_RETRY", "RecordMarks", "StateKeeper"]
 
 SAVE_INTERVAL = 0.1  # at most ten state writes a second; the file is never longer than this behind
 SAVE_RETRY = 1.0  # after a failed write
+RECORDS_WAIT = 1.0  # the writer thread waits this long at most for the records' writer
+
+
+class RecordMarks(Protocol):
+    """What the keeper needs of the record stream (`records.RecordStream`)."""
+
+    def handed(self) -> int: ...
+
+    def wait_written(self, handed: int, timeout: float) -> None: ...
+
+    def mark(self, handed: int) -> dict[str, int] | None: ...
 
 
 class StateKeeper:
@@ -45,6 +64,9 @@ class StateKeeper:
         self.save_retry = save_retry
         self.gate = threading.Lock()  # held to apply a poll's lines, and to collect a scrape
         self.pending: Checkpoint = follower.checkpoint()  # after the lines applied so far
+        self.records: RecordMarks | None = None  # set before `start`
+        self._latest: tuple[Checkpoint, int] = (self.pending, 0)  # `pending` and the records handed
+        # over with its lines, in one: the writer thread reads it without the gate
         self.writes = 0
         self._write_lock = threading.Lock()  # one write at a time, each of the newest pending position
         self._saved: Position | None = None  # the position last written
@@ -63,6 +85,7 @@ class StateKeeper:
 
     def pend(self, checkpoint: Checkpoint) -> None:
         """The position after the lines just applied (the gate is held by the caller, or not needed)."""
+        self._latest = (checkpoint, self.records.handed() if self.records is not None else 0)
         self.pending = checkpoint
         self._due.set()
 
@@ -71,8 +94,7 @@ class StateKeeper:
         skipped) is pending too."""
         if checkpoint.state != self.pending.state:
             with self.gate:
-                self.pending = checkpoint
-            self._due.set()
+                self.pend(checkpoint)
 
     @contextlib.contextmanager
     def published(self) -> Iterator[None]:
@@ -112,12 +134,18 @@ class StateKeeper:
 
     def _write_pending(self) -> None:
         """Write the newest pending position if it is not on disk yet (`_write_lock` is held)."""
-        state = self.pending.state
-        if not self._unsaved() or state is None:
+        checkpoint, handed = self._latest
+        state = checkpoint.state
+        if self.follower.state_file is None or state is None or state == self._saved:
             return
+        extra = None
+        if self.records is not None:
+            self.records.wait_written(handed, SAVE_INTERVAL)
+            mark = self.records.mark(handed)
+            extra = {"records": mark} if mark is not None else None
         self._last_write = time.monotonic()
         self.writes += 1
-        self._failing = not self.follower.write_checkpoint(state)
+        self._failing = not self.follower.write_checkpoint(state, extra)
         if not self._failing:
             self._saved = state
             self.failing_since = None
@@ -137,6 +165,8 @@ class StateKeeper:
             self._due.wait()
             if self._stop.is_set():
                 return
+            if self.records is not None:  # not holding the lock: a scrape meanwhile does not wait
+                self.records.wait_written(self._latest[1], RECORDS_WAIT)
             with self._write_lock:
                 self._due.clear()  # before reading the pending position: a newer one sets it again
                 wait = self._wait_before_write()

@@ -269,9 +269,9 @@ def test_the_state_follows_the_applied_lines_within_a_tenth_of_a_second(
     written: list[float] = []
     write_state = statefile.write_state
 
-    def timed_write(path: str, saved: Any) -> None:
+    def timed_write(path: str, saved: Any, extra: Any = None) -> None:
         written.append(time.monotonic())  # when it starts: writes take a few ms, and that varies
-        write_state(path, saved)
+        write_state(path, saved, extra)
 
     monkeypatch.setattr(statefile, "write_state", timed_write)
     rig = rigs(log, from_start=True, state_file=str(state), waker=None, poll_interval=30.0)

@@ -142,3 +142,53 @@ def test_standard_output_is_refused_in_run_mode_and_a_bad_path_said() -> None:
     with pytest.raises(UsageError, match=r"--records /nonexistent/x\.jsonl: cannot open it"):
         open_records("/nonexistent/x.jsonl")
     assert open_records(None) is None
+
+
+def family(path: Path) -> str:
+    """The records file and its rotated parts, oldest first, as one text."""
+    parts = [path.with_name(f"{path.name}.{n}") for n in (3, 2, 1)] + [path]
+    return "".join(p.read_text(encoding="utf-8") for p in parts if p.exists())
+
+
+@pytest.mark.parametrize("behind", [0, 6])
+def test_a_restart_at_the_state_files_mark_writes_each_record_once(tmp_path: Path, behind: int) -> None:
+    """A state file saved after record 30 (with its mark) and the process killed after record 60, the
+    file rotated in between: the restart reads records 31 ... again and writes only those after 60. With
+    the writer `behind` at the mark (records 25-30 queued, then written), the same."""
+    path, stats = tmp_path / "records.jsonl", [e for e in real_events() if isinstance(e, EngineStats)]
+    first = RecordStream(str(path), rotate_bytes=8192)
+    for at in range(0, 30, 3):
+        first.put(stats[at:at + 3])
+    assert first.mark(first.handed()) == {**first.mark(0), "behind": 30}  # nothing written: not started
+    first.start()
+    first.wait_written(30 - behind, 5)
+    mark = first.mark(30 - behind)
+    assert mark is not None and mark["behind"] == 0
+    mark["behind"] = behind  # as if saved while the writer still had the last `behind` to write
+    first.put(stats[30:60])
+    first.close()
+    assert path.with_name("records.jsonl.1").exists(), "rotated after the mark"
+    with path.open("a", encoding="utf-8") as f:
+        f.write('{"kind": "stats", "ti')  # and killed in the middle of a write
+    second = RecordStream(str(path), rotate_bytes=8192, resume=mark)
+    second.start()
+    for at in range(30, len(stats), 7):  # the lines after the state file's position, read again
+        second.put(stats[at:at + 7])
+    second.close()
+    assert family(path) == jsonl() and second.counts() == (78 - 60, 0)
+
+
+def test_records_never_written_before_a_kill_are_counted_as_dropped_at_the_restart(tmp_path: Path) -> None:
+    path = tmp_path / "records.jsonl"
+    first = RecordStream(str(path))
+    first.put(real_events())  # never written: the writer not started, as if killed at once
+    mark = first.mark(first.handed())
+    assert mark is not None and mark["behind"] == 78
+    first.close()
+    second, other, stdout = (RecordStream(str(path), resume=mark),
+                             RecordStream(str(tmp_path / "other.jsonl"), resume=mark), RecordStream("-"))
+    assert second.counts() == (0, 78)
+    assert other.counts() == (0, 0)  # not the file the mark names
+    assert stdout.mark(0) is None  # standard output: no mark, no promise across a restart
+    for stream in (second, other, stdout):
+        stream.close()

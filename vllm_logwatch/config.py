@@ -139,7 +139,8 @@ class _Exporting(_Listening):
         default=None, description="also write the stats records read, as 'parse --jsonl' writes them (no "
         "log text), to this file (rotated at 64 MiB, 3 kept: FILE.1 ...) for a log shipper, or - for "
         "standard output (watch only); never waits: records a slow sink cannot take are dropped and "
-        "counted (vllm_logwatch_records_dropped_total)")
+        "counted (vllm_logwatch_records_dropped_total); watch with --state-file: a restart (kill -9 "
+        "too) writes no record to FILE twice (standard output: no such promise)")
 
     @field_validator("tz")
     @classmethod

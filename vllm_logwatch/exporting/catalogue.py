@@ -205,7 +205,8 @@ METRICS: tuple[MetricSpec, ...] = (
        "Malformed HTTP requests to this exporter, answered 400 (counted here, not logged)."),
     _m("records_written", "counter", (), "Stats records written to the record stream (--records)."),
     _m("records_dropped", "counter", (),
-       "Stats records not written to the record stream (--records): its sink fell behind or a write failed."),
+       "Stats records not written to the record stream (--records): its sink fell behind or a write failed "
+       "(or, counted at a restart, the process was killed with them queued)."),
     # Run mode: the supervised vLLM child.
     _m("child_up", "gauge", (), "1 while the supervised vLLM process runs."),
     _m("child_pid", "gauge", (), "PID of the supervised vLLM process."),

@@ -318,6 +318,13 @@ def open_records(path: str | None, *, stdout: bool = True,
     if path == "-" and not stdout:
         raise UsageError("--records -: standard output carries vLLM's output; give a file")
     try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        mode = stat.S_IFREG  # missing: made as a file (or said below)
+    if path != "-" and not stat.S_ISREG(mode):
+        raise UsageError(f"--records {shown_path(path)}: not a regular file (a FIFO or device would block or "
+                         "not rotate): give a file, or - for standard output")
+    try:
         return RecordStream(path, resume=saved_extra(state_file, "records") if state_file else None)
     except OSError as exc:
         raise UsageError(f"--records {shown_path(path)}: cannot open it ({exc.strerror or exc})") from None

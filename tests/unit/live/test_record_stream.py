@@ -5,6 +5,7 @@ rotates or to stdout; a sink that stops reading costs the reader nothing (droppe
 from __future__ import annotations
 
 import io
+import os
 import threading
 from datetime import timezone
 from pathlib import Path
@@ -142,6 +143,15 @@ def test_standard_output_is_refused_in_run_mode_and_a_bad_path_said() -> None:
     with pytest.raises(UsageError, match=r"--records /nonexistent/x\.jsonl: cannot open it"):
         open_records("/nonexistent/x.jsonl")
     assert open_records(None) is None
+
+
+def test_a_fifo_or_device_is_refused_at_once(tmp_path: Path) -> None:
+    """Opening a FIFO nobody reads would hang before vLLM starts; a device cannot rotate."""
+    fifo = tmp_path / "records.fifo"
+    os.mkfifo(fifo)
+    for path in (str(fifo), "/dev/null"):
+        with pytest.raises(UsageError, match="not a regular file"):
+            open_records(path)
 
 
 def family(path: Path) -> str:

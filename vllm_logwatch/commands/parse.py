@@ -2,7 +2,7 @@
 
 CSV and JSON lines of stats records take the fast lane (`offline/output/csv_rows.py`, `jsonl_rows.py`:
 no pydantic model, no parser unless a line needs it); other kinds go through the general parser;
-OpenMetrics through the exporter's own state (`output/openmetrics.py`), fed by the summary's fast lane
+OpenMetrics through the exporter's own state (`output/openmetrics.py`), fed the summary's records
 (`offline/reading/records.py`).
 """
 
@@ -203,8 +203,8 @@ def run_openmetrics(
     Example: `run_openmetrics(["logs/serve_*.log"], tz="UTC")` is
     `logwatch parse 'logs/serve_*.log' --openmetrics --tz UTC`; then
     `promtool tsdb create-blocks-from openmetrics vllm.om data/`. `labels`: `KEY=VALUE` strings
-    added to every series. `tuning`: the fast lane's sizes (`offline/reading/records.py`: the common stats
-    lines without a parser, a big file's ranges in worker processes); None reads every line through
+    added to every series. `tuning`: the range workers' sizes (`offline/reading/records.py`: the common stats
+    lines read by the workers, a big file's ranges in worker processes); None reads every line through
     the general parser (the reference).
     """
     from ..offline.output.openmetrics import OpenMetricsWriter, parse_labels
@@ -224,7 +224,7 @@ def run_openmetrics(
             for event in events:
                 if isinstance(event, ServerInfo) and event.stats_logging_disabled:
                     disabled = True
-                writer.feed(event)  # type: ignore[arg-type]  # no FastBlock nor FastMfu without blocks
+                writer.feed(event)
         if writer.stats_lines == 0:
             raise NoStatsError(no_stats_hint(sources, disabled))
         writer.write(out)

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
-from array import array
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
@@ -16,8 +15,6 @@ from ..offline.plot.drawer import Drawer
 from ..offline.plot.facets import facets, unrelated
 from ..offline.reading.launches import Launch, iter_launch_records, iter_summary_records
 from ..offline.reading.ranges import DEFAULT_TUNING, Tuning
-from ..offline.reading.records import FastBlock, FastStats
-from ..offline.reading.rows import VALUES
 from ..parsing.events import EngineStats
 from ..parsing.stamps import resolve_zone, utc
 
@@ -37,8 +34,8 @@ def run_plot(
     """Draw the run of `inputs` (between `since` and `until`) into `output`; return the lines drawn.
     `output` `-` is standard output (PNG), refused when it is a terminal.
 
-    `tuning`: the fast lane's sizes (the summary's, `offline/reading/records.py`); None reads every line
-    through the general parser (the reference).
+    `tuning`: the range workers' sizes (the summary's, `offline/reading/records.py`); None reads every
+    line through the general parser (the reference).
 
     Example: `run_plot(["logs/serve_*.log"], "run.png")` is `logwatch plot 'logs/serve_*.log' -o run.png`.
     """
@@ -68,16 +65,12 @@ def run_plot(
         at = utc(t)
         return (start is None or at >= start) and (end is None or at <= end)
 
-    def selected() -> Iterator[tuple[Launch, EngineStats | FastBlock]]:
+    def selected() -> Iterator[tuple[Launch, EngineStats]]:
         nonlocal drawn
         records = (iter_summary_records(inputs, year=year, tz=tz, fast=tuning, numbers=False)
                    if tuning is not None else iter_launch_records(inputs, year=year, tz=tz))
-        for launch, e in records:  # EngineStats, or the fast lane's runs of stats lines (FastBlock)
-            if isinstance(e, FastBlock):
-                block = e if start is None and end is None else _select(e, within)
-                drawn += sum(1 for t in block.times if t is not None)
-                yield launch, block
-            elif isinstance(e, (EngineStats, FastStats)) and within(e.time):
+        for launch, e in records:
+            if isinstance(e, EngineStats) and within(e.time):
                 drawn += 1
                 yield launch, e
 
@@ -113,13 +106,3 @@ def run_plot(
         raise OutputError(f"{output}: cannot write ({exc.strerror or exc})") from None
     return drawn
 
-
-def _select(block: FastBlock, within: Callable[[datetime | None], bool]) -> FastBlock:
-    """The lines of `block` whose time is `within` the range."""
-    keep = [i for i, t in enumerate(block.times) if within(t)]
-    if len(keep) == len(block.times):
-        return block
-    values = array("d")
-    for i in keep:
-        values.extend(block.values[i * VALUES:(i + 1) * VALUES])
-    return FastBlock([block.times[i] for i in keep], values)

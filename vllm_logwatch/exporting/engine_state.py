@@ -17,16 +17,14 @@ the gauges hold the last line's values, of whichever process wrote it.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterator, Sequence
-from datetime import datetime
+from collections.abc import Iterator
 
 from ..parsing.events import EngineStats, IterationStats, MfuStats, SpecDecodeStats, TransferStats
 from ..shown import finite, json_safe
 from .mfu_gauges import mfu_gauges
 from .snapshot import EngineSnapshot, EngineStateName, TransferSnapshot
 from .step_tokens import StepTokens
-from .tokens import MAX_TOKENS_PER_SECOND, TokenWindows, readable
+from .tokens import TokenWindows, readable
 from .totals import RunningTotal
 from .transfer_state import TransferState
 
@@ -195,26 +193,6 @@ class EngineState:
         self.last = stats
         self.last_arrival = arrival
         return ok
-
-    def apply_stats_run(self, times: Sequence[datetime | None], prompts: Sequence[float],
-                        generations: Sequence[float], last: EngineStats, arrival: float) -> int:
-        """`apply_stats` of a run of this engine's backlog lines given as columns (NaN for a missing
-        throughput; none with preemptions or corrupted counts), `last` the run's final line. Returns how
-        many lines' throughputs were unreadable (NaN here: missing, as in `apply_stats` of a None). The
-        run's lines are of one process (`last.pid`)."""
-        bad = [i for i, (p, g) in enumerate(zip(prompts, generations, strict=True))
-               if p > MAX_TOKENS_PER_SECOND or g > MAX_TOKENS_PER_SECOND]
-        if bad:
-            prompts, generations = list(prompts), list(generations)
-            for i in bad:
-                prompts[i] = generations[i] = math.nan
-        self.tokens, after_zero = self.writers.take(last.pid, len(times))
-        self.tokens.add_run(times, prompts, generations, after_zero)
-        self.writers.zero[last.pid] = not last.prompt_throughput and not last.generation_throughput
-        self.stats_lines += len(times)
-        self.last = last
-        self.last_arrival = arrival
-        return len(bad)
 
     def apply_step(self, step: IterationStats, budget: int | None = None) -> None:
         """One step line of this engine (`--enable-logging-iteration-details`); `budget`: the launch's

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Sequence
 from datetime import datetime
 from statistics import fmean
 
@@ -81,17 +80,6 @@ class TokenWindows:
             self._held = (prompt, generation)
             return
         self._credit(prompt, generation, window)
-
-    def add_run(self, times: Sequence[datetime | None], prompts: Sequence[float],
-                generations: Sequence[float], after_zero: bool) -> None:
-        """`add` for each line of a run of backlog lines given as columns (NaN for a missing
-        throughput); `after_zero`: the line before the run was all-zero."""
-        if self.stats_interval is not None or self.prior is not None or not self.counting:
-            for time, p, g in zip(times, prompts, generations, strict=True):
-                self.add(time, _finite(p), _finite(g), after_zero)
-                after_zero = not p and not g
-        else:
-            self._default_run(times, prompts, generations, after_zero)
 
     def sibling(self) -> TokenWindows:
         """Windows of their own (spacing, held line) with the same settings, adding to the same counters:
@@ -168,68 +156,6 @@ class TokenWindows:
         if busy:
             self.busy_seconds.add(window)
 
-    def _default_run(self, times: Sequence[datetime | None], prompts: Sequence[float],
-                     generations: Sequence[float], zero: bool) -> None:
-        """`add_run` without a configured interval or prior, and without measured times: `_window`'s
-        rules for that case with the typical interval kept as it changes instead of recomputed per
-        line (the summary of months of logs; tests/unit/exporting/test_tokens.py holds it equal to
-        `add` line by line)."""
-        inf, gaps, full = math.inf, self._gaps, self._gaps.maxlen
-        factor = EXACT_IDLE_GAP_FACTOR if self.exact_times else IDLE_GAP_FACTOR
-        typical = fmean(gaps) if gaps else None
-        last_time, held = self._last_time, self._held
-        add_prompt, add_generation, add_busy = (self.prompt_tokens.add, self.generation_tokens.add,
-                                                self.busy_seconds.add)
-        for time, p, g in zip(times, prompts, generations, strict=True):
-            window: float | None
-            if time is None:
-                window = typical or DEFAULT_INTERVAL
-            else:
-                previous, last_time = last_time, time
-                if previous is None:
-                    window = None  # hold the first line until a gap tells its window
-                else:
-                    try:
-                        gap: float | None = (time - previous).total_seconds()
-                    except TypeError:  # naive next to aware: not comparable
-                        gap = None
-                    limit = MAX_FIRST_GAP if typical is None else factor * typical
-                    usable = gap is not None and 0 < gap <= limit and not zero
-                    same = False
-                    if usable:
-                        same = len(gaps) == full and gaps[0] == gap  # the same gaps, the same mean (fsum)
-                        gaps.append(gap)  # type: ignore[arg-type]
-                    if held is not None:
-                        held_window = gap if usable and gap is not None else typical or DEFAULT_INTERVAL
-                        busy = False
-                        if held[0] is not None:
-                            busy = 0 < held[0] * held_window < inf
-                            add_prompt(held[0] * held_window)
-                        if held[1] is not None:
-                            busy = busy or 0 < held[1] * held_window < inf
-                            add_generation(held[1] * held_window)
-                        if busy:
-                            add_busy(held_window)
-                        held = None
-                    unknown = typical is None
-                    if usable and not same:
-                        typical = fmean(gaps)
-                    window = None if unknown and not usable else typical or DEFAULT_INTERVAL
-            if window is None:
-                held = (_finite(p), _finite(g))
-            else:  # a NaN or infinite throughput adds nothing, as `_credit` of a None does
-                busy = False
-                if 0 < (amount := p * window) < inf:
-                    add_prompt(amount)
-                    busy = True
-                if 0 < (amount := g * window) < inf:
-                    add_generation(amount)
-                    busy = True
-                if busy:
-                    add_busy(window)
-            zero = not p and not g
-        self._last_time, self._held = last_time, held
-
 
 def readable(*throughputs: float | None) -> bool:
     """None of a line's throughputs is past what an engine can compute (NaN, like None, is missing).
@@ -254,6 +180,3 @@ def readable_step(step: IterationStats) -> bool:
     tokens = step.context_tokens + step.generation_tokens
     return math.isfinite(seconds) and tokens <= MAX_TOKENS_PER_SECOND * max(seconds, 0.001)
 
-
-def _finite(value: float) -> float | None:
-    return value if math.isfinite(value) else None

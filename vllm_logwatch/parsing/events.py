@@ -8,6 +8,7 @@ is tokens/s. No model ever carries free log text: logs hold users' prompts.
 from __future__ import annotations
 
 from datetime import datetime
+from functools import cache
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -32,6 +33,7 @@ __all__ = [
     "Unparsed",
     "UnparsedKind",
     "event_to_dict",
+    "stats_record",
     "stats_row",
 ]
 
@@ -98,6 +100,26 @@ class EngineStats(_Record):
         if not self.is_v0:
             return self.cpu_kv_cache_usage_pct
         return None
+
+
+@cache
+def _stats_defaults() -> dict[str, Any]:
+    return dict(EngineStats().__dict__)
+
+
+def stats_record(fields: dict[str, Any]) -> EngineStats:
+    """`EngineStats(**fields)` for fields a pattern of the parser's own read and typed (counts as `int`,
+    numbers as `float`, words as `str`; `parsing/shapes.py`), without pydantic's validation: that
+    costs more than the rest of reading a stats line. `extra` is a dict of the record's own."""
+    record = EngineStats.__new__(EngineStats)
+    values = _stats_defaults().copy()
+    values.update(fields)
+    values["extra"] = {}
+    object.__setattr__(record, "__dict__", values)
+    object.__setattr__(record, "__pydantic_fields_set__", set(fields))
+    object.__setattr__(record, "__pydantic_extra__", None)
+    object.__setattr__(record, "__pydantic_private__", None)
+    return record
 
 
 class PrefixCacheRates(_Record):

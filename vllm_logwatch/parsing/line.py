@@ -25,6 +25,7 @@ from .events import (
     PrefixCacheRates,
     Unparsed,
     UnparsedKind,
+    stats_record,
 )
 from .fields import MAX_EXTRA, Unreadable, as_kind, read_number, slug, split_fields
 from .mfu import MFU_START, parse_mfu
@@ -366,6 +367,5 @@ def _canonical_stats(cm: re.Match[str], common: dict[str, Any]) -> EngineStats:
         values["prefix_cache_hit_rate_pct"] = float(prefix)
     if mm is not None:
         values["mm_cache_hit_rate_pct"] = float(mm)
-    return EngineStats(
-        engine=int(engine), engines_aggregated=None, extra={}, unknown_fields=0, **values, **common
-    )
+    return stats_record({"engine": int(engine), "engines_aggregated": None, "extra": {}, "unknown_fields": 0,
+                         **values, **common})

@@ -12,18 +12,16 @@ are the exporter's estimate (throughput x stats interval), counting on across la
 served model's series its own lines (`exporting/models.py`).
 
 OpenMetrics wants each series' samples together and in time order, so samples are spooled per
-series (in memory, then temporary files) and written family by family; memory stays flat. The fast
-lane's common stats lines (`FastStats`, `offline/reading/records.py`) go into the same exporter state as
-the parser's `EngineStats`, and the samples are read from the engines' state, not from a scrape of
-every family: the same output (tests/integration/test_fastbackfill.py), in a tenth of the time on a
-log of stats lines (bench/RESULTS.md).
+series (in memory, then temporary files) and written family by family; memory stays flat. The records
+(`offline/reading/records.py`) go into the exporter's state, and the samples are read from the engines'
+state, not from a scrape of every family.
 """
 
 from __future__ import annotations
 
 import math
 import tempfile
-from typing import IO, cast
+from typing import IO
 
 from ...errors import UsageError
 from ...exporting.catalogue import METRICS, PREFIX, MetricSpec, name
@@ -37,7 +35,6 @@ from ...parsing.events import (
     TransferStats,
     Unparsed,
 )
-from ..reading.records import FastStats
 
 __all__ = ["BACKFILL_FAMILIES", "OpenMetricsWriter", "parse_labels"]
 
@@ -133,14 +130,13 @@ class OpenMetricsWriter:
         self._flush()
         self._metrics.new_launch(source)
 
-    def feed(self, event: Event | FastStats) -> None:
-        """One event in file order (stats, spec, transfer and start-up lines matter; others are ignored);
-        a `FastStats` stands for the common stats line's `EngineStats`."""
+    def feed(self, event: Event) -> None:
+        """One event in file order (stats, spec, transfer and start-up lines matter; others are ignored)."""
         if isinstance(event, ServerInfo):
             self._flush()  # the last values, before a launch starts over or another model is named
             self._metrics.apply(event)
             return
-        if not isinstance(event, (FastStats, EngineStats, SpecDecodeStats, TransferStats, MfuStats)):
+        if not isinstance(event, (EngineStats, SpecDecodeStats, TransferStats, MfuStats)):
             self.repeats += isinstance(event, Unparsed) and event.what == "duplicate"
             return
         stamp = event.time.timestamp() if event.time is not None else None
@@ -149,12 +145,9 @@ class OpenMetricsWriter:
             self._batch_time = stamp
         if stamp is not None:
             self._now = stamp
-        if isinstance(event, FastStats):
-            self._metrics.apply_stats(cast(EngineStats, event))  # the fields the exporter reads
-        else:
-            self._metrics.apply(event)
+        self._metrics.apply(event)
         self._batch_dirty = True
-        if isinstance(event, (EngineStats, FastStats)):
+        if isinstance(event, EngineStats):
             self.stats_lines += 1
 
     def _flush(self) -> None:

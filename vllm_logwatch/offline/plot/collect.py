@@ -24,7 +24,6 @@ from ...errors import UsageError
 from ...parsing.events import EngineStats, SpecDecodeStats, TransferStats
 from ...parsing.stamps import utc
 from ..reading.launches import Launch
-from ..reading.records import FastBlock
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -97,12 +96,12 @@ def require_matplotlib() -> None:
 
 
 def build_figure(
-    records: Iterable[tuple[Launch, EngineStats | SpecDecodeStats | TransferStats | FastBlock]],
+    records: Iterable[tuple[Launch, EngineStats | SpecDecodeStats | TransferStats]],
 ) -> Figure:
     """The figure of `records` (in file order; lines without a time are left out): `draw(collect(...))`.
 
     Pure apart from matplotlib: nothing is written. Axes 0-3 are the time panels, axis 4 the scatter.
-    `records` are streamed (EngineStats, or the fast lane's FastStats or FastBlock), and the figure
+    `records` are streamed, and the figure
     keeps no more than its pixels (offline/plot/decimate.py): a line with at most `FIGSIZE[0] * DPI` points
     holds one point per stats line of its engine (NaN where the line lacks the value, and one NaN row
     between launches); a longer one the first, lowest, highest and last point of each pixel column.
@@ -113,7 +112,7 @@ def build_figure(
 
 
 def collect(
-    records: Iterable[tuple[Launch, EngineStats | SpecDecodeStats | TransferStats | FastBlock]],
+    records: Iterable[tuple[Launch, EngineStats | SpecDecodeStats | TransferStats]],
 ) -> PlotData:
     """What the figure of `records` draws (`build_figure`), without matplotlib: numpy alone, so the
     drawing's imports can be made elsewhere meanwhile (`offline/plot/drawer.py`)."""
@@ -121,9 +120,7 @@ def collect(
 
     data = PlotData(int(FIGSIZE[0] * DPI), 0.0)  # times in days since 1970; `draw` shifts them
     for launch, e in records:
-        if isinstance(e, FastBlock):
-            data.add_block(launch, e)
-        elif not isinstance(e, (SpecDecodeStats, TransferStats)) and e.time is not None:
+        if not isinstance(e, (SpecDecodeStats, TransferStats)) and e.time is not None:
             data.add(launch, e, None if e.engine is not None else _engine_name(e))
     data.finish()
     return data

@@ -2,8 +2,7 @@
 figure's pixel columns (`offline/plot/decimate.py`) and its scatter dots, plus the launches (first and last
 time) and the medians' values per model.
 
-Streamed: records are buffered per engine (`_CHUNK` at a time) and handed on as numpy columns; a
-`FastBlock` of the fast lane (`iter_summary_records`) is handed on as it comes, with no record per line.
+Streamed: records are buffered per engine (`_CHUNK` at a time) and handed on as numpy columns.
 numpy comes with matplotlib (the `plot` extra); this module is imported only when a plot is drawn.
 """
 
@@ -19,15 +18,11 @@ import numpy as np
 from ...parsing.events import EngineStats
 from ...parsing.stamps import utc
 from ..reading.launches import Launch
-from ..reading.records import FastBlock
-from ..reading.rows import VALUES
 from .decimate import Decimator, Dots
 
 __all__ = ["COLUMNS", "PlotData", "Series"]
 
 COLUMNS = ("generation", "prompt", "running", "waiting", "kv", "prefix", "mm")
-_BLOCK_COLUMNS = [2, 1, 3, 4, 5, 6, 7]
-"""`COLUMNS` in a FastBlock's row of `VALUES` (engine, prompt, generation, running, ...)."""
 _CHUNK = 32768
 _DAY = 86400.0
 
@@ -135,31 +130,6 @@ class PlotData:
                        e.kv_cache_usage_pct, e.prefix_cache_hit_rate_pct, e.mm_cache_hit_rate_pct))
         if len(s.rows) + s.held >= _CHUNK:
             s.flush(self)
-
-    def add_block(self, launch: Launch, block: FastBlock) -> None:
-        """A run of the fast lane's common stats lines (each with an engine index), as columns."""
-        times = block.times
-        rows = np.frombuffer(block.values, dtype=np.float64).reshape(-1, VALUES)
-        x = np.array([math.nan if t is None else t.timestamp() for t in times], dtype=np.float64)
-        timed = ~np.isnan(x)
-        if not timed.all():
-            rows, x, times = rows[timed], x[timed], [t for t in times if t is not None]
-        if not len(times):
-            return
-        self._seen(launch, times[int(x.argmin())], times[int(x.argmax())])  # type: ignore[arg-type]
-        x = self.epoch + x / _DAY
-        engines = rows[:, 0]
-        if engines.min() == engines.max():  # one engine: the whole block
-            groups: list[tuple[int, Any, datetime | None]] = [(int(engines[0]), slice(None), times[0])]
-        else:
-            groups = []
-            for index in dict.fromkeys(engines.tolist()):  # in the order of their first line
-                at = np.flatnonzero(engines == index)
-                groups.append((int(index), at, times[int(at[0])]))
-        for index, at, first in groups:
-            name = self._names.get(index) or self._names.setdefault(index, f"engine {index}")
-            s = self._series(launch, name, first)  # type: ignore[arg-type]
-            s.add_rows(self, x[at], rows[at][:, _BLOCK_COLUMNS])
 
     def finish(self) -> None:
         """Every held row fed; the medians computed and their values let go (the drawing needs the

@@ -14,12 +14,20 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from ...errors import NoStatsError
-from ...parsing.events import EngineStats, MfuStats, ServerInfo, SpecDecodeStats, TransferStats, Unparsed
+from ...parsing.events import (
+    EngineStats,
+    IterationStats,
+    MfuStats,
+    ServerInfo,
+    SpecDecodeStats,
+    TransferStats,
+    Unparsed,
+)
 from ...parsing.needles import LAUNCH_NEEDLES
 from .events import iter_source_events, no_stats_hint, repeats_note
 from .inputs import resolve_inputs
 from .ranges import Tuning
-from .records import FastBlock, FastMfu, FastStats, Step, source_records
+from .records import source_records
 from .stream import ScanStats
 
 __all__ = ["Launch", "iter_launch_records", "iter_summary_records"]
@@ -76,32 +84,30 @@ def iter_launch_records(
     Raises `InputError` for unreadable inputs and `NoStatsError` (with the usual hint) when the
     inputs hold no stats line at all.
 
-    `fast` (with `spec`): read through the fast lane with these sizes (`offline/reading/records.py`): the
-    common stats lines come as `FastStats`, which stand for `EngineStats` (the fields the summary reads).
+    `fast` (with `spec`): read by the range workers with these sizes (`offline/reading/records.py`).
 
     Example: `for launch, e in iter_launch_records(["logs/serve_*.log"], tz="UTC"): ...`
     """
-    records = _records(inputs, year, tz, spec, fast, blocks=False)  # no FastBlock without `blocks`
+    records = _records(inputs, year, tz, spec, fast)
     return cast(Iterator[tuple[Launch, EngineStats | SpecDecodeStats | TransferStats]], records)
 
 
-_Summarised = EngineStats | SpecDecodeStats | TransferStats | FastBlock | MfuStats | FastMfu | Step
+_Summarised = EngineStats | SpecDecodeStats | TransferStats | MfuStats | IterationStats
 
 
 def iter_summary_records(
     inputs: list[str], *, year: int | None = None, tz: str | None = None, fast: Tuning | None = None,
     mfu: bool = False, numbers: bool = True, steps: bool = False,
 ) -> Iterator[tuple[Launch, _Summarised]]:
-    """`iter_launch_records(inputs, spec=True, ...)`, with each run of the fast lane's common stats lines
-    as one `FastBlock` (`offline/summary/groups.py` adds it to the summary in one call); with `mfu`, the
-    MFU lines (`MfuStats`) too; with `steps`, the iteration lines (`records.Step`: the summary's step
-    tables, `offline/summary/steps.py`). Without `numbers` the fast lane counts no lines: a restart's
-    `Launch.line` is not its line (`plot` shows none)."""
-    return _records(inputs, year, tz, True, fast, blocks=True, mfu=mfu, numbers=numbers, steps=steps)
+    """`iter_launch_records(inputs, spec=True, ...)`; with `mfu`, the MFU lines (`MfuStats`) too; with
+    `steps`, the iteration lines (`IterationStats`: the summary's step tables, `offline/summary/steps.py`).
+    Without `numbers` the range workers count no lines: a restart's `Launch.line` is not its line (`plot`
+    shows none)."""
+    return _records(inputs, year, tz, True, fast, mfu=mfu, numbers=numbers, steps=steps)
 
 
 def _records(
-    inputs: list[str], year: int | None, tz: str | None, spec: bool, fast: Tuning | None, *, blocks: bool,
+    inputs: list[str], year: int | None, tz: str | None, spec: bool, fast: Tuning | None, *,
     mfu: bool = False, numbers: bool = True, steps: bool = False,
 ) -> Iterator[tuple[Launch, _Summarised]]:
     sources, zone = resolve_inputs(inputs, tz)
@@ -113,7 +119,7 @@ def _records(
     repeats = 0
     for source in sources:
         launch = Launch(index, source.name, 1)
-        events = (source_records(source, zone, year, scan, fast, blocks=blocks, numbers=numbers, steps=steps)
+        events = (source_records(source, zone, year, scan, fast, numbers=numbers, steps=steps)
                   if spec
                   else iter_source_events(source, kind, zone, year, scan, LAUNCH_NEEDLES, repeats=True))
         for event in events:
@@ -127,15 +133,11 @@ def _records(
                 if event.vllm_version:
                     launch.vllm_version = event.vllm_version
                 launch.absorb(event)
-            elif isinstance(event, (EngineStats, FastStats)):
-                launch.has_stats = any_stats = True
-                yield launch, cast(EngineStats, event)
-            elif isinstance(event, FastBlock):
+            elif isinstance(event, EngineStats):
                 launch.has_stats = any_stats = True
                 yield launch, event
             elif isinstance(event, (SpecDecodeStats, TransferStats)) or (
-                    mfu and isinstance(event, (MfuStats, FastMfu))) or (
-                    steps and event.kind in ("iteration", "steps")):
+                    mfu and isinstance(event, MfuStats)) or (steps and isinstance(event, IterationStats)):
                 yield launch, event
             elif isinstance(event, Unparsed) and event.what == "duplicate":
                 repeats += 1

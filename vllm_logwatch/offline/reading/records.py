@@ -1,151 +1,41 @@
-"""`logwatch summary`'s fast lane: the stats records of the common V1 line without a parser or a model.
-
-The range workers (`offline/reading/ranges.py`, `rows.py`'s `Lane(values=True)`) read the common stats line
-into eight numbers; here each row gets its time (the file's clock, once per hour of log) and becomes a
-`FastStats`: a slotted record with the fields the summary and the per-engine token estimate read
-(`offline/summary/groups.py`'s `_Group`, `exporting/engine_state.py`); with `blocks` (the summary's reader),
-each run of such rows with no other line between them is one `FastBlock` instead: the rows as columns, added
-to the summary in one call. Every other line the summary needs (other stats shapes, V0's prefix-cache line,
-spec-decode and transfer lines, the start-up banner) goes through the general parser and its Assembler, at
-its place. The summary is the general path's, field for field (tests/integration/test_fastsummary.py).
+"""The stats records of the offline readers (summary, compare, plot, `parse --openmetrics`) without the
+parser for vLLM's common V1 stats line: the range workers (`offline/reading/ranges.py`, `rows.py`'s
+`Lane(values=True)`) read it with the parser's own pattern into eight numbers and its header's words; here
+each row gets its time (the file's clock, once per hour of log), its file and line, and becomes the
+parser's own `EngineStats` (`events.stats_record`). Every other line (other stats shapes, V0's
+prefix-cache line, spec-decode, transfer, MFU and iteration lines, the start-up banner) goes through the
+general parser and its Assembler, at its place.
 """
 
 from __future__ import annotations
 
-import math
 import operator
-import re
 from array import array
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
-from datetime import datetime, timedelta, tzinfo
-from typing import Any, ClassVar, Literal
+from datetime import datetime, tzinfo
+from typing import Any
 
 from ...parsing.assemble import Assembler
-from ...parsing.events import Event, IterationStats, Unparsed
+from ...parsing.events import EngineStats, Event, Unparsed, stats_record
 from ...parsing.line import parse_line
 from ...parsing.needles import ITERATION_NEEDLES, PREFIX_NEEDLES, VARIANT_NEEDLES, WANTS
-from ...parsing.shapes import HEADER, MFU_BODY, MFU_START
 from ...parsing.stamps import YearClock
 from .containers import enveloped_events
 from .events import iter_source_events
 from .inputs import Source, input_error, read_errors
 from .ranges import Tuning, stream_chunks
 from .route import opened, range_chunks, route
-from .rows import ITERATION_LINE, STAMP, VALUES, Lane
+from .rows import STAMP, VALUES, Lane
 from .stream import ScanStats
 
-__all__ = ["FastBlock", "FastMfu", "FastStats", "FastSteps", "Step", "iter_fast_events", "source_records"]
+__all__ = ["source_records"]
 
 _WANT = WANTS["launches"]
 _NEEDLES = _WANT.needles
 _ENVELOPE_NEEDLES = _NEEDLES + _WANT.followers  # a container log's: the followers too (containers.py)
 _LANE = Lane(values=True, keep=_NEEDLES + VARIANT_NEEDLES + PREFIX_NEEDLES, followers=_WANT.followers)
 _STEPS = replace(_LANE, keep=_LANE.keep + ITERATION_NEEDLES)
-_EMPTY: dict[str, float] = {}
-_MFU = re.compile(rf"{HEADER}{MFU_START}{MFU_BODY}\r?".encode())
-"""vLLM's own MFU line, whole (`parsing/shapes.py`): between two stats rows, the summary takes it as it
-is (`_deferred_mfu`)."""
-_MINUTE_SECOND = {f"{m:02d}:{s:02d}".encode(): timedelta(minutes=m, seconds=s)
-                  for m in range(60) for s in range(60)}
-"""A stamp's `MM:SS` -> the time since its hour's start."""
-
-
-class FastStats:
-    """A common V1 stats line as the summary and the backfill's exporter state read it (`EngineStats`'
-    fields of that shape)."""
-
-    __slots__ = ("engine", "generation_throughput", "kv_cache_usage_pct", "mm_cache_hit_rate_pct", "pid",
-                 "prefix_cache_hit_rate_pct", "prompt_throughput", "running", "time", "waiting")
-    kind: ClassVar[Literal["stats"]] = "stats"
-    engines_aggregated: ClassVar[None] = None
-    swapped: ClassVar[None] = None
-    extra: ClassVar[dict[str, float]] = _EMPTY
-    is_v0: ClassVar[bool] = False
-    unknown_fields: ClassVar[int] = 0
-
-    def __init__(self, time: datetime | None, values: tuple[float, ...], pid: int | None = None) -> None:
-        self.pid = pid
-        engine, self.prompt_throughput, self.generation_throughput, running, waiting, \
-            self.kv_cache_usage_pct, prefix, mm = values
-        self.time, self.engine, self.running, self.waiting = time, int(engine), int(running), int(waiting)
-        self.prefix_cache_hit_rate_pct = None if math.isnan(prefix) else prefix
-        self.mm_cache_hit_rate_pct = None if math.isnan(mm) else mm
-
-
-class FastSteps:
-    """vLLM's common iteration lines of a chunk, as columns of the fields the summary's step tables read
-    (`IterationStats`'), read by the range workers' pattern (`rows.ITERATION_LINE`) without a parser:
-    the summary adds them in one call (`offline/summary/steps.py`)."""
-
-    __slots__ = ("context_requests", "context_tokens", "dummy", "elapsed_ms", "engine", "generation_requests",
-                 "kv_cache_usage_pct")
-    kind: ClassVar[Literal["steps"]] = "steps"
-
-    def __init__(self, matches: list[re.Match[bytes]]) -> None:
-        # The groups after the header's two: engine, context requests and tokens, generation requests,
-        # elapsed ms, ` (dummy)`, KV usage (`shapes.ITERATION_BODY`).
-        engine, ctx, ctok, gen, ms, dummy, kv = zip(*(m.group(3, 5, 6, 7, 9, 10, 12) for m in matches),
-                                                    strict=True)
-        self.engine = [None if e is None else int(e) for e in engine]
-        self.context_requests: list[int] = list(map(int, ctx))
-        self.context_tokens: list[int] = list(map(int, ctok))
-        self.generation_requests: list[int] = list(map(int, gen))
-        self.elapsed_ms: list[float] = list(map(float, ms))
-        self.dummy = [d is not None for d in dummy]
-        self.kv_cache_usage_pct = [math.nan if k is None else float(k) for k in kv]
-
-    def __len__(self) -> int:
-        return len(self.engine)
-
-
-Step = IterationStats | FastSteps
-"""The step records of the summary's pass: vLLM's common lines read here, any other by the parser."""
-
-
-class FastMfu:
-    """vLLM's own MFU lines that sat alone among a run of stats rows, as columns (`MfuStats`' numbers):
-    the summary adds them in one call."""
-
-    __slots__ = ("engine", "gbps", "tflops")
-    kind: ClassVar[Literal["mfu"]] = "mfu"
-
-    def __init__(self) -> None:
-        self.engine: list[int] = []
-        self.tflops: list[float] = []
-        self.gbps: list[float] = []
-
-    def __len__(self) -> int:
-        return len(self.engine)
-
-
-class FastBlock:
-    """A run of common V1 stats lines with nothing between them, as columns (`iter_fast_events(...,
-    blocks=True)`): what the summary adds in one call (`offline/summary/groups.py`). NaN for a missing
-    hit rate; `record(i)` is line i as a `FastStats`."""
-
-    __slots__ = ("engine", "generation", "kv", "mm", "pids", "prefix", "prompt", "running", "times", "values",
-                 "waiting")
-
-    def __init__(self, times: list[datetime | None], values: array[float],
-                 writers: Sequence[bytes] = ()) -> None:
-        self.times, self.values = times, values
-        pids = {w: _pid(w) for w in set(writers)}
-        self.pids = list(map(pids.__getitem__, writers)) if writers else [None] * len(times)
-        self.engine = list(map(int, values[0::VALUES]))
-        self.prompt, self.generation = values[1::VALUES], values[2::VALUES]
-        self.running = list(map(int, values[3::VALUES]))
-        self.waiting = list(map(int, values[4::VALUES]))
-        self.kv, self.prefix, self.mm = values[5::VALUES], values[6::VALUES], values[7::VALUES]
-
-    def __len__(self) -> int:
-        return len(self.times)
-
-    def record(self, i: int) -> FastStats:
-        return FastStats(self.times[i], tuple(self.values[i * VALUES:(i + 1) * VALUES]), self.pids[i])
-
-    def records(self) -> Iterator[FastStats]:
-        return (self.record(i) for i in range(len(self.times)))
 
 
 class _Times:
@@ -170,58 +60,25 @@ class _Times:
             self._hours[stamp[:8]] = (clock.year, value)
         return value
 
-    def many(self, stamps: bytes, start: int, end: int) -> list[datetime | None]:
-        """`[self(stamp) for ...]` for the stamps `start` to `end` of `stamps` (`STAMP` bytes each): the
-        rows after one in the same steady hour are its hour's datetime plus their minutes and seconds."""
-        out: list[datetime | None] = []
-        put, hours, table, i = out.append, self._hours, _MINUTE_SECOND, start
-        while i < end:
-            stamp = stamps[i * STAMP:(i + 1) * STAMP]
-            put(self(stamp))
-            i += 1
-            hour = stamp[:8]
-            hit = hours.get(hour)
-            if hit is None or hit[0] != self.clock_for(stamp.decode()).year:
-                continue
-            base = hit[1]
-            if base.fold:
-                continue
-            top = base.replace(minute=0, second=0)  # + minutes and seconds: `replace`'s datetime, faster
-            while i < end:
-                at = i * STAMP
-                since_top = table.get(stamps[at + 9:at + 14])
-                if since_top is None or stamps[at:at + 8] != hour:
-                    break  # another hour, or a stamp for the general call
-                put(top + since_top)
-                i += 1
-        return out
-
 
 def source_records(
     source: Source, zone: tzinfo, year: int | None, scan: ScanStats, tuning: Tuning | None, *,
-    blocks: bool = False, numbers: bool = True, steps: bool = False,
-) -> Iterator[Event | FastStats | FastBlock | FastMfu | FastSteps]:
-    """The records summary, compare, plot and the backfill read of one source, by its route
-    (`route.py`): `iter_fast_events` on the fast routes, else the general parser's
-    (`iter_source_events(source, "launches", ...)`); with `steps`, the iteration lines' records too."""
+    numbers: bool = True, steps: bool = False,
+) -> Iterator[Event]:
+    """What `iter_source_events(source, "launches", zone, year, scan, repeats=True)` yields of one
+    source (with `steps`, the iteration lines' records too), in file order: on the routes of the range
+    workers (`route.py`; `ranges`: on every core, `stream`: in this process) each common stats line's
+    `EngineStats` made from the workers' numbers. Without `numbers`, a big file's lines are not counted:
+    the events' `line` is not theirs (`Lane.numbers`), for a reader that uses none."""
     way = route(source, tuning)
     if way == "general" or tuning is None:
         return iter_source_events(source, "launches", zone, year, scan, ITERATION_NEEDLES if steps else (),
                                   repeats=True)
-    return iter_fast_events(source, zone, year, scan, tuning, way == "ranges", blocks=blocks, numbers=numbers,
-                            steps=steps)
+    return _routed(source, zone, year, scan, tuning, way == "ranges", numbers, steps)
 
 
-def iter_fast_events(source: Source, zone: tzinfo, year: int | None, scan: ScanStats,
-                     tuning: Tuning, ranges: bool, *, blocks: bool = False, numbers: bool = True,
-                     steps: bool = False) -> Iterator[Event | FastStats | FastBlock | FastMfu | FastSteps]:
-    """What `iter_source_events(source, "spec", zone, year, scan, LAUNCH_NEEDLES, repeats=True)` yields, in
-    file order (`ranges`: by the range workers, else streamed in this process), with a `FastStats` in place of
-    each common stats line's `EngineStats` (with `blocks`, a `FastBlock` in place of each run of them, then a
-    `FastMfu` of the MFU lines that sat alone among its rows). Without `numbers`, a big file's lines are not
-    counted: the events' `line` is not theirs (`Lane.numbers`), for a reader that uses none. With `steps`,
-    the iteration lines too: vLLM's common ones as a `FastSteps` a chunk (with `blocks`), any other as the
-    parser's `IterationStats`."""
+def _routed(source: Source, zone: tzinfo, year: int | None, scan: ScanStats, tuning: Tuning, ranges: bool,
+            numbers: bool, steps: bool) -> Iterator[Event]:
     path = None if source.is_stdin else source.path
     clock: list[YearClock] = []
 
@@ -237,23 +94,22 @@ def iter_fast_events(source: Source, zone: tzinfo, year: int | None, scan: ScanS
         lane = _STEPS if steps else _LANE
         if ranges:
             lane = lane if numbers else replace(lane, numbers=False)
-            yield from _rows(range_chunks(source, needles, scan, tuning, lane), assembler, times, blocks)
+            yield from _rows(range_chunks(source, needles, scan, tuning, lane), assembler, times)
         else:
             with opened(source) as (raw, fmt):
                 if fmt != "plain":  # a container log on a stream: the general parser (route.py)
                     envelope = _ENVELOPE_NEEDLES + ITERATION_NEEDLES if steps else _ENVELOPE_NEEDLES
                     yield from enveloped_events(raw, fmt, assembler, scan, envelope)
                 else:
-                    yield from _rows(stream_chunks(raw, scan, lane=lane, needles=needles),
-                                     assembler, times, blocks)
+                    yield from _rows(stream_chunks(raw, scan, lane=lane, needles=needles), assembler, times)
         yield from assembler.flush()
     except read_errors as exc:
         raise input_error(exc, source) from None
 
 
-def _rows(chunks: Iterator[tuple[Any, int]], assembler: Assembler, times: _Times,
-          blocks: bool) -> Iterator[Event | FastStats | FastBlock | FastMfu | FastSteps]:
+def _rows(chunks: Iterator[tuple[Any, int]], assembler: Assembler, times: _Times) -> Iterator[Event]:
     latest = b""  # the latest stamp of a row so far (`_repeats`)
+    file = assembler.file
     for chunk, base in chunks:
         numbers, other_numbers, positions, values = array("Q"), array("Q"), array("Q"), array("d")
         numbers.frombytes(chunk.numbers)
@@ -261,15 +117,10 @@ def _rows(chunks: Iterator[tuple[Any, int]], assembler: Assembler, times: _Times
         positions.frombytes(chunk.positions)
         values.frombytes(chunk.values)
         others = chunk.others.split(b"\n") if other_numbers else []
-        mfu: list[_Mfu] = []
-        steps: FastSteps | None = None
-        if blocks and others:
-            others, other_numbers, positions, steps = _deferred_steps(others, other_numbers, positions)
-            others, other_numbers, positions, mfu = _deferred_mfu(others, other_numbers, positions)
-        m, n_mfu = 0, len(mfu)
         stamps, j, n_pos = chunk.stamps, 0, len(positions)
-        processes = chunk.tails.split(b"\n") if numbers else []
-        seen, start, n = assembler.stats_seen, 0, len(processes)
+        heads = [tail.rsplit(b" ", 2) for tail in chunk.tails.split(b"\n")] if numbers else []
+        processes = [head[0] for head in heads]
+        seen, start, n = assembler.stats_seen, 0, len(heads)
         while start < n:  # the lines before row `start`, then its run of rows up to the next such line
             while j < n_pos and positions[j] == start:
                 yield from _slow(assembler, others[j], base + other_numbers[j])
@@ -279,47 +130,41 @@ def _rows(chunks: Iterator[tuple[Any, int]], assembler: Assembler, times: _Times
             end = min(positions[j], n) if j < n_pos else n
             dropped, latest = _repeats(assembler, stamps, values, processes, start, end, latest)
             for i in dropped:
-                yield Unparsed(what="duplicate", file=assembler.file, line=base + numbers[i])
+                yield Unparsed(what="duplicate", file=file, line=base + numbers[i])
             # Each process's lines, as `seen` line by line leaves them: its last line's engine.
             for process, i in dict(zip(processes[start:end], range(start, end), strict=True)).items():
                 seen(process.decode() if process else None, int(values[i * VALUES]))
-            if blocks and dropped:
-                kept = sorted(set(range(start, end)) - set(dropped))
-                if kept:
-                    kept_values = array("d", (v for i in kept for v in values[i * VALUES:(i + 1) * VALUES]))
-                    yield FastBlock([times(stamps[i * STAMP:(i + 1) * STAMP]) for i in kept], kept_values,
-                                    [processes[i] for i in kept])
-            elif blocks:
-                yield FastBlock(times.many(stamps, start, end), values[start * VALUES:end * VALUES],
-                                processes[start:end])
-                if m < n_mfu and mfu[m][0] <= end:
-                    run = FastMfu()
-                    while m < n_mfu and mfu[m][0] <= end:
-                        _, engine, tflops, gbps = mfu[m]
-                        run.engine.append(engine)
-                        run.tflops.append(tflops)
-                        run.gbps.append(gbps)
-                        m += 1
-                    yield run
-            else:
-                skip = set(dropped)
-                for i in range(start, end):
-                    if i in skip:
-                        continue
-                    yield FastStats(times(stamps[i * STAMP:(i + 1) * STAMP]),
-                                    tuple(values[i * VALUES:(i + 1) * VALUES]), _pid(processes[i]))
+            skip = set(dropped)
+            for i in range(start, end):
+                if i not in skip:
+                    stamp = stamps[i * STAMP:(i + 1) * STAMP]
+                    yield _stats(times(stamp), stamp, values[i * VALUES:(i + 1) * VALUES], heads[i], file,
+                                 base + numbers[i])
             start = end
-        if m < n_mfu:  # a chunk without stats rows
-            run = FastMfu()
-            for _, engine, tflops, gbps in mfu[m:]:
-                run.engine.append(engine)
-                run.tflops.append(tflops)
-                run.gbps.append(gbps)
-            yield run
         for k in range(j, n_pos):
             yield from _slow(assembler, others[k], base + other_numbers[k])
-        if steps is not None:
-            yield steps
+
+
+def _stats(time: datetime | None, stamp: bytes, values: Any, head: list[bytes], file: str | None,
+           line: int) -> EngineStats:
+    """The `EngineStats` the parser and the Assembler make of the row's line (`line._canonical_stats`)."""
+    engine, prompt, generation, running, waiting, kv, prefix, mm = values
+    process, level, device = head
+    fields: dict[str, Any] = {
+        "time": time, "file": file, "line": line, "stamp": stamp.decode(), "level": level.decode(),
+        "process": process[:process.find(b" ")].decode() if process else None,
+        "engine": int(engine), "engines_aggregated": None,
+        "prompt_throughput": prompt, "generation_throughput": generation, "running": int(running),
+        "waiting": int(waiting), "device": device.decode(), "unknown_fields": 0,
+        "cpu_kv_cache_usage_pct" if device == b"CPU" else "gpu_kv_cache_usage_pct": kv,
+    }
+    if process:
+        fields["pid"] = int(process[process.rfind(b"=") + 1:])
+    if prefix == prefix:  # not NaN: printed
+        fields["prefix_cache_hit_rate_pct"] = prefix
+    if mm == mm:
+        fields["mm_cache_hit_rate_pct"] = mm
+    return stats_record(fields)
 
 
 def _repeats(assembler: Assembler, stamps: bytes, values: Any, processes: list[bytes], start: int, end: int,
@@ -341,59 +186,6 @@ def _repeats(assembler: Assembler, stamps: bytes, values: Any, processes: list[b
         if assembler.repeated(process.decode() if process else None, int(values[at]), line):
             dropped.append(i)
     return dropped, max(latest, max(run))
-
-
-def _pid(writer: bytes) -> int | None:
-    """The pid of a row's writer (`Name pid=N`, `parsing/assemble.py` `who`), None without one."""
-    return int(writer[writer.rfind(b"=") + 1:]) if writer else None
-
-
-_Mfu = tuple[int, int, float, float]
-
-
-def _deferred_steps(others: list[bytes], numbers: Any,
-                    positions: Any) -> tuple[list[bytes], Any, Any, FastSteps | None]:
-    """vLLM's common iteration lines, taken out of `others` as columns so that they do not cut the runs
-    of stats rows (a step counts for its file's tables whatever its place); any other iteration line
-    stays, for the parser."""
-    keep, matches, needle, line = [], [], ITERATION_NEEDLES[0], ITERATION_LINE
-    for k, raw in enumerate(others):
-        m = line.fullmatch(raw + b"\n") if needle in raw else None
-        if m is None:
-            keep.append(k)
-        else:
-            matches.append(m)
-    if not matches:
-        return others, numbers, positions, None
-    return ([others[k] for k in keep], array("Q", (numbers[k] for k in keep)),
-            array("Q", (positions[k] for k in keep)), FastSteps(matches))
-
-
-def _deferred_mfu(others: list[bytes], numbers: Any,
-                  positions: Any) -> tuple[list[bytes], Any, Any, list[_Mfu]]:
-    """The MFU lines that sit alone between stats rows, taken out of `others` as (position, engine,
-    TF/s, GB/s) so that they do not cut the run of rows (`_rows` yields them after it: an MFU line
-    counts for its launch whatever its place among that launch's stats lines). An MFU line that shares
-    its place with another line, or is not vLLM's own shape, stays where it is."""
-    alone = _counts(positions)
-    keep, mfu = [], []
-    for k, raw in enumerate(others):
-        m = _MFU.fullmatch(raw) if alone[positions[k]] == 1 and b"MFU: " in raw else None
-        if m is None or m.group(3) is None:  # the Rust front end's: no engine
-            keep.append(k)
-        else:
-            mfu.append((positions[k], int(m.group(3)), float(m.group(4)), float(m.group(5))))
-    if not mfu:
-        return others, numbers, positions, mfu
-    return ([others[k] for k in keep], array("Q", (numbers[k] for k in keep)),
-            array("Q", (positions[k] for k in keep)), mfu)
-
-
-def _counts(positions: Any) -> dict[int, int]:
-    out: dict[int, int] = {}
-    for p in positions:
-        out[p] = out.get(p, 0) + 1
-    return out
 
 
 def _slow(assembler: Assembler, raw: bytes, number: int) -> list[Event]:

@@ -41,8 +41,8 @@ class Lane:
     json: bool = False
     """Tails are JSON-lines fields (`_JSON_TAIL`) instead of CSV cells."""
     values: bool = False
-    """Each rendered row's numbers in `Chunk.values` (`VALUES` per row; summary), its process name
-    (empty without one) as its tail."""
+    """Each rendered row's numbers in `Chunk.values` (`VALUES` per row: the stats records of
+    `records.py`), its tail its process name (empty without one), level and KV cache device, spaced."""
     keep: tuple[bytes, ...] = _ROW_NEEDLES
     """Lines not rendered are passed on when they hold one of these."""
     numbers: bool = True
@@ -161,8 +161,9 @@ def render(data: bytes | bytearray, size: int, numbers: array[int] | None, *, st
             continue
         process, stamp, engine, prompt, gen, running, waiting, device, kv, prefix, mm = m.groups()
         stamps.append(stamp)
-        if lane.values:  # the tail: the process name, for the Assembler's bookkeeping
-            tails.append(process or b"")
+        if lane.values:  # the tail: the header's process name and level, and the KV cache's device
+            tails.append(b"%s %s %s" % (process or b"", b"DEBUG" if data[m.start(2) - 2] == 0x47 else b"INFO",
+                                        device))
             values.extend((int(engine), float(prompt), float(gen), int(running), int(waiting), float(kv),
                            float(prefix) if prefix else nan, float(mm) if mm else nan))
         elif json:

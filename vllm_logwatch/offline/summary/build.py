@@ -31,7 +31,6 @@ from typing import Literal
 from ...parsing.events import EngineStats, MfuStats, SpecDecodeStats, TransferStats
 from ...parsing.stamps import seconds_between
 from ..reading.launches import Launch
-from ..reading.records import FastBlock, FastMfu
 from .capacity import CapacityCurve, capacity_curves
 from .connectors import SpecSummary, TransferSummary
 from .facts import MfuSummary, MfuTotals
@@ -44,7 +43,7 @@ __all__ = [
     "SpecSummary", "Summary", "TransferSummary",
     "bucket_of", "quantile", "summarize",
 ]
-Record = EngineStats | SpecDecodeStats | TransferStats | MfuStats | FastMfu
+Record = EngineStats | SpecDecodeStats | TransferStats | MfuStats
 
 By = Literal["launch", "engine", "none"]
 FEW_INTERVALS = 3
@@ -348,7 +347,7 @@ def _matrix(g: _Group, launches: list[Launch], held: Sequence[int]) -> Matrix | 
     return build_matrix(held, g.kv, g.generation, tokens, max(1, len(g.engines)), bucket_of)
 
 
-def summarize(records: Iterable[tuple[Launch, Record | FastBlock]], by: By = "launch") -> Summary:
+def summarize(records: Iterable[tuple[Launch, Record]], by: By = "launch") -> Summary:
     """The summary of `records` (in file order), grouped by launch, by launch and engine, or not at all.
 
     >>> from vllm_logwatch.parsing.line import parse_line
@@ -366,15 +365,6 @@ def summarize(records: Iterable[tuple[Launch, Record | FastBlock]], by: By = "la
     launches: dict[int, Launch] = {}
     for launch, e in records:
         launches.setdefault(launch.index, launch)
-        if isinstance(e, FastBlock):  # the fast lane's run of common stats lines
-            _add_block(groups, launch, e, by)
-            continue
-        if isinstance(e, FastMfu):  # the fast lane's MFU lines of such a run
-            whole: _Key = (launch.index,) if by == "launch" else ()
-            for engine, tflops, gbps in zip(e.engine, e.tflops, e.gbps, strict=True):
-                at = (launch.index, engine) if by == "engine" else whole
-                mfu.setdefault(at, MfuTotals()).add(tflops, gbps)
-            continue
         key: _Key = (
             (launch.index, -1 if e.engine is None else e.engine) if by == "engine"
             else (launch.index,) if by == "launch" else ()
@@ -383,7 +373,7 @@ def summarize(records: Iterable[tuple[Launch, Record | FastBlock]], by: By = "la
             mfu.setdefault(key, MfuTotals()).add(e.tflops_per_device, e.gbps_per_device)
             continue
         group = groups.get(key)
-        if isinstance(e, (SpecDecodeStats, TransferStats)):  # else stats: EngineStats, or the fast lane's
+        if isinstance(e, (SpecDecodeStats, TransferStats)):  # else stats
             if group is None:
                 continue  # a spec or transfer line before its engine's first stats line: nothing to add it to
             if isinstance(e, SpecDecodeStats):
@@ -402,23 +392,3 @@ def summarize(records: Iterable[tuple[Launch, Record | FastBlock]], by: By = "la
     summaries.sort(key=lambda s: s.start.timestamp() if s.start else math.inf)
     return Summary(by=by, groups=summaries,
                    launches=[la for _, la in sorted(launches.items()) if la.has_stats])
-
-
-def _add_block(groups: dict[_Key, _Group], launch: Launch, block: FastBlock, by: By) -> None:
-    """The block's lines to their groups (by engine: the groups in order of their first line)."""
-    if by != "engine":
-        key: _Key = (launch.index,) if by == "launch" else ()
-        group = groups.get(key)
-        if group is None:
-            group = groups[key] = _Group()
-        group.add_block(launch, block, range(len(block)))
-        return
-    rows: dict[int, list[int]] = {}
-    for i, engine in enumerate(block.engine):
-        rows.setdefault(engine, []).append(i)
-    for engine, idx in rows.items():
-        key = (launch.index, engine)
-        group = groups.get(key)
-        if group is None:
-            group = groups[key] = _Group()
-        group.add_block(launch, block, idx)

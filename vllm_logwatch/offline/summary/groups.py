@@ -1,11 +1,5 @@
 """The summary's running totals of one group (`_Group`; `summary/build.py` finishes them), fed a
-record at a time (`add`) or, from the fast lane, a run of common stats lines as columns in one call
-(`add_block`, a `FastBlock` of `reading/records.py`).
-
-Both do the same arithmetic: the same intervals, the same token estimate (the exporter's own,
-`EngineState.apply_stats` and `apply_stats_run`), the same additions in the same order; only the
-per-line records and calls are gone (tests/integration/test_fastsummary.py: both paths print the
-same bytes).
+record at a time (`add`): its intervals and the exporter's own token estimate (`EngineState.apply_stats`).
 """
 
 from __future__ import annotations
@@ -13,23 +7,14 @@ from __future__ import annotations
 import math
 import statistics
 from array import array
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from itertools import repeat
-from operator import add
-from typing import TypeVar, cast
 
 from ...exporting.engine_state import EngineState
 from ...parsing.events import EngineStats, SpecDecodeStats, TransferStats
 from ...parsing.stamps import utc
 from ..reading.launches import Launch
-from ..reading.records import FastBlock
 from .connectors import SpecTotals, TransferTotals
-
-__all__ = ["add_block"]
-
-T = TypeVar("T")
 
 
 @dataclass
@@ -118,10 +103,6 @@ class _Group:
         if kv is not None and math.isfinite(kv):
             cur.kv.append(kv)
 
-    def add_block(self, launch: Launch, block: FastBlock, rows: Sequence[int]) -> None:
-        """`add` for the lines `rows` of `block`."""
-        add_block(self, launch, block, rows)
-
     def close(self) -> None:
         cur, self.open = self.open, None
         if cur is None:
@@ -131,118 +112,3 @@ class _Group:
         self.running.append(cur.running)
         self.waiting.append(cur.waiting)
         self.kv.append(statistics.fmean(cur.kv) if cur.kv else math.nan)
-
-
-def add_block(g: _Group, launch: Launch, block: FastBlock, rows: Sequence[int]) -> None:
-    """`g.add(launch, e)` for each line `rows` (indexes, in file order) of `block`."""
-    times, engines, pids = block.times, block.engine, block.pids
-    li = launch.index
-    g.launches.setdefault(li, launch)
-    whole = len(rows) == len(block)  # rows: every line, in order
-    # Each engine's lines in runs of one process's, in order (two servers writing one log interleave
-    # theirs: each has its own windows, `EngineState.writers`).
-    by_run: list[tuple[int, Sequence[int] | None]] = []  # None: every line
-    if whole and len(set(engines)) == 1 and len(set(pids)) == 1:
-        by_run.append((engines[0], None))
-    else:
-        runs: dict[int, tuple[int | None, list[int]]] = {}  # engine -> its open run's pid and lines
-        for i in rows:
-            run = runs.get(engines[i])
-            if run is None or run[0] != pids[i]:
-                run = runs[engines[i]] = (pids[i], [])
-                by_run.append((engines[i], run[1]))
-            run[1].append(i)
-    for engine, idx in by_run:
-        g.engines.setdefault(engine, None)
-        member = (li, engine)
-        pick = _picker(idx)
-        g._estimate(member).apply_stats_run(
-            pick(times), pick(block.prompt), pick(block.generation),
-            cast(EngineStats, block.record(len(block) - 1 if idx is None else idx[-1])), 0.0)
-        prefix, mm = g.hits.get(member, (None, None))
-        g.hits[member] = (_last_number(pick(block.prefix), prefix), _last_number(pick(block.mm), mm))
-    g.lines += len(rows)
-    g.stretch([t for t in (times if whole else [times[i] for i in rows]) if t is not None])
-    if len(by_run) == 1 and (g.open is None or (li, engines[rows[0]]) in g.open.members):
-        _one_member_intervals(g, li, block, rows, whole)
-    else:
-        _intervals(g, li, block, rows)
-
-
-def _picker(idx: Sequence[int] | None) -> Callable[[Sequence[T]], Sequence[T]]:
-    if idx is None:
-        return lambda column: column
-    return lambda column: [column[i] for i in idx]
-
-
-def _last_number(values: Sequence[float], default: float | None) -> float | None:
-    """The last value that is not NaN, else `default`."""
-    for value in reversed(values):
-        if value == value:
-            return value
-    return default
-
-
-def _one_member_intervals(g: _Group, li: int, block: FastBlock, rows: Sequence[int], whole: bool) -> None:
-    """`_intervals` when every line is one engine's that the open interval (if any) already holds:
-    each line closes the interval before it, so each is an interval of its own (column at a time)."""
-    g.close()
-    pick = _picker(None if whole else rows)
-    prompts = _summed(pick(block.prompt), 0.0)
-    generations = _summed(pick(block.generation), 0.0)
-    kvs = _summed(pick(block.kv), math.nan)
-    running, waiting = pick(block.running), pick(block.waiting)
-    g.prompt.extend(prompts[:-1])
-    g.generation.extend(generations[:-1])
-    g.running.extend(running[:-1])
-    g.waiting.extend(waiting[:-1])
-    g.kv.extend(kvs[:-1])
-    last = rows[-1]
-    kv = block.kv[last]  # the open interval holds the raw value, as `add` keeps it
-    g.open = _Open(block.times[last], {(li, block.engine[last])}, prompts[-1], generations[-1],
-                   running[-1], waiting[-1], [kv] if math.isfinite(kv) else [])
-
-
-def _summed(values: Sequence[float], missing: float) -> Sequence[float]:
-    """Each value as an interval of one line holds it: summed from 0.0 (`_num`: NaN and infinities
-    count as 0; kv: none) and as `fmean` of one value, which are both `0.0 + value` (-0.0 is 0.0)."""
-    if math.isfinite(sum(values)):  # no NaN nor infinity among them
-        return array("d", map(add, values, repeat(0.0)))
-    return [v + 0.0 if v - v == 0.0 else missing for v in values]
-
-
-def _intervals(g: _Group, li: int, block: FastBlock, rows: Sequence[int]) -> None:
-    """The lines into intervals (`_Group.add`'s second half), the open one kept in locals."""
-    times, engines = block.times, block.engine
-    prompts, generations, kvs = block.prompt, block.generation, block.kv
-    running, waiting = block.running, block.waiting
-    put_p, put_g, put_r, put_w, put_k = (g.prompt.append, g.generation.append, g.running.append,
-                                         g.waiting.append, g.kv.append)
-    isfinite, fmean, nan = math.isfinite, statistics.fmean, math.nan
-    cur = g.open
-    have = cur is not None
-    if cur is not None:
-        ct, members, cp, cg, cr, cw, ckv = cur.time, cur.members, cur.prompt, cur.generation, \
-            cur.running, cur.waiting, cur.kv
-    else:
-        ct, members, cp, cg, cr, cw, ckv = None, set(), 0.0, 0.0, 0, 0, []
-    for i in rows:
-        t = times[i]
-        member = (li, engines[i])
-        if not have or t is None or ct != t or member in members:
-            if have:
-                put_p(cp)
-                put_g(cg)
-                put_r(cr)
-                put_w(cw)
-                put_k((ckv[0] + 0.0 if len(ckv) == 1 else fmean(ckv)) if ckv else nan)  # fmean([-0.0]): 0.0
-            have, ct, members, cp, cg, cr, cw, ckv = True, t, set(), 0.0, 0.0, 0, 0, []
-        members.add(member)
-        p, gen, kv = prompts[i], generations[i], kvs[i]
-        cp += p if isfinite(p) else 0.0
-        cg += gen if isfinite(gen) else 0.0
-        cr += running[i]
-        cw += waiting[i]
-        if isfinite(kv):
-            ckv.append(kv)
-    g.open = _Open(ct, members, cp, cg, cr, cw, ckv) if have else None

@@ -3,8 +3,7 @@
 steps' own time, p50 and p90, by their generation requests; not the time between tokens, which also
 holds scheduling, output processing and the front end: `build.py`'s TBT) and the prefill time per 1000
 prompt tokens (the prefill-only steps). Filled from the step records of the summary's own pass
-(`iter_summary_records(..., steps=True)`: vLLM's common iteration line read in the parent by the range
-workers' pattern, any other through the parser), diverted before the stats summary sees them.
+(`iter_summary_records(..., steps=True)`), diverted before the stats summary sees them.
 """
 
 from __future__ import annotations
@@ -20,7 +19,6 @@ import numpy as np
 from ...parsing.columns import step_phase
 from ...parsing.events import IterationStats
 from ..reading.launches import Launch
-from ..reading.records import FastSteps, Step
 from .build import Summary, bucket_of
 from .matrix import add_step_times
 
@@ -70,26 +68,18 @@ class StepCollector:
         self._kv: dict[str, tuple[array[int], array[float], array[float]]] = {}
         """Per file, its decode steps' running count, own KV usage (NaN: not printed) and ms (the matrix)."""
 
-    def divert(self, records: Iterable[tuple[Launch, R | Step]]) -> Iterator[tuple[Launch, R]]:
+    def divert(self, records: Iterable[tuple[Launch, R | IterationStats]]) -> Iterator[tuple[Launch, R]]:
         """`records` without their step records, which are taken into the tables."""
         for launch, e in records:
-            kind = getattr(e, "kind", None)
-            if kind == "steps":
-                self.add_steps(launch.file, e)  # type: ignore[arg-type]
-            elif kind == "iteration":
-                self.add(launch.file, e)  # type: ignore[arg-type]
+            if isinstance(e, IterationStats):
+                self.add(launch.file, e)
             else:
-                yield launch, e  # type: ignore[misc]
+                yield launch, e
 
     def add(self, file: str, e: IterationStats) -> None:
         kv = e.kv_cache_usage_pct
         self._step(file, e.engine, e.context_requests, e.context_tokens, e.generation_requests, e.elapsed_ms,
                    e.dummy, math.nan if kv is None else kv)
-
-    def add_steps(self, file: str, steps: FastSteps) -> None:
-        for row in zip(steps.engine, steps.context_requests, steps.context_tokens, steps.generation_requests,
-                       steps.elapsed_ms, steps.dummy, steps.kv_cache_usage_pct, strict=True):
-            self._step(file, *row)
 
     def _step(self, file: str, engine: int | None, ctx: int, ctx_tokens: int, gen: int, ms: float,
               dummy: bool, kv: float) -> None:

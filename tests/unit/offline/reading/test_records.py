@@ -1,27 +1,52 @@
-"""The summary's fast lane (`offline/reading/records.py`): its stamps' datetimes."""
+"""The stats records of the offline readers (`offline/reading/records.py`): the range workers' rows
+become the parser's own records, field for field."""
 
 from __future__ import annotations
 
 from datetime import timezone
+from pathlib import Path
+
+import pytest
+from support import TESTS
+
+from vllm_logwatch.offline.reading.events import iter_source_events
+from vllm_logwatch.offline.reading.inputs import resolve_inputs
+from vllm_logwatch.offline.reading.ranges import DEFAULT_TUNING
+from vllm_logwatch.offline.reading.records import source_records
+from vllm_logwatch.offline.reading.stream import ScanStats
+from vllm_logwatch.parsing.needles import ITERATION_NEEDLES
+
+LOGS = sorted((TESTS / "data").glob("*.log")) + sorted((TESTS / "data" / "real-vllm-cpu").glob("*.log"))
+EDGES = (  # a CPU engine, a DEBUG line, no process, a line written twice, an MFU line between stats lines
+    "(EngineCore_DP0 pid=7) INFO 11-29 19:23:40 [loggers.py:259] Engine 000: Avg prompt throughput: 1.0 "
+    "tokens/s, Avg generation throughput: 2.5 tokens/s, Running: 3 reqs, Waiting: 0 reqs, CPU KV cache "
+    "usage: 4.2%, Prefix cache hit rate: 9.0%\n"
+    "DEBUG 11-29 19:23:50 [loggers.py:259] Engine 001: Avg prompt throughput: 0.0 tokens/s, Avg generation "
+    "throughput: 0.0 tokens/s, Running: 0 reqs, Waiting: 1 reqs, GPU KV cache usage: 0.0%, MM cache hit "
+    "rate: 50.0%\n"
+    "(APIServer pid=7) INFO 11-29 19:23:50 [loggers.py:248] Engine 000: MFU: 1.5 TF/s/device 2.5 GB/s/device\n"
+) * 2
 
 
-def test_block_times_are_the_stamps_datetimes() -> None:
-    """`_Times.many` (an hour's later stamps from its datetime) gives what a call per stamp gives, on
-    the daylight-saving days of two zones and in UTC: values, offsets and folds."""
-    from zoneinfo import ZoneInfo
+def _records(path: Path, general: bool) -> list[str]:
+    sources, _ = resolve_inputs([str(path)], "UTC")
+    if general:
+        events = iter_source_events(sources[0], "launches", timezone.utc, None, ScanStats(), ITERATION_NEEDLES,
+                                    repeats=True)
+    else:
+        events = source_records(sources[0], timezone.utc, None, ScanStats(), DEFAULT_TUNING, steps=True)
+    return [f"{type(e).__name__} {e.model_dump()}" for e in events]
 
-    from vllm_logwatch.offline.reading.records import _Times
-    from vllm_logwatch.parsing.stamps import YearClock
 
-    days = ("10-25", "11-01", "03-08", "03-29")
-    stamps = b"".join(f"{day} {h:02d}:{m:02d}:{s:02d}".encode()
-                      for day in days for h in range(24) for m in range(0, 60, 7) for s in range(0, 60, 13))
-    stamps += b"11-01 01:61:00" + b"11-01 01:05:00"  # a stamp no datetime has, then its hour again
-    n = len(stamps) // 14
-    for zone in (timezone.utc, ZoneInfo("America/New_York"), ZoneInfo("Europe/Berlin")):
-        clocks = [YearClock.for_source(None, zone, 2026, first_stamp="10-25 00:00:00") for _ in range(2)]
-        many = _Times(lambda _s, c=clocks[0]: c).many(stamps, 0, n)  # type: ignore[misc]
-        one = _Times(lambda _s, c=clocks[1]: c)  # type: ignore[misc]
-        expected = [one(stamps[i * 14:(i + 1) * 14]) for i in range(n)]
-        assert [(t, t and t.isoformat(), t and t.fold) for t in many] == \
-            [(t, t and t.isoformat(), t and t.fold) for t in expected]
+@pytest.mark.parametrize("path", LOGS, ids=lambda p: p.name)
+def test_rows_are_the_parsers_records(path: Path) -> None:
+    assert _records(path, general=False) == _records(path, general=True)
+
+
+def test_rows_are_the_parsers_records_on_their_edges(tmp_path: Path) -> None:
+    path = tmp_path / "serve_20261129T192328Z.log"
+    path.write_text(EDGES)
+    records = _records(path, general=False)
+    assert records == _records(path, general=True)
+    assert sum(r.startswith("EngineStats") for r in records) == 2  # the second copy counted once
+    assert "'device': 'CPU'" in records[0] and "'level': 'DEBUG'" in records[1]

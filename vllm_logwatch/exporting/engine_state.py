@@ -17,6 +17,7 @@ the gauges hold the last line's values, of whichever process wrote it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 
 from ..parsing.events import EngineStats, IterationStats, MfuStats, SpecDecodeStats, TransferStats

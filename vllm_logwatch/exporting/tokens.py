@@ -69,6 +69,7 @@ class TokenWindows:
         count its tokens, `EngineState.apply_step`)."""
         self._last_time: datetime | None = None
         self._gaps: deque[float] = deque(maxlen=GAP_HISTORY)
+        self._mean: float | None = None  # of `_gaps`, kept as they change
         self._held: tuple[float | None, float | None] | None = None
 
     def add(self, time: datetime | None, prompt: float | None, generation: float | None,
@@ -97,12 +98,13 @@ class TokenWindows:
         self._held = None
         self._last_time = None
         self._gaps.clear()
+        self._mean = None
 
     def typical_interval(self) -> float | None:
         """The configured interval, else the measured one (see `__init__`), else the prior, else None."""
         if self.stats_interval is not None:
             return self.stats_interval
-        measured = fmean(self._gaps) if self._gaps else None
+        measured = self._mean
         if self.prior is not None:
             trusted = len(self._gaps) < _MIN_GAPS or abs(measured - self.prior) <= 0.25 * self.prior  # type: ignore[operator]
             return self.prior if trusted else measured
@@ -137,7 +139,11 @@ class TokenWindows:
             EXACT_IDLE_GAP_FACTOR if self.exact_times else IDLE_GAP_FACTOR) * typical
         usable = gap is not None and 0 < gap <= limit and not after_zero
         if usable:
-            self._gaps.append(gap)  # type: ignore[arg-type]
+            gaps = self._gaps
+            same = len(gaps) == gaps.maxlen and gaps[0] == gap  # the same gaps after it: the same mean
+            gaps.append(gap)  # type: ignore[arg-type]
+            if not same:
+                self._mean = fmean(gaps)
         if self._held is not None:  # its window, best known now: the next true gap
             self._credit(*self._held, gap if usable and gap is not None else typical or DEFAULT_INTERVAL)
             self._held = None

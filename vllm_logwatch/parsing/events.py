@@ -103,20 +103,38 @@ class EngineStats(_Record):
 
 
 @cache
-def _stats_defaults() -> dict[str, Any]:
-    return dict(EngineStats().__dict__)
+def _given(cpu: bool, prefix: bool, mm: bool, placed: bool) -> set[str]:
+    """The fields a common stats line's record is given, as the parser and the Assembler give them
+    (`model_fields_set`); one set for all such records (pydantic copies it before a change)."""
+    given = {"stamp", "level", "process", "pid", "engine", "engines_aggregated", "prompt_throughput",
+             "generation_throughput", "running", "waiting", "extra", "unknown_fields", "device",
+             "cpu_kv_cache_usage_pct" if cpu else "gpu_kv_cache_usage_pct"}
+    for field, wanted in (("prefix_cache_hit_rate_pct", prefix), ("mm_cache_hit_rate_pct", mm),
+                          ("time", placed), ("file", placed), ("line", placed)):
+        if wanted:
+            given.add(field)
+    return given
 
 
-def stats_record(fields: dict[str, Any]) -> EngineStats:
-    """`EngineStats(**fields)` for fields a pattern of the parser's own read and typed (counts as `int`,
-    numbers as `float`, words as `str`; `parsing/shapes.py`), without pydantic's validation: that
-    costs more than the rest of reading a stats line. `extra` is a dict of the record's own."""
+def stats_record(time: datetime | None, file: str | None, line: int | None, stamp: str, level: str,
+                 process: str | None, engine: int, prompt: float, generation: float, running: int,
+                 waiting: int, device: str, kv: float, prefix: float | None, mm: float | None,
+                 pid: int | None = None) -> EngineStats:
+    """The `EngineStats` of vLLM's common V1 stats line (`shapes.CANONICAL_STATS`) from the numbers and
+    words its pattern read: the parser's and the range workers' (`offline/reading/records.py`) one
+    record, made without pydantic's validation, which costs more than the rest of reading the line."""
+    cpu = device == "CPU"
     record = EngineStats.__new__(EngineStats)
-    values = _stats_defaults().copy()
-    values.update(fields)
-    values["extra"] = {}
-    object.__setattr__(record, "__dict__", values)
-    object.__setattr__(record, "__pydantic_fields_set__", set(fields))
+    object.__setattr__(record, "__dict__", {
+        "time": time, "file": file, "line": line, "stamp": stamp, "level": level, "process": process,
+        "pid": pid, "repeated": None, "kind": "stats", "engine": engine, "engines_aggregated": None,
+        "prompt_throughput": prompt, "generation_throughput": generation, "running": running,
+        "waiting": waiting, "swapped": None, "gpu_kv_cache_usage_pct": None if cpu else kv,
+        "cpu_kv_cache_usage_pct": kv if cpu else None, "prefix_cache_hit_rate_pct": prefix,
+        "prefix_cache_hit_rate_cpu_pct": None, "mm_cache_hit_rate_pct": mm, "extra": {}, "unknown_fields": 0,
+        "device": device})
+    object.__setattr__(record, "__pydantic_fields_set__",
+                       _given(cpu, prefix is not None, mm is not None, file is not None))
     object.__setattr__(record, "__pydantic_extra__", None)
     object.__setattr__(record, "__pydantic_private__", None)
     return record

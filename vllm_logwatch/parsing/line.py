@@ -357,15 +357,7 @@ def _parse_stats(msg: str, sm: re.Match[str], common: dict[str, Any]) -> Event:
 
 def _canonical_stats(cm: re.Match[str], common: dict[str, Any]) -> EngineStats:
     engine, prompt, generation, running, waiting, device, kv, prefix, mm = cm.groups()
-    values: dict[str, Any] = {
-        "prompt_throughput": float(prompt), "generation_throughput": float(generation),
-        "running": int(running), "waiting": int(waiting),
-        "cpu_kv_cache_usage_pct" if device == "CPU" else "gpu_kv_cache_usage_pct": float(kv),
-        "device": device,
-    }
-    if prefix is not None:
-        values["prefix_cache_hit_rate_pct"] = float(prefix)
-    if mm is not None:
-        values["mm_cache_hit_rate_pct"] = float(mm)
-    return stats_record({"engine": int(engine), "engines_aggregated": None, "extra": {}, "unknown_fields": 0,
-                         **values, **common})
+    return stats_record(None, None, None, common["stamp"], common["level"], common["process"], int(engine),
+                        float(prompt), float(generation), int(running), int(waiting), device, float(kv),
+                        None if prefix is None else float(prefix), None if mm is None else float(mm),
+                        common["pid"])

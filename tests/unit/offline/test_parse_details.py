@@ -182,7 +182,8 @@ def test_requests_past_the_cap_cost_the_same_whatever_the_cap(monkeypatch: pytes
 
     small = min(per_eviction(1_000) for _ in range(3))
     large = min(per_eviction(50_000) for _ in range(3))
-    assert large < 3 * small, (small, large)
+    # Quadratic made it ~50x; a loaded host's cache misses on the larger table measured 3.5x once.
+    assert large < 10 * small, (small, large)
 
 
 def test_a_request_across_a_fall_back_takes_its_seconds_in_utc() -> None:

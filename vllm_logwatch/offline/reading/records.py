@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import operator
 from array import array
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import replace
-from datetime import datetime, tzinfo
+from datetime import datetime, timedelta, tzinfo
 from typing import Any
 
 from ...parsing.assemble import Assembler
-from ...parsing.events import EngineStats, Event, Unparsed, stats_record
+from ...parsing.events import Event, Unparsed, stats_record
 from ...parsing.line import parse_line
 from ...parsing.needles import ITERATION_NEEDLES, PREFIX_NEEDLES, VARIANT_NEEDLES, WANTS
 from ...parsing.stamps import YearClock
@@ -36,17 +36,37 @@ _NEEDLES = _WANT.needles
 _ENVELOPE_NEEDLES = _NEEDLES + _WANT.followers  # a container log's: the followers too (containers.py)
 _LANE = Lane(values=True, keep=_NEEDLES + VARIANT_NEEDLES + PREFIX_NEEDLES, followers=_WANT.followers)
 _STEPS = replace(_LANE, keep=_LANE.keep + ITERATION_NEEDLES)
+_MINUTE_SECOND = {f"{m:02d}:{s:02d}".encode(): timedelta(minutes=m, seconds=s)
+                  for m in range(60) for s in range(60)}
+"""A stamp's `MM:SS` -> the time since its hour's start."""
+_WORDS = {b"INFO": "INFO", b"DEBUG": "DEBUG", b"GPU": "GPU", b"CPU": "CPU"}
+"""A row's level and device as text (any other device is decoded)."""
 
 
 class _Times:
     """Stamps to datetimes through the file's clock; the hour's datetime is made once and reused for
-    its other stamps unless the hour has a daylight-saving step (as `csv_rows.py` does for ISO text)."""
+    its other stamps unless the hour has a daylight-saving step (as `csv_rows.py` does for ISO text):
+    a stamp after one of the same steady hour is that hour's start plus its minutes and seconds."""
 
     def __init__(self, clock_for: Callable[[str], YearClock]) -> None:
         self.clock_for = clock_for
         self._hours: dict[bytes, tuple[int, datetime]] = {}
+        self._hour, self._top = b"", datetime.min  # the last stamp's steady hour ("" none) and its start
 
     def __call__(self, stamp: bytes) -> datetime | None:
+        if stamp[:8] == self._hour:
+            since = _MINUTE_SECOND.get(stamp[9:14])
+            if since is not None:
+                return self._top + since
+        value = self._time(stamp)
+        hit = self._hours.get(stamp[:8])
+        if hit is not None and hit[0] == self.clock_for(stamp.decode()).year and not hit[1].fold:
+            self._hour, self._top = stamp[:8], hit[1].replace(minute=0, second=0)
+        else:
+            self._hour = b""
+        return value
+
+    def _time(self, stamp: bytes) -> datetime | None:
         text = stamp.decode()
         clock = self.clock_for(text)
         hit = self._hours.get(stamp[:8])
@@ -108,8 +128,10 @@ def _routed(source: Source, zone: tzinfo, year: int | None, scan: ScanStats, tun
 
 
 def _rows(chunks: Iterator[tuple[Any, int]], assembler: Assembler, times: _Times) -> Iterator[Event]:
+    """The events of the chunks' lines in file order: each row the record the parser and the Assembler
+    make of its line (`events.stats_record`), each other line through them (`_slow`)."""
     latest = b""  # the latest stamp of a row so far (`_repeats`)
-    file = assembler.file
+    file, words = assembler.file, _WORDS
     for chunk, base in chunks:
         numbers, other_numbers, positions, values = array("Q"), array("Q"), array("Q"), array("d")
         numbers.frombytes(chunk.numbers)
@@ -136,35 +158,22 @@ def _rows(chunks: Iterator[tuple[Any, int]], assembler: Assembler, times: _Times
                 seen(process.decode() if process else None, int(values[i * VALUES]))
             skip = set(dropped)
             for i in range(start, end):
-                if i not in skip:
-                    stamp = stamps[i * STAMP:(i + 1) * STAMP]
-                    yield _stats(times(stamp), stamp, values[i * VALUES:(i + 1) * VALUES], heads[i], file,
-                                 base + numbers[i])
+                if i in skip:
+                    continue
+                stamp = stamps[i * STAMP:(i + 1) * STAMP]
+                at = i * VALUES
+                engine, prompt, generation, running, waiting, kv, prefix, mm = values[at:at + VALUES]
+                process, level, device = heads[i]
+                yield stats_record(times(stamp), file, base + numbers[i], stamp.decode(), words[level],
+                                   process[:process.find(b" ")].decode() if process else None, int(engine),
+                                   prompt, generation, int(running), int(waiting),
+                                   words.get(device) or device.decode(), kv,
+                                   None if prefix != prefix else prefix,  # NaN: not printed
+                                   None if mm != mm else mm,
+                                   int(process[process.rfind(b"=") + 1:]) if process else None)
             start = end
         for k in range(j, n_pos):
             yield from _slow(assembler, others[k], base + other_numbers[k])
-
-
-def _stats(time: datetime | None, stamp: bytes, values: Any, head: list[bytes], file: str | None,
-           line: int) -> EngineStats:
-    """The `EngineStats` the parser and the Assembler make of the row's line (`line._canonical_stats`)."""
-    engine, prompt, generation, running, waiting, kv, prefix, mm = values
-    process, level, device = head
-    fields: dict[str, Any] = {
-        "time": time, "file": file, "line": line, "stamp": stamp.decode(), "level": level.decode(),
-        "process": process[:process.find(b" ")].decode() if process else None,
-        "engine": int(engine), "engines_aggregated": None,
-        "prompt_throughput": prompt, "generation_throughput": generation, "running": int(running),
-        "waiting": int(waiting), "device": device.decode(), "unknown_fields": 0,
-        "cpu_kv_cache_usage_pct" if device == b"CPU" else "gpu_kv_cache_usage_pct": kv,
-    }
-    if process:
-        fields["pid"] = int(process[process.rfind(b"=") + 1:])
-    if prefix == prefix:  # not NaN: printed
-        fields["prefix_cache_hit_rate_pct"] = prefix
-    if mm == mm:
-        fields["mm_cache_hit_rate_pct"] = mm
-    return stats_record(fields)
 
 
 def _repeats(assembler: Assembler, stamps: bytes, values: Any, processes: list[bytes], start: int, end: int,

@@ -7,7 +7,6 @@ from __future__ import annotations
 import math
 import statistics
 from array import array
-from dataclasses import dataclass, field
 from datetime import datetime
 
 from ...exporting.engine_state import EngineState
@@ -17,17 +16,17 @@ from ..reading.launches import Launch
 from .connectors import SpecTotals, TransferTotals
 
 
-@dataclass
 class _Open:
     """The interval being summed: lines of one group at one timestamp, one per engine."""
 
-    time: datetime | None
-    members: set[tuple[int, int | None]]
-    prompt: float = 0.0
-    generation: float = 0.0
-    running: int = 0
-    waiting: int = 0
-    kv: list[float] = field(default_factory=list)
+    __slots__ = ("generation", "kv", "members", "prompt", "running", "time", "waiting")
+
+    def __init__(self, time: datetime | None) -> None:
+        self.time = time
+        self.members: set[tuple[int, int | None]] = set()
+        self.prompt = self.generation = 0.0
+        self.running = self.waiting = 0
+        self.kv: list[float] = []
 
 
 def _num(value: float | None) -> float:
@@ -42,6 +41,7 @@ class _Group:
         self.engines: dict[int | None, int | None] = {}  # engine -> engines_aggregated
         self.first: datetime | None = None
         self.last: datetime | None = None
+        self._first_utc = self._last_utc = datetime.min  # `first` and `last` in UTC, once set
         self.lines = 0
         self.estimates: dict[tuple[int, int | None], EngineState] = {}
         self.hits: dict[tuple[int, int | None], tuple[float | None, float | None]] = {}
@@ -54,21 +54,19 @@ class _Group:
         self.spec = SpecTotals()
         self.transfers = TransferTotals()
 
-    def _estimate(self, member: tuple[int, int | None]) -> EngineState:
+    def _estimate(self, member: tuple[int, int | None]) -> EngineState:  # as `add` makes them
         estimate = self.estimates.get(member)
         if estimate is None:
             estimate = self.estimates[member] = EngineState()
         return estimate
 
-    def stretch(self, stamped: list[datetime]) -> None:
-        """`first` and `last` over `stamped` too: ordered by their wall clocks, unless one is on the second
-        pass of a fall-back's repeated hour (`fold`), where wall clocks go back: then in UTC."""
-        if not stamped:
-            return
-        key = utc if any(t.fold for t in stamped) else None
-        low, high = min(stamped, key=key), max(stamped, key=key)
-        self.first = low if self.first is None or utc(low) < utc(self.first) else self.first
-        self.last = high if self.last is None or utc(high) > utc(self.last) else self.last
+    def _stretch(self, t: datetime) -> None:
+        """`first` and `last` over `t` too, ordered in UTC (wall clocks go back in a fall-back's hour)."""
+        at = utc(t)
+        if self.first is None or at < self._first_utc:
+            self.first, self._first_utc = t, at
+        if self.last is None or at > self._last_utc:
+            self.last, self._last_utc = t, at
 
     def add_spec(self, launch: Launch, e: SpecDecodeStats) -> None:
         self.spec.add(e, self._estimate((launch.index, e.engine)))
@@ -77,23 +75,29 @@ class _Group:
         self.transfers.add(e, self._estimate((launch.index, e.engine)))
 
     def add(self, launch: Launch, e: EngineStats) -> None:
-        member = (launch.index, e.engine)
-        self.launches.setdefault(launch.index, launch)
-        self.engines.setdefault(e.engine, e.engines_aggregated)
+        index, engine, t = launch.index, e.engine, e.time
+        member = (index, engine)
+        if index not in self.launches:
+            self.launches[index] = launch
+        if engine not in self.engines:
+            self.engines[engine] = e.engines_aggregated
         self.lines += 1
-        if e.time is not None:
-            self.stretch([e.time])
+        if t is not None:
+            self._stretch(t)
         # The live exporter's own per-engine state: the same token estimate (throughput x interval).
-        self._estimate(member).apply_stats(e, 0.0)
-        prefix, mm = self.hits.get(member, (None, None))
-        self.hits[member] = (
-            e.prefix_cache_hit_rate_pct if e.prefix_cache_hit_rate_pct is not None else prefix,
-            e.mm_cache_hit_rate_pct if e.mm_cache_hit_rate_pct is not None else mm,
-        )
+        estimate = self.estimates.get(member)
+        if estimate is None:
+            estimate = self.estimates[member] = EngineState()
+        estimate.apply_stats(e, 0.0)
+        prefix, mm = e.prefix_cache_hit_rate_pct, e.mm_cache_hit_rate_pct
+        if prefix is None or mm is None:
+            before = self.hits.get(member, (None, None))
+            prefix, mm = before[0] if prefix is None else prefix, before[1] if mm is None else mm
+        self.hits[member] = (prefix, mm)
         cur = self.open
-        if cur is None or e.time is None or cur.time != e.time or member in cur.members:
+        if cur is None or t is None or cur.time != t or member in cur.members:
             self.close()
-            cur = self.open = _Open(e.time, set())
+            cur = self.open = _Open(t)
         cur.members.add(member)
         cur.prompt += _num(e.prompt_throughput)
         cur.generation += _num(e.generation_throughput)
@@ -111,4 +115,5 @@ class _Group:
         self.generation.append(cur.generation)
         self.running.append(cur.running)
         self.waiting.append(cur.waiting)
-        self.kv.append(statistics.fmean(cur.kv) if cur.kv else math.nan)
+        kv = cur.kv  # one engine's: its value (+ 0.0: `fmean`'s 0.0 for -0.0)
+        self.kv.append((kv[0] + 0.0 if len(kv) == 1 else statistics.fmean(kv)) if kv else math.nan)

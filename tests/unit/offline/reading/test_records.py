@@ -24,18 +24,19 @@ EDGES = (  # a CPU engine, a DEBUG line, no process, a line written twice, an MF
     "DEBUG 11-29 19:23:50 [loggers.py:259] Engine 001: Avg prompt throughput: 0.0 tokens/s, Avg generation "
     "throughput: 0.0 tokens/s, Running: 0 reqs, Waiting: 1 reqs, GPU KV cache usage: 0.0%, MM cache hit "
     "rate: 50.0%\n"
-    "(APIServer pid=7) INFO 11-29 19:23:50 [loggers.py:248] Engine 000: MFU: 1.5 TF/s/device 2.5 GB/s/device\n"
+    "(APIServer pid=7) INFO 11-29 19:23:50 [loggers.py:248] Engine 000: MFU: 1.5 TF/s/device "
+    "2.5 GB/s/device\n"
 ) * 2
 
 
 def _records(path: Path, general: bool) -> list[str]:
     sources, _ = resolve_inputs([str(path)], "UTC")
     if general:
-        events = iter_source_events(sources[0], "launches", timezone.utc, None, ScanStats(), ITERATION_NEEDLES,
-                                    repeats=True)
+        events = iter_source_events(sources[0], "launches", timezone.utc, None, ScanStats(),
+                                    ITERATION_NEEDLES, repeats=True)
     else:
         events = source_records(sources[0], timezone.utc, None, ScanStats(), DEFAULT_TUNING, steps=True)
-    return [f"{type(e).__name__} {e.model_dump()}" for e in events]
+    return [f"{type(e).__name__} {e.model_dump()} {sorted(e.model_fields_set)}" for e in events]
 
 
 @pytest.mark.parametrize("path", LOGS, ids=lambda p: p.name)
@@ -50,3 +51,25 @@ def test_rows_are_the_parsers_records_on_their_edges(tmp_path: Path) -> None:
     assert records == _records(path, general=True)
     assert sum(r.startswith("EngineStats") for r in records) == 2  # the second copy counted once
     assert "'device': 'CPU'" in records[0] and "'level': 'DEBUG'" in records[1]
+
+
+def test_an_hours_later_stamps_are_the_stamps_datetimes() -> None:
+    """`_Times` (a stamp after one of the same steady hour: that hour's start plus its minutes and
+    seconds) gives what a fresh reading of each stamp gives, on the daylight-saving days of two zones
+    and in UTC: values, offsets and folds."""
+    from zoneinfo import ZoneInfo
+
+    from vllm_logwatch.offline.reading.records import _Times
+    from vllm_logwatch.parsing.stamps import YearClock
+
+    days = ("10-25", "11-01", "03-08", "03-29")
+    stamps = [f"{day} {h:02d}:{m:02d}:{s:02d}".encode()
+              for day in days for h in range(24) for m in range(0, 60, 7) for s in range(0, 60, 13)]
+    stamps += [b"11-01 01:61:00", b"11-01 01:05:00"]  # a stamp no datetime has, then its hour again
+    for zone in (timezone.utc, ZoneInfo("America/New_York"), ZoneInfo("Europe/Berlin")):
+        clocks = [YearClock.for_source(None, zone, 2026, first_stamp="10-25 00:00:00") for _ in range(2)]
+        times, each = (_Times(lambda _s, c=c: c) for c in clocks)  # type: ignore[misc]
+        got = [times(stamp) for stamp in stamps]
+        fresh = [each._time(stamp) for stamp in stamps]  # each stamp read by the clock
+        assert [(t, t and t.isoformat(), t and t.fold) for t in got] == \
+            [(t, t and t.isoformat(), t and t.fold) for t in fresh]

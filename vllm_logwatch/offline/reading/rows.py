@@ -22,7 +22,7 @@ from ...parsing.framing import MAX_LINE_BYTES, hit_lines
 from ...parsing.needles import STATS_FOLLOWER_NEEDLES, STATS_NEEDLES, VARIANT_NEEDLES, WANTS
 from ...parsing.shapes import CANONICAL_STATS, HEADER, ITERATION_BODY
 
-__all__ = ["CSV_LANE", "ITERATIONS_LANE", "ITERATION_LINE", "STAMP", "VALUES", "Chunk", "Lane", "keeps_all",
+__all__ = ["CSV_LANE", "ITERATIONS_LANE", "STAMP", "VALUES", "Chunk", "Lane", "keeps_all",
            "render"]
 
 _ROW_NEEDLES = STATS_NEEDLES + VARIANT_NEEDLES + STATS_FOLLOWER_NEEDLES
@@ -35,7 +35,7 @@ class Lane:
     which lines: the common stats line, or vLLM's iteration line (`parse --kind iterations`)."""
 
     shape: Literal["stats", "iterations"] = "stats"
-    """The line rendered: `_CANON` (stats rows) or `ITERATION_LINE` (step rows)."""
+    """The line rendered: `_CANON` (stats rows) or `_ITERATION_LINE` (step rows)."""
     followers: tuple[bytes, ...] = STATS_FOLLOWER_NEEDLES
     """The follower lines a hit takes with it (`framing.hit_lines`): V0's prefix line for stats."""
     json: bool = False
@@ -62,9 +62,9 @@ usage, prefix and MM cache hit rates (NaN when absent)."""
 
 _CANON = re.compile(rf"(?m)^{HEADER}{CANONICAL_STATS}\r?\n".encode())
 """A whole line of vLLM's own header and the common stats message (`parsing/shapes.py`)."""
-ITERATION_LINE = re.compile(rf"(?m)^{HEADER}{ITERATION_BODY}\r?\n".encode())
-"""A whole line of vLLM's own header and the iteration message: its row is rendered here (and the
-summary reads its numbers in the parent: `records.py`); any other iteration line goes to the parser."""
+_ITERATION_LINE = re.compile(rf"(?m)^{HEADER}{ITERATION_BODY}\r?\n".encode())
+"""A whole line of vLLM's own header and the iteration message: its row is rendered here; any other
+iteration line goes to the parser."""
 
 
 class Chunk(NamedTuple):
@@ -149,7 +149,7 @@ def render(data: bytes | bytearray, size: int, numbers: array[int] | None, *, st
             positions.append(len(canon))
         k += data.count(b"\n", counted, stop)
 
-    for m in (ITERATION_LINE if steps else _CANON).finditer(data, start, size):
+    for m in (_ITERATION_LINE if steps else _CANON).finditer(data, start, size):
         if m.start() > pos:
             gap(m.start())
         if steps:

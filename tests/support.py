@@ -488,3 +488,71 @@ def outputs_each(script: str, groups: list[list[str]], *args: int) -> list[str]:
     outputs = proc.stdout.split("\x1e")
     assert outputs.pop() == "" and len(outputs) == len(groups)
     return outputs
+
+
+# -- following: the lines of a follower's blocks, one by one, and a waker stepped by hand -------------
+
+
+@dataclasses.dataclass(frozen=True)
+class LogLine:
+    """One line of a `LineBlock`: its file, byte offset and number, its text (`\\n` and a trailing `\\r`
+    removed, bad UTF-8 replaced); `cut`: longer than the cap and cut to it."""
+
+    source: str
+    offset: int
+    number: int
+    text: str
+    cut: bool = False
+
+
+def lines_of(blocks: Sequence[Any]) -> list[LogLine]:
+    """Every line of `blocks` (`following.openfile.LineBlock`), in order."""
+    out: list[LogLine] = []
+    for block in blocks:
+        if block.cut:
+            out.append(LogLine(block.source, block.offset, block.number,
+                               block.data[:-1].decode("utf-8", "replace"), True))
+            continue
+        offset = block.offset
+        for number, raw in enumerate(block.data.split(b"\n")[:-1], block.number):
+            text = (raw[:-1] if raw.endswith(b"\r") else raw).decode("utf-8", "replace")
+            out.append(LogLine(block.source, offset, number, text))
+            offset += len(raw) + 1
+    return out
+
+
+def poll(source: Any) -> list[LogLine]:
+    """One `poll_blocks()` of a follower (or a stream), line by line."""
+    return lines_of(source.poll_blocks())
+
+
+def save(source: Any) -> bool:
+    """Write the follower's state file at its `checkpoint()`, as the pipeline does; True if written."""
+    state = source.checkpoint().state
+    return state is not None and bool(source.write_checkpoint(state))
+
+
+class ManualWaker:
+    """A waker whose `wait` never blocks, so a test steps a follower with explicit polls. It records
+    `waits`, `wakes`, `watched` (the last folders asked for) and `closed`; `wait` is True if `wake()`
+    came since the last wait."""
+
+    def __init__(self) -> None:
+        self.waits = self.wakes = 0
+        self.watched: frozenset[str] = frozenset()
+        self.closed = self._pending = False
+
+    def wait(self, timeout: float | None) -> bool:
+        self.waits += 1
+        woke, self._pending = self._pending, False
+        return woke
+
+    def watch(self, paths: Any) -> None:
+        self.watched = frozenset(os.path.abspath(p) for p in paths)
+
+    def wake(self) -> None:
+        self.wakes += 1
+        self._pending = True
+
+    def close(self) -> None:
+        self.closed = True

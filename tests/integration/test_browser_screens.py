@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from support import ROOT as REPO
-from support import poll_until
+from support import ManualWaker, poll_until
 from test_browser import REAL_LINES, STAMP, STATS_AT, open_page
 
 pytestmark = pytest.mark.timeout(90)
@@ -172,7 +172,6 @@ def _alone(path: Path) -> dict[str, Any]:
     """The status a watch of that file alone gives, read to its end (in this process)."""
     from vllm_logwatch.exporting.exporter import ExporterMetrics
     from vllm_logwatch.following.follower import Follower
-    from vllm_logwatch.following.wakers import ManualWaker
     from vllm_logwatch.live.pipeline import Pipeline
 
     pipeline = Pipeline(Follower(str(path), from_start=True, waker=ManualWaker()), ExporterMetrics())

@@ -4,12 +4,10 @@ How, and why (docs/design.md, "Following files"; google/mtail's ``filestream.go`
 ``stat`` is the truth and notifications only a hint (``wakers.py``); at end of file another
 ``(st_dev, st_ino)`` at the path is a rotation, a size below our offset or a changed head a
 copytruncate (read again from 0), a missing path is waited for. A folder target follows the newest
-launch file (``targets.py``). Reads are framed into blocks of complete lines (``openfile.py``);
-``poll()`` hands out lines, ``poll_blocks()`` the blocks, read whole by the pipeline; the state file
-(``statefile.py``) records the offset after the last line handed out. Standalone, the follower writes
-it itself, at most once a second and before reading, so it covers only lines the caller has handled;
-the pipeline takes this over (``autosave = False``) and writes each poll's ``checkpoint()`` before a
-scrape may show its lines (``live/statekeeper.py``).
+launch file (``targets.py``). Reads are framed into blocks of complete lines (``openfile.py``),
+handed out by ``poll_blocks()``; the state file (``statefile.py``) records the offset after the last
+line handed out: the pipeline writes each poll's ``checkpoint()`` before a scrape may show its lines
+(``live/statekeeper.py``).
 """
 
 from __future__ import annotations
@@ -17,39 +15,31 @@ from __future__ import annotations
 import dataclasses
 import os
 import threading
-import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..parsing.framing import MAX_LINE_BYTES
-from .openfile import FollowerStats, LineBlock, LogLine, OpenFile, lines_of, open_log, place_of
+from .openfile import FollowerStats, LineBlock, OpenFile, open_log, place_of
 from .parking import Parked, park_file, reopen
 from .source import deliver
 from .statefile import Checkpoint, Position, SavedState, StateFile, describe, position_of, resume_at
 from .targets import Candidate, LaunchFiles
 from .wakers import Waker, own_waker
 
-__all__ = ["Checkpoint", "Follower", "FollowerStats", "LineBlock", "LogLine"]
+__all__ = ["Checkpoint", "Follower", "FollowerStats", "LineBlock"]
 
 READ_CHUNK_BYTES = 1 << 20  # one read() call
-MAX_POLL_BYTES = 16 << 20  # per poll(): a huge backlog must not starve the caller
-AUTOSAVE_SECONDS = 1.0
-_MAX_HOPS = 8  # file changes handled in one poll(); the rest waits for the next one
+MAX_POLL_BYTES = 16 << 20  # per poll: a huge backlog must not starve the caller
+_MAX_HOPS = 8  # file changes handled in one poll; the rest waits for the next one
 
 
 class Follower:
-    """Follows ``target`` (a file, a folder, or a glob) and hands out complete lines.
+    """Follows ``target`` (a file, a folder, or a glob) and hands out blocks of complete lines.
 
-    ``poll()`` is one non-blocking step, ``run()`` loops until ``stop()``. Start position of the first
-    file: its end (only new lines), or its start with ``from_start=True``, or where a matching state
-    file says. Every file that appears later is new and read from its start. Errors are counted in
-    ``stats`` and shown in ``stats.last_error``; they are never raised out of ``poll()`` or ``run()``.
-
-    Example::
-
-        with Follower("serve.log", from_start=True, waker=ManualWaker()) as follower:
-            for line in follower.poll():
-                print(line.number, line.text)
+    ``poll_blocks()`` is one non-blocking step, ``run_blocks()`` loops until ``stop()``. Start position
+    of the first file: its end (only new lines), or its start with ``from_start=True``, or where a
+    matching state file says. Every file that appears later is new and read from its start. Errors are
+    counted in ``stats`` and shown in ``stats.last_error``; they are never raised.
     """
 
     ended = False  # a file never ends: it may grow (``following.source.LineSource``)
@@ -57,14 +47,13 @@ class Follower:
     def __init__(
         self, target: str, *, pattern: str = "*.log", from_start: bool = False,
         max_line_bytes: int = MAX_LINE_BYTES, state_file: str | None = None, waker: Waker | None = None,
-        poll_interval: float = 1.0, autosave: bool = True, autosave_seconds: float = AUTOSAVE_SECONDS,
-        poll_bytes: int = MAX_POLL_BYTES, read_bytes: int = READ_CHUNK_BYTES,
+        poll_interval: float = 1.0, poll_bytes: int = MAX_POLL_BYTES, read_bytes: int = READ_CHUNK_BYTES,
         lister: Callable[[], list[str]] | None = None, saved: SavedState | None = None,
     ) -> None:
-        """``autosave=False``: the caller writes the state file (``write_checkpoint``); ``poll()``,
-        ``run()`` and ``close()`` never do; else at most once per ``autosave_seconds``. ``poll_bytes``:
-        what one ``poll()`` reads at most; ``read_bytes``: one ``read()`` call. ``lister``, ``saved``: one
-        source of many (`many.py`): its files and saved position, from the caller (``target`` names it)."""
+        """``state_file``: read at the first poll, written by the caller (``write_checkpoint``).
+        ``poll_bytes``: what one poll reads at most; ``read_bytes``: one ``read()`` call. ``lister``,
+        ``saved``: one source of many (`many.py`): its files and saved position, from the caller
+        (``target`` names it)."""
         if max_line_bytes < 1:
             raise ValueError(f"max_line_bytes must be at least 1, got {max_line_bytes}")
         if poll_interval <= 0:
@@ -78,11 +67,9 @@ class Follower:
         self._stop = threading.Event()
         self._cur: OpenFile | None = None
         self._parked: Parked | None = None  # the descriptor closed, the place kept (`parking.py`)
-        self._begun = self._more = self._waiting_for_path = self._dirty = self._closed = False
+        self._begun = self._more = self._waiting_for_path = self._closed = False
         self._saved: SavedState | None = saved
         self._budget = 0
-        self._last_save = float("-inf")
-        self.autosave, self.autosave_seconds = autosave, autosave_seconds
         self.poll_bytes, self.read_bytes = poll_bytes, read_bytes
         self._checkpoint = Checkpoint(None, 0, 0)
         self._state = StateFile(self.state_file, self.stats) if self.state_file else None
@@ -114,10 +101,6 @@ class Follower:
         """``"file"``, ``"dir"`` (the newest matching file of a folder) or ``"glob"``."""
         return self._files.mode
 
-    def poll(self) -> list[LogLine]:
-        """``poll_blocks()``, line by line."""
-        return lines_of(self.poll_blocks())
-
     def poll_blocks(self) -> list[LineBlock]:
         """Read what is new (at most ``poll_bytes``) and return its complete
         lines, in order, in blocks (about one a read).
@@ -128,12 +111,6 @@ class Follower:
         with self._lock:
             if self._closed:
                 return out
-            # Autosave before reading: it covers the lines the previous poll returned, which the
-            # caller has handled by now (run() calls on_lines before polling again). Saving after
-            # reading would record lines the caller has not seen yet, and a crash would skip them.
-            if (self.autosave and self._dirty and self.state_file
-                    and time.monotonic() - self._last_save >= self.autosave_seconds):
-                self._save_locked()
             self._budget = self.poll_bytes
             self._more = False
             try:
@@ -152,7 +129,7 @@ class Follower:
         return out
 
     def checkpoint(self) -> Checkpoint:
-        """The position just after the lines the last ``poll()`` returned (and the totals then): take it
+        """The position just after the lines the last poll returned (and the totals then): take it
         once those lines are handled, before polling again, and writing it records exactly them."""
         return self._checkpoint
 
@@ -162,21 +139,14 @@ class Follower:
         assert isinstance(state, SavedState)
         return self._state is not None and self._state.write(state, extra)
 
-    def run(
-        self, on_lines: Callable[[list[LogLine]], None], stop: threading.Event | None = None, *,
-        on_poll: Callable[[], None] | None = None,
-    ) -> None:
-        """``run_blocks``, handing out lines."""
-        self.run_blocks(lambda blocks: on_lines(lines_of(blocks)), stop, on_poll=on_poll)
-
     def run_blocks(
         self, on_blocks: Callable[[list[LineBlock]], None], stop: threading.Event | None = None, *,
         on_poll: Callable[[], None] | None = None,
     ) -> None:
-        """Poll and deliver until ``stop()`` or ``stop`` is set; saves state when leaving (if
-        ``autosave``). ``on_poll()`` follows every poll (after ``on_blocks``): the moment to take
-        ``checkpoint()``. Without an injected waker, a ``WatchdogWaker(poll_interval)`` is made here (and
-        closed by ``close()``). Exceptions from ``on_blocks`` and ``on_poll`` propagate."""
+        """Poll and deliver until ``stop()`` or ``stop`` is set. ``on_poll()`` follows every poll (after
+        ``on_blocks``): the moment to take ``checkpoint()``. Without an injected waker, a
+        ``WatchdogWaker(poll_interval)`` is made here (and closed by ``close()``). Exceptions from
+        ``on_blocks`` and ``on_poll`` propagate."""
         waker, owned = own_waker(self._waker, self.poll_interval)
         self._waker, self._owns_waker = waker, self._owns_waker or owned
 
@@ -185,22 +155,12 @@ class Follower:
 
         deliver(self.poll_blocks, on_blocks, on_poll, stopping, lambda: self._more, waker.wait,
                 self.poll_interval)
-        with self._lock:
-            if self.autosave and self._dirty and not self._closed:
-                self._save_locked()
 
     def stop(self) -> None:
-        """Make ``run()`` return soon; safe to call from any thread."""
+        """Make ``run_blocks()`` return soon; safe to call from any thread."""
         self._stop.set()
         if self._waker is not None:
             self._waker.wake()
-
-    def save_state(self) -> bool:
-        """Record the offset just after the last line ``poll()`` returned (call it once those lines are
-        handled); True if written. Atomic; never through a path that is not a regular file; errors are
-        counted in ``stats``, never raised."""
-        with self._lock:
-            return self._save_locked()
 
     def status(self) -> dict[str, Any]:
         """A snapshot for the status endpoint: what we follow, where we are, the counters."""
@@ -212,25 +172,17 @@ class Follower:
         }
 
     def close(self) -> None:
-        """Stop ``run()``, save state, close the file and the waker we made. Idempotent."""
+        """Stop ``run_blocks()``, close the file and the waker we made. Idempotent."""
         self.stop()
         with self._lock:
             if self._closed:
                 return
-            if self.autosave:
-                self._save_locked()
             self._closed = True
             if self._cur is not None and self._parked is None:
                 os.close(self._cur.fd)
                 self._cur = None
         if self._owns_waker and self._waker is not None:
             self._waker.close()
-
-    def __enter__(self) -> Follower:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
     # -- one step ----------------------------------------------------------------------------------
 
@@ -282,7 +234,6 @@ class Follower:
             self._budget -= len(data)
             self.stats.bytes += len(data)
             cur.consume(data, out, self.max_line_bytes, self.stats)
-            self._dirty = True
         self._more = True
         return True
 
@@ -315,7 +266,6 @@ class Follower:
         cur.flush_partial(out, self.stats)  # the writer will not finish that line in this file
         cur.rewind()
         self.stats.truncations += 1
-        self._dirty = True
 
     def _switch(self, cur: OpenFile, path: str, out: list[LineBlock], *, rotation: bool) -> bool:
         if not self._drain(cur, out) or self._more:
@@ -348,7 +298,6 @@ class Follower:
             self._files.left(cur.dev, cur.ino, cur.fingerprint)
             self._cur = None
             self.stats.rotations += 1
-            self._dirty = True
         return True
 
     def _open(self, path: str) -> OpenFile | None:
@@ -363,7 +312,6 @@ class Follower:
         self._waiting_for_path = False
         self._files.opened(path, st.st_dev, st.st_ino, cur.fingerprint)
         self.stats.files_opened += 1
-        self._dirty = True
         return cur
 
     def _start_position(self, fd: int, path: str, st: os.stat_result) -> tuple[int, int, bool]:
@@ -372,23 +320,6 @@ class Follower:
         if initial is None or not self._files.is_initial(path, st.st_dev, st.st_ino):
             return 0, 1, False  # appeared after we started: all of it is new
         return resume_at(self._saved, fd, path, st, from_start=self.from_start, initial_size=initial.size)
-
-    # -- state file ----------------------------------------------------------------------------------
-
-    def _save_locked(self) -> bool:
-        if self.state_file is None or self._cur is None:
-            return False
-        self._last_save = time.monotonic()
-        try:
-            state = position_of(self._cur)  # what a state file would say now (saved_at left 0)
-        except OSError as exc:
-            self.stats.state_errors += 1
-            self.stats.last_state_error = f"cannot save state: {describe(exc, self._cur.path)}"
-            return False
-        if state is None or not self.write_checkpoint(state):
-            return False
-        self._dirty = False
-        return True
 
     def _error(self, exc: OSError, path: str) -> None:
         self.stats.read_errors += 1

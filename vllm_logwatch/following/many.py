@@ -71,7 +71,6 @@ class ManyFollower:
         self.rescan_seconds = rescan_seconds
         self.poll_bytes = poll_bytes
         self._open: OpenFiles[SourceKey] = OpenFiles(open_files)
-        self.autosave = True
         self._state_bytes = 0  # the size of the last state written
         self.own = FollowerStats()  # the watch's own: listing and state file errors
         self._clock = clock
@@ -337,7 +336,7 @@ class ManyFollower:
         follower = Follower(
             (key and "/".join(v for _, v in key)) or self.target, lister=lister, saved=self._saved.get(key),
             from_start=self.from_start or not first or (self._resumed and key not in self._saved),
-            poll_interval=self.poll_interval, autosave=False,
+            poll_interval=self.poll_interval,
         )
         self._sources[key] = _Source(follower, found, folded=unfolded >= self.max_sources)
         self._parts[key] = self._part(key, follower)
@@ -388,9 +387,6 @@ class ManyFollower:
             if self._closed:
                 return
             self._closed = True
-            if self.autosave and self._state is not None and self._checkpoint.state is not None:
-                self.write_checkpoint(self._checkpoint.state)  # never before a first poll: that would
-                # write no source at all, and the restart would read every source from its start
             for source in self._sources.values():
                 source.follower.close()
         if self._owns_waker and self._waker is not None:

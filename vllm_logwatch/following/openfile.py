@@ -21,36 +21,21 @@ from ..parsing.framing import long_lines, trim_partial_utf8
 from ..parsing.simd import simd_count
 
 __all__ = [
-    "FINGERPRINT_BYTES", "FollowerStats", "LineBlock", "LogLine", "OpenFile", "fingerprint_of", "lines_of",
-    "open_log", "open_regular", "place_of", "read_at", "trim_partial_utf8",
+    "FINGERPRINT_BYTES", "FollowerStats", "LineBlock", "OpenFile", "fingerprint_of", "open_log",
+    "open_regular", "place_of", "read_at", "trim_partial_utf8",
 ]
 
 FINGERPRINT_BYTES = 1024  # the state file recognises a file by the hash of its first bytes
 
 
 @dataclass(frozen=True, slots=True)
-class LogLine:
-    """One complete line of a followed file, as the parser and the metrics see it.
-
-    ``offset`` is the byte offset of the line start in ``source``; ``number`` is 1-based, counted from
-    the file start when we read it from there, else from where we started. ``text`` has its ``\\n``
-    and trailing ``\\r`` removed; ``cut`` says it was longer than the cap and truncated.
-    """
-
-    source: str
-    offset: int
-    number: int
-    text: str
-    cut: bool = False
-
-
-@dataclass(frozen=True, slots=True)
 class LineBlock:
     """Complete lines of one followed file, as read: `count` lines in `data`, each ending in `\\n`.
 
-    `offset` is the byte offset of the first line in `source` (its path), `number` its line number (as in
-    `LogLine`). `cut`: one line, longer than the cap, truncated to it (its `data` is no slice of the
-    file then). The lines' `\\r` and UTF-8 are left as read: `lines()` and the block scan see to them.
+    `offset` is the byte offset of the first line in `source` (its path), `number` its line number
+    (1-based, counted from the file start when read from there, else from where reading started). `cut`:
+    one line, longer than the cap, truncated to it (its `data` is no slice of the file then). The lines'
+    `\\r` and UTF-8 are left as read: the block scan sees to them.
     """
 
     source: str
@@ -61,25 +46,6 @@ class LineBlock:
     cut: bool = False
     key: tuple[tuple[str, str], ...] = ()
     """The labels of the source it came from (a many-source watch: `following/many.py`), else ()."""
-
-    def lines(self) -> list[LogLine]:
-        """The block line by line, as the follower used to hand lines out."""
-        if self.cut:
-            text = self.data[:-1].decode("utf-8", "replace")
-            return [LogLine(self.source, self.offset, self.number, text, True)]
-        out, offset = [], self.offset
-        raws = self.data.split(b"\n")
-        raws.pop()  # after the last newline: nothing
-        for number, raw in enumerate(raws, self.number):
-            text = (raw[:-1] if raw.endswith(b"\r") else raw).decode("utf-8", "replace")
-            out.append(LogLine(self.source, offset, number, text))
-            offset += len(raw) + 1
-        return out
-
-
-def lines_of(blocks: list[LineBlock]) -> list[LogLine]:
-    """Every line of `blocks`, in order."""
-    return [line for block in blocks for line in block.lines()]
 
 
 @dataclass(slots=True)

@@ -20,7 +20,6 @@ class LineSource(Protocol):
     """
 
     state_file: str | None
-    autosave: bool
     poll_interval: float
     poll_bytes: int
 

@@ -1,7 +1,7 @@
 """A stream of lines: standard input (`logwatch watch -`) or a named pipe, read to its end.
 
 `docker logs -f vllm 2>&1 | logwatch watch -`: the whole stream is one launch named `<stdin>` (a
-version banner inside it is a new launch, as in a file). Reads never block: `poll()` says what is
+version banner inside it is a new launch, as in a file). Reads never block: `select.poll` says what is
 ready, and a wait is on the stream and a wake-up pipe together, so `stop()` ends it at once even while
 the writer keeps the pipe open and silent. The bytes are framed by `openfile.OpenFile`, as a file's
 are (the partial last line held, lines over the cap cut and counted, bad UTF-8 replaced). The end
@@ -31,7 +31,7 @@ from typing import Any
 
 from ..parsing.framing import MAX_LINE_BYTES
 from .follower import MAX_POLL_BYTES, READ_CHUNK_BYTES
-from .openfile import FollowerStats, LineBlock, LogLine, OpenFile, lines_of
+from .openfile import FollowerStats, LineBlock, OpenFile
 from .source import deliver
 from .statefile import Checkpoint, Position, describe
 
@@ -46,17 +46,9 @@ def _open_pipe(path: str) -> int:
 
 
 class StreamSource:
-    """Reads the stream on `fd` (closed by `close()`), named `name`; a `following.source.LineSource`.
-
-    Example::
-
-        source = StreamSource(0)          # standard input
-        for line in source.poll():        # what is there now; never waits
-            print(line.number, line.text)
-    """
+    """Reads the stream on `fd` (closed by `close()`), named `name`; a `following.source.LineSource`."""
 
     state_file: str | None = None  # nothing to resume at
-    autosave = False
 
     def __init__(
         self,
@@ -120,10 +112,6 @@ class StreamSource:
     def ended(self) -> bool:
         """Every writer is gone (or reading failed): nothing more will come."""
         return self.ended_at is not None
-
-    def poll(self) -> list[LogLine]:
-        """`poll_blocks()`, line by line."""
-        return lines_of(self.poll_blocks())
 
     def poll_blocks(self) -> list[LineBlock]:
         """What is ready now (at most `poll_bytes`), as blocks of complete lines; at the end, the held
@@ -264,9 +252,3 @@ class StreamSource:
             for fd in (self._cur.fd, self._wake_r, self._wake_w):
                 with contextlib.suppress(OSError):
                     os.close(fd)
-
-    def __enter__(self) -> StreamSource:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()

@@ -6,7 +6,7 @@ google/mtail's ``internal/waker``, so that:
 
 * production wakes within milliseconds of a write (``WatchdogWaker``, inotify on Linux) yet still polls
   when notifications are lost (network file systems, inotify limits, renamed directories);
-* tests step the follower exactly (``ManualWaker``) and never sleep to synchronise;
+* tests step the follower exactly (a waker whose ``wait`` returns at once) and never sleep to synchronise;
 * watchdog, with its OS limits and threads, is imported in this module and nowhere else.
 
 Example::
@@ -47,7 +47,7 @@ from watchdog.observers import Observer
 if TYPE_CHECKING:
     from watchdog.observers.api import BaseObserver, ObservedWatch
 
-__all__ = ["ManualWaker", "PollWaker", "Waker", "WatchdogWaker", "own_waker"]
+__all__ = ["PollWaker", "Waker", "WatchdogWaker", "own_waker"]
 
 # Only changes to content or names matter. Opens, closes and reads are left out on purpose: the
 # follower's own reads would otherwise wake it again and again.
@@ -284,41 +284,6 @@ def own_waker(waker: Waker | None, interval: float) -> tuple[Waker, bool]:
     made = WatchdogWaker(interval)
     made.start()
     return made, True
-
-
-class ManualWaker:
-    """A waker for tests: ``wait`` never blocks, so a test steps the follower with explicit polls.
-
-    It records what it was asked: ``waits`` (number of ``wait`` calls), ``wakes``, ``watched`` (the last
-    set of directories) and ``closed``. ``wait`` returns True if ``wake()`` was called since the last
-    ``wait``, else False, as a real waker would after a timeout.
-    """
-
-    def __init__(self) -> None:
-        self.waits = 0
-        self.wakes = 0
-        self.watched: frozenset[str] = frozenset()
-        self.closed = False
-        self._pending = False
-
-    def wait(self, timeout: float | None) -> bool:
-        """Return at once; True if a ``wake()`` came since the last wait."""
-        self.waits += 1
-        woke, self._pending = self._pending, False
-        return woke
-
-    def watch(self, paths: Iterable[str]) -> None:
-        """Remember the directories, for tests to assert on."""
-        self.watched = frozenset(os.path.abspath(p) for p in paths)
-
-    def wake(self) -> None:
-        """Count the wake and make the next ``wait`` report it."""
-        self.wakes += 1
-        self._pending = True
-
-    def close(self) -> None:
-        """Mark the waker closed."""
-        self.closed = True
 
 
 def _one_line(exc: BaseException) -> str:

@@ -137,8 +137,6 @@ class Pipeline:
         self._facts_read = getattr(follower, "from_start", True)  # a stream has none to read
         self._resumed = follower.state_file is not None and os.path.exists(follower.state_file)
         follower.poll_bytes = min(follower.poll_bytes, POLL_BYTES)
-        if follower.state_file is not None:
-            follower.autosave = False  # written here, in step with what the metrics show
 
     # -- life cycle -----------------------------------------------------------------------------
 

@@ -226,7 +226,7 @@ def test_a_pod_recreated_under_its_name_is_read_without_waiting_for_the_backstop
 
 def test_nothing_is_written_before_the_first_poll_and_an_unopened_source_keeps_its_place(
         tmp_path: Path) -> None:
-    """A state write (or a close) before a source has its file open must not drop that source's saved
+    """A state write before a source has its file open must not drop that source's saved
     position: the restart would read it from its start and count its lines again."""
     root, state = tmp_path / "pods", tmp_path / "state.json"
     write(pod(root, "a-0"), "a1", "a2")

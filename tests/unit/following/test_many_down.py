@@ -10,6 +10,7 @@ from pathlib import Path
 
 from podtree import Clock, pod
 from podtree import write as append
+from support import save
 
 from vllm_logwatch.following.many import ManyFollower
 
@@ -23,7 +24,8 @@ def test_a_pod_that_appeared_while_the_watch_was_down_is_read_from_its_start(tmp
     write(pod(root, "a-0"), 2)
     before = ManyFollower(str(root), layout="pods", state_file=state, clock=Clock(step=1.0))
     assert before.poll_blocks() == []  # from the end: no state yet
-    before.close()  # writes the state file
+    assert save(before)  # the state file, as the pipeline writes it
+    before.close()
     write(pod(root, "a-0"), 1)  # while the watch is down
     write(pod(root, "b-0"), 3)  # a pod started while the watch is down
     after = ManyFollower(str(root), layout="pods", state_file=state, clock=Clock(step=1.0))

@@ -9,6 +9,7 @@ new launch starts), the new file must not be taken for the old one: its first by
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -18,7 +19,6 @@ from podtree import Clock, write
 from vllm_logwatch.following.follower import Follower
 from vllm_logwatch.following.many import ManyFollower
 from vllm_logwatch.following.openfile import LineBlock
-from vllm_logwatch.following.wakers import ManualWaker
 
 
 def replace_on_same_inode(old: Path, new: Path, text: str) -> None:
@@ -51,7 +51,7 @@ def test_a_pods_restart_file_on_the_inode_of_a_removed_restart_file_is_read(tmp_
 def test_a_launch_file_on_the_inode_of_a_removed_launch_file_is_read(tmp_path: Path) -> None:
     first, second = tmp_path / "serve_20250705_0001.log", tmp_path / "serve_20250705_0002.log"
     write(first, "first launch")
-    with Follower(str(tmp_path), from_start=True, waker=ManualWaker()) as follower:
+    with contextlib.closing(Follower(str(tmp_path), from_start=True)) as follower:
         assert texts(follower.poll_blocks())[-1].endswith(b"first launch")
         write(second, "second launch")
         os.utime(second, ns=(first.stat().st_mtime_ns + 10**9,) * 2)

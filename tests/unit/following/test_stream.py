@@ -13,8 +13,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support import lines_of
 
-from vllm_logwatch.following.openfile import LineBlock, lines_of
+from vllm_logwatch.following.openfile import LineBlock
 from vllm_logwatch.following.stream import STDIN_NAME, StreamSource
 
 pytestmark = pytest.mark.timeout(30)

@@ -20,10 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support import ROOT
+from support import ROOT, LogLine, ManualWaker, lines_of, poll, save
 
-from vllm_logwatch.following.follower import Follower, LogLine
-from vllm_logwatch.following.wakers import ManualWaker
+from vllm_logwatch.following.follower import Follower
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -70,13 +69,13 @@ def test_default_start_is_the_end_and_appended_lines_follow(tmp_path: Path, foll
     log = tmp_path / "serve.log"
     log.write_text("old 1\nold 2\n")
     follower = follow(log)
-    assert follower.poll() == []
+    assert poll(follower) == []
     append(log, "new 1\nnew 2\n")
-    assert follower.poll() == [
+    assert poll(follower) == [
         LogLine(str(log), 12, 1, "new 1", False),
         LogLine(str(log), 18, 2, "new 2", False),
     ]
-    assert follower.poll() == []
+    assert poll(follower) == []
     assert (follower.stats.lines, follower.stats.bytes, follower.stats.files_opened) == (2, 12, 1)
 
 
@@ -84,37 +83,37 @@ def test_from_start_reads_the_whole_file(tmp_path: Path, follow: MakeFollower) -
     log = tmp_path / "serve.log"
     log.write_text("old 1\nold 2\n")
     follower = follow(log, from_start=True)
-    assert follower.poll() == [
+    assert poll(follower) == [
         LogLine(str(log), 0, 1, "old 1", False),
         LogLine(str(log), 6, 2, "old 2", False),
     ]
     append(log, "new\n")
-    assert follower.poll() == [LogLine(str(log), 12, 3, "new", False)]
+    assert poll(follower) == [LogLine(str(log), 12, 3, "new", False)]
 
 
 def test_starting_at_the_end_mid_line_skips_that_lines_tail(tmp_path: Path, follow: MakeFollower) -> None:
     log = tmp_path / "serve.log"
     log.write_text("old\nhalf a li")
     follower = follow(log)
-    assert follower.poll() == []
+    assert poll(follower) == []
     append(log, "ne\nnew\n")
-    assert follower.poll() == [LogLine(str(log), 16, 1, "new", False)]
+    assert poll(follower) == [LogLine(str(log), 16, 1, "new", False)]
 
 
 def test_partial_last_line_is_held_until_its_newline(tmp_path: Path, follow: MakeFollower) -> None:
     log = tmp_path / "serve.log"
     log.write_text("")
     follower = follow(log)
-    assert follower.poll() == []
+    assert poll(follower) == []
     append(log, "hel")
-    assert follower.poll() == []
+    assert poll(follower) == []
     assert follower.status()["held_bytes"] == 3
     assert follower.status()["offset"] == 0
     append(log, "lo\nwor")
-    assert follower.poll() == [LogLine(str(log), 0, 1, "hello", False)]
+    assert poll(follower) == [LogLine(str(log), 0, 1, "hello", False)]
     assert follower.status()["offset"] == 6
     append(log, "ld\n")
-    assert follower.poll() == [LogLine(str(log), 6, 2, "world", False)]
+    assert poll(follower) == [LogLine(str(log), 6, 2, "world", False)]
     assert follower.status()["held_bytes"] == 0
 
 
@@ -122,16 +121,16 @@ def test_crlf_loses_its_carriage_return(tmp_path: Path, follow: MakeFollower) ->
     log = tmp_path / "serve.log"
     log.write_bytes(b"a\r\nb\r\nin\rside\r\nc\r")
     follower = follow(log, from_start=True)
-    assert texts(follower.poll()) == ["a", "b", "in\rside"]
+    assert texts(poll(follower)) == ["a", "b", "in\rside"]
     append(log, "\n")
-    assert follower.poll() == [LogLine(str(log), 15, 4, "c", False)]
+    assert poll(follower) == [LogLine(str(log), 15, 4, "c", False)]
 
 
 def test_invalid_utf8_is_replaced_not_fatal(tmp_path: Path, follow: MakeFollower) -> None:
     log = tmp_path / "serve.log"
     log.write_bytes(b"ok \xff\xfe end\ncaf\xc3\xa9\n\xc3\n")
     follower = follow(log, from_start=True)
-    assert texts(follower.poll()) == ["ok \ufffd\ufffd end", "café", "\ufffd"]
+    assert texts(poll(follower)) == ["ok \ufffd\ufffd end", "café", "\ufffd"]
     assert follower.stats.read_errors == 0
 
 
@@ -141,7 +140,7 @@ def test_line_over_the_cap_is_cut_counted_and_the_next_line_is_intact(
     log = tmp_path / "serve.log"
     log.write_text("short\n" + "x" * 40 + "\n" + "y" * 16 + "\nnext\n")
     follower = follow(log, from_start=True, max_line_bytes=16)
-    assert follower.poll() == [
+    assert poll(follower) == [
         LogLine(str(log), 0, 1, "short", False),
         LogLine(str(log), 6, 2, "x" * 16, True),
         LogLine(str(log), 47, 3, "y" * 16, False),  # exactly the cap: not cut
@@ -154,7 +153,7 @@ def test_cut_never_splits_a_multibyte_character(tmp_path: Path, follow: MakeFoll
     log = tmp_path / "serve.log"
     log.write_text("a" * 9 + "é and more\nok\n")  # é is bytes 10 and 11; the cap falls between them
     follower = follow(log, from_start=True, max_line_bytes=10)
-    assert follower.poll() == [
+    assert poll(follower) == [
         LogLine(str(log), 0, 1, "a" * 9, True),
         LogLine(str(log), 21, 2, "ok", False),
     ]
@@ -165,7 +164,7 @@ def test_ten_megabyte_line_without_newline_keeps_memory_bounded(tmp_path: Path, 
     log = tmp_path / "serve.log"
     log.write_text("")
     follower = follow(log, max_line_bytes=cap)
-    assert follower.poll() == []
+    assert poll(follower) == []
     megabyte = b"x" * (1 << 20)
     delivered: list[LogLine] = []
     tracemalloc.start()
@@ -173,7 +172,7 @@ def test_ten_megabyte_line_without_newline_keeps_memory_bounded(tmp_path: Path, 
         for _ in range(10):
             append(log, megabyte)
             tracemalloc.reset_peak()
-            delivered += follower.poll()
+            delivered += poll(follower)
             _, peak = tracemalloc.get_traced_memory()
             assert follower.status()["held_bytes"] <= cap
             assert peak < 4 << 20, f"poll() peaked at {peak} bytes for a 1 MiB read"
@@ -181,7 +180,7 @@ def test_ten_megabyte_line_without_newline_keeps_memory_bounded(tmp_path: Path, 
         tracemalloc.stop()
     assert delivered == [LogLine(str(log), 0, 1, "x" * cap, True)]
     append(log, "\nafter\n")
-    assert follower.poll() == [LogLine(str(log), 10 * (1 << 20) + 1, 2, "after", False)]
+    assert poll(follower) == [LogLine(str(log), 10 * (1 << 20) + 1, 2, "after", False)]
     assert follower.stats.lines_cut == 1
 
 
@@ -190,7 +189,7 @@ def test_binary_file_is_read_as_text(tmp_path: Path, follow: MakeFollower) -> No
     (tmp_path / "blob.log").write_bytes(data)
     follower = follow(tmp_path, from_start=True)
     expected = [part.decode("utf-8", "replace") for part in data.split(b"\n")[:-1]]
-    lines = follower.poll()
+    lines = poll(follower)
     assert texts(lines) == expected
     assert len(lines) == 64
     assert follower.status()["held_bytes"] == 245 + 100  # the last piece has no newline yet
@@ -202,7 +201,7 @@ def test_a_large_backlog_is_read_in_bounded_steps(
     log = tmp_path / "serve.log"
     log.write_text("".join(f"line {i:05d}\n" for i in range(1, 501)))  # 11 bytes a line, 5500 bytes
     follower = follow(log, from_start=True, poll_bytes=1000, read_bytes=300)
-    batches = [follower.poll() for _ in range(7)]
+    batches = [poll(follower) for _ in range(7)]
     assert [len(batch) for batch in batches] == [90, 91, 91, 91, 91, 46, 0]
     assert texts([line for batch in batches for line in batch]) == [f"line {i:05d}" for i in range(1, 501)]
 
@@ -214,16 +213,16 @@ def test_rename_and_create_rotation_drains_the_old_file_first(tmp_path: Path, fo
     log, rotated = tmp_path / "serve.log", tmp_path / "serve.log.1"
     log.write_text("")
     follower = follow(log)
-    assert follower.poll() == []
+    assert poll(follower) == []
     append(log, "1\n2\n")
-    assert texts(follower.poll()) == ["1", "2"]
+    assert texts(poll(follower)) == ["1", "2"]
     log.rename(rotated)
     append(rotated, "3\n")  # the writer still has the old file open
-    assert follower.poll() == [LogLine(str(log), 4, 3, "3", False)]
+    assert poll(follower) == [LogLine(str(log), 4, 3, "3", False)]
     assert follower.status()["waiting_for_path"] is True
     append(rotated, "4\n")
     log.write_text("5\n6\n")
-    assert follower.poll() == [
+    assert poll(follower) == [
         LogLine(str(log), 6, 4, "4", False),
         LogLine(str(log), 0, 1, "5", False),
         LogLine(str(log), 2, 2, "6", False),
@@ -236,23 +235,23 @@ def test_rotation_delivers_a_partial_last_line_of_the_old_file(tmp_path: Path, f
     log = tmp_path / "serve.log"
     log.write_text("")
     follower = follow(log)
-    follower.poll()
+    poll(follower)
     append(log, "1\nkilled mid-li")
-    assert texts(follower.poll()) == ["1"]
+    assert texts(poll(follower)) == ["1"]
     log.rename(tmp_path / "serve.log.1")
     log.write_text("2\n")
-    assert texts(follower.poll()) == ["killed mid-li", "2"]
+    assert texts(poll(follower)) == ["killed mid-li", "2"]
 
 
 def test_copytruncate_reads_again_from_the_start(tmp_path: Path, follow: MakeFollower) -> None:
     log = tmp_path / "serve.log"
     log.write_text("1\n2\n3\n")
     follower = follow(log, from_start=True)
-    assert texts(follower.poll()) == ["1", "2", "3"]
+    assert texts(poll(follower)) == ["1", "2", "3"]
     with open(log, "r+b") as f:  # what logrotate's copytruncate does after copying
         f.truncate(0)
     append(log, "4\n")
-    assert follower.poll() == [LogLine(str(log), 0, 1, "4", False)]
+    assert poll(follower) == [LogLine(str(log), 0, 1, "4", False)]
     assert (follower.stats.truncations, follower.stats.rotations) == (1, 0)
 
 
@@ -264,15 +263,15 @@ def test_copytruncate_then_a_refill_past_the_old_offset_is_read_from_the_start(
     log = tmp_path / "serve.log"
     log.write_text("old 1\nold 2\n")
     follower = follow(log, from_start=True)
-    assert texts(follower.poll()) == ["old 1", "old 2"]
+    assert texts(poll(follower)) == ["old 1", "old 2"]
     with open(log, "r+b") as f:
         f.truncate(0)
     append(log, "new 1\nnew 2\nnew 3\n")
-    assert follower.poll() == [LogLine(str(log), offset, n, f"new {n}", False)
+    assert poll(follower) == [LogLine(str(log), offset, n, f"new {n}", False)
                                for n, offset in ((1, 0), (2, 6), (3, 12))]
     assert (follower.stats.truncations, follower.stats.rotations) == (1, 0)
     append(log, "new 4\n")
-    assert texts(follower.poll()) == ["new 4"], "the same content is not read again"
+    assert texts(poll(follower)) == ["new 4"], "the same content is not read again"
     assert follower.stats.truncations == 1
 
 
@@ -280,12 +279,12 @@ def test_delete_and_recreate_reads_the_new_file_from_its_start(tmp_path: Path, f
     log = tmp_path / "serve.log"
     log.write_text("1\n")
     follower = follow(log, from_start=True)
-    assert texts(follower.poll()) == ["1"]
+    assert texts(poll(follower)) == ["1"]
     log.unlink()
-    assert follower.poll() == []
+    assert poll(follower) == []
     assert follower.status()["waiting_for_path"] is True
     log.write_text("2\n3\n")
-    assert follower.poll() == [LogLine(str(log), 0, 1, "2", False), LogLine(str(log), 2, 2, "3", False)]
+    assert poll(follower) == [LogLine(str(log), 0, 1, "2", False), LogLine(str(log), 2, 2, "3", False)]
     assert follower.stats.rotations == 1
 
 
@@ -293,11 +292,11 @@ def test_a_file_that_does_not_exist_yet_is_read_from_its_start(tmp_path: Path, f
     log = tmp_path / "serve.log"
     waker = ManualWaker()
     follower = follow(log, waker=waker)
-    assert follower.poll() == []
+    assert poll(follower) == []
     assert follower.status()["waiting_for_path"] is True
     assert waker.watched == frozenset({str(tmp_path)})
     log.write_text("a\nb\n")
-    assert follower.poll() == [LogLine(str(log), 0, 1, "a", False), LogLine(str(log), 2, 2, "b", False)]
+    assert poll(follower) == [LogLine(str(log), 0, 1, "a", False), LogLine(str(log), 2, 2, "b", False)]
 
 
 # -- folders and globs -----------------------------------------------------------------------------------
@@ -311,18 +310,18 @@ def test_folder_switches_to_a_newer_launch_after_draining_the_old_one(
     set_mtime(old, 1_000_000)
     waker = ManualWaker()
     follower = follow(tmp_path, waker=waker)
-    assert follower.poll() == []
+    assert poll(follower) == []
     assert waker.watched == frozenset({str(tmp_path)})
     append(old, "old 2\n")
     set_mtime(old, 1_000_010)
-    assert follower.poll() == [LogLine(str(old), 6, 1, "old 2", False)]
+    assert poll(follower) == [LogLine(str(old), 6, 1, "old 2", False)]
 
     append(old, "old 3\n")
     set_mtime(old, 1_000_020)
     new.write_text("new 1\nnew 2\n")
     set_mtime(new, 1_000_030)
     (tmp_path / "notes.txt").write_text("not a log\n")
-    assert follower.poll() == [
+    assert poll(follower) == [
         LogLine(str(old), 12, 2, "old 3", False),
         LogLine(str(new), 0, 1, "new 1", False),
         LogLine(str(new), 6, 2, "new 2", False),
@@ -331,9 +330,9 @@ def test_folder_switches_to_a_newer_launch_after_draining_the_old_one(
 
     append(old, "late line of the old server\n")  # never go back to the old launch
     set_mtime(old, 1_000_040)
-    assert follower.poll() == []
+    assert poll(follower) == []
     append(new, "new 3\n")
-    assert follower.poll() == [LogLine(str(new), 12, 3, "new 3", False)]
+    assert poll(follower) == [LogLine(str(new), 12, 3, "new 3", False)]
     assert follower.status()["path"] == str(new)
 
 
@@ -344,33 +343,33 @@ def test_folder_start_follows_the_newest_file_only(tmp_path: Path, follow: MakeF
     set_mtime(old, 1_000_000)
     set_mtime(new, 1_000_000)  # same mtime: the name decides
     follower = follow(tmp_path, from_start=True)
-    assert follower.poll() == [LogLine(str(new), 0, 1, "new 1", False)]
+    assert poll(follower) == [LogLine(str(new), 0, 1, "new 1", False)]
 
 
 def test_folder_rotation_to_a_matching_name_is_not_read_again(tmp_path: Path, follow: MakeFollower) -> None:
     log, rotated = tmp_path / "serve.log", tmp_path / "serve.1.log"
     log.write_text("1\n")
     follower = follow(tmp_path, from_start=True)
-    assert texts(follower.poll()) == ["1"]
+    assert texts(poll(follower)) == ["1"]
     log.rename(rotated)  # the rotated name matches *.log too
     append(rotated, "2\n")
     log.write_text("3\n")
     set_mtime(log, 1_000_000)
     set_mtime(rotated, 1_000_010)
-    assert follower.poll() == [LogLine(str(log), 2, 2, "2", False), LogLine(str(log), 0, 1, "3", False)]
+    assert poll(follower) == [LogLine(str(log), 2, 2, "2", False), LogLine(str(log), 0, 1, "3", False)]
     append(rotated, "written to the old file after we moved on\n")
     set_mtime(rotated, 1_000_020)
-    assert follower.poll() == []
+    assert poll(follower) == []
     assert (follower.stats.rotations, follower.stats.file_switches) == (1, 0)
 
 
 def test_folder_that_does_not_exist_yet(tmp_path: Path, follow: MakeFollower) -> None:
     logs = tmp_path / "logs"
     follower = follow(logs)
-    assert follower.poll() == []
+    assert poll(follower) == []
     logs.mkdir()
     (logs / OLD).write_text("a\n")
-    assert follower.poll() == [LogLine(str(logs / OLD), 0, 1, "a", False)]
+    assert poll(follower) == [LogLine(str(logs / OLD), 0, 1, "a", False)]
     assert follower.mode == "dir"
 
 
@@ -380,14 +379,15 @@ def test_folder_resumes_from_state_then_reads_a_launch_made_while_down(
     old, new, state = tmp_path / OLD, tmp_path / NEW, tmp_path / "state.json"
     old.write_text("1\n2\n")
     first = follow(tmp_path, from_start=True, state_file=str(state))
-    assert texts(first.poll()) == ["1", "2"]
+    assert texts(poll(first)) == ["1", "2"]
+    save(first)
     first.close()
     append(old, "3\n")  # written while we were down
     set_mtime(old, 1_000_000)
     new.write_text("n1\n")
     set_mtime(new, 1_000_010)
     second = follow(tmp_path, state_file=str(state))
-    assert second.poll() == [LogLine(str(old), 4, 3, "3", False), LogLine(str(new), 0, 1, "n1", False)]
+    assert poll(second) == [LogLine(str(old), 4, 3, "3", False), LogLine(str(new), 0, 1, "n1", False)]
     assert second.stats.file_switches == 1
 
 
@@ -399,14 +399,14 @@ def test_glob_follows_the_newest_match(tmp_path: Path, follow: MakeFollower) -> 
     set_mtime(old, 1_000_000)
     waker = ManualWaker()
     follower = follow(logs / "serve_*.log", waker=waker)
-    assert follower.poll() == []
+    assert poll(follower) == []
     assert waker.watched == frozenset({str(logs)})
     append(old, "old 2\n")
     other.write_text("ignored\n")
-    assert follower.poll() == [LogLine(str(old), 6, 1, "old 2", False)]
+    assert poll(follower) == [LogLine(str(old), 6, 1, "old 2", False)]
     new.write_text("new 1\n")
     set_mtime(new, time.time() + 60)
-    assert follower.poll() == [LogLine(str(new), 0, 1, "new 1", False)]
+    assert poll(follower) == [LogLine(str(new), 0, 1, "new 1", False)]
     assert follower.stats.file_switches == 1
 
 
@@ -434,15 +434,15 @@ def test_unreadable_file_is_a_counted_error_and_recovers(
 
         monkeypatch.setattr(os, "open", refuse)
     follower = follow(log)
-    assert follower.poll() == []
-    assert follower.poll() == []
+    assert poll(follower) == []
+    assert poll(follower) == []
     assert follower.stats.read_errors == 2
     assert follower.stats.last_error == f"permission denied: {log}"
     append(log, "written while unreadable\n")
 
     monkeypatch.undo()
     log.chmod(0o644)
-    assert follower.poll() == [LogLine(str(log), 4, 1, "written while unreadable", False)]
+    assert poll(follower) == [LogLine(str(log), 4, 1, "written while unreadable", False)]
     assert follower.stats.read_errors == 2
 
 
@@ -452,7 +452,7 @@ def test_read_error_mid_file_is_counted_and_retried(
     log = tmp_path / "serve.log"
     log.write_text("")
     follower = follow(log)
-    follower.poll()
+    poll(follower)
     append(log, "1\n2\n")
     real_read = os.read
 
@@ -461,10 +461,10 @@ def test_read_error_mid_file_is_counted_and_retried(
         raise OSError(errno.EIO, "Input/output error")
 
     monkeypatch.setattr(os, "read", failing_read)
-    assert follower.poll() == []
+    assert poll(follower) == []
     assert follower.stats.read_errors == 1
     assert follower.stats.last_error == f"input/output error: {log}"
-    assert texts(follower.poll()) == ["1", "2"]
+    assert texts(poll(follower)) == ["1", "2"]
 
 
 # -- state file ------------------------------------------------------------------------------------------
@@ -476,10 +476,10 @@ def test_state_file_round_trip_resumes_after_the_last_delivered_line(
     log, state = tmp_path / "serve.log", tmp_path / "state.json"
     log.write_text("1\n2\n3\n")
     first = follow(log, from_start=True, state_file=str(state))
-    assert texts(first.poll()) == ["1", "2", "3"]
+    assert texts(poll(first)) == ["1", "2", "3"]
     append(log, "4")  # no newline yet: must not be saved as delivered
-    assert first.poll() == []
-    assert first.save_state() is True
+    assert poll(first) == []
+    assert save(first) is True
     saved = json.loads(state.read_text())
     assert (saved["path"], saved["offset"], saved["number"]) == (str(log), 6, 3)
     assert (saved["ino"], saved["dev"]) == (log.stat().st_ino, log.stat().st_dev)
@@ -488,47 +488,27 @@ def test_state_file_round_trip_resumes_after_the_last_delivered_line(
 
     append(log, "\n5\n")
     second = follow(log, state_file=str(state))  # from_start=False: the state wins
-    assert second.poll() == [LogLine(str(log), 6, 4, "4", False), LogLine(str(log), 8, 5, "5", False)]
+    assert poll(second) == [LogLine(str(log), 6, 4, "4", False), LogLine(str(log), 8, 5, "5", False)]
 
 
 def test_state_survives_a_cut_line(tmp_path: Path, follow: MakeFollower) -> None:
     log, state = tmp_path / "serve.log", tmp_path / "state.json"
     log.write_text("1\n" + "x" * 50)
     first = follow(log, from_start=True, state_file=str(state), max_line_bytes=10)
-    assert texts(first.poll()) == ["1", "x" * 10]
+    assert texts(poll(first)) == ["1", "x" * 10]
+    save(first)
     first.close()
     append(log, "y" * 20 + "\n2\n")
     second = follow(log, state_file=str(state), max_line_bytes=10)
-    assert second.poll() == [LogLine(str(log), 73, 3, "2", False)]  # the cut line's tail is not a line
-
-
-def test_poll_saves_state_at_most_once_a_second(
-    tmp_path: Path, follow: MakeFollower, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    log, state = tmp_path / "serve.log", tmp_path / "state.json"
-    log.write_text("")
-    follower = follow(log, state_file=str(state), autosave_seconds=0.0)
-    follower.poll()
-    append(log, "1\n")
-    assert texts(follower.poll()) == ["1"]
-    assert json.loads(state.read_text())["offset"] == 0  # saved before reading: "1" not handled yet
-    assert follower.poll() == []  # now the caller has handled "1"
-    assert json.loads(state.read_text())["offset"] == 2
-    follower.autosave_seconds = 3600.0
-    append(log, "2\n")
-    assert texts(follower.poll()) == ["2"]
-    assert follower.poll() == []
-    assert json.loads(state.read_text())["offset"] == 2  # too soon after the last save
-    follower.autosave_seconds = 0.0
-    assert follower.poll() == []
-    assert json.loads(state.read_text())["offset"] == 4
+    assert poll(second) == [LogLine(str(log), 73, 3, "2", False)]  # the cut line's tail is not a line
 
 
 def test_state_mismatch_after_the_file_was_replaced(tmp_path: Path, follow: MakeFollower) -> None:
     log, state = tmp_path / "serve.log", tmp_path / "state.json"
     log.write_text("old 1\nold 2\n")
     first = follow(log, from_start=True, state_file=str(state))
-    assert texts(first.poll()) == ["old 1", "old 2"]
+    assert texts(poll(first)) == ["old 1", "old 2"]
+    save(first)
     first.close()
     saved_at = json.loads(state.read_text())["saved_at"]
 
@@ -536,19 +516,21 @@ def test_state_mismatch_after_the_file_was_replaced(tmp_path: Path, follow: Make
     log.write_text("new 1\nnew 2\n")  # same size, other content (and maybe the same inode number)
     set_mtime(log, saved_at + 10)
     newer = follow(log, state_file=str(state))
-    assert texts(newer.poll()) == ["new 1", "new 2"]  # written after the state: all of it is new
+    assert texts(poll(newer)) == ["new 1", "new 2"]  # written after the state: all of it is new
+    save(newer)
     newer.close()
 
     first_again = follow(log, from_start=True, state_file=str(state))
-    first_again.poll()
+    poll(first_again)
+    save(first_again)
     first_again.close()
     log.unlink()
     log.write_text("other 1\n")
     set_mtime(log, json.loads(state.read_text())["saved_at"] - 1000)
     older = follow(log, state_file=str(state))  # older than the state: from_start decides (the end)
-    assert older.poll() == []
+    assert poll(older) == []
     append(log, "other 2\n")
-    assert texts(older.poll()) == ["other 2"]
+    assert texts(poll(older)) == ["other 2"]
 
 
 def test_corrupt_state_file_is_counted_and_ignored(tmp_path: Path, follow: MakeFollower) -> None:
@@ -556,7 +538,7 @@ def test_corrupt_state_file_is_counted_and_ignored(tmp_path: Path, follow: MakeF
     log.write_text("1\n")
     state.write_text("{not json")
     follower = follow(log, from_start=True, state_file=str(state))
-    assert texts(follower.poll()) == ["1"]
+    assert texts(poll(follower)) == ["1"]
     assert follower.stats.state_errors == 1
     assert follower.stats.last_state_error == f"state file unreadable, ignored: {state}"
     assert follower.stats.last_error is None, "a read error is another thing"
@@ -567,8 +549,8 @@ def test_state_write_error_is_counted_not_raised(tmp_path: Path, follow: MakeFol
     log.write_text("1\n")
     state = tmp_path / "missing-dir" / "state.json"
     follower = follow(log, from_start=True, state_file=str(state))
-    assert texts(follower.poll()) == ["1"]
-    assert follower.save_state() is False
+    assert texts(poll(follower)) == ["1"]
+    assert save(follower) is False
     assert follower.stats.state_errors == 1
     assert follower.stats.last_state_error is not None
     assert follower.stats.last_state_error.startswith("cannot save state: no such file or directory: ")
@@ -611,15 +593,15 @@ def test_state_is_never_written_through_a_path_that_is_not_a_regular_file(
     log, state = tmp_path / "serve.log", tmp_path / "state.json"
     log.write_text("1\n")
     follower = follow(log, from_start=True, state_file=str(state))
-    assert texts(follower.poll()) == ["1"]
-    assert follower.save_state() is True
+    assert texts(poll(follower)) == ["1"]
+    assert save(follower) is True
     state.unlink()
     os.mkfifo(state)  # swapped for a pipe (or a device, or a link) after start
-    assert follower.save_state() is False
+    assert save(follower) is False
     assert state.is_fifo(), "not replaced by a regular file"
     state.unlink()
     state.symlink_to("/dev/null")
-    assert follower.save_state() is False
+    assert save(follower) is False
     assert state.is_symlink()
     assert follower.stats.state_errors == 2
     assert follower.stats.last_state_error == (
@@ -630,18 +612,16 @@ def test_state_is_never_written_through_a_path_that_is_not_a_regular_file(
 _CHILD = """
 import sys
 from vllm_logwatch.following import follower as tail
-from vllm_logwatch.following.wakers import ManualWaker
 
 # many small batches, so the kill lands in the middle
-follower = tail.Follower(sys.argv[1], from_start=True, state_file=sys.argv[2], waker=ManualWaker(),
+follower = tail.Follower(sys.argv[1], from_start=True, state_file=sys.argv[2],
                          poll_bytes=64 * 1024, read_bytes=16 * 1024)
-while True:
-    lines = follower.poll()
-    if not lines:
-        break
-    sys.stdout.write("".join(f"L {line.number} {line.text}\\n" for line in lines))
+while blocks := follower.poll_blocks():
+    for block in blocks:
+        for number, text in enumerate(block.data.decode().split("\\n")[:-1], block.number):
+            sys.stdout.write(f"L {number} {text}\\n")
     sys.stdout.flush()
-    follower.save_state()
+    follower.write_checkpoint(follower.checkpoint().state)
     sys.stdout.write("S\\n")
     sys.stdout.flush()
 print("DONE", flush=True)
@@ -688,7 +668,7 @@ def test_restart_after_sigkill_neither_skips_nor_repeats(tmp_path: Path, follow:
     assert saved_markers[-1] <= saved <= len(printed)  # never saved past what was delivered
     restarted = follow(log, state_file=str(state))
     after: list[LogLine] = []
-    while batch := restarted.poll():
+    while batch := poll(restarted):
         after += batch
     assert [line.number for line in after] == list(range(saved + 1, total + 1))
     assert texts(after) == [f"line {i}" for i in range(saved + 1, total + 1)]
@@ -709,7 +689,7 @@ def test_run_delivers_and_stops(tmp_path: Path, follow: MakeFollower) -> None:
         got.append(texts(lines))
         follower.stop()
 
-    follower.run(on_lines)
+    follower.run_blocks(lambda blocks: on_lines(lines_of(blocks)))
     assert got == [["1", "2"]]
     assert waker.wakes == 1
 
@@ -721,7 +701,7 @@ def test_run_delivers_and_stops(tmp_path: Path, follow: MakeFollower) -> None:
         got.append(texts(lines))
         stop.set()
 
-    other.run(on_lines_then_stop, stop)
+    other.run_blocks(lambda blocks: on_lines_then_stop(lines_of(blocks)), stop)
     assert got[-1] == ["1", "2", "3"]
 
 
@@ -736,7 +716,8 @@ def test_run_wakes_on_an_append_through_watchdog(tmp_path: Path) -> None:
         got.extend(texts(lines))
         (second_seen if "second" in got else first_seen).set()
 
-    thread = threading.Thread(target=follower.run, args=(on_lines,), daemon=True)
+    thread = threading.Thread(target=follower.run_blocks, args=(lambda blocks: on_lines(lines_of(blocks)),),
+                              daemon=True)
     thread.start()
     try:
         assert first_seen.wait(5.0)

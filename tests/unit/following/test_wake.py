@@ -1,4 +1,4 @@
-"""Wakers: the watchdog path wakes at once, the poll backstop always fires, tests can step exactly.
+"""Wakers: the watchdog path wakes at once, the poll backstop always fires, and each is a `Waker`.
 
 Waits are bounded by events with deadlines, never by sleeps; the only time measured is a wait that is
 supposed to time out.
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from vllm_logwatch.following import wakers as wake
-from vllm_logwatch.following.wakers import ManualWaker, PollWaker, Waker, WatchdogWaker
+from vllm_logwatch.following.wakers import PollWaker, Waker, WatchdogWaker
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -50,22 +50,9 @@ def wait_in_thread(waker: Waker, timeout: float | None) -> tuple[threading.Threa
 
 
 def test_every_waker_satisfies_the_protocol() -> None:
-    for waker in (ManualWaker(), PollWaker(1.0)):
-        assert isinstance(waker, Waker)
-        waker.close()
-
-
-def test_manual_waker_never_blocks_and_counts() -> None:
-    waker = ManualWaker()
-    assert waker.wait(3600.0) is False
-    assert waker.wait(None) is False
-    waker.wake()
-    assert waker.wait(3600.0) is True  # the wake is reported once
-    assert waker.wait(3600.0) is False
-    waker.watch(["/tmp/a", "/tmp/b/"])
+    waker = PollWaker(1.0)
+    assert isinstance(waker, Waker)
     waker.close()
-    assert (waker.waits, waker.wakes, waker.closed) == (4, 1, True)
-    assert waker.watched == frozenset({"/tmp/a", "/tmp/b"})
 
 
 def test_poll_waker_times_out_after_the_interval() -> None:

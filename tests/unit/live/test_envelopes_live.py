@@ -16,11 +16,10 @@ from typing import Any
 import pytest
 from envelopes import EXPECTED_LOGS, FORMATS, STATS_KEYS, wrap
 from prometheus_client import CollectorRegistry
-from support import TESTS
+from support import TESTS, ManualWaker
 
 from vllm_logwatch.exporting.exporter import ExporterMetrics
 from vllm_logwatch.following.follower import Follower
-from vllm_logwatch.following.wakers import ManualWaker
 from vllm_logwatch.live.pipeline import Pipeline
 from vllm_logwatch.offline.reading.events import iter_source_events
 from vllm_logwatch.offline.reading.inputs import Source

@@ -18,11 +18,10 @@ from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
-from support import TESTS
+from support import TESTS, ManualWaker
 
 from vllm_logwatch.exporting.exporter import ExporterMetrics
 from vllm_logwatch.following.follower import Follower
-from vllm_logwatch.following.wakers import ManualWaker
 from vllm_logwatch.live.pipeline import Pipeline
 from vllm_logwatch.parsing.events import Event
 from vllm_logwatch.parsing.line import parse_line

@@ -13,12 +13,11 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
-from support import TESTS
+from support import TESTS, ManualWaker, poll
 from test_parse_line import ALL_CASES
 
 from vllm_logwatch.exporting.exporter import ExporterMetrics
 from vllm_logwatch.following.follower import Follower
-from vllm_logwatch.following.wakers import ManualWaker
 from vllm_logwatch.live.feed import LineFeeder
 from vllm_logwatch.live.pipeline import Pipeline
 from vllm_logwatch.parsing.assemble import Assembler
@@ -54,7 +53,7 @@ def line_by_line(path: Path) -> tuple[dict[str, float | str], dict[str, object]]
     follower = Follower(str(path), from_start=True, waker=ManualWaker())
     metrics = ExporterMetrics(clock=lambda: 1000.0)
     assembler, source = None, None
-    while lines := follower.poll():
+    while lines := poll(follower):
         for line in lines:
             if line.source != source:
                 source = line.source

@@ -6,16 +6,19 @@ from the last launch banner (`vLLM API server version ...`, the start-up logo) o
 Nothing is counted: no stats line, no message, no launch (`ExporterMetrics.set_startup_facts`), so the
 state file's exactly-once promise is untouched (docs/watch.md).
 
-The search for the banner reads the bytes once, by a regular expression over large chunks; the facts
-are read from at most `FACTS_BYTES` after it (a launch prints them in its first minute).
+The search for the banner reads the bytes once, in large chunks framed into lines as the follower
+frames a file (`following/openfile.py`), by a regular expression over each block; the facts are read
+from at most `FACTS_BYTES` after it (a launch prints them in its first minute).
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import IO, Any
 
+from ..following.openfile import FollowerStats, LineBlock, OpenFile
 from ..parsing.events import ServerInfo
+from ..parsing.framing import MAX_LINE_BYTES
 from ..parsing.line import parse_line
 
 __all__ = ["FACTS_BYTES", "launch_facts"]
@@ -49,18 +52,13 @@ def launch_facts(path: str, end: int) -> dict[str, Any]:
     return facts
 
 
-def _last_banner(file: Any, end: int) -> int:
+def _last_banner(file: IO[bytes], end: int) -> int:
     """The offset of the last launch banner's line before `end` (0: none, read from the start)."""
-    last, offset, tail = 0, 0, b""
-    while offset < end:
-        chunk = file.read(min(_CHUNK, end - offset))
-        if not chunk:
-            break
-        data = tail + chunk
-        base = offset - len(tail)
-        cut = data.rfind(b"\n") + 1  # complete lines only; the rest starts the next round
-        for found in _BANNER.finditer(data, 0, cut):
-            last = base + found.start()
-        tail = data[cut:]
-        offset += len(chunk)
+    frame, counts, last = OpenFile.framing(file.name), FollowerStats(), 0
+    while frame.pos < end and (chunk := file.read(min(_CHUNK, end - frame.pos))):
+        blocks: list[LineBlock] = []
+        frame.consume(chunk, blocks, MAX_LINE_BYTES, counts)  # complete lines; the rest starts the next
+        for block in blocks:
+            for found in _BANNER.finditer(block.data):
+                last = block.offset + found.start()
     return last

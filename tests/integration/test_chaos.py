@@ -39,7 +39,7 @@ from chaos_support import E0, Ledger, Writer, line_before
 from support import WatchProcess, poll_until, run_watch
 
 from vllm_logwatch.commands.parse import run_parse
-from vllm_logwatch.live.statekeeper import SAVE_INTERVAL
+from vllm_logwatch.following.source import SAVE_INTERVAL
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -21,7 +21,7 @@ from typing import Any
 from ..parsing.framing import MAX_LINE_BYTES
 from .openfile import FollowerStats, LineBlock, OpenFile, open_log, place_of
 from .parking import Parked, park_file, reopen
-from .source import deliver
+from .source import OneSource, Start, deliver
 from .statefile import Checkpoint, Position, SavedState, StateFile, describe, position_of, resume_at
 from .targets import Candidate, LaunchFiles
 from .wakers import Waker, own_waker
@@ -33,7 +33,7 @@ MAX_POLL_BYTES = 16 << 20  # per poll: a huge backlog must not starve the caller
 _MAX_HOPS = 8  # file changes handled in one poll; the rest waits for the next one
 
 
-class Follower:
+class Follower(OneSource):
     """Follows ``target`` (a file, a folder, or a glob) and hands out blocks of complete lines.
 
     ``poll_blocks()`` is one non-blocking step, ``run_blocks()`` loops until ``stop()``. Start position
@@ -161,6 +161,13 @@ class Follower:
         self._stop.set()
         if self._waker is not None:
             self._waker.wake()
+
+    def starts(self) -> list[Start] | None:
+        """Where reading began in the file open now (None: none open yet; []: ``from_start``)."""
+        if self.from_start:
+            return []
+        cur = self._cur
+        return None if cur is None else [((), cur.path, cur.start)]
 
     def status(self) -> dict[str, Any]:
         """A snapshot for the status endpoint: what we follow, where we are, the counters."""

@@ -26,7 +26,7 @@ from .follower import Follower
 from .layouts import Found, SourceKey, detect_layout, discover, folded_key, sources_now
 from .openfile import FollowerStats, LineBlock
 from .parking import OpenFiles
-from .source import deliver
+from .source import Start, deliver
 from .sourcestate import read_sources, save_spacing, write_sources
 from .statefile import Checkpoint, Position, SavedState, SourcesState, StateError, StateFile, describe
 from .wakers import Waker, own_waker
@@ -119,9 +119,20 @@ class ManyFollower:
         total.last_error = self._last_error or self.own.last_error
         return total
 
-    def source_stats(self) -> dict[SourceKey, FollowerStats]:
-        """Each source's own counters."""
-        return {key: source.follower.stats for key, source in list(self._sources.items())}
+    def source_stats(self) -> tuple[FollowerStats, dict[SourceKey, FollowerStats]]:
+        """The watch's own counters (listing and state file errors), and each source's."""
+        return self.own, {key: source.follower.stats for key, source in list(self._sources.items())}
+
+    def starts(self) -> list[Start] | None:
+        """Where each followed source began reading, once every source due was read to its end (None
+        before; [] with `from_start`)."""
+        with self._lock:
+            if self.from_start:
+                return []
+            if not self._begun or self._due:
+                return None
+            sources = [(key, s.follower) for key, s in self._sources.items() if not s.folded]
+        return [(key, path, start) for key, follower in sources for _, path, start in follower.starts() or ()]
 
     def labels_of(self, key: SourceKey) -> SourceKey:
         """The labels the series of source `key` get: its own, or the folded ones."""

@@ -32,7 +32,7 @@ from typing import Any
 from ..parsing.framing import MAX_LINE_BYTES
 from .follower import MAX_POLL_BYTES, READ_CHUNK_BYTES
 from .openfile import FollowerStats, LineBlock, OpenFile
-from .source import deliver
+from .source import OneSource, Start, deliver
 from .statefile import Checkpoint, Position, describe
 
 __all__ = ["STDIN_NAME", "StreamSource"]
@@ -45,7 +45,7 @@ def _open_pipe(path: str) -> int:
     return os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
 
 
-class StreamSource:
+class StreamSource(OneSource):
     """Reads the stream on `fd` (closed by `close()`), named `name`; a `following.source.LineSource`."""
 
     state_file: str | None = None  # nothing to resume at
@@ -182,6 +182,10 @@ class StreamSource:
         self._cur = OpenFile(fd, self.name, 0, 0, 0, 0, old.next_number)  # one stream: numbers go on
         self.stats.files_opened += 1
         return True
+
+    def starts(self) -> list[Start] | None:
+        """Read from its start: no start-up facts before it."""
+        return []
 
     def checkpoint(self) -> Checkpoint:
         """The totals after the lines the last poll returned; no position (`state` is None)."""

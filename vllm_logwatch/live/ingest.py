@@ -16,7 +16,7 @@ from datetime import datetime
 
 from ..exporting.exporter import ExporterMetrics
 from ..parsing.assemble import Assembler
-from ..parsing.blocks import scan_block, split_lines
+from ..parsing.blocks import scan_block
 from ..parsing.envelope import Format, Unwrapped, Unwrapper, container_time, detect
 from ..parsing.events import Event, Unparsed
 from ..parsing.framing import MAX_LINE_BYTES
@@ -30,8 +30,7 @@ __all__ = ["LaunchReader"]
 class LaunchReader:
     """Reads one launch's lines into `metrics` through its own `assembler`.
 
-    `parse`: the line parser; any other than `parse_line` (tests inject a faulty one) is given every
-    line, since the block scan knows only `parse_line`'s needles. `on_error(file, line, exc)`: a bug
+    `on_error(file, line, exc)`: a bug
     on one line (in the parser, the assembler or the metrics), counted by the caller; never raised.
     `numbered=False`: events get no line numbers (run mode). `retime`: applied to each complete event
     before the metrics take it. `timer`: the source is read as it is written, so each block's stats
@@ -53,7 +52,6 @@ class LaunchReader:
         assembler: Assembler,
         on_error: Callable[[str | None, int | None, Exception], None],
         *,
-        parse: Callable[[str], Event | None] = parse_line,
         numbered: bool = True,
         retime: Callable[[Event], Event] | None = None,
         envelopes: bool = True,
@@ -65,7 +63,6 @@ class LaunchReader:
         self._records = records
         self.assembler = assembler
         self._on_error = on_error
-        self._parse = parse
         self._numbered = numbered
         self._retime = retime
         self._on_cut = on_cut
@@ -88,10 +85,7 @@ class LaunchReader:
         if self._unwrapper is not None:
             self._read_unwrapped(self._unwrapper.unwrap(data, first), cap, arrival)
             return
-        if self._parse is parse_line:
-            access, hits = scan_block(data, first, cap=cap)
-        else:
-            access, hits = {}, split_lines(data, first)
+        access, hits = scan_block(data, first, cap=cap)
         shutdown = _shutdown_line(data, first)
         events: list[Event] = []
         ended_from = None
@@ -111,10 +105,7 @@ class LaunchReader:
 
     def _read_unwrapped(self, got: Unwrapped, cap: int | None, arrival: Arrival | None) -> None:
         """The lines a container log's block held, with their envelope numbers and container times."""
-        if self._parse is parse_line:
-            access, hits = scan_block(got.data, 1, cap=cap)
-        else:
-            access, hits = {}, split_lines(got.data, 1)
+        access, hits = scan_block(got.data, 1, cap=cap)
         file = self.assembler.file
         events: list[Event] = [Unparsed(what="envelope", file=file, line=n if self._numbered else None)
                                for n in got.malformed]
@@ -132,7 +123,7 @@ class LaunchReader:
 
     def _feed(self, events: list[Event], text: str, line: int | None, when: datetime | None) -> None:
         try:
-            event = self._parse(text)
+            event = parse_line(text)
             if event is not None:
                 events.extend(self.assembler.feed(event, line, when))
         except Exception as exc:

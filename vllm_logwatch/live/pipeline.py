@@ -45,20 +45,18 @@ from prometheus_client.core import Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from ..exporting.exporter import ExporterMetrics
-from ..following.layouts import SourceKey
 from ..following.openfile import LineBlock
-from ..following.source import LineSource
+from ..following.source import LineSource, Start
 from ..following.statefile import SavedState
 from ..parsing.assemble import Assembler
 from ..parsing.events import Event, Unparsed
-from ..parsing.line import parse_line
 from ..parsing.stamps import local_zone
 from ..shown import json_safe, shown_path
 from .arrival import ArrivalTimer
 from .ingest import LaunchReader
 from .sources import MetricsFactory, SourceReaders, over_sources, withhold_extra
 from .startfacts import launch_facts
-from .statekeeper import SAVE_INTERVAL, StateKeeper
+from .statekeeper import StateKeeper
 
 __all__ = ["Pipeline"]
 
@@ -76,16 +74,15 @@ _FILE_EVENTS = {
 
 
 class Pipeline:
-    """Wires a `Follower` (or another `LineSource`: stdin) to an `ExporterMetrics` in one worker thread,
-    and reports its state. When a source ends (a stream's writer is gone), its last record is applied,
-    that is said once, and the metrics stay served.
+    """Wires a `LineSource` (a `Follower`, a `ManyFollower`, stdin) to an `ExporterMetrics` in one worker
+    thread, and reports its state. When a source ends (a stream's writer is gone), its last record is
+    applied, that is said once, and the metrics stay served.
 
-    `zone`: the zone vLLM logged in (None: this machine's). `parse`: the line parser (tests inject a
-    faulty one). `metrics_for(labels)`: the metrics of each source of a many-source follower
-    (`following/many.py`, `sources.py`); `metrics` then holds the watch's own errors; `labels`: the
-    `--label` pairs, for the series of the pipeline's own (the sources' count). `records`: the record
-    stream's `put` (`records.py`), given each block's events. `step()` does one
-    poll in the caller's thread, for tests stepping a `ManualWaker`.
+    `zone`: the zone vLLM logged in (None: this machine's). `metrics_for(labels)`: the metrics of each
+    source of a many-source follower (`following/many.py`, `sources.py`); `metrics` then holds the
+    watch's own errors; `labels`: the `--label` pairs, for the series of the pipeline's own (the
+    sources' count). `records`: the record stream's `put` (`records.py`), given each block's events.
+    `step()` does one poll in the caller's thread (`top`, and tests stepping the follower by hand).
     """
 
     def __init__(
@@ -94,7 +91,6 @@ class Pipeline:
         metrics: ExporterMetrics,
         *,
         zone: tzinfo | None = None,
-        parse: Callable[[str], Event | None] = parse_line,
         metrics_for: MetricsFactory | None = None,
         labels: Mapping[str, str] | None = None,
         stall_after: float | None = None,
@@ -106,11 +102,10 @@ class Pipeline:
                             else max(STALL_POLLS * follower.poll_interval, STALL_FLOOR))
         self.metrics = metrics
         self.zone = zone if zone is not None else local_zone()
-        self._parse = parse
         self._timer = ArrivalTimer()  # a line read as it is written times vLLM's window (`arrival.py`)
         self.readers = SourceReaders(metrics, self.zone, self._new_reader, metrics_for=metrics_for,
-                                     labels_of=getattr(follower, "labels_of", None),
-                                     counts=getattr(follower, "source_counts", None), const_labels=labels)
+                                     labels_of=follower.labels_of, counts=follower.source_counts,
+                                     const_labels=labels)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._housekeeper: threading.Thread | None = None
@@ -128,13 +123,12 @@ class Pipeline:
         self._logged_counts = dict.fromkeys(("files_opened", "file_switches", "rotations", "truncations"), 0)
         self._logged_errors: set[str] = set()
         # the state file in step with what scrapes show; a many-source file, rewritten whole, less often
-        spacing = getattr(follower, "save_interval", lambda: SAVE_INTERVAL)
-        self.keeper = StateKeeper(follower, save_interval=spacing)
+        self.keeper = StateKeeper(follower)
         # A backlog is timed by its stamps until a poll finds nothing new (`set_replay`); a file read
         # from its end gets its launch's start-up facts from before that end (`startfacts.py`).
         self._replaying, self._had_lines, self._started = True, False, time.monotonic()
         self.readers.set_replay(True)
-        self._facts_read = getattr(follower, "from_start", True)  # a stream has none to read
+        self._facts_read = False
         self._resumed = follower.state_file is not None and os.path.exists(follower.state_file)
         follower.poll_bytes = min(follower.poll_bytes, POLL_BYTES)
 
@@ -234,8 +228,7 @@ class Pipeline:
         self._last_poll = time.monotonic()
         self.keeper.moved(self.follower.checkpoint())
         self._caught_up()
-        take_dropped = getattr(self.follower, "take_dropped", None)
-        if take_dropped is not None and (dropped := take_dropped()):
+        if dropped := self.follower.take_dropped():
             with self.keeper.gate:
                 for key in dropped:
                     self.readers.drop(key)
@@ -258,24 +251,15 @@ class Pipeline:
                 log.info("caught up: %d lines of backlog read in %.1f s; following new lines",
                          self._lines_applied, time.monotonic() - self._started)
         self._had_lines = False
-        if self._facts_read:
-            return
-        where = self.follower.status()
-        if "per_source" in where:  # many sources: each one's, once caught up (every source opened)
-            if not self._replaying:
-                self._facts_read = True
-                self._read_facts([(tuple(s["labels"].items()), s["path"], s.get("start_offset"))
-                                  for s in where["per_source"] if not s["folded"]])
-            return
-        if where.get("path") is None:
+        if self._facts_read or (starts := self.follower.starts()) is None:
             return
         self._facts_read = True
-        self._read_facts([((), where["path"], where.get("start_offset"))])
+        self._read_facts(starts)
 
-    def _read_facts(self, sources: list[tuple[SourceKey, str | None, int | None]]) -> None:
+    def _read_facts(self, starts: list[Start]) -> None:
         """Each source's launch facts from before where it started reading (`startfacts.py`)."""
-        for key, path, start in sources:
-            if path is None or not start:
+        for key, path, start in starts:
+            if not start:
                 continue
             facts = launch_facts(path, start)
             with self.keeper.gate:
@@ -287,8 +271,8 @@ class Pipeline:
         def internal_error(source: str | None, number: int | None, exc: Exception) -> None:
             self._internal_error(source, number, exc, metrics)
 
-        return LaunchReader(metrics, assembler, internal_error, parse=self._parse,
-                            on_cut=self._count_cut, timer=self._timer, records=self._records)
+        return LaunchReader(metrics, assembler, internal_error, on_cut=self._count_cut, timer=self._timer,
+                            records=self._records)
 
     def _count_cut(self, lines: int) -> None:
         self._joined_cut += lines
@@ -317,9 +301,9 @@ class Pipeline:
         with self._sync_lock:
             stats = self.follower.stats
             applied = self.keeper.pending  # lines and bytes as far as applied: never ahead of the state file
-            per_source = getattr(self.follower, "source_stats", None)
+            per_source = self.follower.source_stats()
             if per_source is not None:
-                self.readers.sync(applied, getattr(self.follower, "own", stats), per_source(), full=full)
+                self.readers.sync(applied, *per_source, full=full)
             else:
                 self.metrics.set_follower_stats(
                     lines=applied.lines, bytes=applied.bytes, rotations=stats.rotations,

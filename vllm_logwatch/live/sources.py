@@ -61,7 +61,7 @@ class SourceReaders:
                  make_reader: Callable[[Assembler, ExporterMetrics], LaunchReader], *,
                  metrics_for: MetricsFactory | None = None,
                  labels_of: Callable[[SourceKey], SourceKey] | None = None,
-                 counts: Callable[[], Mapping[str, int]] | None = None,
+                 counts: Callable[[], Mapping[str, int] | None] = lambda: None,
                  const_labels: Mapping[str, str] | None = None) -> None:
         self.base = base
         self.zone = zone
@@ -197,9 +197,9 @@ class SourceReaders:
         collected = [m.collect() for m in self.all_metrics()]
         if self._metrics_for is not None:
             collected[0] = [family for family in collected[0] if family.name in _OWN]
-        if self._counts is not None:
+        if (counts := self._counts()) is not None:
             own = Families(tuple(self._const), tuple(self._const.values()))
-            for state, count in self._counts().items():
+            for state, count in counts.items():
                 own.add("sources", (state,), count)
             collected.append(own.families())
         return merge_families(collected)

@@ -18,7 +18,7 @@ With a record stream to a file (`records.py`), each write also names where the r
 the records of the lines written as read (`RecordMarks.mark`, fsync'd first), so a restart writes
 each record once. The records are handed over with the lines (`pend` takes their count), and a write
 first waits for the records' writer to have taken them: the writer thread up to `RECORDS_WAIT`, a
-scrape (holding the gate) up to `SAVE_INTERVAL`; a sink slower than that is not waited for longer
+scrape (holding the gate) up to the follower's save interval; a sink slower than that is not waited for longer
 (the mark then says how many it lacked, and a restart counts those as dropped if they never came).
 """
 
@@ -28,15 +28,14 @@ import contextlib
 import math
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Protocol
 
 from ..following.source import LineSource
 from ..following.statefile import Checkpoint, Position
 
-__all__ = ["RECORDS_WAIT", "SAVE_INTERVAL", "SAVE_RETRY", "RecordMarks", "StateKeeper"]
+__all__ = ["RECORDS_WAIT", "SAVE_RETRY", "RecordMarks", "StateKeeper"]
 
-SAVE_INTERVAL = 0.1  # at most ten state writes a second; the file is never longer than this behind
 SAVE_RETRY = 1.0  # after a failed write
 RECORDS_WAIT = 1.0  # the writer thread waits this long at most for the records' writer
 
@@ -55,12 +54,10 @@ class StateKeeper:
     """Keeps `follower`'s state file no further behind the applied lines than `save_interval`, and
     never behind what a scrape inside `published()` shows."""
 
-    def __init__(self, follower: LineSource, *, save_interval: Callable[[], float] = lambda: SAVE_INTERVAL,
-                 save_retry: float = SAVE_RETRY) -> None:
-        """`save_interval`: the seconds writes are at least apart, asked before each (a many-source
+    def __init__(self, follower: LineSource, *, save_retry: float = SAVE_RETRY) -> None:
+        """Writes are at least `follower.save_interval()` apart, asked before each (a many-source
         follower's grows with its state's size)."""
         self.follower = follower
-        self.save_interval = save_interval
         self.save_retry = save_retry
         self.gate = threading.Lock()  # held to apply a poll's lines, and to collect a scrape
         self.pending: Checkpoint = follower.checkpoint()  # after the lines applied so far
@@ -129,7 +126,7 @@ class StateKeeper:
         """Seconds before the pending position may be written (0: now; inf: nothing to write)."""
         if not self._unsaved():
             return math.inf
-        pause = self.save_retry if self._failing else self.save_interval()
+        pause = self.save_retry if self._failing else self.follower.save_interval()
         return max(0.0, self._last_write + pause - time.monotonic())
 
     def _write_pending(self) -> None:
@@ -140,7 +137,7 @@ class StateKeeper:
             return
         extra = None
         if self.records is not None:
-            self.records.wait_written(handed, SAVE_INTERVAL)
+            self.records.wait_written(handed, self.follower.save_interval())
             mark = self.records.mark(handed)
             extra = {"records": mark} if mark is not None else None
         self._last_write = time.monotonic()

@@ -21,7 +21,7 @@ from .line import ACCESS_LINE
 from .needles import ACCESS_NEEDLE, LIVE_NEEDLES
 from .simd import simd_count
 
-__all__ = ["AccessCounts", "scan_block", "split_lines"]
+__all__ = ["AccessCounts", "scan_block"]
 
 AccessCounts = dict[tuple[str, str, int], int]
 """Access lines by (method, path without its query, status): what `HttpAccess` says of each."""
@@ -63,12 +63,3 @@ def scan_block(
             raw = raw[:-1]
         hits.append((number, raw.decode("utf-8", "replace")))
     return access, hits
-
-
-def split_lines(data: bytes, first: int) -> list[tuple[int, str]]:
-    """Every line of `data` as `(line number, text)`, as `scan_block` hands its hits over."""
-    raws = data.split(b"\n")
-    if data.endswith(b"\n"):
-        raws.pop()
-    return [(number, (raw[:-1] if raw.endswith(b"\r") else raw).decode("utf-8", "replace"))
-            for number, raw in enumerate(raws, first)]

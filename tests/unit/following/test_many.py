@@ -100,7 +100,7 @@ def test_a_new_source_and_a_restart_are_read_from_their_start(tmp_path: Path) ->
     waker.entries = {str(tmp_path), str(pod(tmp_path, "a-0").parent)}
     clock.now += 1
     assert lines(follower.poll_blocks()) == {A: 1, B: 2}
-    assert follower.source_stats()[A].file_switches == 1
+    assert follower.source_stats()[1][A].file_switches == 1
 
 
 def test_sources_beyond_the_cap_are_read_folded(tmp_path: Path) -> None:
@@ -144,7 +144,7 @@ def test_one_poll_shares_its_budget_in_turn(tmp_path: Path) -> None:
     assert A in seen[0] and B in seen[1]  # the next poll begins with the other source
     while any(follower.poll_blocks() for _ in range(3)):
         clock.now += 0.01
-    assert follower.source_stats()[A].lines == 50 and follower.source_stats()[B].lines == 50
+    assert follower.source_stats()[1][A].lines == 50 and follower.source_stats()[1][B].lines == 50
 
 
 def test_every_source_resumes_from_one_state_file(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from support import TESTS, ManualWaker
 from vllm_logwatch.exporting.exporter import ExporterMetrics
 from vllm_logwatch.following.follower import Follower
 from vllm_logwatch.following.many import ManyFollower
+from vllm_logwatch.live import startfacts
 from vllm_logwatch.live.pipeline import Pipeline
 from vllm_logwatch.web.page import render
 
@@ -64,6 +65,16 @@ def test_start_up_facts_come_from_the_current_launch_only(tmp_path: Path) -> Non
     read_all(pipe := pipeline(log, from_start=False))
     server = pipe.status()["server"]
     assert (server["vllm_version"], server["served_model_name"]) == ("0.33.1", "other-model")
+
+
+@pytest.mark.parametrize("chunk", [7, 4096])
+def test_the_last_banner_is_found_across_chunk_boundaries(tmp_path: Path, chunk: int,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    log = tmp_path / "serve.log"
+    second = REAL_LOG.read_bytes().replace(b"0.32.0", b"0.33.1")
+    log.write_bytes(REAL_LOG.read_bytes() + second)
+    monkeypatch.setattr(startfacts, "_CHUNK", chunk)
+    assert startfacts.launch_facts(str(log), log.stat().st_size)["vllm_version"] == "0.33.1"
 
 
 def test_a_replayed_log_that_shut_down_reads_ended_aged_by_its_own_stamps(tmp_path: Path) -> None:

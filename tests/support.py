@@ -541,6 +541,10 @@ class ManualWaker:
         self.waits = self.wakes = 0
         self.watched: frozenset[str] = frozenset()
         self.closed = self._pending = False
+        self.degraded_reason: str | None = None
+
+    def take_changed(self) -> None:
+        return None
 
     def wait(self, timeout: float | None) -> bool:
         self.waits += 1

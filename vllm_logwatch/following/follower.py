@@ -174,7 +174,7 @@ class Follower(OneSource):
         return {
             "target": self.target, "mode": self.mode, **place_of(self._cur),
             "waiting_for_path": self._waiting_for_path,
-            "waker_degraded_reason": getattr(self._waker, "degraded_reason", None),
+            "waker_degraded_reason": self._waker and self._waker.degraded_reason,
             "stats": dataclasses.asdict(self.stats),
         }
 

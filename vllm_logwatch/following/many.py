@@ -185,7 +185,7 @@ class ManyFollower:
             "sources": len(sources), "folded": sum(1 for _, s in sources if s.folded),
             "gone": len(self._gone), "open_files": len(self._open), "open_files_max": self._open.most,
             "select": list(self.select), "max_sources": self.max_sources,
-            "waker_degraded_reason": getattr(self._waker, "degraded_reason", None),
+            "waker_degraded_reason": self._waker and self._waker.degraded_reason,
             "per_source": [_brief(key, s) for key, s in sources],
             "stats": dataclasses.asdict(self.stats),
         }
@@ -229,9 +229,7 @@ class ManyFollower:
 
     def _changed(self) -> tuple[set[str], set[str]] | None:
         """(folders with events, those of them whose entries changed), or None: not known."""
-        take = getattr(self._waker, "take_changed", None)
-        told = take() if callable(take) else None
-        return told if isinstance(told, tuple) else None
+        return None if self._waker is None else self._waker.take_changed()
 
     def _read_due(self, out: list[LineBlock]) -> bool:
         """Poll the sources due, in turn, within the budget; whether a source's position moved."""

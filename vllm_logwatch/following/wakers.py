@@ -73,7 +73,14 @@ class Waker(Protocol):
     ``wait`` returns True when woken (a file event or ``wake()``), False when the timeout passed.
     ``watch`` sets the directories worth watching; calling it again with the same set is cheap.
     ``wake`` may be called from any thread (it is how ``Follower.stop()`` ends a wait at once).
+    ``take_changed``: the folders with events since the last call (`WatchdogWaker`), None when not
+    known. ``degraded_reason``: why notifications are not used, for the status (None: they are, or none
+    are wanted).
     """
+
+    degraded_reason: str | None
+
+    def take_changed(self) -> tuple[set[str], set[str]] | None: ...
 
     def wait(self, timeout: float | None) -> bool: ...
 
@@ -116,8 +123,14 @@ class PollWaker:
             self._event.clear()
         return woke
 
+    degraded_reason: str | None = None
+
     def watch(self, paths: Iterable[str]) -> None:
         """No notifications here; the paths are not needed."""
+
+    def take_changed(self) -> tuple[set[str], set[str]] | None:
+        """Not known: every folder may have changed."""
+        return None
 
     def wake(self) -> None:
         """End a ``wait`` early, from any thread."""

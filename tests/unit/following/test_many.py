@@ -27,6 +27,7 @@ class ToldWaker:
         self.changed: set[str] | None = set()
         self.entries: set[str] = set()
         self.watched: frozenset[str] = frozenset()
+        self.degraded_reason: str | None = None
 
     def take_changed(self) -> tuple[set[str], set[str]] | None:
         changed, entries = self.changed, self.entries

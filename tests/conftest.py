@@ -83,7 +83,7 @@ def logwatch_watch(tmp_path: Path) -> Callable[..., contextlib.AbstractContextMa
 
 @pytest.fixture
 def prometheus(tmp_path: Path) -> Callable[..., contextlib.AbstractContextManager[PrometheusServer]]:
-    """`prometheus(targets, scrape_interval="1s")`: a context manager running a real Prometheus that
+    """`prometheus(targets, scrape_interval="500ms")`: a context manager running a real Prometheus that
     scrapes `targets` ("host:port") at /metrics; yields a `PrometheusServer`."""
 
     def run(targets: Sequence[str], **kwargs: Any) -> contextlib.AbstractContextManager[PrometheusServer]:

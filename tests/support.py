@@ -410,7 +410,7 @@ def prometheus_binary() -> str:
 
 
 @contextlib.contextmanager
-def run_prometheus(folder: Path, targets: Sequence[str], *, scrape_interval: str = "1s",
+def run_prometheus(folder: Path, targets: Sequence[str], *, scrape_interval: str = "500ms",
                    startup_timeout: float = 30.0) -> Iterator[PrometheusServer]:
     folder.mkdir(parents=True, exist_ok=True)
     config = folder / "prometheus.yml"

@@ -37,8 +37,8 @@ REAL_CPU_LOG = next((TESTS / "data" / "real-vllm-cpu").glob("serve_*.log"))
 HOST_CONFIG = """\
 # the host's own configuration, there before logwatch
 global:
-  scrape_interval: 1s
-  evaluation_interval: 1s
+  scrape_interval: 500ms
+  evaluation_interval: 500ms
 rule_files:
   - host-rules.yml
 scrape_configs:
@@ -149,7 +149,7 @@ def run_steps(tmp_path: Path, logs: Path, own: str) -> None:
         job_file = etc / "vllm-logwatch" / "prometheus-job.yml"
         for path in (etc / "prometheus.yml", job_file):
             path.write_text(path.read_text(encoding="utf-8").replace("scrape_interval: 10s",
-                                                                     "scrape_interval: 1s"), encoding="utf-8")
+                                                                     "scrape_interval: 500ms"), encoding="utf-8")
         assert "host-own" in merged and "vllm-logwatch" in merged
         promtool("check", "config", str(etc / "prometheus.yml"), cwd=etc)
 

@@ -201,7 +201,7 @@ def test_an_agent_forwards_a_running_watch_into_the_store(store_prometheus: Stor
     assert example in shipped and "scrape_interval: 10s" in shipped
     config = tmp_path / "prometheus-agent.yml"
     config.write_text(shipped.replace(example, write_url)
-                      .replace("scrape_interval: 10s", "scrape_interval: 1s")
+                      .replace("scrape_interval: 10s", "scrape_interval: 500ms")
                       + "    queue_config:\n      batch_send_deadline: 1s\n", encoding="utf-8")
     port = free_port()
     (tmp_path / "file_sd").mkdir()

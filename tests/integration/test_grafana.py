@@ -551,7 +551,7 @@ def _prometheus_from_repo_config(folder: Path, targets: list[str]) -> Iterator[P
     """Prometheus with grafana/prometheus.yml itself: its job, its rule file (alerts.yml), its
     static targets replaced by ours, file SD dropped, and 1 s intervals so a test sees rates."""
     config = yaml.safe_load(PROMETHEUS_YML.read_text(encoding="utf-8"))
-    config["global"].update(scrape_interval="1s", scrape_timeout="1s", evaluation_interval="1s")
+    config["global"].update(scrape_interval="500ms", scrape_timeout="500ms", evaluation_interval="500ms")
     config["rule_files"] = [str(ALERTS), str(RECORDING_RULES)]
     [job] = config["scrape_configs"]
     job.pop("file_sd_configs")

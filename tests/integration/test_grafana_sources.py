@@ -46,7 +46,7 @@ def test_source_variables_select_a_pod_and_all_keeps_unlabelled_series(tmp_path:
     labels = [arg for key, value in POD.items() for arg in ("--label", f"{key}={value}")]
     with run_watch(tmp_path / "pod" / CPU_LOG.name, "--from-start", *labels, log_dir=tmp_path) as pod, \
             run_watch(tmp_path / "host" / CPU_LOG.name, "--from-start", log_dir=tmp_path) as host:
-        config = {"global": {"scrape_interval": "1s", "scrape_timeout": "1s"}, "scrape_configs": [
+        config = {"global": {"scrape_interval": "500ms", "scrape_timeout": "500ms"}, "scrape_configs": [
             {"job_name": "vllm-logwatch", "static_configs": [{"targets": [pod.address, host.address]}]}]}
         path = tmp_path / "prometheus.yml"
         path.write_text(yaml.safe_dump(config), encoding="utf-8")

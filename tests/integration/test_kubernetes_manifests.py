@@ -432,7 +432,7 @@ def test_pod_monitor_keeps_the_vllm_pods_labels_in_a_real_prometheus(tmp_path: P
     with run_watch(logs / bundled.name, "--from-start", *labels) as watch:
         target = {"targets": [watch.address],
                   "labels": {**OPERATOR_TARGET_LABELS, "__meta_kubernetes_pod_node_name": "gpu-node-1"}}
-        config = {"global": {"scrape_interval": "1s", "scrape_timeout": "1s"}, "scrape_configs": [
+        config = {"global": {"scrape_interval": "500ms", "scrape_timeout": "500ms"}, "scrape_configs": [
             {"job_name": "podmonitor", "static_configs": [target], "relabel_configs": rules},
             {"job_name": "without-labeldrop", "static_configs": [target], "relabel_configs": without_drop}]}
         path = tmp_path / "prometheus.yml"

@@ -87,7 +87,7 @@ def test_prometheus_scrapes_watch_over_https_with_basic_auth(
                    f"basic_auth_users:\n  prometheus: '{hashed}'\n", encoding="utf-8")
     (tmp_path / "password").write_text(password, encoding="utf-8")
     config = yaml.safe_load((ROOT / "grafana" / "prometheus-https.yml").read_text())
-    config["global"].update(scrape_interval="1s", scrape_timeout="1s")
+    config["global"].update(scrape_interval="500ms", scrape_timeout="500ms")
     job = config["scrape_configs"][0]
     job["tls_config"]["ca_file"] = str(tls.ca)
     job["basic_auth"]["password_file"] = str(tmp_path / "password")

@@ -11,10 +11,14 @@ a count when the line before it printed the same count (or, bucketed, a count of
 only held intervals make the concurrency rows (the window in which a load started, stopped or changed,
 and the partial window after start-up or idle, are left out).
 
-The time between tokens of a row is Little's law over its held decode-dominated intervals: each running
-stream gets a token every running / generation-tok/s seconds, so the row's is sum(running) /
-sum(generation tok/s) (the intervals are of one length): the mean gap between a stream's tokens as a
-benchmark client measures it (its ITL), scheduling, output processing and the front end included.
+The time between tokens of a row is Little's law over its held intervals: each stream gets a token every
+streams / generation-tok/s seconds, so the row's is sum(streams) / sum(generation tok/s) (the intervals
+are of one length), scheduling, output processing and the front end included. Where the log has
+iteration lines, an interval's streams are its steps' mean generation requests (its wall time per step:
+the cadence of a stream's tokens, without a request's wait for its first token, as a benchmark's ITL);
+elsewhere its Running count, over the decode-dominated intervals only (an instant, which also counts
+the requests still waiting for their first token: higher than the client's ITL by about TTFT / output
+tokens). `tbt_from` says which.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from datetime import datetime
 from itertools import compress
 from typing import Literal
 
-from ...parsing.events import EngineStats, MfuStats, SpecDecodeStats, TransferStats
+from ...parsing.events import EngineStats, IterationStats, MfuStats, SpecDecodeStats, TransferStats
 from ...parsing.stamps import seconds_between
 from ..reading.launches import Launch
 from .capacity import CapacityCurve, capacity_curves
@@ -43,7 +47,7 @@ __all__ = [
     "SpecSummary", "Summary", "TransferSummary",
     "bucket_of", "quantile", "summarize",
 ]
-Record = EngineStats | SpecDecodeStats | TransferStats | MfuStats
+Record = EngineStats | SpecDecodeStats | TransferStats | MfuStats | IterationStats
 
 By = Literal["launch", "engine", "none"]
 FEW_INTERVALS = 3
@@ -51,6 +55,7 @@ FEW_INTERVALS = 3
 DECODE_MIN_SHARE = 0.5
 """Decode-dominated: generation tok/s at least this share of prompt tok/s (an interval mostly spent in
 prefills has requests counted in Running that produce no token yet)."""
+TbtFrom = Literal["iteration lines", "stats lines", "iteration and stats lines"]
 _FEW_DISTINCT = 8
 """Up to this many distinct running counts: one row each instead of power-of-two buckets."""
 _Key = tuple[int, ...]
@@ -122,6 +127,8 @@ class ConcurrencyRow:
     """Sum of generation tok/s / sum of running over the decode-dominated intervals: one stream's speed."""
     tbt_ms: float | None = None
     """1000 / per_request_tps: the time between a stream's tokens (Little's law; the module says how)."""
+    tbt_from: TbtFrom | None = None
+    """What the two figures above rest on: the iteration lines' cadence or the stats lines' Running."""
     few: bool = False
     """Fewer than `FEW_INTERVALS` held intervals: read the row with care."""
 
@@ -164,6 +171,8 @@ class GroupSummary:
     tbt_ms: float | None = None
     """The time between tokens over every held decode-dominated interval (Little's law, weighted by the
     tokens: sum of running / sum of generation tok/s): the launch's, as vLLM's mean ITL is."""
+    tbt_from: TbtFrom | None = None
+    """What `tbt_ms` rests on (`ConcurrencyRow.tbt_from`)."""
     stats_processes: int = 1
     """The most vLLM processes that wrote one engine's stats lines at once in a launch of the group (2+:
     servers sharing one log, `EngineState.processes`): tokens are counted per process, intervals not."""
@@ -237,7 +246,7 @@ def _concurrency(g: _Group, codes: bytes, keys: list[tuple[int, int | None]],
         median, p90, p10 = _median_sorted(gen), _quantile_sorted(gen, 0.9), _quantile_sorted(gen, 0.1)
         del gen
         kv = sorted_selected(g.kv, _mask(codes, number, flag | _KV))
-        decode, generated, streams = _little(g, rows)
+        decode, generated, streams, source = _little(g, rows)
         out.append(ConcurrencyRow(
             running=_bucket_label(lo, hi),
             lo=lo,
@@ -251,21 +260,34 @@ def _concurrency(g: _Group, codes: bytes, keys: list[tuple[int, int | None]],
             kv_cache_usage_median_pct=_median_sorted(kv) if len(kv) else None,
             waiting_share=_mask(codes, number, flag | _WAITING).count(1) / intervals,
             decode_intervals=decode,
-            per_request_tps=generated / streams if generated > 0 else None,
-            tbt_ms=1000.0 * streams / generated if generated > 0 else None,
+            per_request_tps=generated / streams if generated > 0 and streams > 0 else None,
+            tbt_ms=1000.0 * streams / generated if generated > 0 and streams > 0 else None,
+            tbt_from=source,
             few=intervals < FEW_INTERVALS,
         ))
     return out
 
 
-def _little(g: _Group, rows: bytes) -> tuple[int, float, int]:
-    """Over the intervals `rows` keeps that are decode-dominated: their number, their generation tok/s
-    summed and their running counts summed (Little's law: the module's docstring)."""
-    count, generated, streams = 0, 0.0, 0
-    for gen, prompt, running in compress(zip(g.generation, g.prompt, g.running, strict=True), rows):
-        if gen > 0 and gen >= DECODE_MIN_SHARE * prompt:
+def _little(g: _Group, rows: bytes,
+            stepped_rows: bytes | None = None) -> tuple[int, float, float, TbtFrom | None]:
+    """Over the intervals `rows` keeps that count (Little's law: the module's docstring): their number,
+    their generation tok/s summed, their streams summed and what the streams were read from. An interval
+    with iteration lines counts its steps' mean generation requests (of those `stepped_rows` keeps, if
+    given: they need not be held); one without, its Running count, if it is decode-dominated."""
+    count, generated, streams, stepped = 0, 0.0, 0.0, 0
+    kept_rows = rows if stepped_rows is None else stepped_rows
+    for gen, prompt, running, mean, held, kept in zip(g.generation, g.prompt, g.running, g.streams, rows,
+                                                      kept_rows, strict=True):
+        if gen <= 0:
+            continue
+        if mean == mean:  # not NaN: the interval's iteration lines
+            if kept:
+                count, generated, streams, stepped = count + 1, generated + gen, streams + mean, stepped + 1
+        elif held and gen >= DECODE_MIN_SHARE * prompt:
             count, generated, streams = count + 1, generated + gen, streams + running
-    return count, generated, streams
+    source: TbtFrom | None = (None if not count else "iteration lines" if stepped == count
+                              else "stats lines" if not stepped else "iteration and stats lines")
+    return count, generated, streams, source
 
 
 def _last_hits(g: _Group) -> tuple[float | None, float | None]:
@@ -292,7 +314,7 @@ def _finish(g: _Group) -> GroupSummary:
     median_generation = _median_sorted(every) if len(every) else None
     del every
     n_busy = _mask(codes, 0).count(1)
-    _, generated, streams = _little(g, _mask(codes, 0, _HELD))
+    _, generated, streams, source = _little(g, _mask(codes, 0, _HELD), _mask(codes, 0))
     busy_kv = _mask(codes, 0, _KV)
     n_busy_kv = busy_kv.count(1)  # as `statistics.fmean`: the exact sum over the count
     n_waiting = _mask(codes, 0, _WAITING).count(1)
@@ -324,7 +346,8 @@ def _finish(g: _Group) -> GroupSummary:
         busy_windows=sum(1 for p, gen in zip(g.prompt, g.generation, strict=True) if p > 0 or gen > 0),
         interval_seconds=statistics.fmean(intervals) if intervals else None,
         capacity=_capacity(g, launches),
-        tbt_ms=1000.0 * streams / generated if generated > 0 else None,
+        tbt_ms=1000.0 * streams / generated if generated > 0 and streams > 0 else None,
+        tbt_from=source,
         stats_processes=processes,
     )
 
@@ -373,10 +396,12 @@ def summarize(records: Iterable[tuple[Launch, Record]], by: By = "launch") -> Su
             mfu.setdefault(key, MfuTotals()).add(e.tflops_per_device, e.gbps_per_device)
             continue
         group = groups.get(key)
-        if isinstance(e, (SpecDecodeStats, TransferStats)):  # else stats
+        if isinstance(e, (SpecDecodeStats, TransferStats, IterationStats)):  # else stats
             if group is None:
-                continue  # a spec or transfer line before its engine's first stats line: nothing to add it to
-            if isinstance(e, SpecDecodeStats):
+                continue  # a line before its engine's first stats line: its interval is never held
+            if isinstance(e, IterationStats):
+                group.add_step(launch, e)
+            elif isinstance(e, SpecDecodeStats):
                 group.add_spec(launch, e)
             else:
                 group.add_transfer(launch, e)

@@ -1,5 +1,6 @@
 """The summary's running totals of one group (`_Group`; `summary/build.py` finishes them), fed a
-record at a time (`add`): its intervals and the exporter's own token estimate (`EngineState.apply_stats`).
+record at a time (`add`): its intervals and the exporter's own token estimate (`EngineState.apply_stats`);
+where the log has iteration lines (`add_step`), each interval's streams: its steps' mean generation requests.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from array import array
 from datetime import datetime
 
 from ...exporting.engine_state import EngineState
-from ...parsing.events import EngineStats, SpecDecodeStats, TransferStats
+from ...parsing.events import EngineStats, IterationStats, SpecDecodeStats, TransferStats
 from ...parsing.stamps import utc
 from ..reading.launches import Launch
 from .connectors import SpecTotals, TransferTotals
@@ -19,7 +20,7 @@ from .connectors import SpecTotals, TransferTotals
 class _Open:
     """The interval being summed: lines of one group at one timestamp, one per engine."""
 
-    __slots__ = ("generation", "kv", "members", "prompt", "running", "time", "waiting")
+    __slots__ = ("generation", "kv", "members", "prompt", "running", "streams", "time", "waiting")
 
     def __init__(self, time: datetime | None) -> None:
         self.time = time
@@ -27,6 +28,7 @@ class _Open:
         self.prompt = self.generation = 0.0
         self.running = self.waiting = 0
         self.kv: list[float] = []
+        self.streams = math.nan
 
 
 def _num(value: float | None) -> float:
@@ -50,6 +52,10 @@ class _Group:
         self.running = array("q")
         self.waiting = array("q")
         self.kv = array("d")
+        self.streams = array("d")
+        """Per interval: its engines' steps' mean generation requests summed (NaN: no iteration line)."""
+        self._steps: dict[tuple[int, int | None], tuple[int, int]] = {}
+        """Per engine, its steps since its last stats line: how many, their generation requests summed."""
         self.open: _Open | None = None
         self.spec = SpecTotals()
         self.transfers = TransferTotals()
@@ -73,6 +79,13 @@ class _Group:
 
     def add_transfer(self, launch: Launch, e: TransferStats) -> None:
         self.transfers.add(e, self._estimate((launch.index, e.engine)))
+
+    def add_step(self, launch: Launch, e: IterationStats) -> None:
+        """An iteration line: one more step in its engine's interval (the one its next stats line ends)."""
+        if not e.dummy:
+            member = (launch.index, e.engine)
+            steps, streams = self._steps.get(member, (0, 0))
+            self._steps[member] = (steps + 1, streams + e.generation_requests)
 
     def add(self, launch: Launch, e: EngineStats) -> None:
         index, engine, t = launch.index, e.engine, e.time
@@ -99,6 +112,9 @@ class _Group:
             self.close()
             cur = self.open = _Open(t)
         cur.members.add(member)
+        steps, streams = self._steps.pop(member, (0, 0)) if self._steps else (0, 0)
+        if steps:
+            cur.streams = (0.0 if math.isnan(cur.streams) else cur.streams) + streams / steps
         cur.prompt += _num(e.prompt_throughput)
         cur.generation += _num(e.generation_throughput)
         cur.running += e.running or 0
@@ -115,5 +131,6 @@ class _Group:
         self.generation.append(cur.generation)
         self.running.append(cur.running)
         self.waiting.append(cur.waiting)
+        self.streams.append(cur.streams)
         kv = cur.kv  # one engine's: its value (+ 0.0: `fmean`'s 0.0 for -0.0)
         self.kv.append((kv[0] + 0.0 if len(kv) == 1 else statistics.fmean(kv)) if kv else math.nan)

@@ -3,7 +3,7 @@
 steps' own time, p50 and p90, by their generation requests; not the time between tokens, which also
 holds scheduling, output processing and the front end: `build.py`'s TBT) and the prefill time per 1000
 prompt tokens (the prefill-only steps). Filled from the step records of the summary's own pass
-(`iter_summary_records(..., steps=True)`), diverted before the stats summary sees them.
+(`iter_summary_records(..., steps=True)`), on their way to the stats summary (which reads their cadence).
 """
 
 from __future__ import annotations
@@ -68,13 +68,14 @@ class StepCollector:
         self._kv: dict[str, tuple[array[int], array[float], array[float]]] = {}
         """Per file, its decode steps' running count, own KV usage (NaN: not printed) and ms (the matrix)."""
 
-    def divert(self, records: Iterable[tuple[Launch, R | IterationStats]]) -> Iterator[tuple[Launch, R]]:
-        """`records` without their step records, which are taken into the tables."""
+    def divert(self, records: Iterable[tuple[Launch, R | IterationStats]]
+               ) -> Iterator[tuple[Launch, R | IterationStats]]:
+        """`records`, their step records taken into the tables on the way (the summary's time between
+        tokens reads their cadence)."""
         for launch, e in records:
             if isinstance(e, IterationStats):
                 self.add(launch.file, e)
-            else:
-                yield launch, e
+            yield launch, e
 
     def add(self, file: str, e: IterationStats) -> None:
         kv = e.kv_cache_usage_pct

@@ -66,7 +66,7 @@ AT_SHUTDOWN = "engine_dead_at_shutdown"
 """The problem tag of an engine's death logged after its launch's shutdown line: vLLM stopped on purpose
 (vLLM 0.32 logs an EngineDeadError as its engine core is stopped), not a failure to alert on."""
 _RECORD_KEYS = {
-    "time", "file", "line", "stamp", "level", "process", "pid", "repeated", "kind", "new_launch",
+    "time", "file", "line", "stamp", "level", "process", "pid", "repeated", "kind", "new_launch", "exception",
     *RUNTIME_FIELDS}
 
 

@@ -67,7 +67,7 @@ class LineFeeder(QueuedWorker):
         """A new launch (a restarted child writes a new log file)."""
         self._source = source
         self._frame = OpenFile.framing(source or "-")  # the partial last line, the cap: as watch frames
-        assembler = Assembler(source, YearClock.for_source(source, self.zone), hold_v0=False, repeats=True)
+        assembler = Assembler(source, YearClock.for_source(source, self.zone), hold=False, repeats=True)
         self._reader = LaunchReader(self.metrics, assembler, self._internal_error, numbered=False,
                                     retime=self._retime, envelopes=False,  # vLLM's own output
                                     timer=self.timer, records=self._records)

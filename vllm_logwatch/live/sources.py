@@ -124,7 +124,7 @@ class SourceReaders:
             return YearClock.for_source(source, zone, first_stamp=first_stamp)
 
         metrics = self.metrics_of(key)
-        reader = self._make_reader(Assembler(source, clock, hold_v0=False, repeats=True), metrics)
+        reader = self._make_reader(Assembler(source, clock, hold=False, repeats=True), metrics)
         entry = self._readers[key] = _Reader(source, reader)
         self.files_seen += 1
         metrics.new_launch(source)

@@ -28,7 +28,8 @@ FACTS_BYTES = 4 << 20
 _CHUNK = 8 << 20
 _BANNER = re.compile(  # the banners of parsing/startup.py: the version line, or the logo's (UTF-8 blocks)
     rb"(?m)^[^\n]*(?:vLLM (?:API )?server version|\xe2\x96[\x80-\x9f][^\n]* version )[^\n]*$")
-_RECORD_KEYS = {"time", "file", "line", "stamp", "level", "process", "pid", "repeated", "kind", "new_launch"}
+_RECORD_KEYS = {"time", "file", "line", "stamp", "level", "process", "pid", "repeated", "kind", "new_launch",
+                "exception"}
 
 
 def launch_facts(path: str, end: int) -> dict[str, Any]:

@@ -3,13 +3,14 @@
 `Assembler` is the small amount of state between lines: V0's separate prefix-cache line merged into
 the stats record before it, SpecDecoding and KV/EC Transfer lines given the engine of the stats line
 before them,
-multi-line records (tracebacks) counted once, a stats line written twice counted once (`repeats`), and
-year-less stamps given their year.
+multi-line records (a fault and its traceback) as one record keeping its exception type, a stats line
+written twice counted once (`repeats`), and year-less stamps given their year.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from .events import (
@@ -42,13 +43,27 @@ _FACT = object()
 """The location of an open record begun by a fact's line (`ServerInfo` has none): its traceback's lines,
 of the same level and stamp, belong to it."""
 _TRACEBACK_LEVELS = frozenset({"WARNING", "ERROR", "CRITICAL"})
+_HELD = 16
+"""At most this many records are held for their tracebacks (a run of warnings holds no more)."""
+
+
+@dataclass(slots=True)
+class _Open:
+    """A writer's open multi-line record: the header (level, location, stamp) its lines repeat, the
+    problem tags it reported, and the exception type of its traceback so far."""
+
+    key: tuple[object, ...]
+    problems: set[str] = field(default_factory=set)
+    exception: str | None = None
 
 
 class Assembler:
     """Feed events in line order; get them back complete.
 
-    `hold_v0=True` (offline) keeps a V0 stats record until the next record, to merge its prefix-cache
-    line into it. Live followers pass `hold_v0=False` and let the metrics apply the prefix line.
+    `hold=True` (offline) keeps a record until the next record to complete it: a V0 stats record, to
+    merge its prefix-cache line into it; a warning's, an error's or a fact's record, to keep the exception
+    type of the traceback after it (`exception`). Live followers pass `hold=False` (a record counts when
+    its line is read; its traceback's exception type is not kept) and let the metrics apply the prefix line.
     """
 
     def __init__(
@@ -56,23 +71,24 @@ class Assembler:
         file: str | None = None,
         clock: YearClock | Callable[[str], YearClock] | None = None,
         *,
-        hold_v0: bool = True,
+        hold: bool = True,
         repeats: bool = False,
     ):
         """`clock` is a YearClock, or a factory given the first stamp seen (for the mtime rule)."""
         self.file = file
         self.clock = clock if isinstance(clock, YearClock) else None
         self._clock_factory = None if isinstance(clock, YearClock) else clock
-        self.hold_v0 = hold_v0
+        self.hold = hold
         self._pending: EngineStats | None = None
+        self._held: list[tuple[Event, _Open]] = []
+        """Records held for their tracebacks' exception types (several: writers' tracebacks interleave),
+        in file order, each with its open record."""
         self._last_engine: dict[str | None, int | None] = {}  # by writer (`who`)
         self.repeats = repeats
         self._last_stats: dict[tuple[str | None, int | None, int | None], object] = {}
         """(writer, engine, engines aggregated) -> its last stats line: the event as parsed (no file,
         line or time), or the fast lane's (stamp, numbers)."""
-        # per writer: the header (level, location, stamp) of its open multi-line record, and the
-        # problem tags that record already reported
-        self._open_log: dict[str | None, tuple[tuple[object, ...], set[str]]] = {}
+        self._open_log: dict[str | None, _Open] = {}  # per writer (`who`)
 
     def feed(self, event: Event, line: int | None = None, time: datetime | None = None) -> list[Event]:
         """Take the event of line number `line`; return the events now complete, in order. `time`: the
@@ -97,35 +113,48 @@ class Assembler:
             out.extend(self.flush())
             out.append(event.model_copy(update=update))
             return out
+        opened: _Open | None = None
         if isinstance(event, LogMessage):
             # Every line of a multi-line record (a traceback) repeats its header; records of other
             # processes may be interleaved. A continuation line counts only for a problem not seen yet
-            # in its record (a root cause such as `CUDA out of memory` at the end of the traceback).
+            # in its record (a root cause such as `CUDA out of memory` at the end of the traceback); its
+            # last line names the exception.
             key = (event.level, event.location, event.stamp)
             record = self._open_log.get(writer)
-            if record is not None and record[0][1] is _FACT and record[0][::2] == key[::2]:
-                record = self._open_log[writer] = (key, record[1])  # the traceback of a fact's line
-            if record is not None and record[0] == key:
-                if event.problem is None or event.problem in record[1]:
+            if record is not None and record.key[1] is _FACT and record.key[::2] == key[::2]:
+                record.key = key  # the traceback of a fact's line
+            if record is not None and record.key == key:
+                record.exception = event.exception or record.exception
+                if event.problem is None or event.problem in record.problems:
                     return out
-                record[1].add(event.problem)
+                record.problems.add(event.problem)
+                update["exception"] = None  # a line of the record, given for its problem alone
+            elif event.level not in _TRACEBACK_LEVELS:
+                return out  # an INFO line shaped like a traceback's last, of no open record
             else:
-                self._open_log[writer] = (key, {event.problem} if event.problem else set())
-        elif isinstance(event, ServerInfo) and event.level in _TRACEBACK_LEVELS and event.stamp is not None:
-            # a warning or error read as a fact (`I/O failed for job 17`): the traceback after it is its own
-            self._open_log[writer] = ((event.level, _FACT, event.stamp),
-                                      {event.problem} if event.problem else set())
+                opened = self._open_log[writer] = _Open(key, {event.problem} if event.problem else set(),
+                                                        event.exception)
+        elif isinstance(event, ServerInfo) and event.stamp is not None:
+            # a fact's line (`I/O failed for job 17`, `[FT] Engine 0 status -> UNHEALTHY:`): the traceback
+            # after it is its own
+            opened = self._open_log[writer] = _Open((event.level, _FACT, event.stamp),
+                                                    {event.problem} if event.problem else set())
         elif event.stamp is not None:
             self._open_log.pop(writer, None)  # another record of that writer ends it
         seen = event if time is None else (event, time)  # a container's own stamp tells copies apart too
         if isinstance(event, EngineStats) and self.repeats and self.repeated(
                 writer, event.engine, seen, event.engines_aggregated):
-            return [Unparsed(what="duplicate", file=self.file, line=line)]
+            return [*self._release(), Unparsed(what="duplicate", file=self.file, line=line)]
+        if opened is not None and self.hold:
+            if self._pending is not None:
+                out.extend(self.flush())
+            self._held.append((event.model_copy(update=update), opened))
+            return out + self._release(len(self._held) - _HELD)
         out.extend(self.flush())
         if isinstance(event, EngineStats):
             self._last_engine[writer] = event.engine
             stats = event.model_copy(update=update)
-            if self.hold_v0 and stats.is_v0:
+            if self.hold and stats.is_v0:
                 self._pending = stats
                 return out
             out.append(stats)
@@ -161,15 +190,24 @@ class Assembler:
 
     @property
     def pending(self) -> bool:
-        """A V0 stats record is held, waiting for its prefix-cache line."""
-        return self._pending is not None
+        """A record is held: a V0 stats record waiting for its prefix-cache line, or a record for its
+        traceback."""
+        return self._pending is not None or bool(self._held)
 
     def flush(self) -> list[Event]:
         """The held record, if any (call at end of input)."""
         if self._pending is None:
-            return []
+            return self._release()
         pending, self._pending = self._pending, None
         return [pending]
+
+    def _release(self, count: int | None = None) -> list[Event]:
+        """The records held for their tracebacks (the first `count`; all without), given their exception
+        types."""
+        done = self._held[:count] if count is None or count > 0 else []
+        del self._held[:len(done)]
+        return [event if rec.exception is None else event.model_copy(update={"exception": rec.exception})
+                for event, rec in done]
 
 
 def iter_events(

@@ -424,6 +424,9 @@ class ServerInfo(_Record):
     problem: str | None = None
     """A failure tag an INFO line carries (`dp_server_unhealthy`, `dp_server_exited`): counted as the
     problem of a WARNING line is."""
+    exception: str | None = None
+    """The exception type of the traceback printed after the line (`torch.AcceleratorError`), as
+    `LogMessage.exception`."""
 
 
 class MfuStats(_Record):
@@ -505,6 +508,12 @@ class LogMessage(_Record):
     """`file.py:N` of the logging call."""
     problem: str | None = None
     """`engine_dead`, `out_of_memory`, `worker_died`, ... for known failure lines."""
+    exception: str | None = None
+    """The exception type of the record's traceback: its last line's `Type` of `Type: message`
+    (`torch.AcceleratorError`, `OSError`; a dotted Python name of at most `EXCEPTION_CHARS`, never the
+    message). The parser gives it for the line alone (and gives an INFO line of that shape as a
+    `LogMessage` too); the Assembler keeps a record's last one on the record and gives no INFO line on.
+    Not a metric label: exception types are unbounded."""
 
 
 UnparsedKind = Literal[

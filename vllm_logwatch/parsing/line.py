@@ -37,7 +37,8 @@ from .startup import parse_info, problem_of
 from .transfer import TRANSFER_START, parse_transfer
 
 __all__ = [
-    "ACCESS_LINE", "KNOWN_EXTRA", "KNOWN_EXTRA_KEYS", "parse_line", "strip_ansi"]
+    "ACCESS_LINE", "EXCEPTION_CHARS", "KNOWN_EXTRA", "KNOWN_EXTRA_KEYS", "exception_of", "parse_line",
+    "strip_ansi"]
 
 # Colour codes, with or without the ESC byte (some collectors drop it: `[1;36m(APIServer ...)[0;0m`).
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]|\[[0-9][0-9;]*m")
@@ -227,8 +228,29 @@ def _parse_message(
     if info is not None:
         return info
     if level in ("WARNING", "ERROR", "CRITICAL"):
-        return LogMessage(location=location, problem=problem_of(msg), **common)
-    return None
+        return LogMessage(location=location, problem=problem_of(msg), exception=exception_of(msg), **common)
+    exception = exception_of(msg)  # an INFO traceback's last line: the Assembler folds it into its record
+    return None if exception is None else LogMessage(location=location, exception=exception, **common)
+
+
+EXCEPTION_CHARS = 120
+"""The longest exception type kept (`LogMessage.exception`)."""
+_EXCEPTION = re.compile(
+    r"((?:[A-Za-z_]\w{0,59}\.){0,5}[A-Z]\w{0,59}(?:Error|Exception|ExceptionGroup|Exit|Interrupt|Iteration|Timeout))"
+    r"(?::(?: .*)?)?", re.ASCII | re.DOTALL)
+
+
+def exception_of(msg: str) -> str | None:
+    """The exception type of a line shaped like a traceback's last line (`Type: message` or `Type`, the
+    type a dotted Python name ending as exception classes do); None for any other line.
+
+    >>> exception_of("torch.AcceleratorError: CUDA error"), exception_of("KeyboardInterrupt")
+    ('torch.AcceleratorError', 'KeyboardInterrupt')
+    >>> exception_of("Route: /health, Methods: GET"), exception_of("Traceback (most recent call last):")
+    (None, None)
+    """
+    m = _EXCEPTION.fullmatch(msg)
+    return m.group(1) if m is not None and len(m.group(1)) <= EXCEPTION_CHARS else None
 
 
 def _parse_headerless(line: str) -> Event | None:

@@ -58,7 +58,7 @@ def line_by_line(path: Path) -> tuple[dict[str, float | str], dict[str, object]]
             if line.source != source:
                 source = line.source
                 assembler = Assembler(source, lambda stamp, s=source: YearClock.for_source(
-                    s, UTC, first_stamp=stamp), hold_v0=False, repeats=True)
+                    s, UTC, first_stamp=stamp), hold=False, repeats=True)
                 metrics.new_launch(source)
             assert assembler is not None
             event = parse_line(line.text)

@@ -6,6 +6,7 @@ driver prints it (nested coloured actor prefixes, `[repeated Nx across cluster]`
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -24,7 +25,8 @@ W0, W1, CORE, API = "Worker_TP0", "Worker_TP1", "EngineCore_DP0", "APIServer"
 TOKENS_BEFORE, TOKENS_AFTER = 1_167_360, 1_021_440
 
 # line -> (process, level, stamp, every field of the record that is not its default); None: no record
-# (a traceback's lines: the fault is the status line before them).
+# (a traceback's lines: the fault is the status line before them; its last line names the exception, which
+# the assembler keeps on the fault's record).
 SERVE: dict[int, tuple[str, str, str, dict[str, Any]] | None] = {
     1: (W0, "INFO", "10:00:00", {"available_kv_cache_gib": 71.25}),
     2: (W1, "INFO", "10:00:00", {"available_kv_cache_gib": 71.25}),
@@ -50,7 +52,9 @@ SERVE: dict[int, tuple[str, str, str, dict[str, Any]] | None] = {
         "gpu_kv_cache_usage_pct": 8.5, "prefix_cache_hit_rate_pct": 61.5, "device": "GPU"}),
     12: (CORE, "WARNING", "10:01:00", {"ft_fault": "AcceleratorError"}),
     13: (CORE, "INFO", "10:01:00", {"ft_engine": 0, "ft_status": "UNHEALTHY"}),
-    **dict.fromkeys(range(14, 20)),
+    **dict.fromkeys(range(14, 19)),
+    19: (CORE, "INFO", "10:01:00", {"kind": "log", "location": "engine_core_sentinel.py:171",
+                                    "exception": "torch.AcceleratorError"}),
     20: (API, "INFO", "10:01:01", {"rejected_status": "unhealthy", "rejected_request": "cmpl-8f2a-0"}),
     21: (API, "INFO", "10:01:01", {"rejected_status": "unhealthy", "rejected_request": "chatcmpl-77"}),
     22: (W0, "INFO", "10:01:02", {"ft_expert_logical": 256, "ft_ep_world_size": 8, "ft_expert_reassignments": 32}),
@@ -63,7 +67,9 @@ SERVE: dict[int, tuple[str, str, str, dict[str, Any]] | None] = {
     27: (W0, "WARNING", "10:01:12", {"breaker": "Mooncake lookup", "breaker_failures": 3,
                                      "breaker_cooldown_seconds": 5.0}),
     28: (CORE, "INFO", "10:01:30", {"ft_engine": 1, "ft_status": "DEAD"}),
-    **dict.fromkeys(range(29, 35)),
+    **dict.fromkeys(range(29, 34)),
+    34: (CORE, "INFO", "10:01:30", {"kind": "log", "location": "engine_core_sentinel.py:171",
+                                    "exception": "torch.AcceleratorError"}),
     35: (CORE, "ERROR", "10:01:35", {"ft_recovery_timeout_seconds": 300, "problem": "ft_recovery_timeout"}),
 }
 RAY_REPEATED = {11: 3, 25: 2, 26: 2}
@@ -73,10 +79,11 @@ OFF = {
     2: (CORE, "WARNING", "10:00:01", {"extensible_kv_cache": False}),
 }
 KINDS = {"engine": "stats", "available_kv_cache_gib": "info"}
-def tb(location: str) -> dict[str, Any]:
+def tb(location: str, exception: str | None = None) -> dict[str, Any]:
     """A line of a worker failure's traceback (each repeats the ERROR header): a log line alone, which the
-    assembler folds into the failure's record (`test_a_failure_and_its_traceback_are_one_record`)."""
-    return {"kind": "log", "location": location}
+    assembler folds into the failure's record (`test_a_failure_and_its_traceback_are_one_record`); the
+    last names the exception."""
+    return {"kind": "log", "location": location, **({"exception": exception} if exception else {})}
 
 
 def o(name: str, value: float, labels: tuple[str, ...] = (), suffix: str = "") -> dict[str, Any]:
@@ -96,17 +103,22 @@ RUNTIME: dict[int, tuple[str, str, str, dict[str, Any]] | None] = {
         o("kv_offload_tiering_deferred_release_hold_seconds", 2, ("1:fs",), "count"),
         o("kv_offload_tiering_deferred_release_hold_seconds", 0.35, ("1:fs",), "sum"))}),
     2: (W0, "ERROR", "10:00:01", {"offload_worker_job": 17, "offload_worker_stage": "io"}),
-    **{n: (W0, "ERROR", "10:00:01", tb("worker.py:144")) for n in range(3, 7)},
+    **{n: (W0, "ERROR", "10:00:01", tb("worker.py:144")) for n in range(3, 6)},
+    6: (W0, "ERROR", "10:00:01", tb("worker.py:144", "OSError")),
     7: (W0, "ERROR", "10:00:02", {"offload_worker_job": 18, "offload_worker_direction": "store",
                                   "offload_worker_stage": "transfer"}),
-    **{n: (W0, "ERROR", "10:00:02", tb("gpu_worker.py:941")) for n in range(8, 12)},
+    **{n: (W0, "ERROR", "10:00:02", tb("gpu_worker.py:941")) for n in range(8, 11)},
+    11: (W0, "ERROR", "10:00:02", tb("gpu_worker.py:941", "OSError")),
     12: (W0, "ERROR", "10:00:02", {"offload_worker_job": 19, "offload_worker_direction": "load",
                                    "offload_worker_stage": "polling"}),
-    **{n: (W0, "ERROR", "10:00:02", tb("gpu_worker.py:950")) for n in range(13, 17)},
+    **{n: (W0, "ERROR", "10:00:02", tb("gpu_worker.py:950")) for n in range(13, 16)},
+    16: (W0, "ERROR", "10:00:02", tb("gpu_worker.py:950", "OSError")),
     17: (W0, "ERROR", "10:00:03", {"offload_worker_job": 20, "offload_worker_stage": "waiting"}),
-    **{n: (W0, "ERROR", "10:00:03", tb("gpu_worker.py:958")) for n in range(18, 22)},
+    **{n: (W0, "ERROR", "10:00:03", tb("gpu_worker.py:958")) for n in range(18, 21)},
+    21: (W0, "ERROR", "10:00:03", tb("gpu_worker.py:958", "OSError")),
     22: (CORE, "ERROR", "10:00:04", {"tier_poll_failed": True}),
-    **{n: (CORE, "ERROR", "10:00:04", tb("manager.py:443")) for n in range(23, 27)},
+    **{n: (CORE, "ERROR", "10:00:04", tb("manager.py:443")) for n in range(23, 26)},
+    26: (CORE, "ERROR", "10:00:04", tb("manager.py:443", "TimeoutError")),
     27: (CORE, "WARNING", "10:00:14", {"tier_poll_failed_rounds": 12, "tier_poll_failing_seconds": 10.0}),
     28: (CORE, "ERROR", "10:00:34", {"tier_poll_backoff_seconds": 5.0, "tier_poll_failing_seconds": 30.0,
                                      "problem": "kv_tier_poll_failing"}),
@@ -249,6 +261,31 @@ def test_a_failure_and_its_traceback_are_one_record() -> None:
     assert [e.line for e in events if e.level == "ERROR"] == [2, 7, 12, 17, 22, 28, 29]
     assert not [e for e in events if isinstance(e, (LogMessage, Unparsed))]
     assert "Input/output" not in repr(events) and "did not answer" not in repr(events)
+
+
+FAULTS = {"serve_20261120_100000.log": {13: "torch.AcceleratorError", 28: "torch.AcceleratorError"},
+          "runtime.log": {2: "OSError", 7: "OSError", 12: "OSError", 17: "OSError", 22: "TimeoutError"}}
+
+
+@pytest.mark.parametrize("name", ["serve_20261120_100000.log", "ray_serve.log", "runtime.log"])
+def test_a_fault_keeps_its_tracebacks_exception_type(name: str) -> None:
+    """A fault and its traceback are one record that keeps the traceback's exception type (its last
+    line's `Type:`), and nothing of the exception's message; `parse --jsonl --kind all` shows it. The
+    type was dropped with the rest of the traceback. No INFO line of a traceback is a record of its own."""
+    events = list(iter_events(lines(name)))
+    got = {e.line: e.exception for e in events if isinstance(e, (ServerInfo, LogMessage)) and e.exception}
+    assert got == FAULTS.get(name, FAULTS["serve_20261120_100000.log"])
+    assert not [e for e in events if isinstance(e, LogMessage)]
+    assert "illegal memory" not in repr(events) and "Input/output" not in repr(events)
+
+
+def test_parse_jsonl_shows_a_faults_exception_type(capsys: pytest.CaptureFixture[str]) -> None:
+    from vllm_logwatch.cli import main
+
+    assert main(["parse", "--jsonl", "--kind", "all", "--tz", "UTC", str(DATA / "serve_20261120_100000.log")]) == 0
+    rows = [json.loads(row) for row in capsys.readouterr().out.splitlines()]
+    assert {row["line"]: row["exception"] for row in rows if "exception" in row} == FAULTS[
+        "serve_20261120_100000.log"]
 
 
 @pytest.mark.parametrize("name", ["serve_20261120_100000.log", "ray_serve.log", "extensible_off.log",

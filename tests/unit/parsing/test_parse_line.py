@@ -36,7 +36,7 @@ from vllm_logwatch.parsing.events import (
     TransferStats,
     Unparsed,
 )
-from vllm_logwatch.parsing.line import parse_line
+from vllm_logwatch.parsing.line import exception_of, parse_line
 
 DATA = TESTS / "data"
 REAL_CPU_LOG = next((DATA / "real-vllm-cpu").glob("serve_*.log"))
@@ -651,12 +651,15 @@ def _words(text: str) -> set[str]:
 
 @pytest.mark.parametrize(("line", "kind", "fields"), LOG_CASES)
 def test_log_message_holds_no_message_text(line: str, kind: str | None, fields: dict[str, Any]) -> None:
-    """Logs hold users' prompts: a LogMessage keeps level, location, process and a tag, never the text."""
+    """Logs hold users' prompts: a LogMessage keeps level, location, process, a tag and an exception's
+    type (the line's first word, a dotted name), never the text."""
     event = parse_line(line)
     assert isinstance(event, LogMessage)
     assert event.problem is None or event.problem in PROBLEM_TAGS
-    kept = json.dumps(event.model_dump(mode="json", exclude={"problem", "location", "process"}))
+    kept = json.dumps(event.model_dump(mode="json", exclude={"problem", "location", "process", "exception"}))
     message = line.split("] ", 1)[-1] if "] " in line else line
+    assert event.exception is None or (re.fullmatch(r"[\w.]+", event.exception) and message.startswith(
+        (f"{event.exception}: ", event.exception)))
     leaked = {w for w in _words(message) if w in kept and w != event.level}
     assert not leaked, leaked
 
@@ -701,8 +704,8 @@ SPEC = ("(APIServer pid=1) INFO 11-02 12:00:10 [metrics.py:101] SpecDecoding met
         "195 tokens, Per-position acceptance rate: 0.615, 0.415, 0.169, Avg Draft acceptance rate: 40.0%")
 
 
-def assemble(lines: Iterable[str], *, hold_v0: bool = True) -> list[Event]:
-    assembler = Assembler("x.log", hold_v0=hold_v0)
+def assemble(lines: Iterable[str], *, hold: bool = True) -> list[Event]:
+    assembler = Assembler("x.log", hold=hold)
     out: list[Event] = []
     for number, line in enumerate(lines, 1):
         event = parse_line(line)
@@ -743,8 +746,8 @@ def test_v0_held_record_flushed_before_the_next_record() -> None:
     assert [e.kind for e in events] == ["stats", "access", "prefix"]
 
 
-def test_hold_v0_false_passes_prefix_event_through() -> None:
-    events = assemble([V0_STATS, V0_PREFIX], hold_v0=False)
+def test_hold_false_passes_prefix_event_through() -> None:
+    events = assemble([V0_STATS, V0_PREFIX], hold=False)
     assert [e.kind for e in events] == ["stats", "prefix"]
     assert isinstance(events[1], PrefixCacheRates) and events[1].line == 2
 
@@ -776,6 +779,42 @@ def test_traceback_counted_once_real_021() -> None:
     assert [(e.process, e.problem, e.line) for e in events] == [
         ("EngineCore_0", "engine_fatal", 4), ("EngineCore_1", "engine_fatal", 7), (None, "engine_dead", 18),
     ]
+
+
+def test_interleaved_tracebacks_each_keep_their_exception_type_real_021() -> None:
+    """Two processes' tracebacks interleaved line by line: each record keeps its own exception type."""
+    events = [e for e in iter_events(_read("021"), "021.log") if isinstance(e, LogMessage)]
+    assert [(e.line, e.exception) for e in events] == [
+        (4, "AttributeError"), (7, "AttributeError"), (18, "vllm.v1.engine.exceptions.EngineDeadError")]
+
+
+def test_a_record_held_for_its_traceback_keeps_its_place() -> None:
+    """Offline holds a fault's record until its traceback ends (to keep the exception type), and gives it
+    before the next record; live (`hold=False`) gives it at once, without the type."""
+    info = "(EngineCore_DP0 pid=7) INFO 11-02 12:00:10 [s.py:171] "
+    lines = [f"{info}[FT] Engine 0 status -> UNHEALTHY:", f"{info}Traceback (most recent call last):",
+             f"{info}  File \"/x/core.py\", line 1, in run", f"{info}RuntimeError: boom", V1_LINE,
+             f"{info}RuntimeError: no record of its own"]
+    events = assemble(lines)
+    assert [(e.kind, e.line) for e in events] == [("info", 1), ("stats", 5)]
+    assert isinstance(events[0], ServerInfo) and events[0].exception == "RuntimeError"
+    live = assemble(lines, hold=False)
+    assert [(e.kind, e.line) for e in live] == [("info", 1), ("stats", 5)]
+    assert isinstance(live[0], ServerInfo) and live[0].exception is None
+
+
+@pytest.mark.parametrize(("msg", "want"), [
+    ("torch.AcceleratorError: CUDA error: an illegal memory access was encountered", "torch.AcceleratorError"),
+    ("KeyboardInterrupt", "KeyboardInterrupt"),
+    ("asyncio.exceptions.CancelledError:", "asyncio.exceptions.CancelledError"),
+    ("Route: /health, Methods: GET", None),
+    ("Traceback (most recent call last):", None),
+    ("EngineCore failed to start.", None),
+    ("a.b.SomeError with words: x", None),
+    ("x." * 80 + "LongError: y", None),  # longer than EXCEPTION_CHARS
+])
+def test_exception_of(msg: str, want: str | None) -> None:
+    assert exception_of(msg) == want
 
 
 def test_traceback_continuation_with_new_problem_is_reported() -> None:

@@ -68,7 +68,7 @@ def test_every_real_line_that_parses_passes_the_filter(log: Path) -> None:
 def _facts_watch_way(data: bytes) -> dict[str, object]:
     metrics = ExporterMetrics()
     metrics.new_launch("serve.log")
-    assembler = Assembler("serve.log", YearClock.for_source("serve.log", resolve_zone("UTC")), hold_v0=False)
+    assembler = Assembler("serve.log", YearClock.for_source("serve.log", resolve_zone("UTC")), hold=False)
     for number, line in enumerate(data.split(b"\n"), 1):
         event = parse_line(line.decode("utf-8", "replace"))
         if event is not None:

@@ -33,7 +33,7 @@ from .stream import ScanStats
 __all__ = ["Launch", "iter_launch_records", "iter_summary_records"]
 
 _NOT_FACTS = {"time", "file", "line", "stamp", "level", "process", "pid", "repeated", "kind", "new_launch",
-              "server_listening", "stats_logging_disabled"}
+              "server_listening", "stats_logging_disabled", "exception"}
 
 
 @dataclass

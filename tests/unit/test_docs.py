@@ -179,6 +179,27 @@ def test_the_alert_table_lists_every_rule_with_its_severity() -> None:
     assert dict(rows) == wanted and len(rows) == len(wanted), (rows, wanted)
 
 
+def test_the_failure_alert_names_every_failure_tag_the_exporter_counts() -> None:
+    """VLLMFailureLines fires on every `problems_total` tag its expression does not leave out, and its
+    description lists the known failure tags: exactly those (it did not name ft_recovery_timeout,
+    kv_tier_poll_failing or cuda_checkpoint_failed, which fire it), and it leaves out only tags the code
+    gives."""
+    from vllm_logwatch.exporting.exporter import AT_SHUTDOWN
+    from vllm_logwatch.parsing.startup import PROBLEM_TAGS
+
+    groups = yaml.safe_load((REPO / "grafana" / "alerts.yml").read_text(encoding="utf-8"))["groups"]
+    (rule,) = [r for g in groups for r in g["rules"] if r.get("alert") == "VLLMFailureLines"]
+    excluded = set(re.findall(r'problem!~"([\w|]+)"', rule["expr"]))
+    assert len(excluded) == 1, rule["expr"]  # both halves leave out the same tags
+    left_out = set(excluded.pop().split("|"))
+    tags = {*PROBLEM_TAGS, AT_SHUTDOWN}
+    named = re.search(r"known failure tags:\s*([\w,\s]+)\)", rule["annotations"]["description"])
+    assert named is not None, rule["annotations"]["description"]
+    listed = {tag.strip() for tag in named.group(1).split(",")}
+    assert left_out <= tags
+    assert listed == tags - left_out
+
+
 @pytest.mark.parametrize("page", [*PAGES, REPO / "bench" / "RESULTS.md"], ids=lambda p: p.name)
 def test_every_repository_path_a_page_names_exists(page: Path) -> None:
     """A test, module or script named in the docs (`tests/unit/web/test_server.py`, `bench/latency.py`,

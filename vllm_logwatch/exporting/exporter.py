@@ -52,7 +52,7 @@ from .families import Families, new_family
 from .latency_state import DETAIL_EVENTS
 from .models import Ledgers
 from .routes import VLLM_ROUTES, HttpCounts
-from .runtime_state import RUNTIME_FIELDS, RuntimeState, engine_counts
+from .runtime_state import RuntimeState, engine_counts
 from .selfmetrics import SelfMetrics
 from .snapshot import Counters, ExporterStatus, StatsMissing
 from .tokens import DEFAULT_INTERVAL, readable_step
@@ -65,9 +65,6 @@ _DEATHS = frozenset({"engine_dead", "engine_fatal"})  # after these the launch's
 AT_SHUTDOWN = "engine_dead_at_shutdown"
 """The problem tag of an engine's death logged after its launch's shutdown line: vLLM stopped on purpose
 (vLLM 0.32 logs an EngineDeadError as its engine core is stopped), not a failure to alert on."""
-_RECORD_KEYS = {
-    "time", "file", "line", "stamp", "level", "process", "pid", "repeated", "kind", "new_launch", "exception",
-    *RUNTIME_FIELDS}
 
 
 class ExporterMetrics(Collector):
@@ -318,7 +315,7 @@ class ExporterMetrics(Collector):
             self._banner_seen = True
             self._ended = False  # a launch after a shutdown read in the same block
         self._runtime.apply(info, self._engines.values(), self._problems, self._clock())
-        self._facts.update(info.model_dump(exclude=_RECORD_KEYS, exclude_none=True))
+        self._facts.update(info.facts("server"))
         self._name_model()
 
     def _apply_access(self, access: HttpAccess) -> None:

@@ -14,65 +14,7 @@ from collections.abc import Iterable, Iterator
 from ..parsing.events import ServerInfo
 from .engine_state import EngineState
 
-__all__ = ["RUNTIME_FIELDS", "RuntimeState", "engine_counts"]
-
-RUNTIME_FIELDS = frozenset(
-    {
-        "asleep",
-        "sleep_seconds",
-        "wake_seconds",
-        "discard_seconds",
-        "dp_unhealthy_servers",
-        "dp_exited_servers",
-        "eplb_balancedness",
-        "eplb_avg_tokens",
-        "eplb_max_tokens",
-        "eplb_rearrange_seconds",
-        "problem",
-        "ft_engine",
-        "ft_status",
-        "ft_removed_ranks",
-        "ft_dead_ranks",
-        "ft_fault",
-        "ft_recovery_timeout_seconds",
-        "ft_expert_logical",
-        "ft_ep_world_size",
-        "ft_expert_reassignments",
-        "rejected_status",
-        "rejected_request",
-        "offload_failed_job",
-        "offload_job_id",
-        "offload_chunks_dropped",
-        "offload_request",
-        "breaker",
-        "breaker_failures",
-        "breaker_cooldown_seconds",
-        "dp_received_signal",
-        "dp_forwarded_signal",
-        "eplb_step",
-        "eplb_model",
-        "eplb_steps_to_rearrangement",
-        "eplb_profile",
-        "eplb_async",
-        "eplb_layers_rearranged",
-        "eplb_layers",
-        "offload_worker_job",
-        "offload_worker_direction",
-        "offload_worker_stage",
-        "tier_poll_failed",
-        "tier_poll_failed_rounds",
-        "tier_poll_failing_seconds",
-        "tier_poll_backoff_seconds",
-        "tier_poll_stopped",
-        "kv_lookup_failed_request",
-        *(f"checkpoint_{key}" for key in (
-            "event", "op", "pids", "rc", "error", "state_before", "rc_before", "state_after", "rc_after",
-            "seconds", "monotonic_seconds")),
-        "grpc_drain_timeout_seconds",
-        "grpc_drain_cancelled",
-        "grpc_stopped",
-    }
-)
+__all__ = ["RuntimeState", "engine_counts"]
 """The `ServerInfo` fields read here rather than kept as start-up facts."""
 FT_STATUSES = ("healthy", "diagnosing", "unhealthy", "dead")
 """vLLM's engine statuses under fault tolerance (`EngineStatusType`), each a series of the state gauge."""

@@ -28,8 +28,6 @@ FACTS_BYTES = 4 << 20
 _CHUNK = 8 << 20
 _BANNER = re.compile(  # the banners of parsing/startup.py: the version line, or the logo's (UTF-8 blocks)
     rb"(?m)^[^\n]*(?:vLLM (?:API )?server version|\xe2\x96[\x80-\x9f][^\n]* version )[^\n]*$")
-_RECORD_KEYS = {"time", "file", "line", "stamp", "level", "process", "pid", "repeated", "kind", "new_launch",
-                "exception"}
 
 
 def launch_facts(path: str, end: int) -> dict[str, Any]:
@@ -49,7 +47,7 @@ def launch_facts(path: str, end: int) -> dict[str, Any]:
         if isinstance(event, ServerInfo):
             if event.new_launch and index:
                 facts = {}  # a later banner within the window: the newer launch's facts
-            facts.update(event.model_dump(exclude=_RECORD_KEYS, exclude_none=True))
+            facts.update(event.facts("server"))
     return facts
 
 

@@ -17,9 +17,11 @@ from ..shown import finite, json_safe
 from .columns import STATS_COLUMNS, Phase, step_phase
 
 __all__ = [
+    "RUNTIME_FIELDS",
     "STATS_COLUMNS",
     "EngineStats",
     "Event",
+    "FactsFor",
     "HttpAccess",
     "IterationStats",
     "LogMessage",
@@ -427,6 +429,84 @@ class ServerInfo(_Record):
     exception: str | None = None
     """The exception type of the traceback printed after the line (`torch.AcceleratorError`), as
     `LogMessage.exception`."""
+
+    def facts(self, purpose: FactsFor) -> dict[str, Any]:
+        """The facts this line gives, by name (None fields left out; never where or when it was written,
+        the banner's `new_launch`, nor a traceback's `exception`). `server`: the running server's facts
+        (the status page, the API, the fact series), not what the server did while running
+        (`RUNTIME_FIELDS`: counted and gauged, not facts). `launch`: a launch's facts (summary, compare,
+        audit), without whether it listened or logged stats (`server_listening`,
+        `stats_logging_disabled`: the summary says that on its own)."""
+        return self.model_dump(exclude=_NOT_FACTS[purpose], exclude_none=True)
+
+
+FactsFor = Literal["server", "launch"]
+"""Whose facts `ServerInfo.facts` gives."""
+RUNTIME_FIELDS = frozenset(
+    {
+        "asleep",
+        "sleep_seconds",
+        "wake_seconds",
+        "discard_seconds",
+        "dp_unhealthy_servers",
+        "dp_exited_servers",
+        "eplb_balancedness",
+        "eplb_avg_tokens",
+        "eplb_max_tokens",
+        "eplb_rearrange_seconds",
+        "problem",
+        "ft_engine",
+        "ft_status",
+        "ft_removed_ranks",
+        "ft_dead_ranks",
+        "ft_fault",
+        "ft_recovery_timeout_seconds",
+        "ft_expert_logical",
+        "ft_ep_world_size",
+        "ft_expert_reassignments",
+        "rejected_status",
+        "rejected_request",
+        "offload_failed_job",
+        "offload_job_id",
+        "offload_chunks_dropped",
+        "offload_request",
+        "breaker",
+        "breaker_failures",
+        "breaker_cooldown_seconds",
+        "dp_received_signal",
+        "dp_forwarded_signal",
+        "eplb_step",
+        "eplb_model",
+        "eplb_steps_to_rearrangement",
+        "eplb_profile",
+        "eplb_async",
+        "eplb_layers_rearranged",
+        "eplb_layers",
+        "offload_worker_job",
+        "offload_worker_direction",
+        "offload_worker_stage",
+        "tier_poll_failed",
+        "tier_poll_failed_rounds",
+        "tier_poll_failing_seconds",
+        "tier_poll_backoff_seconds",
+        "tier_poll_stopped",
+        "kv_lookup_failed_request",
+        *(f"checkpoint_{key}" for key in (
+            "event", "op", "pids", "rc", "error", "state_before", "rc_before", "state_after", "rc_after",
+            "seconds", "monotonic_seconds")),
+        "grpc_drain_timeout_seconds",
+        "grpc_drain_cancelled",
+        "grpc_stopped",
+    }
+)
+"""What a running server logs, not a fact about it: sleep mode, the DP supervisor, EPLB, fault tolerance,
+KV offload and connector failures, CUDA checkpoints, the gRPC server's drain, problem tags
+(`exporting/runtime_state.py` counts and gauges them)."""
+_NOT_RECORD_FACTS = {*_Record.model_fields, "kind", "new_launch", "exception"}
+_NOT_FACTS: dict[str, set[str]] = {
+    "server": _NOT_RECORD_FACTS | RUNTIME_FIELDS,
+    "launch": _NOT_RECORD_FACTS | {"server_listening", "stats_logging_disabled"},
+}
 
 
 class MfuStats(_Record):

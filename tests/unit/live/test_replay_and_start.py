@@ -77,6 +77,21 @@ def test_the_last_banner_is_found_across_chunk_boundaries(tmp_path: Path, chunk:
     assert startfacts.launch_facts(str(log), log.stat().st_size)["vllm_version"] == "0.33.1"
 
 
+def test_facts_read_before_the_start_are_the_facts_the_exporter_keeps(tmp_path: Path) -> None:
+    """A runtime line (an EPLB rearrangement, a fault-tolerance status) before where `watch` started gave
+    a server fact (`eplb_rearrange_seconds`, `ft_status`) the same line read after the start did not: the
+    exporter counts such lines, it keeps no fact of them. Both now take `ServerInfo.facts("server")`."""
+    log = tmp_path / "serve.log"
+    data = TESTS / "data" / "vllm-0.34"
+    runtime = [line for line in (data / "runtime.log").read_bytes().split(b"\n") if b"Async EPLB" in line]
+    ft = [line for line in (data / "serve_20261120_100000.log").read_bytes().split(b"\n")
+          if b"status -> HEALTHY" in line]
+    log.write_bytes(b"\n".join([*LINES, *runtime, *ft]) + b"\n")
+    facts = startfacts.launch_facts(str(log), log.stat().st_size)
+    assert facts["vllm_version"] == "0.32.0"
+    assert not {"eplb_rearrange_seconds", "eplb_async", "ft_status", "ft_engine"} & facts.keys()
+
+
 def test_a_replayed_log_that_shut_down_reads_ended_aged_by_its_own_stamps(tmp_path: Path) -> None:
     log = tmp_path / "serve.log"
     log.write_bytes(REAL_LOG.read_bytes())

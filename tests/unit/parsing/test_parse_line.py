@@ -1031,3 +1031,15 @@ def test_a_stats_line_written_twice_is_counted_once() -> None:
         ("unparsed", 7)]
     assert {e.what for e in events if isinstance(e, Unparsed)} == {"duplicate"}
     assert [e.kind for e in assemble(lines)] == ["stats"] * 7  # parse --csv, --jsonl: lines as written
+
+
+def test_the_facts_a_start_up_line_gives_by_purpose() -> None:
+    """One rule for which facts a line gives (`ServerInfo.facts`): never where or when it was written, the
+    banner's flag or a traceback's exception type; the server's facts leave out what it did while running
+    (counted instead), a launch's leave out whether it listened or logged stats."""
+    info = ServerInfo(file="f.log", line=3, stamp="11-20 10:00:00", level="INFO", process="APIServer", pid=7,
+                      new_launch=True, vllm_version="0.34.0", ft_status="HEALTHY", problem="engine_dead",
+                      server_listening=True, stats_logging_disabled=True, exception="RuntimeError")
+    assert info.facts("server") == {"vllm_version": "0.34.0", "server_listening": True,
+                                    "stats_logging_disabled": True}
+    assert info.facts("launch") == {"vllm_version": "0.34.0", "ft_status": "HEALTHY", "problem": "engine_dead"}

@@ -32,9 +32,6 @@ from .stream import ScanStats
 
 __all__ = ["Launch", "iter_launch_records", "iter_summary_records"]
 
-_NOT_FACTS = {"time", "file", "line", "stamp", "level", "process", "pid", "repeated", "kind", "new_launch",
-              "server_listening", "stats_logging_disabled", "exception"}
-
 
 @dataclass
 class Launch:
@@ -59,7 +56,7 @@ class Launch:
 
     def absorb(self, info: ServerInfo) -> None:
         """Take the facts of a start-up line."""
-        self.facts.update(info.model_dump(exclude=_NOT_FACTS, exclude_none=True))
+        self.facts.update(info.facts("launch"))
         if info.args is not None:
             self.args = info.args
 

@@ -148,8 +148,8 @@ def run_steps(tmp_path: Path, logs: Path, own: str) -> None:
         merged = (etc / "prometheus.yml").read_text(encoding="utf-8")
         job_file = etc / "vllm-logwatch" / "prometheus-job.yml"
         for path in (etc / "prometheus.yml", job_file):
-            path.write_text(path.read_text(encoding="utf-8").replace("scrape_interval: 10s",
-                                                                     "scrape_interval: 500ms"), encoding="utf-8")
+            text = path.read_text(encoding="utf-8")
+            path.write_text(text.replace("scrape_interval: 10s", "scrape_interval: 500ms"), encoding="utf-8")
         assert "host-own" in merged and "vllm-logwatch" in merged
         promtool("check", "config", str(etc / "prometheus.yml"), cwd=etc)
 

@@ -39,11 +39,6 @@ def _cmd_parse(args: argparse.Namespace) -> int:
 
         raise UsageError("--label adds labels to --openmetrics and --vm-import series; CSV and JSON lines "
                          "have none")
-    if not args.jsonl and args.kind == "stats":
-        from .commands.parse import run_csv  # no pydantic, no parser unless a line needs it
-
-        run_csv(args.files, year=args.year, tz=args.tz)
-        return EXIT_OK
     from .commands.parse import run_parse
 
     if args.csv and args.kind not in ("stats", "iterations", "requests"):
@@ -51,8 +46,10 @@ def _cmd_parse(args: argparse.Namespace) -> int:
 
         raise UsageError(
             f"--csv writes stats, iterations and requests records; use --jsonl for --kind {args.kind}")
-    # Other kinds come as JSON lines unless --csv was asked (iterations and requests have CSV columns too).
-    run_parse(args.files, fmt="csv" if args.csv else "jsonl", kind=args.kind, year=args.year, tz=args.tz)
+    # Stats come as CSV unless --jsonl was asked; other kinds as JSON lines unless --csv was (iterations and
+    # requests have CSV columns too).
+    csv = args.csv or (args.kind == "stats" and not args.jsonl)
+    run_parse(args.files, fmt="csv" if csv else "jsonl", kind=args.kind, year=args.year, tz=args.tz)
     return EXIT_OK
 
 

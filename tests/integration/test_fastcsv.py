@@ -15,7 +15,6 @@ from support import TESTS, outputs_each
 
 from vllm_logwatch.commands.parse import run_parse
 from vllm_logwatch.errors import NoStatsError
-from vllm_logwatch.offline.reading.inputs import Source
 
 DATA = TESTS / "data"
 LOGS = sorted(DATA.glob("*.log")) + sorted((DATA / "real-vllm-cpu").glob("*.log"))
@@ -24,14 +23,14 @@ LOGS = sorted(DATA.glob("*.log")) + sorted((DATA / "real-vllm-cpu").glob("*.log"
 # file takes the multi-process route (8 KiB ranges, parallel from 1 byte on).
 FAST = """
 import json, sys
-from vllm_logwatch.commands.parse import run_csv
-from vllm_logwatch.offline.output.csv_rows import Tuning
+from vllm_logwatch.commands.parse import run_parse
+from vllm_logwatch.offline.reading.ranges import Tuning
 from vllm_logwatch.errors import NoStatsError
 tuning = Tuning(parallel_min_bytes=int(sys.argv[1]), range_bytes=int(sys.argv[2]),
                 dense_probe=int(sys.argv[3]))
 for paths in json.loads(sys.argv[4]):  # groups of inputs, each written on its own
     try:
-        run_csv(paths, tz="UTC", tuning=tuning)
+        run_parse(paths, tz="UTC", tuning=tuning)
     except NoStatsError:
         pass  # no rows: compared as empty output
     sys.stdout.flush()
@@ -103,8 +102,8 @@ def test_spec_and_transfer_lines_are_never_parsed_for_csv(
 ) -> None:
     """They make no CSV row, and a full parse of each (a spec-decode or P/D log has one per stats line)
     made `parse --csv` ten times slower; the rows stay those of the general path."""
-    import vllm_logwatch.offline.output.csv_rows as fastcsv
-    import vllm_logwatch.parsing.line as parse
+    import vllm_logwatch.offline.reading.records as parse
+    from vllm_logwatch.offline.reading.ranges import Tuning
 
     log = tmp_path / "pd_20261129_100000.log"
     followers = SPEC_LINE + KV_LINE
@@ -114,13 +113,11 @@ def test_spec_and_transfer_lines_are_never_parsed_for_csv(
     calls: list[str] = []
     real_parse = parse.parse_line
     monkeypatch.setattr(parse, "parse_line", lambda text: calls.append(text) or real_parse(text))
-    out = io.BytesIO()
-    rows = fastcsv.write_csv([Source(str(log))], out,
-                             lambda source, stamp: fastcsv.YearClock.for_source(source.path, None, None,
-                                                                                 first_stamp=stamp),
-                             fastcsv.ScanStats(), fastcsv.Tuning(parallel_min_bytes=1, range_bytes=4096))
+    out = io.StringIO()
+    result = run_parse([str(log)], tz="UTC", out=out, tuning=Tuning(parallel_min_bytes=1, range_bytes=4096))
+    rows = result.counts["stats"]
     assert rows == 3000 and calls == []
-    assert out.getvalue().decode().replace("+00:00", "") == slow_csv([str(log)]).replace("+00:00", "")
+    assert out.getvalue() == slow_csv([str(log)])
 
 
 def test_long_lines_are_left_out_as_the_streaming_scanner_leaves_them(tmp_path: Path) -> None:
@@ -138,9 +135,9 @@ def test_long_lines_are_left_out_as_the_streaming_scanner_leaves_them(tmp_path: 
 
 _PEAK = """
 import sys
-from vllm_logwatch.commands.parse import run_csv
-from vllm_logwatch.offline.output.csv_rows import Tuning
-run_csv(sys.argv[1:], tz="UTC", tuning=Tuning(parallel_min_bytes=1, range_bytes=1 << 20))
+from vllm_logwatch.commands.parse import run_parse
+from vllm_logwatch.offline.reading.ranges import Tuning
+run_parse(sys.argv[1:], tz="UTC", tuning=Tuning(parallel_min_bytes=1, range_bytes=1 << 20))
 """
 
 

@@ -22,7 +22,7 @@ FAST = """
 import json, sys
 from vllm_logwatch.commands.parse import run_parse
 from vllm_logwatch.errors import NoStatsError
-from vllm_logwatch.offline.output.csv_rows import Tuning
+from vllm_logwatch.offline.reading.ranges import Tuning
 tuning = Tuning(parallel_min_bytes=int(sys.argv[1]), range_bytes=int(sys.argv[2]),
                 dense_probe=int(sys.argv[3]))
 for paths in json.loads(sys.argv[4]):  # groups of inputs, each written on its own

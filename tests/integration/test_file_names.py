@@ -66,8 +66,8 @@ def test_parse_shows_the_name_replaced(tmp_path: Path, args: list[str]) -> None:
 
 def test_parse_csv_of_a_big_file_takes_the_parallel_path_and_shows_the_name(tmp_path: Path) -> None:
     name = odd_log(tmp_path)
-    code = ("import sys, vllm_logwatch.offline.output.csv_rows as f, vllm_logwatch.commands.parse as p; "
-            "p.run_csv([sys.argv[1]], tz='UTC', tuning=f.Tuning(parallel_min_bytes=1))")
+    code = ("import sys, vllm_logwatch.offline.reading.ranges as f, vllm_logwatch.commands.parse as p; "
+            "p.run_parse([sys.argv[1]], tz='UTC', tuning=f.Tuning(parallel_min_bytes=1))")
     proc = subprocess.run([sys.executable, "-c", code, os.path.basename(name)], capture_output=True,
                           timeout=60, cwd=tmp_path, env={**STRICT, "PYTHONPATH": str(ROOT)})
     assert proc.returncode == 0, proc.stderr

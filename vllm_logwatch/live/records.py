@@ -25,7 +25,6 @@ last save.
 
 from __future__ import annotations
 
-import json
 import logging
 import logging.handlers
 import os
@@ -40,7 +39,7 @@ from prometheus_client.core import CounterMetricFamily, Metric
 from ..errors import UsageError
 from ..exporting.catalogue import METRICS, name
 from ..following.statefile import saved_extra
-from ..parsing.events import EngineStats, Event, event_to_dict
+from ..parsing.events import EngineStats, Event, event_to_dict, json_line
 from ..shown import shown_path
 
 __all__ = ["QUEUED", "ROTATE_BYTES", "RecordStream", "open_records"]
@@ -134,7 +133,7 @@ class RecordStream:
 
     def _written_before(self, record: EngineStats) -> bool:
         """A record the process before a restart wrote after the state file's mark: not again."""
-        line = _encode(record)
+        line = json_line(event_to_dict(record))
         left = self._skip[line]
         if not left:
             return False
@@ -209,7 +208,7 @@ class RecordStream:
                 if not self._queue:
                     return
                 batch = self._queue.popleft()
-            lines = "\n".join(_encode(e) for e in batch)
+            lines = "\n".join(json_line(event_to_dict(e)) for e in batch)
             failed = self._handler.failed
             self._handler.handle(logging.makeLogRecord({"msg": lines}))
             where = self._where() if self._marks else None
@@ -244,10 +243,6 @@ class RecordStream:
         for short, value in (("records_written", written), ("records_dropped", dropped)):
             spec = _SPECS[name(short)]
             yield CounterMetricFamily(spec.name, spec.help, value=value)
-
-
-def _encode(record: EngineStats) -> str:
-    return json.dumps(event_to_dict(record), separators=(", ", ": "))
 
 
 def _cut_half_record(path: str) -> None:

@@ -7,6 +7,7 @@ is tokens/s. No model ever carries free log text: logs hold users' prompts.
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from functools import cache
 from typing import Any, Literal
@@ -35,6 +36,7 @@ __all__ = [
     "Unparsed",
     "UnparsedKind",
     "event_to_dict",
+    "json_line",
     "stats_record",
     "stats_row",
 ]
@@ -652,3 +654,8 @@ def event_to_dict(e: Event) -> dict[str, Any]:
     if isinstance(e, ServerInfo):
         data = {k: v for k, v in data.items() if v is not None}
     return {"kind": e.kind, **json_safe(data)}
+
+
+def json_line(record: dict[str, Any]) -> str:
+    """A JSON-lines object's text (no newline): `parse --jsonl`'s and the `--records` file's spacing."""
+    return json.dumps(record, separators=(", ", ": "))

@@ -20,7 +20,7 @@ from typing import BinaryIO
 from ...parsing.framing import MAX_LINE_BYTES, hit_lines
 from ...parsing.needles import STATS_FOLLOWER_NEEDLES, STATS_NEEDLES, VARIANT_NEEDLES, with_variants
 from ..children import exit_with_parent
-from .rows import CSV_LANE, Chunk, Lane, keeps_all, render
+from .rows import STATS_LANE, Chunk, Lane, keeps_all, render
 from .stream import ScanStats, scan_stream_bytes, simd_count, simd_find
 
 __all__ = ["DEFAULT_TUNING", "Tuning", "scan_file_chunks", "stream_chunks"]
@@ -50,7 +50,7 @@ faults and allocator work comparable to scanning it."""
 
 
 def _scan_range(path: str, start: int, end: int, needles: tuple[bytes, ...], inside_long_line: bool,
-                at_eof: bool, dense_probe: int, lane: Lane = CSV_LANE) -> Chunk:
+                at_eof: bool, dense_probe: int, lane: Lane = STATS_LANE) -> Chunk:
     """Worker: the chunk of `path[start:end]`, line numbers relative to the range.
 
     `inside_long_line`: the range was cut inside a line over `MAX_LINE_BYTES` bytes (never a stats line):
@@ -174,7 +174,7 @@ def scan_file_chunks(
     workers: int | None = None,
     progress: Callable[[int], object] | None = None,
     tuning: Tuning = DEFAULT_TUNING,
-    lane: Lane = CSV_LANE,
+    lane: Lane = STATS_LANE,
 ) -> Iterator[tuple[Chunk, int]]:
     """The chunks of a big regular file, range by range in file order, each with its base (the lines
     before it); `lane`: what the workers render (`render`).
@@ -214,7 +214,7 @@ def scan_file_chunks(
     stats.lines = base
 
 
-def stream_chunks(stream: BinaryIO, stats: ScanStats, batch: int = 4096, lane: Lane = CSV_LANE,
+def stream_chunks(stream: BinaryIO, stats: ScanStats, batch: int = 4096, lane: Lane = STATS_LANE,
                   needles: tuple[bytes, ...] = STATS_NEEDLES) -> Iterator[tuple[Chunk, int]]:
     """The same as `scan_file_chunks` for any stream (stdin, .gz, small files), in one process; the
     numbers are absolute (base 0)."""

@@ -1,6 +1,6 @@
-"""The stats records of the offline readers (summary, compare, plot, `parse --openmetrics`) without the
-parser for vLLM's common V1 stats line: the range workers (`offline/reading/ranges.py`, `rows.py`'s
-`Lane(values=True)`) read it with the parser's own pattern into eight numbers and its header's words; here
+"""The records of every offline reader (summary, compare, plot, `parse`) without the parser for
+vLLM's common V1 stats line: the range workers (`offline/reading/ranges.py`, `rows.py`) read it with the
+parser's own pattern into eight numbers and its header's words; here
 each row gets its time (the file's clock, once per hour of log), its file and line, and becomes the
 parser's own `EngineStats` (`events.stats_record`). Every other line (other stats shapes, V0's
 prefix-cache line, spec-decode, transfer, MFU and iteration lines, the start-up banner) goes through the
@@ -12,14 +12,13 @@ from __future__ import annotations
 import operator
 from array import array
 from collections.abc import Callable, Iterator
-from dataclasses import replace
 from datetime import datetime, timedelta, tzinfo
 from typing import Any
 
 from ...parsing.assemble import Assembler
 from ...parsing.events import Event, Unparsed, stats_record
 from ...parsing.line import parse_line
-from ...parsing.needles import ITERATION_NEEDLES, PREFIX_NEEDLES, VARIANT_NEEDLES, WANTS
+from ...parsing.needles import ITERATION_NEEDLES, PREFIX_NEEDLES, VARIANT_NEEDLES, WANTS, Want
 from ...parsing.stamps import YearClock
 from .containers import enveloped_events
 from .events import iter_source_events
@@ -31,11 +30,6 @@ from .stream import ScanStats
 
 __all__ = ["source_records"]
 
-_WANT = WANTS["launches"]
-_NEEDLES = _WANT.needles
-_ENVELOPE_NEEDLES = _NEEDLES + _WANT.followers  # a container log's: the followers too (containers.py)
-_LANE = Lane(values=True, keep=_NEEDLES + VARIANT_NEEDLES + PREFIX_NEEDLES, followers=_WANT.followers)
-_STEPS = replace(_LANE, keep=_LANE.keep + ITERATION_NEEDLES)
 _MINUTE_SECOND = {f"{m:02d}:{s:02d}".encode(): timedelta(minutes=m, seconds=s)
                   for m in range(60) for s in range(60)}
 """A stamp's `MM:SS` -> the time since its hour's start."""
@@ -45,7 +39,7 @@ _WORDS = {b"INFO": "INFO", b"DEBUG": "DEBUG", b"GPU": "GPU", b"CPU": "CPU"}
 
 class _Times:
     """Stamps to datetimes through the file's clock; the hour's datetime is made once and reused for
-    its other stamps unless the hour has a daylight-saving step (as `csv_rows.py` does for ISO text):
+    its other stamps unless the hour has a daylight-saving step:
     a stamp after one of the same steady hour is that hour's start plus its minutes and seconds."""
 
     def __init__(self, clock_for: Callable[[str], YearClock]) -> None:
@@ -83,22 +77,28 @@ class _Times:
 
 def source_records(
     source: Source, zone: tzinfo, year: int | None, scan: ScanStats, tuning: Tuning | None, *,
-    numbers: bool = True, steps: bool = False,
+    kind: str = "launches", numbers: bool = True, steps: bool = False,
 ) -> Iterator[Event]:
-    """What `iter_source_events(source, "launches", zone, year, scan, repeats=True)` yields of one
-    source (with `steps`, the iteration lines' records too), in file order: on the routes of the range
-    workers (`route.py`; `ranges`: on every core, `stream`: in this process) each common stats line's
-    `EngineStats` made from the workers' numbers. Without `numbers`, a big file's lines are not counted:
-    the events' `line` is not theirs (`Lane.numbers`), for a reader that uses none."""
+    """What `iter_source_events(source, kind, zone, year, scan)` yields of one source (with `steps`, the
+    iteration lines' records too; a stats line written twice counted once for `launches`, the readers
+    that count lines), in file order: on the routes of the range workers (`route.py`; `ranges`: on every
+    core, `stream`: in this process) each common stats line's `EngineStats` made from the workers'
+    numbers. `kind`: `launches` (the summary's lines), `stats` or `iterations` (`parse`). Without
+    `numbers`, a big file's lines are not counted: the events' `line` is not theirs (`Lane.numbers`),
+    for a reader that uses none."""
     way = route(source, tuning)
+    repeats = kind == "launches"
     if way == "general" or tuning is None:
-        return iter_source_events(source, "launches", zone, year, scan, ITERATION_NEEDLES if steps else (),
-                                  repeats=True)
-    return _routed(source, zone, year, scan, tuning, way == "ranges", numbers, steps)
+        return iter_source_events(source, kind, zone, year, scan, ITERATION_NEEDLES if steps else (),
+                                  repeats=repeats)
+    want = WANTS[kind]
+    if steps:
+        want = Want(want.needles + ITERATION_NEEDLES, want.followers)
+    return _routed(source, zone, year, scan, tuning, way == "ranges", numbers, want, repeats)
 
 
 def _routed(source: Source, zone: tzinfo, year: int | None, scan: ScanStats, tuning: Tuning, ranges: bool,
-            numbers: bool, steps: bool) -> Iterator[Event]:
+            numbers: bool, want: Want, repeats: bool) -> Iterator[Event]:
     path = None if source.is_stdin else source.path
     clock: list[YearClock] = []
 
@@ -107,19 +107,17 @@ def _routed(source: Source, zone: tzinfo, year: int | None, scan: ScanStats, tun
             clock.append(YearClock.for_source(path, zone, year, first_stamp=stamp))
         return clock[0]
 
-    assembler = Assembler(source.name, clock_for, repeats=True)
+    assembler = Assembler(source.name, clock_for, repeats=repeats)
     times = _Times(clock_for)
+    needles = want.needles
+    lane = Lane(keep=needles + VARIANT_NEEDLES + PREFIX_NEEDLES, followers=want.followers, numbers=numbers)
     try:
-        needles = _NEEDLES + ITERATION_NEEDLES if steps else _NEEDLES
-        lane = _STEPS if steps else _LANE
         if ranges:
-            lane = lane if numbers else replace(lane, numbers=False)
             yield from _rows(range_chunks(source, needles, scan, tuning, lane), assembler, times)
         else:
             with opened(source) as (raw, fmt):
                 if fmt != "plain":  # a container log on a stream: the general parser (route.py)
-                    envelope = _ENVELOPE_NEEDLES + ITERATION_NEEDLES if steps else _ENVELOPE_NEEDLES
-                    yield from enveloped_events(raw, fmt, assembler, scan, envelope)
+                    yield from enveloped_events(raw, fmt, assembler, scan, needles + want.followers)
                 else:
                     yield from _rows(stream_chunks(raw, scan, lane=lane, needles=needles), assembler, times)
         yield from assembler.flush()
@@ -150,7 +148,9 @@ def _rows(chunks: Iterator[tuple[Any, int]], assembler: Assembler, times: _Times
             if assembler.pending:
                 yield from assembler.flush()
             end = min(positions[j], n) if j < n_pos else n
-            dropped, latest = _repeats(assembler, stamps, values, processes, start, end, latest)
+            dropped: list[int] = []
+            if assembler.repeats:
+                dropped, latest = _repeats(assembler, stamps, values, processes, start, end, latest)
             for i in dropped:
                 yield Unparsed(what="duplicate", file=file, line=base + numbers[i])
             # Each process's lines, as `seen` line by line leaves them: its last line's engine.

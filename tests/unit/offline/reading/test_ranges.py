@@ -1,25 +1,21 @@
 """The range workers without line numbers (`Lane(numbers=False)`, plot and backfill): the same rows,
-values and other lines as with them, every number 0 or within the range, no line counted; a number's
-cell as the general path writes it; the parent's heap gives back the chunks it received."""
+values and other lines as with them, every number 0 or within the range, no line counted; the parent's
+heap gives back the chunks it received."""
 
 from __future__ import annotations
 
-import math
 import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 from support import TESTS
 
 from vllm_logwatch.offline.reading.ranges import Tuning, scan_file_chunks
-from vllm_logwatch.offline.reading.records import _LANE, _NEEDLES
-from vllm_logwatch.offline.reading.rows import CSV_LANE, Lane, _num
+from vllm_logwatch.offline.reading.rows import Lane
 from vllm_logwatch.offline.reading.stream import ScanStats
-from vllm_logwatch.parsing.needles import STATS_NEEDLES
+from vllm_logwatch.parsing.needles import PREFIX_NEEDLES, STATS_NEEDLES, VARIANT_NEEDLES, WANTS
 
 DATA = TESTS / "data"
 LOGS = sorted(DATA.glob("*.log")) + sorted((DATA / "real-vllm-cpu").glob("*.log"))
@@ -34,8 +30,14 @@ def chunks(path: Path, lane: Lane, needles: tuple[bytes, ...], range_bytes: int)
     return out
 
 
-@pytest.mark.parametrize("lane, needles", [(_LANE, _NEEDLES), (CSV_LANE, STATS_NEEDLES)],
-                         ids=["values", "csv"])
+_LAUNCHES = WANTS["launches"]
+
+
+@pytest.mark.parametrize("lane, needles", [
+    (Lane(keep=_LAUNCHES.needles + VARIANT_NEEDLES + PREFIX_NEEDLES, followers=_LAUNCHES.followers),
+     _LAUNCHES.needles),
+    (Lane(), STATS_NEEDLES),
+], ids=["launches", "stats"])
 @pytest.mark.parametrize("range_bytes", [4096, 1 << 16])
 def test_numberless_ranges_hold_the_same_lines(tmp_path: Path, lane: Lane, needles: tuple[bytes, ...],
                                                range_bytes: int) -> None:
@@ -48,18 +50,6 @@ def test_numberless_ranges_hold_the_same_lines(tmp_path: Path, lane: Lane, needl
     lines = [chunk.lines for chunk, _ in scan_file_chunks(str(glued), needles, stats, tuning=tuning,
                                                           lane=numberless)]
     assert set(lines) == {0} and stats.lines == 0  # nothing counted
-
-
-@settings(max_examples=400, deadline=None)
-@given(st.one_of(
-    st.from_regex(r"\A[0-9]{1,17}(\.[0-9]{1,3})?\Z", fullmatch=True),
-    st.floats(min_value=0, max_value=1e6, allow_nan=False).map(lambda x: f"{x:.2f}"),
-))
-def test_a_number_cell_is_the_general_paths(text: str) -> None:
-    """`_num` keeps vLLM's text only where it is `repr(float(text))`, the general path's cell."""
-    value = float(text)
-    expected = b"" if math.isinf(value) else repr(value).encode()
-    assert _num(text.encode(), b"") == expected
 
 
 _HEAP = """

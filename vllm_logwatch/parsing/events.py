@@ -636,7 +636,7 @@ def stats_row(e: EngineStats) -> list[Any]:
         finite(e.prefix_cache_hit_rate_pct),
         finite(e.prefix_cache_hit_rate_cpu_pct),
         finite(e.mm_cache_hit_rate_pct),
-        json_safe(e.extra) or None,
+        json_safe(e.extra) if e.extra else None,
     ]
 
 

@@ -130,6 +130,7 @@ def _rows(chunks: Iterator[tuple[Any, int]], assembler: Assembler, times: _Times
     make of its line (`events.stats_record`), each other line through them (`_slow`)."""
     latest = b""  # the latest stamp of a row so far (`_repeats`)
     file, words = assembler.file, _WORDS
+    writers: dict[bytes, tuple[str | None, int | None]] = {}  # a header's `Name pid=N` -> its name and pid
     for chunk, base in chunks:
         numbers, other_numbers, positions, values = array("Q"), array("Q"), array("Q"), array("d")
         numbers.frombytes(chunk.numbers)
@@ -164,16 +165,24 @@ def _rows(chunks: Iterator[tuple[Any, int]], assembler: Assembler, times: _Times
                 at = i * VALUES
                 engine, prompt, generation, running, waiting, kv, prefix, mm = values[at:at + VALUES]
                 process, level, device = heads[i]
+                who = writers.get(process)
+                if who is None:
+                    who = writers[process] = _who(process)
                 yield stats_record(times(stamp), file, base + numbers[i], stamp.decode(), words[level],
-                                   process[:process.find(b" ")].decode() if process else None, int(engine),
-                                   prompt, generation, int(running), int(waiting),
+                                   who[0], int(engine), prompt, generation, int(running), int(waiting),
                                    words.get(device) or device.decode(), kv,
                                    None if prefix != prefix else prefix,  # NaN: not printed
-                                   None if mm != mm else mm,
-                                   int(process[process.rfind(b"=") + 1:]) if process else None)
+                                   None if mm != mm else mm, who[1])
             start = end
         for k in range(j, n_pos):
             yield from _slow(assembler, others[k], base + other_numbers[k])
+
+
+def _who(process: bytes) -> tuple[str | None, int | None]:
+    """The process name and pid of a header's `Name pid=N` (none without one)."""
+    if not process:
+        return None, None
+    return process[:process.find(b" ")].decode(), int(process[process.rfind(b"=") + 1:])
 
 
 def _repeats(assembler: Assembler, stamps: bytes, values: Any, processes: list[bytes], start: int, end: int,

@@ -1,6 +1,6 @@
 """vllm-logwatch: turn vLLM server logs into data (Prometheus metrics, CSV, summaries).
 
-The public names are loaded on first use, so `logwatch parse` and the run-mode child shim start
+The public names are loaded on first use, so the run-mode child shim starts
 without loading pydantic models they do not need.
 """
 

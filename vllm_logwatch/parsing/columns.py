@@ -1,7 +1,7 @@
 """The columns of a stats record (CSV header, JSON-lines keys, `EngineStats` fields) and of a step
 row (`parse --kind iterations`).
 
-A module of its own so the fast CSV path can write the header without loading the pydantic models.
+Pure constants and one function: no model is loaded with it.
 """
 
 from __future__ import annotations

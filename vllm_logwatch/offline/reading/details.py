@@ -147,6 +147,5 @@ def rows_of(kind: str, events: Iterable[Event]) -> Iterator[list[Any]]:
 def source_rows(
     source: Source, kind: str, zone: tzinfo, year: int | None, scan: ScanStats
 ) -> Iterator[list[Any]]:
-    """The rows of `kind` of one source, through the general parser (`parse --kind iterations` takes
-    the range workers instead: `offline/output/csv_rows.py` `StepCsvWriter`)."""
+    """The rows of `kind` of one source, through the general parser."""
     yield from rows_of(kind, iter_source_events(source, kind, zone, year, scan))

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..parsing.framing import MAX_LINE_BYTES
-from .openfile import FollowerStats, LineBlock, OpenFile, open_log, place_of
+from .openfile import FollowerStats, LineBlock, OpenFile, open_log, place_of, read_at
 from .parking import Parked, park_file, reopen
 from .source import OneSource, Start, deliver
 from .statefile import Checkpoint, Position, SavedState, StateFile, describe, position_of, resume_at
@@ -239,6 +239,12 @@ class Follower(OneSource):
             if not data:
                 return True
             self._budget -= len(data)
+            if cur.head_changed():  # truncated and written again since the check before this read:
+                if read_at(cur.fd, len(data), cur.pos) != data:  # `data` is the old content's
+                    self.stats.bytes += len(data)
+                    cur.consume(data, out, self.max_line_bytes, self.stats)
+                self._from_zero(cur, out)  # else the new one's, at the old offset: read it from 0
+                continue
             self.stats.bytes += len(data)
             cur.consume(data, out, self.max_line_bytes, self.stats)
         self._more = True

@@ -23,6 +23,7 @@ import pytest
 from support import ROOT, LogLine, ManualWaker, lines_of, poll, save
 
 from vllm_logwatch.following.follower import Follower
+from vllm_logwatch.following.openfile import OpenFile
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -273,6 +274,42 @@ def test_copytruncate_then_a_refill_past_the_old_offset_is_read_from_the_start(
     append(log, "new 4\n")
     assert texts(poll(follower)) == ["new 4"], "the same content is not read again"
     assert follower.stats.truncations == 1
+
+
+@pytest.mark.parametrize("read", ["new", "old"])
+def test_a_copytruncate_while_a_poll_reads_counts_no_line_twice_and_loses_none(
+    tmp_path: Path, follow: MakeFollower, monkeypatch: pytest.MonkeyPatch, read: str
+) -> None:
+    # The file is truncated and refilled past our offset just after a poll checked its first bytes:
+    # its read at the old offset found the new content's last two lines, handed out, then read again
+    # from 0 at the next poll (lines of one length: whole lines). Or just after the read: the old
+    # content's line it read is new, and counted.
+    log = tmp_path / "serve.log"
+    log.write_text("old 1\nold 2\n")
+    follower = follow(log, from_start=True)
+    assert texts(poll(follower)) == ["old 1", "old 2"]
+    append(log, "old 3\n")
+    checked, checks = OpenFile.head_changed, []
+
+    def copytruncate() -> None:
+        monkeypatch.setattr(OpenFile, "head_changed", checked)
+        with open(log, "r+b") as f:
+            f.truncate(0)
+        append(log, "new 1\nnew 2\nnew 3\nnew 4\n")
+
+    def copytruncate_at_a_check(self: OpenFile) -> bool:
+        checks.append(1)
+        if read == "old" and len(checks) == 2:
+            copytruncate()  # after the read, before the check that follows it
+        changed = checked(self)
+        if read == "new":
+            copytruncate()  # after the poll's first check, before its read
+        return changed
+
+    monkeypatch.setattr(OpenFile, "head_changed", copytruncate_at_a_check)
+    got = texts(poll(follower) + poll(follower))
+    assert got == ["old 3"] * (read == "old") + ["new 1", "new 2", "new 3", "new 4"]
+    assert (follower.stats.truncations, follower.stats.lines) == (1, len(got) + 2)
 
 
 def test_delete_and_recreate_reads_the_new_file_from_its_start(tmp_path: Path, follow: MakeFollower) -> None:

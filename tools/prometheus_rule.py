@@ -1,11 +1,13 @@
-"""Write deploy/kubernetes/prometheusrule.yaml, the Prometheus Operator's form of grafana/alerts.yml.
+"""Write deploy/kubernetes/prometheusrule.yaml, the Prometheus Operator's form of grafana/alerts.yml
+and grafana/recording-rules.yml.
 
     python tools/prometheus_rule.py           # write it
     python tools/prometheus_rule.py --check   # exit 1 if the committed file is not what this writes
 
-grafana/alerts.yml stays the one source of the rules (promtool tests them there:
-grafana/alerts_test.yml); the PrometheusRule carries the same groups under `spec`, so a Prometheus
-run by the Operator loads them with `kubectl apply -k deploy/kubernetes/`.
+grafana/alerts.yml and grafana/recording-rules.yml stay the one source of the rules (promtool tests
+them there: grafana/alerts_test.yml, recording-rules_test.yml); the PrometheusRule carries the same
+groups under `spec`, the alerts' then the recording rules' (the dashboard's fleet row reads those), so a
+Prometheus run by the Operator loads them with `kubectl apply -k deploy/kubernetes/`.
 """
 
 from __future__ import annotations
@@ -19,8 +21,10 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 ALERTS = ROOT / "grafana" / "alerts.yml"
+RECORDING = ROOT / "grafana" / "recording-rules.yml"
 OUT = ROOT / "deploy" / "kubernetes" / "prometheusrule.yaml"
-HEADER = ("# Generated from grafana/alerts.yml by tools/prometheus_rule.py: edit the rules there, then run\n"
+HEADER = ("# Generated from grafana/alerts.yml and grafana/recording-rules.yml by tools/prometheus_rule.py:\n"
+          "# edit the rules there, then run\n"
           "#   python tools/prometheus_rule.py\n"
           "# Your Prometheus must select it: add the label its ruleSelector asks for\n"
           "# (kube-prometheus-stack: `release: <its release name>`).\n")
@@ -39,7 +43,8 @@ _Dumper.add_representer(str, _text)
 
 
 def prometheus_rule() -> dict[str, Any]:
-    groups = yaml.safe_load(ALERTS.read_text(encoding="utf-8"))["groups"]
+    groups = [group for path in (ALERTS, RECORDING)
+              for group in yaml.safe_load(path.read_text(encoding="utf-8"))["groups"]]
     return {"apiVersion": "monitoring.coreos.com/v1", "kind": "PrometheusRule",
             "metadata": {"name": "vllm-logwatch", "labels": {"app.kubernetes.io/name": "vllm-logwatch"}},
             "spec": {"groups": groups}}

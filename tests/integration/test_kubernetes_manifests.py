@@ -208,14 +208,15 @@ def test_pod_monitor_follows_the_operator_api(folder: Path) -> None:
 
 def test_prometheus_rule_is_alerts_yml_for_the_operator() -> None:
     """deploy/kubernetes/prometheusrule.yaml is what tools/prometheus_rule.py writes from
-    grafana/alerts.yml (which promtool tests), and follows the Operator's API."""
+    grafana/alerts.yml and recording-rules.yml (which promtool tests), and follows the Operator's API."""
     check = subprocess.run([sys.executable, str(ROOT / "tools" / "prometheus_rule.py"), "--check"],
                            capture_output=True, text=True, timeout=60)
     assert check.returncode == 0, check.stderr
     rule = one(KUBE, "PrometheusRule")
     jsonschema.validate(rule, PROMETHEUS_RULE)
-    alerts = yaml.safe_load((ROOT / "grafana" / "alerts.yml").read_text(encoding="utf-8"))
-    assert rule["spec"]["groups"] == alerts["groups"]
+    alerts, recording = (yaml.safe_load((ROOT / "grafana" / name).read_text(encoding="utf-8"))
+                         for name in ("alerts.yml", "recording-rules.yml"))
+    assert rule["spec"]["groups"] == alerts["groups"] + recording["groups"]  # the fleet row's rules too
     bad = {**rule, "spec": {"groups": [{"name": "x", "rules": [{"alert": "A", "expr": "up", "for": "2 m"}]}]}}
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(bad, PROMETHEUS_RULE)

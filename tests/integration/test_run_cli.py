@@ -109,6 +109,8 @@ def test_metrics_live_then_sigterm_passes_exit_code(tmp_path: Path) -> None:
 def test_no_orphan_when_logwatch_is_sigkilled(tmp_path: Path) -> None:
     with logwatch_run(tmp_path, "--stay") as (proc, port):
         child = int(poll(lambda: samples(port).get("vllm_logwatch_child_pid"), what="child pid"))  # type: ignore[arg-type]
+        # the child printing: killed while it starts, it has no signal handler yet to print its last lines
+        poll(lambda: samples(port).get(STATS_LINES), what="the child's lines read")
         assert alive(child)
         proc.kill()
         out, _ = proc.communicate(timeout=30)  # its stdout ends when the tee, which echoes to it, is gone

@@ -15,8 +15,9 @@ from ..offline.audit.results import read_results
 from ..offline.audit.tables import Audited, render_audit
 from ..offline.audit.verdicts import judge
 from ..offline.audit.windows import find_windows
-from ..offline.reading.launches import iter_launch_records
-from ..parsing.events import EngineStats
+from ..offline.reading.launches import iter_summary_records
+from ..offline.reading.ranges import DEFAULT_TUNING
+from ..parsing.events import EngineStats, IterationStats
 from ..parsing.stamps import resolve_zone
 from ..shown import shown_path
 
@@ -69,8 +70,10 @@ def run_audit(
     runs = read_results(results, zone)
     if not runs:
         raise NoStatsError("the result files hold no benchmark run")
-    records = ((launch, e) for launch, e in
-               iter_launch_records(logs, year=year, tz=tz) if isinstance(e, EngineStats))
+    # The stats and iteration lines as `summary` reads them (the time between tokens reads their cadence).
+    records = ((launch, e) for launch, e in iter_summary_records(logs, year=year, tz=tz, fast=DEFAULT_TUNING,
+                                                                 steps=True)
+               if isinstance(e, (EngineStats, IterationStats)))
     windows, span = find_windows(runs, records, timedelta(seconds=clock_offset))
     keys = _log_request_keys(logs, zone, year) if any(run.request_ids for run in runs) else set()
     audits = []

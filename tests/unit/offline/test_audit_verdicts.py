@@ -15,10 +15,11 @@ from vllm_logwatch.cli import main
 from vllm_logwatch.errors import InputError
 from vllm_logwatch.offline.audit.measures import measure
 from vllm_logwatch.offline.audit.run import Run
+from vllm_logwatch.offline.audit.tables import Audited, render_audit
 from vllm_logwatch.offline.audit.verdicts import judge
 from vllm_logwatch.offline.audit.windows import find_windows
 from vllm_logwatch.offline.reading.launches import Launch
-from vllm_logwatch.parsing.events import EngineStats
+from vllm_logwatch.parsing.events import EngineStats, IterationStats
 
 T0 = datetime(2026, 12, 2, 2, 0, 0, tzinfo=timezone.utc)
 
@@ -69,6 +70,27 @@ def test_server_time_between_tokens_against_the_client_s_itl(itl_ms: float, diff
     assert bool(found) == differs
     if found:
         assert "80.00 ms" in found[0].why and f"ITL {itl_ms:.2f} ms" in found[0].why
+
+
+def test_with_iteration_lines_the_time_between_tokens_is_their_cadence() -> None:
+    """Running 4 at 50 tok/s (80 ms by the Running count), but the iteration lines between the stats lines
+    decode 2 streams a step: the cadence gives 40 ms, as `summary` does; the audit used the Running count
+    even where the log had iteration lines, and did not say which it used."""
+    lm = launch("m")
+    records: list[tuple[Launch, EngineStats | IterationStats]] = []
+    for s in range(0, 10):
+        records += [(lm, IterationStats(time=T0 + timedelta(seconds=s), engine=0, iteration=10 * s + k,
+                                        context_requests=0, context_tokens=0, generation_requests=2,
+                                        generation_tokens=2, elapsed_ms=4.0)) for k in range(5)]
+        records.append((lm, line(s, 4)))
+    [w], _ = find_windows([run(0, 9, itl_ms=80.0)], records)
+    m = measure(w)
+    assert (m.lines, m.server_tbt_ms, m.server_tbt_from) == (10, pytest.approx(40.0), "iteration lines")
+    [found] = [v for v in judge(w, m) if v.kind == "time between tokens differs"]
+    assert "the log's 40.00 ms (the iteration lines' cadence)" in found.why
+    assert "  40.00 steps  " in render_audit([Audited(w, m, judge(w, m))], "text")  # the table says which
+    [w], _ = find_windows([run(0, 9, itl_ms=80.0)], [r for r in records if isinstance(r[1], EngineStats)])
+    assert (measure(w).server_tbt_ms, measure(w).server_tbt_from) == (pytest.approx(80.0), "stats lines")
 
 
 def test_a_clock_offset_moves_the_window() -> None:
@@ -128,5 +150,10 @@ def test_real_runs_of_three_clients_against_the_server_log(capsys: pytest.Captur
     kinds = [{v["kind"] for v in r["verdicts"]} for r in runs]
     assert kinds[0] == {"ok"} and {"capped by max-num-seqs", "queueing"} <= kinds[2]
     assert all(r["server"]["server_tbt_ms"] and r["client_itl_ms"] for r in runs)
+    # The server's time between tokens is summary's: the iteration lines' cadence (7.17, 9.51 and
+    # 11.08 ms against the bench's 7.12, 9.63 and 10.97; the Running count gave 7.55, 11.25 and 10.54).
+    assert {r["server"]["server_tbt_from"] for r in runs} == {"iteration lines"}
+    for r in runs[:3]:
+        assert r["server"]["server_tbt_ms"] == pytest.approx(r["client_itl_ms"], rel=0.02), r["concurrency"]
     joined = runs[3]["requests_joined"]
     assert joined["requests"] == 48 and joined["joined"] / joined["requests"] >= 0.95

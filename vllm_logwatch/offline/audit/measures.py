@@ -4,9 +4,9 @@ The lines of one timestamp (one per engine of a data-parallel server) are added 
 Running, Waiting and the generation throughput are sums over engines, the KV cache usage their
 highest. Percentiles are the nearest-rank ones of those samples (a median of 4 and 5 is 4.5).
 
-The server's time between tokens is `summary`'s (Little's law): sum of Running / sum of generation tok/s
-over the samples whose Running the sample before printed too (held the whole interval) and that are
-decode-dominated (generation tok/s at least DECODE_MIN_SHARE of the prompt tok/s).
+The server's time between tokens is `summary`'s over the window (`summarize` of its stats and iteration
+lines; the definition: `offline/summary/tbt.py`): from the iteration lines' cadence where the log has
+them, else Little's law on the Running count of the held decode-dominated samples.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from datetime import datetime
 from ...parsing.events import EngineStats
 from ...parsing.stamps import utc
 from ..reading.launches import Launch
-from ..summary.build import DECODE_MIN_SHARE
+from ..summary.build import summarize
+from ..summary.tbt import TbtFrom
 from .windows import Window
 
 __all__ = ["Measures", "max_num_seqs", "measure"]
@@ -53,8 +54,9 @@ class Measures:
     max_num_seqs: int | None
     """The launch's `--max-num-seqs` (its arguments, else the engine's config line)."""
     server_tbt_ms: float | None = None
-    """The time between a stream's tokens, from the log: 1000 x sum of Running / sum of generation tok/s
-    over the held decode-dominated samples (None: none)."""
+    """The time between a stream's tokens, from the log: `summary`'s over the window (None: no figure)."""
+    server_tbt_from: TbtFrom | None = None
+    """What `server_tbt_ms` rests on: the iteration lines' cadence or the stats lines' Running."""
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -83,13 +85,7 @@ def measure(window: Window) -> Measures:
     held = 0
     gen: list[float] = []
     kv: list[float] = []
-    streams, generated, before = 0, 0.0, None
     for lines in by_time.values():
-        g = sum(e.generation_throughput or 0.0 for e in lines)
-        now = sum(e.running or 0 for e in lines)
-        if now == before and g > 0 and g >= DECODE_MIN_SHARE * sum(e.prompt_throughput or 0.0 for e in lines):
-            streams, generated = streams + now, generated + g
-        before = now
         if any(e.running is not None for e in lines):
             running.append(float(sum(e.running or 0 for e in lines)))
         if any(e.waiting is not None for e in lines):
@@ -98,6 +94,7 @@ def measure(window: Window) -> Measures:
         if any(e.generation_throughput is not None for e in lines):
             gen.append(sum(e.generation_throughput or 0.0 for e in lines))
         kv.extend(e.kv_cache_usage_pct for e in lines if e.kv_cache_usage_pct is not None)
+    tbt = _tbt(window)
     pre = [e.extra["preemptions"] for e in window.lines if "preemptions" in e.extra]
     prefix = [e.prefix_cache_hit_rate_pct for e in window.lines if e.prefix_cache_hit_rate_pct is not None]
     mm = [e.mm_cache_hit_rate_pct for e in window.lines if e.mm_cache_hit_rate_pct is not None]
@@ -117,5 +114,15 @@ def measure(window: Window) -> Measures:
         mm_hit_pct=mm[-1] if mm else None,
         server_gen_tok_s=statistics.fmean(gen) if gen else None,
         max_num_seqs=cap,
-        server_tbt_ms=1000.0 * streams / generated if streams and generated > 0 else None,
+        server_tbt_ms=tbt[0],
+        server_tbt_from=tbt[1],
     )
+
+
+def _tbt(window: Window) -> tuple[float | None, TbtFrom | None]:
+    """`summary`'s time between tokens over the window's lines and where it came from."""
+    launch = window.launch
+    if launch is None or not window.lines:
+        return None, None
+    groups = summarize((launch, e) for e in window.records or window.lines).groups
+    return (groups[0].tbt_ms, groups[0].tbt_from) if groups else (None, None)

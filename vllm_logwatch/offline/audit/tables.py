@@ -14,6 +14,7 @@ from typing import Any
 from ...shown import json_safe, printable
 from ...shown import shown_number as _f
 from ..summary.tables import table_lines
+from ..summary.tbt import TBT_SHORT
 from .measures import Measures
 from .run import Run
 from .verdicts import Verdict, client_tbt
@@ -48,12 +49,19 @@ def _row(n: int, a: Audited) -> list[str]:
             _f(m.running_p10), _f(m.running_p90),
             "-" if m.waiting_share is None else f"{m.waiting_share:.0%}", _f(m.kv_peak_pct),
             _i(m.preemptions), _f(m.prefix_hit_pct), _f(run.output_tok_s), _f(m.server_gen_tok_s),
-            _client_tbt(run), _f(m.server_tbt_ms, 2), _i(run.failed), ", ".join(v.kind for v in a.verdicts)]
+            _client_tbt(run), _server_tbt(m), _i(run.failed), ", ".join(v.kind for v in a.verdicts)]
 
 
 def _client_tbt(run: Run) -> str:
     found = client_tbt(run)
     return "-" if found is None else f"{found[1]:,.2f} {found[0]}"
+
+
+def _server_tbt(m: Measures) -> str:
+    """The log's time between tokens and what it rests on (`tbt.TBT_SHORT`: steps, Running)."""
+    if m.server_tbt_ms is None:
+        return "-"
+    return _f(m.server_tbt_ms, 2) + (f" {TBT_SHORT[m.server_tbt_from]}" if m.server_tbt_from else "")
 
 
 def _markdown_text(text: str) -> str:

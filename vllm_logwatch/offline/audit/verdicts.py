@@ -13,10 +13,10 @@ In the order they are checked (a run can get several; `ok` only when it gets non
   before it reads 100%), or requests were preempted.
 * `queueing`: requests waited in at least SATURATED_SHARE of the samples: the run measured a
   saturated server (its latencies include the queue).
-* `time between tokens differs`: the server's time between tokens from the log (Little's law:
-  measures.py) and the client's mean ITL (else its mean TPOT) differ by more than TBT_DIFF_SHARE of the
-  client's: one of them did not measure what it says (a client that reads chunks late, a front end
-  that holds the first token back, a window with other traffic).
+* `time between tokens differs`: the server's time between tokens from the log (`summary`'s:
+  measures.py; the why says what it rests on) and the client's mean ITL (else its mean TPOT) differ
+  by more than TBT_DIFF_SHARE of the client's: one of them did not measure what it says (a client
+  that reads chunks late, a front end that holds the first token back, a window with other traffic).
 * `client-bound`: fewer running than could run (median below CLIENT_BOUND_RATIO of the asked
   concurrency, or of max-num-seqs when that is lower) while requests waited in under
   CLIENT_BOUND_WAITING of the samples: the client, not the server, set the pace. It can come with
@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..summary.tbt import TBT_HOW
 from .measures import Measures
 from .run import Run
 from .windows import Window
@@ -96,10 +97,10 @@ def judge(window: Window, m: Measures) -> list[Verdict]:
     client = client_tbt(run)
     if client is not None and client[1] > 0 and m.server_tbt_ms is not None \
             and abs(m.server_tbt_ms - client[1]) > TBT_DIFF_SHARE * client[1]:
-        out.append(Verdict("time between tokens differs", f"the log's {m.server_tbt_ms:.2f} ms (Running / "
-                                                          f"generation tok/s) against the client's mean "
-                                                          f"{client[0]} {client[1]:.2f} ms "
-                                                          f"({m.server_tbt_ms / client[1] - 1:+.0%})"))
+        how = TBT_HOW[m.server_tbt_from or "stats lines"]
+        out.append(Verdict("time between tokens differs",
+                           f"the log's {m.server_tbt_ms:.2f} ms ({how}) against the client's mean "
+                           f"{client[0]} {client[1]:.2f} ms ({m.server_tbt_ms / client[1] - 1:+.0%})"))
     can = asked if asked is None or m.max_num_seqs is None else min(asked, m.max_num_seqs)
     if can is not None and m.running_median is not None and m.running_median < CLIENT_BOUND_RATIO * can \
             and waiting < CLIENT_BOUND_WAITING:

@@ -4,7 +4,9 @@ The logs are read once through the offline reader (`iter_launch_records`: plain 
 many files, restarts as launches). A line belongs to a run when its time, moved by the clock offset,
 falls within the run's start and end (both ends included: the client's times have whole seconds). Of
 the launches with lines there, the run's window is the one of the launch serving the benchmark's model
-with the most lines; lines of launches serving another model are kept aside, for the verdict.
+with the most lines; lines of launches serving another model are kept aside, for the verdict. The
+launch's iteration lines in the window (`--enable-logging-iteration-details`) are kept with its stats
+lines, in the log's order: the time between tokens reads their cadence (`measures.py`).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from ...errors import InputError
-from ...parsing.events import EngineStats
+from ...parsing.events import EngineStats, IterationStats
 from ...parsing.stamps import utc
 from ..reading.launches import Launch
 from .run import Run
@@ -31,6 +33,8 @@ class Window:
     launch: Launch | None = None
     """The launch of the benchmark's model with the most lines in the window (None: none had any)."""
     lines: list[EngineStats] = field(default_factory=list)
+    records: list[EngineStats | IterationStats] = field(default_factory=list)
+    """The launch's stats and iteration lines in the window, in the log's order."""
     other_models: dict[str, int] = field(default_factory=dict)
     """Served model name -> lines in the window, for launches serving another model."""
 
@@ -69,35 +73,43 @@ def _moved(run: Run, offset: timedelta) -> tuple[datetime, datetime]:
                          "not dates") from None
 
 
-def find_windows(runs: list[Run], records: Iterable[tuple[Launch, EngineStats]],
+def find_windows(runs: list[Run], records: Iterable[tuple[Launch, EngineStats | IterationStats]],
                  offset: timedelta = timedelta(0)) -> tuple[list[Window], LogSpan]:
-    """The window of each run among `records` (the logs' stats records with their launches, read
-    once). `offset` is added to every run's times (the log's clock minus the client's); `InputError`
-    when that takes one past the dates a clock can show. Times are compared in UTC: two of one zone
-    compare on their wall clocks, wrong in a fall-back's repeated hour."""
+    """The window of each run among `records` (the logs' stats and iteration records with their
+    launches, read once). `offset` is added to every run's times (the log's clock minus the client's);
+    `InputError` when that takes one past the dates a clock can show. Times are compared in UTC: two of
+    one zone compare on their wall clocks, wrong in a fall-back's repeated hour."""
     starts = [_moved(run, offset) for run in runs]
-    per_run: list[dict[int, tuple[Launch, list[EngineStats]]]] = [{} for _ in runs]
+    per_run: list[dict[int, tuple[Launch, list[EngineStats], list[EngineStats | IterationStats]]]] = [
+        {} for _ in runs]
     span = LogSpan()
     for launch, record in records:
         if record.time is None:
             continue
-        span.take(record.time)
+        stats = record if isinstance(record, EngineStats) else None
+        if stats is not None:
+            span.take(record.time)
         time = utc(record.time)
         for n, (start, end) in enumerate(starts):
             if start <= time <= end:
-                per_run[n].setdefault(launch.index, (launch, []))[1].append(record)
+                found = per_run[n].setdefault(launch.index, (launch, [], []))
+                if stats is not None:
+                    found[1].append(stats)
+                found[2].append(record)
     windows = []
     for run, launches in zip(runs, per_run, strict=True):
         window = Window(run)
-        best: tuple[Launch, list[EngineStats]] | None = None
-        for launch, lines in launches.values():
+        best: tuple[Launch, list[EngineStats], list[EngineStats | IterationStats]] | None = None
+        for launch, lines, _ in launches.values():
+            if not lines:
+                continue  # iteration lines alone: no stats line of the launch in the window
             if same_model(launch.model_name, run.model):
                 if best is None or len(lines) > len(best[1]):
-                    best = (launch, lines)
+                    best = launches[launch.index]
             else:
                 name = launch.model_name or "?"
                 window.other_models[name] = window.other_models.get(name, 0) + len(lines)
         if best is not None:
-            window.launch, window.lines = best
+            window.launch, window.lines, window.records = best
         windows.append(window)
     return windows, span

@@ -21,6 +21,7 @@ from ..summary.tables import (
     concurrency_cells,
     json_ready,
     table_lines,
+    tbt_lines,
 )
 from .answers import (
     MIN_INTERVALS,
@@ -53,7 +54,8 @@ def _row_json(r: ConcurrencyRow, preemptions: int | None) -> dict[str, Any]:
     return {"running": r.running, "running_min": r.lo, "running_max": r.hi, "intervals": r.intervals,
             "gen_tps_median": r.generation_median, "gen_tps_p90": r.generation_p90,
             "gen_tps_p10": r.generation_p10, "per_request_tps_median": r.per_request_median,
-            "per_request_tps": r.per_request_tps, "tbt_ms": r.tbt_ms, "decode_intervals": r.decode_intervals,
+            "per_request_tps": r.per_request_tps, "tbt_ms": r.tbt_ms, "tbt_from": r.tbt_from,
+            "decode_intervals": r.decode_intervals,
             "few_intervals": r.few,
             "prompt_tps_median": r.prompt_median, "kv_cache_usage_median_pct": r.kv_cache_usage_median_pct,
             "waiting_share": r.waiting_share, "preemptions": preemptions}
@@ -152,7 +154,7 @@ def _launch_tables(c: LaunchComparison, markdown: bool) -> list[str]:
         title = matrix_title("Context x concurrency (estimated; median gen tok/s (intervals))", g.matrix)
         out += ["", _heading(title, markdown, 3), ""]
         out += table_lines(*matrix_table(g.matrix), markdown)
-    return out + _step_tables(c, markdown)
+    return out + tbt_lines(g, markdown) + _step_tables(c, markdown)
 
 
 def _step_tables(c: LaunchComparison, markdown: bool) -> list[str]:

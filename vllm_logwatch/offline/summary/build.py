@@ -11,14 +11,9 @@ a count when the line before it printed the same count (or, bucketed, a count of
 only held intervals make the concurrency rows (the window in which a load started, stopped or changed,
 and the partial window after start-up or idle, are left out).
 
-The time between tokens of a row is Little's law over its held intervals: each stream gets a token every
-streams / generation-tok/s seconds, so the row's is sum(streams) / sum(generation tok/s) (the intervals
-are of one length), scheduling, output processing and the front end included. Where the log has
-iteration lines, an interval's streams are its steps' mean generation requests (its wall time per step:
-the cadence of a stream's tokens, without a request's wait for its first token, as a benchmark's ITL);
-elsewhere its Running count, over the decode-dominated intervals only (an instant, which also counts
-the requests still waiting for their first token: higher than the client's ITL by about TTFT / output
-tokens). `tbt_from` says which.
+The time between tokens of a row is Little's law over its held intervals (`tbt.py`: the one definition
+the matrix, `compare` and `audit` use too): from the iteration lines' cadence where the log has them,
+else from the Running count. `tbt_from` says which.
 """
 
 from __future__ import annotations
@@ -41,6 +36,7 @@ from .facts import MfuSummary, MfuTotals
 from .groups import _Group
 from .matrix import Matrix, build_matrix
 from .sorting import sorted_ratios, sorted_selected
+from .tbt import DECODE_MIN_SHARE, TbtFrom, little
 
 __all__ = [
     "DECODE_MIN_SHARE", "FEW_INTERVALS", "ConcurrencyRow", "GroupSummary",
@@ -52,10 +48,6 @@ Record = EngineStats | SpecDecodeStats | TransferStats | MfuStats | IterationSta
 By = Literal["launch", "engine", "none"]
 FEW_INTERVALS = 3
 """A concurrency row resting on fewer held intervals than this is marked (`ConcurrencyRow.few`)."""
-DECODE_MIN_SHARE = 0.5
-"""Decode-dominated: generation tok/s at least this share of prompt tok/s (an interval mostly spent in
-prefills has requests counted in Running that produce no token yet)."""
-TbtFrom = Literal["iteration lines", "stats lines", "iteration and stats lines"]
 _FEW_DISTINCT = 8
 """Up to this many distinct running counts: one row each instead of power-of-two buckets."""
 _Key = tuple[int, ...]
@@ -122,7 +114,8 @@ class ConcurrencyRow:
     kv_cache_usage_median_pct: float | None
     waiting_share: float
     decode_intervals: int = 0
-    """Held intervals that were decode-dominated (`DECODE_MIN_SHARE`): those the two figures below rest on."""
+    """The held intervals the two figures below rest on (`tbt.little`: with iteration lines, or
+    decode-dominated)."""
     per_request_tps: float | None = None
     """Sum of generation tok/s / sum of running over the decode-dominated intervals: one stream's speed."""
     tbt_ms: float | None = None
@@ -246,7 +239,7 @@ def _concurrency(g: _Group, codes: bytes, keys: list[tuple[int, int | None]],
         median, p90, p10 = _median_sorted(gen), _quantile_sorted(gen, 0.9), _quantile_sorted(gen, 0.1)
         del gen
         kv = sorted_selected(g.kv, _mask(codes, number, flag | _KV))
-        decode, generated, streams, source = _little(g, rows)
+        tbt = little(g.generation, g.prompt, g.running, g.streams, rows)
         out.append(ConcurrencyRow(
             running=_bucket_label(lo, hi),
             lo=lo,
@@ -259,35 +252,13 @@ def _concurrency(g: _Group, codes: bytes, keys: list[tuple[int, int | None]],
             prompt_median=_median_sorted(sorted_selected(g.prompt, rows)),
             kv_cache_usage_median_pct=_median_sorted(kv) if len(kv) else None,
             waiting_share=_mask(codes, number, flag | _WAITING).count(1) / intervals,
-            decode_intervals=decode,
-            per_request_tps=generated / streams if generated > 0 and streams > 0 else None,
-            tbt_ms=1000.0 * streams / generated if generated > 0 and streams > 0 else None,
-            tbt_from=source,
+            decode_intervals=tbt.intervals,
+            per_request_tps=tbt.per_request_tps,
+            tbt_ms=tbt.ms,
+            tbt_from=tbt.source,
             few=intervals < FEW_INTERVALS,
         ))
     return out
-
-
-def _little(g: _Group, rows: bytes,
-            stepped_rows: bytes | None = None) -> tuple[int, float, float, TbtFrom | None]:
-    """Over the intervals `rows` keeps that count (Little's law: the module's docstring): their number,
-    their generation tok/s summed, their streams summed and what the streams were read from. An interval
-    with iteration lines counts its steps' mean generation requests (of those `stepped_rows` keeps, if
-    given: they need not be held); one without, its Running count, if it is decode-dominated."""
-    count, generated, streams, stepped = 0, 0.0, 0.0, 0
-    kept_rows = rows if stepped_rows is None else stepped_rows
-    for gen, prompt, running, mean, held, kept in zip(g.generation, g.prompt, g.running, g.streams, rows,
-                                                      kept_rows, strict=True):
-        if gen <= 0:
-            continue
-        if mean == mean:  # not NaN: the interval's iteration lines
-            if kept:
-                count, generated, streams, stepped = count + 1, generated + gen, streams + mean, stepped + 1
-        elif held and gen >= DECODE_MIN_SHARE * prompt:
-            count, generated, streams = count + 1, generated + gen, streams + running
-    source: TbtFrom | None = (None if not count else "iteration lines" if stepped == count
-                              else "stats lines" if not stepped else "iteration and stats lines")
-    return count, generated, streams, source
 
 
 def _last_hits(g: _Group) -> tuple[float | None, float | None]:
@@ -314,7 +285,7 @@ def _finish(g: _Group) -> GroupSummary:
     median_generation = _median_sorted(every) if len(every) else None
     del every
     n_busy = _mask(codes, 0).count(1)
-    _, generated, streams, source = _little(g, _mask(codes, 0, _HELD), _mask(codes, 0))
+    tbt = little(g.generation, g.prompt, g.running, g.streams, _mask(codes, 0, _HELD), _mask(codes, 0))
     busy_kv = _mask(codes, 0, _KV)
     n_busy_kv = busy_kv.count(1)  # as `statistics.fmean`: the exact sum over the count
     n_waiting = _mask(codes, 0, _WAITING).count(1)
@@ -346,8 +317,8 @@ def _finish(g: _Group) -> GroupSummary:
         busy_windows=sum(1 for p, gen in zip(g.prompt, g.generation, strict=True) if p > 0 or gen > 0),
         interval_seconds=statistics.fmean(intervals) if intervals else None,
         capacity=_capacity(g, launches),
-        tbt_ms=1000.0 * streams / generated if generated > 0 and streams > 0 else None,
-        tbt_from=source,
+        tbt_ms=tbt.ms,
+        tbt_from=tbt.source,
         stats_processes=processes,
     )
 
@@ -367,7 +338,8 @@ def _matrix(g: _Group, launches: list[Launch], held: Sequence[int]) -> Matrix | 
     tokens = launches[0].facts.get("kv_cache_tokens") if len(launches) == 1 else None
     if not isinstance(tokens, int):
         return None
-    return build_matrix(held, g.kv, g.generation, tokens, max(1, len(g.engines)), bucket_of)
+    return build_matrix(held, g.kv, g.generation, tokens, max(1, len(g.engines)), bucket_of,
+                        prompt=g.prompt, streams=g.streams)
 
 
 def summarize(records: Iterable[tuple[Launch, Record]], by: By = "launch") -> Summary:

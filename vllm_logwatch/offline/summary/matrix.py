@@ -6,9 +6,8 @@ tokens from the start-up line, each busy interval gives an estimate of the token
 request: KV cache usage x KV cache size in tokens / running. Rows are that estimate rounded to the
 nearest power of two (a row "8K" holds 5.7K-11.6K tokens); columns are running requests in the
 summary's power-of-two buckets; a cell is the median generation tok/s of its intervals and their
-number, one stream's speed there (generation tok/s summed over running summed) and the time between
-tokens (its inverse: Little's law, as the concurrency table's TBT). Pure: columns of numbers in, a
-`Matrix` out.
+number, one stream's speed there and the time between tokens (its inverse: `tbt.little` over the cell's
+intervals, the concurrency table's definition). Pure: columns of numbers in, a `Matrix` out.
 """
 
 from __future__ import annotations
@@ -18,6 +17,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from .tbt import TbtFrom, little
 
 __all__ = ["MATRIX_CAVEAT", "Matrix", "MatrixCell", "add_step_times", "as_column", "build_matrix",
            "context_label", "context_rows"]
@@ -57,9 +58,11 @@ class MatrixCell:
     tokens_per_request_median: float
     """Median of the intervals' own estimates (what the row rounds)."""
     per_request_tps: float | None = None
-    """Generation tok/s summed over running summed, over the cell's intervals: one stream's speed."""
+    """One stream's speed over the cell's intervals (`tbt.little`)."""
     tbt_ms: float | None = None
-    """1000 / per_request_tps: the time between a stream's tokens (Little's law)."""
+    """1000 / per_request_tps: the time between a stream's tokens (`tbt.little`)."""
+    tbt_from: TbtFrom | None = None
+    """What the two figures above rest on: the iteration lines' cadence or the stats lines' Running."""
     decode_steps: int = 0
     """Decode-only steps whose own estimate falls in the cell (`add_step_times`; 0: no iteration lines)."""
     step_ms_median: float | None = None
@@ -114,9 +117,12 @@ def context_rows(running: Sequence[int], kv_pct: Sequence[float], generation: Se
 
 def build_matrix(running: Sequence[int], kv_pct: Sequence[float], generation: Sequence[float],
                  kv_cache_tokens: int, engines: int,
-                 column: Callable[[int], tuple[int, int | None]]) -> Matrix | None:
+                 column: Callable[[int], tuple[int, int | None]], *, prompt: Sequence[float] | None = None,
+                 streams: Sequence[float] | None = None) -> Matrix | None:
     """The matrix of the intervals (running count, mean KV usage % over the engines, aggregate
     generation tok/s), `column` the running-count bucket; None without a busy interval with KV usage.
+    `prompt` (prompt tok/s; None: 0) and `streams` (the steps' mean generation requests, NaN or None:
+    no iteration line) are the rest of what a cell's time between tokens reads (`tbt.little`).
 
     >>> from vllm_logwatch.offline.summary.build import bucket_of
     >>> m = build_matrix([4, 4, 1], [50.0, 50.0, 3.0], [900.0, 1100.0, 400.0], 8192, 1, bucket_of)
@@ -135,18 +141,22 @@ def build_matrix(running: Sequence[int], kv_pct: Sequence[float], generation: Se
     matrix = Matrix(kv_cache_tokens=kv_cache_tokens, engines=engines,
                     tokens_per_request_median=round(float(np.median(estimates)), 1))
     his = {lo: hi for lo, hi in buckets.values()}
+    prompts = np.zeros(len(running)) if prompt is None else as_column(prompt, np.float64)
+    means = np.full(len(running), np.nan) if streams is None else as_column(streams, np.float64)
     cells = sorted({(int(p), int(lo)) for p, lo in zip(powers.tolist(), lows.tolist(), strict=True)})
     for power, lo in cells:
         pick = (powers == power) & (lows == lo)
         hi = his[lo]
-        generated, streams = float(gens[pick].sum()), int(r[pick].sum())
+        members = np.zeros(len(running), dtype=bool)
+        members[index[pick]] = True
+        tbt = little(generation, prompts, running, means, members)
         matrix.cells.append(MatrixCell(
             context=context_label(power), context_tokens=1 << power,
             running=_running_label(lo, hi), running_lo=lo, running_hi=hi, intervals=int(pick.sum()),
             gen_tps_median=float(np.median(gens[pick])),
             tokens_per_request_median=round(float(np.median(estimates[pick])), 1),
-            per_request_tps=round(generated / streams, 1) if generated > 0 else None,
-            tbt_ms=round(1000.0 * streams / generated, 2) if generated > 0 else None,
+            per_request_tps=None if tbt.per_request_tps is None else round(tbt.per_request_tps, 1),
+            tbt_ms=None if tbt.ms is None else round(tbt.ms, 2), tbt_from=tbt.source,
         ))
     matrix.rows = [context_label(p) for p in sorted({p for p, _ in cells})]
     matrix.columns = [_running_label(lo, his[lo]) for lo in sorted({lo for _, lo in cells})]

@@ -17,10 +17,11 @@ from .facts import MFU_COLUMNS
 from .launch_tables import Table, fact_notes, facts_table, launch_json, matrix_cells, matrix_table, mfu_table
 from .matrix import MATRIX_CAVEAT
 from .steps import STEP_COLUMNS, STEP_NOTE, StepTable, steps_json, steps_lines
+from .tbt import tbt_note, tbt_source
 
 __all__ = [
     "LAUNCH_COLUMNS", "NOT_IN_LOG", "SPEC_COLUMNS", "TABLE_COLUMNS", "TABLE_HEAD", "TRANSFER_COLUMNS",
-    "concurrency_cells", "json_ready", "render", "table_lines",
+    "concurrency_cells", "json_ready", "render", "table_lines", "tbt_lines",
 ]
 
 LAUNCH_COLUMNS: dict[str, str] = {
@@ -197,6 +198,14 @@ def concurrency_cells(r: ConcurrencyRow) -> list[str]:
     return _table_row(r)
 
 
+def tbt_lines(g: GroupSummary, markdown: bool) -> list[str]:
+    """After a group's tables: where their TBT ms came from (`tbt.tbt_note`; none without a figure)."""
+    cells = g.matrix.cells if g.matrix is not None else []
+    note = tbt_note(tbt_source([g.tbt_from, *(r.tbt_from for r in g.concurrency),
+                                *(c.tbt_from for c in cells)]))
+    return [] if note is None else ["", note if markdown else _wrap(note, "", "")]
+
+
 def table_lines(head: tuple[str, ...], rows: list[list[str]], markdown: bool,
                 width: int | None = None) -> list[str]:
     """A table as aligned text or Markdown, the summary's way; text wider than `width` in parts
@@ -268,6 +277,7 @@ def _render_tables(summary: Summary, markdown: bool, asked: Asked, steps: list[S
         if g.matrix is not None:
             out += ["", f"{h}Context x concurrency (estimated): {_title(g, summary.by)}", "",
                     f"cells: {matrix_cells(g.matrix)}", "", *table(*matrix_table(g.matrix))]
+        out += tbt_lines(g, markdown)
     out += steps_lines(steps, table, h)
     legend = _legend(summary, spec_rows, transfer_rows, bool(steps), markdown, asked) if explain else \
         ["", EXPLAIN_HINT]

@@ -208,3 +208,23 @@ def test_a_launch_is_set_against_the_previous_launch_of_its_script_and_model_onl
     models = {la["label"].split(":")[0]: la["model_name"] for la in doc["launches"]}
     pairs = {(r["launch"], r["previous"]) for r in doc["against_previous"]}
     assert pairs and all(models[a] == models[b] for a, b in pairs)
+
+
+@pytest.mark.integration
+def test_the_time_between_tokens_is_the_summary_s_and_says_where_it_came_from(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """tests/data/tbt/steps (iteration lines): the rows and the matrix cells give summary's time between
+    tokens, from the iteration lines' cadence, and the text says so (the matrix cells gave the Running
+    count's figure: 6.9 ms at 2 running where row 2 gave 7.45; no text named the source)."""
+    steps = TESTS / "data" / "tbt" / "steps" / "serve.log.gz"
+    (launch,) = compare_json(capsys, steps)["launches"]
+    assert main(["summary", str(steps), "--json", "--tz", "UTC"]) == 0
+    (group,) = json.loads(capsys.readouterr()[0])["groups"]
+    assert [(r["running"], r["tbt_ms"], r["tbt_from"]) for r in launch["by_concurrency"]] == [
+        (r["running"], r["tbt_ms"], r["tbt_from"]) for r in group["concurrency"]]
+    assert launch["matrix"]["cells"] == group["matrix"]["cells"]
+    cell = next(c for c in launch["matrix"]["cells"] if (c["context"], c["running"]) == ("512", "2"))
+    assert (cell["tbt_ms"], cell["tbt_from"]) == (7.45, "iteration lines")
+    code, text, err = run(capsys, str(steps), "--markdown")
+    assert code == 0, err
+    assert "\nTBT ms from the iteration lines: " in text and "; 134/s, 7.45 ms, step 5.31 ms" in text

@@ -500,8 +500,18 @@ def test_time_between_tokens_against_the_bench_s_itl(stats_launch: dict[str, Any
         assert rows[str(conc)]["tbt_ms"] == pytest.approx(with_wait, rel=0.10), conc
 
 
+@pytest.fixture(scope="module")
+def steps_summary() -> dict[str, Any]:
+    """`summary --json` of the launch with iteration lines (read once for the tests below)."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["summary", str(TBT / "steps" / "serve.log.gz"), "--tz", "UTC", "--json"]) == 0
+    return json.loads(out.getvalue())  # type: ignore[no-any-return]
+
+
 @pytest.mark.integration
-def test_time_between_tokens_with_iteration_lines_and_the_engine_step_time() -> None:
+def test_time_between_tokens_with_iteration_lines_and_the_engine_step_time(
+        steps_summary: dict[str, Any]) -> None:
     """The launch with iteration lines (`steps/`, --max-num-seqs 4): the time between tokens is their
     cadence (the steps' mean generation requests over generation tok/s), which leaves out a request's
     wait for its first token as the bench's ITL does. Row 2 against the 2-stream run's ITL (7.45 against
@@ -509,10 +519,7 @@ def test_time_between_tokens_with_iteration_lines_and_the_engine_step_time() -> 
     against their ITLs 9.63 and 10.97 ms, weighted by their tokens 10.40. Over the launch 9.69 against
     vLLM's own ITL mean 9.09 ms. The Running count's figure (Little's law on the stats lines alone) had
     put row 2 at 6.58 ms and the launch at 9.93."""
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        assert main(["summary", str(TBT / "steps" / "serve.log.gz"), "--tz", "UTC", "--json"]) == 0
-    doc = json.loads(out.getvalue())
+    doc = steps_summary
     (group,) = doc["groups"]
     rows = {r["running"]: r for r in group["concurrency"]}
     client = _client("steps")
@@ -529,6 +536,51 @@ def test_time_between_tokens_with_iteration_lines_and_the_engine_step_time() -> 
     client = _client("steps")
     for conc in (2, 4):
         assert steps[conc]["p50_ms"] < 0.8 * client[conc]["mean_itl_ms"]  # the step's own part only
+
+
+@pytest.mark.integration
+def test_the_matrix_cells_give_the_time_between_tokens_of_the_concurrency_rows(
+        steps_summary: dict[str, Any]) -> None:
+    """One definition: a matrix cell's time between tokens is the concurrency table's, from the iteration
+    lines' cadence where the log has them. The cell (512 tokens, 2 running) holds the 11 intervals of
+    row 2: the same 7.45 ms (it gave 6.90, from the Running count)."""
+    (group,) = steps_summary["groups"]
+    row = next(r for r in group["concurrency"] if r["running"] == "2")
+    cells = group["matrix"]["cells"]
+    cell = next(c for c in cells if (c["context"], c["running"]) == ("512", "2"))
+    assert cell["intervals"] == row["intervals"] == 11
+    assert cell["tbt_ms"] == round(row["tbt_ms"], 2)
+    assert cell["per_request_tps"] == round(row["per_request_tps"], 1)
+    assert {c["tbt_from"] for c in cells if c["tbt_ms"] is not None} == {"iteration lines"}
+
+
+def _stepped_log(path: Path, steps: bool) -> Path:
+    """Stats lines 2 s apart at 400 tok/s with Running 4 (Little's law: 10 ms between a stream's tokens);
+    with `steps`, iteration lines between them of 2 generation requests each (their cadence: 5 ms)."""
+    step = ("(APIServer pid=7) INFO 11-29 10:00:{s:02d} [loggers.py:199] Engine 000: Iteration({i}): 0 "
+            "context requests, 0 context tokens, 2 generation requests, 2 generation tokens, iteration "
+            "elapsed time: 4.00 ms, GPU KV cache usage: 8.0%\n")
+    lines = []
+    for n in range(6):
+        lines += [step.format(s=2 * n, i=10 * n + k) for k in range(10)] if steps else []
+        lines.append(_stats(f"11-29 10:00:{2 * n:02d}", 0, 0.0, 400.0, 4, 0) + "\n")
+    path.write_text("".join(lines))
+    return path
+
+
+@pytest.mark.parametrize(("steps", "tbt", "source"), [(True, "5.00", "iteration lines"),
+                                                      (False, "10.00", "stats lines")])
+def test_the_text_and_markdown_say_where_the_time_between_tokens_came_from(
+        steps: bool, tbt: str, source: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The time between tokens rests on the iteration lines' cadence where the log has them, else on the
+    stats lines' Running count: `--json` said which (`tbt_from`), the text and Markdown did not."""
+    log = str(_stepped_log(tmp_path / "serve_20261129_100000.log", steps))
+    (group,) = summary_json(capsys, log)["groups"]
+    assert (f"{group['tbt_ms']:.2f}", group["tbt_from"]) == (tbt, source)
+    for flags in (["--markdown"], []):
+        text = summary(capsys, log, *flags)
+        assert f"\nTBT ms from the {source}: " in text, flags
+    assert all(len(line) <= 120 for line in text.splitlines() if line.startswith("TBT ms from"))
 
 
 def _twice(path: Path) -> Path:

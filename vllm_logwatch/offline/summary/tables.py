@@ -51,12 +51,15 @@ TABLE_COLUMNS: dict[str, str] = {
     "intervals": "intervals in the row; '*': fewer than 3, read the row with care",
     "gen tok/s median, p90": "aggregate generation throughput of the interval, all running requests "
     "together: median and 90th percentile",
-    "per-req tok/s": "one stream's speed: generation tok/s summed over running summed, over the row's "
-    "decode-dominated intervals (generation tok/s at least half the prompt tok/s)",
+    "per-req tok/s": "one stream's speed: generation tok/s summed over streams summed, the streams being "
+    "the steps' mean generation requests where the log has iteration lines, else running over the row's "
+    "decode-dominated intervals (generation tok/s at least half the prompt tok/s); the line under the "
+    "tables says which",
     "TBT ms": "time between a stream's tokens: 1000 / per-req tok/s (Little's law), the speed-test "
-    "matrix's figure; it holds scheduling, output processing, the front end and each request's wait for "
-    "its first token spread over its tokens, which a benchmark's mean ITL leaves out (that is lower by "
-    "about TTFT / output tokens; measured against vllm bench serve and vLLM's /metrics: docs/offline.md)",
+    "matrix's figure; it holds scheduling, output processing and the front end; from running it also "
+    "holds each request's wait for its first token spread over its tokens, which a benchmark's mean ITL "
+    "and the iteration lines' cadence leave out (measured against vllm bench serve and vLLM's /metrics: "
+    "docs/offline.md)",
     "prompt tok/s": "median prompt throughput",
     "KV %": "median KV cache usage",
     "waiting %": "share of the row's intervals with requests waiting",
@@ -80,7 +83,7 @@ TRANSFER_COLUMNS: dict[str, str] = {
 NOT_IN_LOG = (
     "Not in the stats lines: time to first token (TTFT); with vLLM's request lines and their streamed "
     "outputs (--enable-log-requests --enable-log-outputs) `parse --kind requests` gives each request's "
-    "ttft_s. The time between tokens (TBT ms) is Little's law on the stats intervals, a mean over each "
+    "ttft_s. The time between tokens (TBT ms) is Little's law over the stats intervals, a mean over each "
     "interval, not a percentile (its p90 needs vLLM's /metrics histograms or a benchmark client). With "
     "--enable-logging-iteration-details, the engine step time by running streams is a table of its own: the "
     "step's own part of the time between tokens."

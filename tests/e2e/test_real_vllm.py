@@ -375,6 +375,7 @@ def test_unreachable_registry_is_told_apart(tmp_path: Path, monkeypatch: pytest.
     monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
     monkeypatch.setenv("PIP_INDEX_URL", f"http://{HOST}:{free_port()}/simple")
     monkeypatch.setenv("PIP_NO_CACHE_DIR", "1")
+    monkeypatch.setenv("PIP_RETRIES", "0")  # refused is refused: no back-off between tries
     monkeypatch.setenv("NO_PROXY", HOST)
     monkeypatch.setenv("no_proxy", HOST)
     with pytest.raises(vllm_env.RegistryUnreachable, match="could not reach the registry"):

@@ -50,34 +50,31 @@ def engine_label(engine: int | None, aggregated: int | None = None) -> str:
 
 class Writers:
     """The processes writing one engine label's stats lines in a launch, by pid (None: lines without
-    one): each one's token windows (`TokenWindows.sibling`: the same counters), whether its last line
-    was all-zero, and which of them wrote at once. A process whose lines come back after another's
+    one): each one's token windows (`TokenWindows.sibling`: the same counters), and which of them
+    wrote at once. A process whose lines come back after another's
     wrote in between writes at once with it (two servers); one that takes over and never comes back is
     a restart, not a second server."""
 
     def __init__(self, first: TokenWindows) -> None:
         self.template = first
         self.windows: dict[int | None, TokenWindows] = {}
-        self.zero: dict[int | None, bool] = {}
         self.seen: dict[int | None, int] = {}  # the writer's last line, as a count of lines
         self.lines = 0
         self.current: int | None = None
         self.together: set[int | None] = set()
         """The processes seen writing at once in this launch (empty: one at a time)."""
 
-    def take(self, pid: int | None, lines: int = 1) -> tuple[TokenWindows, bool]:
-        """The windows of writer `pid` for its next `lines` lines, and whether its line before was
-        all-zero."""
+    def take(self, pid: int | None, lines: int = 1) -> TokenWindows:
+        """The windows of writer `pid` for its next `lines` lines."""
         windows = self.windows.get(pid)
         if windows is None:
             windows = self.template if not self.windows else self.template.sibling()
             if len(self.windows) >= MAX_WRITERS:
                 oldest = min(self.seen, key=self.seen.__getitem__)
                 self.windows.pop(oldest).restart()
-                del self.zero[oldest], self.seen[oldest]
+                del self.seen[oldest]
                 self.together.discard(oldest)
             self.windows[pid] = windows
-            self.zero[pid] = False
         elif pid != self.current:  # its lines again, after another's: did that one write in between?
             since = self.seen[pid]
             between = {other for other, at in self.seen.items() if at > since}
@@ -86,7 +83,7 @@ class Writers:
         self.current = pid
         self.lines += lines
         self.seen[pid] = self.lines
-        return windows, self.zero[pid]
+        return windows
 
     def set_counting(self, counting: bool) -> None:
         for windows in (self.template, *self.windows.values()):
@@ -97,7 +94,6 @@ class Writers:
         for windows in {id(w): w for w in (self.template, *self.windows.values())}.values():
             windows.restart()
         self.windows.clear()
-        self.zero.clear()
         self.seen.clear()
         self.lines, self.current = 0, None
         self.together.clear()
@@ -175,22 +171,24 @@ class EngineState:
     def apply_stats(self, stats: EngineStats, arrival: float) -> bool:
         """One stats line of this engine, read at wall-clock time `arrival`. False: its throughputs are
         unreadable (infinite, or past any engine's: `tokens.readable`), and count no token."""
-        prompt, generation = finite(stats.prompt_throughput), finite(stats.generation_throughput)
-        ok = readable(stats.prompt_throughput, stats.generation_throughput)
-        if not ok:
-            prompt = generation = None
-        self.tokens, after_zero = self.writers.take(stats.pid)
-        self.tokens.add(stats.time, prompt, generation, after_zero)
-        self.writers.zero[stats.pid] = not stats.prompt_throughput and not stats.generation_throughput
+        prompt, generation = stats.prompt_throughput, stats.generation_throughput
+        ok = readable(prompt, generation)
+        self.tokens = tokens = self.writers.take(stats.pid)
+        if ok:
+            tokens.add(stats.time, finite(prompt), finite(generation), not prompt and not generation)
+        else:
+            tokens.add(stats.time, None, None, False)
         self.stats_lines += 1
-        preemptions = stats.extra.get("preemptions")
-        if preemptions is not None:
-            self.has_preemptions = True
-            self.preemptions.add(preemptions)
-        corrupted = stats.extra.get("corrupted")
-        if corrupted is not None:
-            self.has_corrupted = True
-            self.corrupted.add(corrupted)
+        extra = stats.extra
+        if extra:  # most lines have no field without a column
+            preemptions = extra.get("preemptions")
+            if preemptions is not None:
+                self.has_preemptions = True
+                self.preemptions.add(preemptions)
+            corrupted = extra.get("corrupted")
+            if corrupted is not None:
+                self.has_corrupted = True
+                self.corrupted.add(corrupted)
         self.last = stats
         self.last_arrival = arrival
         return ok

@@ -71,12 +71,13 @@ class TokenWindows:
         self._gaps: deque[float] = deque(maxlen=GAP_HISTORY)
         self._mean: float | None = None  # of `_gaps`, kept as they change
         self._held: tuple[float | None, float | None] | None = None
+        self._after_zero = False  # the line before printed no throughput
 
-    def add(self, time: datetime | None, prompt: float | None, generation: float | None,
-            after_zero: bool) -> None:
-        """One line's throughputs (None: absent or not finite), stamped `time`; `after_zero`: the line
-        before was all-zero."""
-        window = self._window(time, after_zero)
+    def add(self, time: datetime | None, prompt: float | None, generation: float | None, zero: bool) -> None:
+        """One line's throughputs (None: absent or not finite), stamped `time`; `zero`: the line printed
+        no throughput (both zero or absent)."""
+        window = self._window(time, self._after_zero)
+        self._after_zero = zero
         if window is None:
             self._held = (prompt, generation)
             return
@@ -99,6 +100,7 @@ class TokenWindows:
         self._last_time = None
         self._gaps.clear()
         self._mean = None
+        self._after_zero = False
 
     def typical_interval(self) -> float | None:
         """The configured interval, else the measured one (see `__init__`), else the prior, else None."""
@@ -132,7 +134,7 @@ class TokenWindows:
             gap: float | None = (time - previous).total_seconds()
         except TypeError:  # naive next to aware: not comparable
             gap = None
-        typical = self.typical_interval()
+        typical = before = self.typical_interval()
         # A hidden (idle) window makes a gap of at least two intervals; with exact times anything
         # shorter is a late timer and still this line's own window.
         limit = MAX_FIRST_GAP if typical is None else (
@@ -144,10 +146,11 @@ class TokenWindows:
             gaps.append(gap)  # type: ignore[arg-type]
             if not same:
                 self._mean = fmean(gaps)
+                typical = self.typical_interval()
         if self._held is not None:  # its window, best known now: the next true gap
-            self._credit(*self._held, gap if usable and gap is not None else typical or DEFAULT_INTERVAL)
+            self._credit(*self._held, gap if usable and gap is not None else before or DEFAULT_INTERVAL)
             self._held = None
-        return None if typical is None and not usable else self.interval()
+        return None if before is None and not usable else typical or DEFAULT_INTERVAL
 
     def _credit(self, prompt: float | None, generation: float | None, window: float) -> None:
         busy = False
@@ -169,7 +172,10 @@ def readable(*throughputs: float | None) -> bool:
     >>> readable(None, 0.0, 2198.7, float("nan")), readable(float("inf")), readable(2e9)
     (True, False, False)
     """
-    return not any(t is not None and t > MAX_TOKENS_PER_SECOND for t in throughputs)
+    for t in throughputs:  # noqa: SIM110 - a loop: no generator a stats line
+        if t is not None and t > MAX_TOKENS_PER_SECOND:
+            return False
+    return True
 
 
 def readable_step(step: IterationStats) -> bool:

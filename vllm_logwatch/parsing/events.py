@@ -106,6 +106,10 @@ class EngineStats(_Record):
         return None
 
 
+_new, _set = object.__new__, object.__setattr__
+"""How pydantic makes a model without validation (`BaseModel.model_construct`), one lookup less a call."""
+
+
 @cache
 def _given(cpu: bool, prefix: bool, mm: bool, placed: bool) -> set[str]:
     """The fields a common stats line's record is given, as the parser and the Assembler give them
@@ -128,8 +132,8 @@ def stats_record(time: datetime | None, file: str | None, line: int | None, stam
     words its pattern read: the parser's and the range workers' (`offline/reading/records.py`) one
     record, made without pydantic's validation, which costs more than the rest of reading the line."""
     cpu = device == "CPU"
-    record = EngineStats.__new__(EngineStats)
-    object.__setattr__(record, "__dict__", {
+    record = _new(EngineStats)
+    _set(record, "__dict__", {
         "time": time, "file": file, "line": line, "stamp": stamp, "level": level, "process": process,
         "pid": pid, "repeated": None, "kind": "stats", "engine": engine, "engines_aggregated": None,
         "prompt_throughput": prompt, "generation_throughput": generation, "running": running,
@@ -137,10 +141,9 @@ def stats_record(time: datetime | None, file: str | None, line: int | None, stam
         "cpu_kv_cache_usage_pct": kv if cpu else None, "prefix_cache_hit_rate_pct": prefix,
         "prefix_cache_hit_rate_cpu_pct": None, "mm_cache_hit_rate_pct": mm, "extra": {}, "unknown_fields": 0,
         "device": device})
-    object.__setattr__(record, "__pydantic_fields_set__",
-                       _given(cpu, prefix is not None, mm is not None, file is not None))
-    object.__setattr__(record, "__pydantic_extra__", None)
-    object.__setattr__(record, "__pydantic_private__", None)
+    _set(record, "__pydantic_fields_set__", _given(cpu, prefix is not None, mm is not None, file is not None))
+    _set(record, "__pydantic_extra__", None)
+    _set(record, "__pydantic_private__", None)
     return record
 
 

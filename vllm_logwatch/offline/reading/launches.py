@@ -120,7 +120,10 @@ def _records(
                   if spec
                   else iter_source_events(source, kind, zone, year, scan, LAUNCH_NEEDLES, repeats=True))
         for event in events:
-            if isinstance(event, ServerInfo):
+            if isinstance(event, EngineStats):  # the most of them
+                launch.has_stats = any_stats = True
+                yield launch, event
+            elif isinstance(event, ServerInfo):
                 stats_disabled = stats_disabled or bool(event.stats_logging_disabled)
                 if event.new_launch and launch.has_stats:
                     index += 1
@@ -130,9 +133,6 @@ def _records(
                 if event.vllm_version:
                     launch.vllm_version = event.vllm_version
                 launch.absorb(event)
-            elif isinstance(event, EngineStats):
-                launch.has_stats = any_stats = True
-                yield launch, event
             elif isinstance(event, (SpecDecodeStats, TransferStats)) or (
                     mfu and isinstance(event, MfuStats)) or (steps and isinstance(event, IterationStats)):
                 yield launch, event

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import operator
 from array import array
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime, timedelta, tzinfo
 from typing import Any
 
@@ -128,9 +128,8 @@ def _routed(source: Source, zone: tzinfo, year: int | None, scan: ScanStats, tun
 def _rows(chunks: Iterator[tuple[Any, int]], assembler: Assembler, times: _Times) -> Iterator[Event]:
     """The events of the chunks' lines in file order: each row the record the parser and the Assembler
     make of its line (`events.stats_record`), each other line through them (`_slow`)."""
-    latest = b""  # the latest stamp of a row so far (`_repeats`)
     file, words = assembler.file, _WORDS
-    writers: dict[bytes, tuple[str | None, int | None]] = {}  # a header's `Name pid=N` -> its name and pid
+    who: dict[bytes, tuple[str | None, int | None]] = {}  # a row's `Name pid=N` -> the name and the pid
     for chunk, base in chunks:
         numbers, other_numbers, positions, values = array("Q"), array("Q"), array("Q"), array("d")
         numbers.frombytes(chunk.numbers)
@@ -141,6 +140,7 @@ def _rows(chunks: Iterator[tuple[Any, int]], assembler: Assembler, times: _Times
         stamps, j, n_pos = chunk.stamps, 0, len(positions)
         heads = [tail.rsplit(b" ", 2) for tail in chunk.tails.split(b"\n")] if numbers else []
         processes = [head[0] for head in heads]
+        rows = zip(*[iter(values)] * VALUES, strict=True)  # each row's numbers, taken run after run
         seen, start, n = assembler.stats_seen, 0, len(heads)
         while start < n:  # the lines before row `start`, then its run of rows up to the next such line
             while j < n_pos and positions[j] == start:
@@ -149,61 +149,59 @@ def _rows(chunks: Iterator[tuple[Any, int]], assembler: Assembler, times: _Times
             if assembler.pending:
                 yield from assembler.flush()
             end = min(positions[j], n) if j < n_pos else n
-            dropped: list[int] = []
-            if assembler.repeats:
-                dropped, latest = _repeats(assembler, stamps, values, processes, start, end, latest)
-            for i in dropped:
+            run = [stamps[i * STAMP:(i + 1) * STAMP] for i in range(start, end)]
+            dropped = _repeats(assembler, run, values, processes, start, end) if assembler.repeats else set()
+            for i in sorted(dropped):
                 yield Unparsed(what="duplicate", file=file, line=base + numbers[i])
             # Each process's lines, as `seen` line by line leaves them: its last line's engine.
             for process, i in dict(zip(processes[start:end], range(start, end), strict=True)).items():
                 seen(process.decode() if process else None, int(values[i * VALUES]))
-            skip = set(dropped)
-            for i in range(start, end):
-                if i in skip:
+            for i, stamp, row, head in zip(range(start, end), run, rows, heads[start:end], strict=False):
+                if dropped and i in dropped:
                     continue
-                stamp = stamps[i * STAMP:(i + 1) * STAMP]
-                at = i * VALUES
-                engine, prompt, generation, running, waiting, kv, prefix, mm = values[at:at + VALUES]
-                process, level, device = heads[i]
-                who = writers.get(process)
-                if who is None:
-                    who = writers[process] = _who(process)
-                yield stats_record(times(stamp), file, base + numbers[i], stamp.decode(), words[level],
-                                   who[0], int(engine), prompt, generation, int(running), int(waiting),
+                engine, prompt, generation, running, waiting, kv, prefix, mm = row
+                process, level, device = head
+                name, pid = who.get(process) or _who(who, process)
+                yield stats_record(times(stamp), file, base + numbers[i], stamp.decode(), words[level], name,
+                                   int(engine), prompt, generation, int(running), int(waiting),
                                    words.get(device) or device.decode(), kv,
                                    None if prefix != prefix else prefix,  # NaN: not printed
-                                   None if mm != mm else mm, who[1])
+                                   None if mm != mm else mm, pid)
             start = end
         for k in range(j, n_pos):
             yield from _slow(assembler, others[k], base + other_numbers[k])
 
 
-def _who(process: bytes) -> tuple[str | None, int | None]:
-    """The process name and pid of a header's `Name pid=N` (none without one)."""
-    if not process:
-        return None, None
-    return process[:process.find(b" ")].decode(), int(process[process.rfind(b"=") + 1:])
+def _who(who: dict[bytes, tuple[str | None, int | None]], process: bytes) -> tuple[str | None, int | None]:
+    """The name and pid of a row's process (`Name pid=N`, empty: none), kept in `who` (a few at a time)."""
+    if len(who) >= 64:
+        who.clear()
+    who[process] = found = ((process[:process.find(b" ")].decode(), int(process[process.rfind(b"=") + 1:]))
+                            if process else (None, None))
+    return found
 
 
-def _repeats(assembler: Assembler, stamps: bytes, values: Any, processes: list[bytes], start: int, end: int,
-             latest: bytes) -> tuple[list[int], bytes]:
-    """The rows `start` to `end` that repeat the last stats line of their process and engine (the same
-    stamp and numbers: `Assembler.repeated`, the rule `feed` applies to the parser's lines), and the
-    latest stamp so far. A row stamped after every row before it repeats none: when the run's stamps
-    rise row after row from `latest` (one engine's log), only each process and engine's last row is
-    noted; else every row is looked at."""
-    run = [stamps[i * STAMP:(i + 1) * STAMP] for i in range(start, end)]
-    rising = run[0] > latest and all(map(operator.lt, run, run[1:]))
-    rows = (dict(zip(zip(processes[start:end], values[start * VALUES:end * VALUES:VALUES], strict=True),
-                     range(start, end), strict=True)).values() if rising else range(start, end))
-    dropped = []
+def _repeats(assembler: Assembler, run: list[bytes], values: Any, processes: list[bytes], start: int,
+             end: int) -> set[int]:
+    """The rows `start` to `end` (stamped `run`) that repeat the last stats line of their process and
+    engine (the same stamp and numbers: `Assembler.repeated`, the rule `feed` applies to the parser's
+    lines). When the run's stamps rise row after row, a row can repeat only a line before the run: only
+    each process and engine's first row is looked at, and its last one noted; else every row is."""
+    span = range(start, end)
+    rows: Iterable[int] = span
+    if all(map(operator.lt, run, run[1:])):
+        keys = list(zip(processes[start:end], values[start * VALUES:end * VALUES:VALUES], strict=True))
+        first = dict(zip(reversed(keys), reversed(span), strict=True))
+        last = dict(zip(keys, span, strict=True))
+        rows = sorted({*first.values(), *last.values()})
+    dropped = set()
     for i in rows:
         process, at = processes[i], i * VALUES
         numbers = tuple(v if v == v else None for v in values[at + 1:at + VALUES])  # NaN: none
         line = (run[i - start], numbers)
         if assembler.repeated(process.decode() if process else None, int(values[at]), line):
-            dropped.append(i)
-    return dropped, max(latest, max(run))
+            dropped.add(i)
+    return dropped
 
 
 def _slow(assembler: Assembler, raw: bytes, number: int) -> list[Event]:

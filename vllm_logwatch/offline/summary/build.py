@@ -264,13 +264,12 @@ def _concurrency(g: _Group, codes: bytes, keys: list[tuple[int, int | None]],
 def _last_hits(g: _Group) -> tuple[float | None, float | None]:
     """Hit rates at the end: the mean over the engines of the group's latest launch of their last values."""
     latest = max(g.launches)
-    prefix = [p for (launch, _), (p, _m) in g.hits.items() if launch == latest and p is not None]
-    mm = [m for (launch, _), (_p, m) in g.hits.items() if launch == latest and m is not None]
+    prefix = [p for (launch, _), p in g.prefix_hits.items() if launch == latest]
+    mm = [m for (launch, _), m in g.mm_hits.items() if launch == latest]
     return (statistics.fmean(prefix) if prefix else None, statistics.fmean(mm) if mm else None)
 
 
 def _finish(g: _Group) -> GroupSummary:
-    g.close()
     intervals = [i for e in g.estimates.values() if (i := e.typical_interval()) is not None]
     processes = max((e.processes() for e in g.estimates.values()), default=1)
     for estimate in g.estimates.values():
@@ -361,26 +360,23 @@ def summarize(records: Iterable[tuple[Launch, Record]], by: By = "launch") -> Su
     for launch, e in records:
         launches.setdefault(launch.index, launch)
         key: _Key = (
-            (launch.index, -1 if e.engine is None else e.engine) if by == "engine"
-            else (launch.index,) if by == "launch" else ()
+            (launch.index,) if by == "launch"
+            else (launch.index, -1 if e.engine is None else e.engine) if by == "engine" else ()
         )
-        if isinstance(e, MfuStats):
-            mfu.setdefault(key, MfuTotals()).add(e.tflops_per_device, e.gbps_per_device)
-            continue
-        group = groups.get(key)
-        if isinstance(e, (SpecDecodeStats, TransferStats, IterationStats)):  # else stats
+        if isinstance(e, EngineStats):
+            group = groups.get(key)
             if group is None:
-                continue  # a line before its engine's first stats line: its interval is never held
-            if isinstance(e, IterationStats):
+                group = groups[key] = _Group()
+            group.add(launch, e)
+        elif isinstance(e, MfuStats):
+            mfu.setdefault(key, MfuTotals()).add(e.tflops_per_device, e.gbps_per_device)
+        elif (group := groups.get(key)) is not None:  # none: a step, spec or transfer line before its
+            if isinstance(e, IterationStats):         # engine's first stats line, nothing to add it to
                 group.add_step(launch, e)
             elif isinstance(e, SpecDecodeStats):
                 group.add_spec(launch, e)
             else:
                 group.add_transfer(launch, e)
-            continue
-        if group is None:
-            group = groups[key] = _Group()
-        group.add(launch, e)
     summaries = []
     for key, g in groups.items():
         summary = _finish(g)

@@ -9,30 +9,13 @@ import math
 import statistics
 from array import array
 from datetime import datetime
+from math import isfinite
 
 from ...exporting.engine_state import EngineState
 from ...parsing.events import EngineStats, IterationStats, SpecDecodeStats, TransferStats
 from ...parsing.stamps import utc
 from ..reading.launches import Launch
 from .connectors import SpecTotals, TransferTotals
-
-
-class _Open:
-    """The interval being summed: lines of one group at one timestamp, one per engine."""
-
-    __slots__ = ("generation", "kv", "members", "prompt", "running", "streams", "time", "waiting")
-
-    def __init__(self, time: datetime | None) -> None:
-        self.time = time
-        self.members: set[tuple[int, int | None]] = set()
-        self.prompt = self.generation = 0.0
-        self.running = self.waiting = 0
-        self.kv: list[float] = []
-        self.streams = math.nan
-
-
-def _num(value: float | None) -> float:
-    return value if value is not None and math.isfinite(value) else 0.0
 
 
 class _Group:
@@ -46,7 +29,9 @@ class _Group:
         self._first_utc = self._last_utc = datetime.min  # `first` and `last` in UTC, once set
         self.lines = 0
         self.estimates: dict[tuple[int, int | None], EngineState] = {}
-        self.hits: dict[tuple[int, int | None], tuple[float | None, float | None]] = {}
+        self.prefix_hits: dict[tuple[int, int | None], float] = {}  # each member's last prefix hit rate
+        self.mm_hits: dict[tuple[int, int | None], float] = {}
+        # Each interval's sums (the last one's still open: lines of other engines at its time join it).
         self.prompt = array("d")
         self.generation = array("d")
         self.running = array("q")
@@ -56,7 +41,9 @@ class _Group:
         """Per interval: its engines' steps' mean generation requests summed (NaN: no iteration line)."""
         self._steps: dict[tuple[int, int | None], tuple[int, int]] = {}
         """Per engine, its steps since its last stats line: how many, their generation requests summed."""
-        self.open: _Open | None = None
+        self._time: datetime | None = None  # the last interval's time
+        self._members: set[tuple[int, int | None]] = set()  # its lines' (launch, engine)
+        self._kvs: list[float] = []  # its lines' KV usages (the interval's is their mean)
         self.spec = SpecTotals()
         self.transfers = TransferTotals()
 
@@ -102,35 +89,35 @@ class _Group:
         if estimate is None:
             estimate = self.estimates[member] = EngineState()
         estimate.apply_stats(e, 0.0)
-        prefix, mm = e.prefix_cache_hit_rate_pct, e.mm_cache_hit_rate_pct
-        if prefix is None or mm is None:
-            before = self.hits.get(member, (None, None))
-            prefix, mm = before[0] if prefix is None else prefix, before[1] if mm is None else mm
-        self.hits[member] = (prefix, mm)
-        cur = self.open
-        if cur is None or t is None or cur.time != t or member in cur.members:
-            self.close()
-            cur = self.open = _Open(t)
-        cur.members.add(member)
-        steps, streams = self._steps.pop(member, (0, 0)) if self._steps else (0, 0)
-        if steps:
-            cur.streams = (0.0 if math.isnan(cur.streams) else cur.streams) + streams / steps
-        cur.prompt += _num(e.prompt_throughput)
-        cur.generation += _num(e.generation_throughput)
-        cur.running += e.running or 0
-        cur.waiting += e.waiting or 0
-        kv = e.kv_cache_usage_pct
-        if kv is not None and math.isfinite(kv):
-            cur.kv.append(kv)
-
-    def close(self) -> None:
-        cur, self.open = self.open, None
-        if cur is None:
-            return
-        self.prompt.append(cur.prompt)
-        self.generation.append(cur.generation)
-        self.running.append(cur.running)
-        self.waiting.append(cur.waiting)
-        self.streams.append(cur.streams)
-        kv = cur.kv  # one engine's: its value (+ 0.0: `fmean`'s 0.0 for -0.0)
-        self.kv.append((kv[0] + 0.0 if len(kv) == 1 else statistics.fmean(kv)) if kv else math.nan)
+        if e.prefix_cache_hit_rate_pct is not None:
+            self.prefix_hits[member] = e.prefix_cache_hit_rate_pct
+        if e.mm_cache_hit_rate_pct is not None:
+            self.mm_hits[member] = e.mm_cache_hit_rate_pct
+        prompt, generation, kv = e.prompt_throughput, e.generation_throughput, e.kv_cache_usage_pct
+        prompt = prompt if prompt is not None and isfinite(prompt) else 0.0
+        generation = generation if generation is not None and isfinite(generation) else 0.0
+        kvs = self._kvs
+        if t is None or t != self._time or member in self._members:  # a new interval
+            self._time = t
+            self._members.clear()
+            kvs.clear()
+            self.prompt.append(prompt + 0.0)  # + 0.0: a sum from 0.0 (-0.0 sums as 0.0)
+            self.generation.append(generation + 0.0)
+            self.running.append(e.running or 0)
+            self.waiting.append(e.waiting or 0)
+            self.kv.append(math.nan)
+            self.streams.append(math.nan)
+        else:  # another engine's line at the interval's time
+            self.prompt[-1] += prompt
+            self.generation[-1] += generation
+            self.running[-1] += e.running or 0
+            self.waiting[-1] += e.waiting or 0
+        self._members.add(member)
+        if self._steps:
+            steps, streams = self._steps.pop(member, (0, 0))
+            if steps:
+                before = self.streams[-1]
+                self.streams[-1] = (0.0 if math.isnan(before) else before) + streams / steps
+        if kv is not None and isfinite(kv):
+            kvs.append(kv)  # one engine's: its value (+ 0.0: `fmean`'s 0.0 for -0.0)
+            self.kv[-1] = kv + 0.0 if len(kvs) == 1 else statistics.fmean(kvs)

@@ -53,6 +53,34 @@ def test_rows_are_the_parsers_records_on_their_edges(tmp_path: Path) -> None:
     assert "'device': 'CPU'" in records[0] and "'level': 'DEBUG'" in records[1]
 
 
+def _stats_line(stamp: str, generation: float) -> str:
+    return (f"(APIServer pid=7) INFO 11-29 {stamp} [loggers.py:259] Engine 000: Avg prompt throughput: 0.0 "
+            f"tokens/s, Avg generation throughput: {generation} tokens/s, Running: 1 reqs, Waiting: 0 reqs, "
+            "GPU KV cache usage: 4.2%\n")
+
+
+def test_lines_written_twice_are_counted_once_when_the_stamps_go_back(tmp_path: Path) -> None:
+    """A run of rows whose stamps rise has only its first row of each engine compared with the line
+    before (`_repeats`); a run whose stamps go back (two logs one after the other) has every row
+    compared: a line written twice is one record on both, as the parser makes them."""
+    mfu = ("(APIServer pid=7) INFO 11-29 19:23:55 [loggers.py:248] Engine 000: MFU: 1.5 TF/s/device "
+           "2.5 GB/s/device\n")
+    lines = [_stats_line("19:23:40", 1.0), _stats_line("19:23:50", 2.0), mfu,
+             _stats_line("19:23:50", 2.0),  # the line before the MFU line again: the run's first row
+             _stats_line("19:24:00", 3.0), _stats_line("19:24:10", 4.0),
+             _stats_line("19:00:00", 5.0), _stats_line("19:00:10", 6.0),  # back: another log
+             _stats_line("19:00:10", 6.0), _stats_line("19:00:20", 7.0)]  # a line twice after it
+    path = tmp_path / "serve_20261129T192328Z.log"
+    path.write_text("".join(lines))
+    records, general = _records(path, general=False), _records(path, general=True)
+    assert sorted(records) == sorted(general)  # the duplicates' marks come first in their run of rows
+    def kept(found: list[str]) -> list[str]:
+        return [r for r in found if not r.startswith("Unparsed")]
+
+    assert kept(records) == kept(general)
+    assert sum(r.startswith("EngineStats") for r in records) == 7
+
+
 def test_an_hours_later_stamps_are_the_stamps_datetimes() -> None:
     """`_Times` (a stamp after one of the same steady hour: that hour's start plus its minutes and
     seconds) gives what a fresh reading of each stamp gives, on the daylight-saving days of two zones

@@ -55,13 +55,13 @@ def run_compare(
 
     def tapped() -> Iterator[tuple[Launch, Record | object]]:
         records = iter_summary_records(inputs, year=year, tz=tz, fast=tuning, mfu=True, steps=True)
-        for launch, e in collector.divert(records):
+        for launch, e in records:
             if isinstance(e, EngineStats) and e.extra.get("preemptions"):
                 key = (launch.index, e.running or 0)
                 preemptions[key] = preemptions.get(key, 0) + int(e.extra["preemptions"])
             yield launch, e
 
-    summary = summarize(tapped(), "launch")  # type: ignore[arg-type]
+    summary = summarize(tapped(), "launch", collector.add)  # type: ignore[arg-type]
     collector.add_to_matrices(summary)
     comparison = compare(summary, preemptions, collector.tables())
     scripts = {c.launch.index: script_name(os.path.basename(c.launch.file)) for c in comparison.launches}

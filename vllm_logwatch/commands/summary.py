@@ -49,8 +49,8 @@ def run_summary(
         _by_lora(inputs, fmt, year, tz, out)
         return Summary(by="lora", groups=[])
     collector = StepCollector()  # iteration lines, where the logs have them: read in the same pass
-    summary = summarize(collector.divert(iter_summary_records(inputs, year=year, tz=tz, fast=tuning, mfu=True,
-                                                              steps=True)), by)
+    records = iter_summary_records(inputs, year=year, tz=tz, fast=tuning, mfu=True, steps=True)
+    summary = summarize(records, by, collector.add)
     collector.add_to_matrices(summary)
     text = render(summary, fmt, asked, steps=collector.tables(), explain=explain)
     (out if out is not None else sys.stdout).write(text)

@@ -108,6 +108,8 @@ class EngineStats(_Record):
 
 _new, _set = object.__new__, object.__setattr__
 """How pydantic makes a model without validation (`BaseModel.model_construct`), one lookup less a call."""
+_BLANK_STATS = dict.fromkeys(EngineStats.model_fields) | {"kind": "stats", "unknown_fields": 0}
+"""A stats record's fields before its line's values: a copy of it is twice as fast to make as a literal."""
 
 
 @cache
@@ -132,15 +134,26 @@ def stats_record(time: datetime | None, file: str | None, line: int | None, stam
     words its pattern read: the parser's and the range workers' (`offline/reading/records.py`) one
     record, made without pydantic's validation, which costs more than the rest of reading the line."""
     cpu = device == "CPU"
+    values = _BLANK_STATS.copy()
+    values["time"] = time
+    values["file"] = file
+    values["line"] = line
+    values["stamp"] = stamp
+    values["level"] = level
+    values["process"] = process
+    values["pid"] = pid
+    values["engine"] = engine
+    values["prompt_throughput"] = prompt
+    values["generation_throughput"] = generation
+    values["running"] = running
+    values["waiting"] = waiting
+    values["cpu_kv_cache_usage_pct" if cpu else "gpu_kv_cache_usage_pct"] = kv
+    values["prefix_cache_hit_rate_pct"] = prefix
+    values["mm_cache_hit_rate_pct"] = mm
+    values["extra"] = {}
+    values["device"] = device
     record = _new(EngineStats)
-    _set(record, "__dict__", {
-        "time": time, "file": file, "line": line, "stamp": stamp, "level": level, "process": process,
-        "pid": pid, "repeated": None, "kind": "stats", "engine": engine, "engines_aggregated": None,
-        "prompt_throughput": prompt, "generation_throughput": generation, "running": running,
-        "waiting": waiting, "swapped": None, "gpu_kv_cache_usage_pct": None if cpu else kv,
-        "cpu_kv_cache_usage_pct": kv if cpu else None, "prefix_cache_hit_rate_pct": prefix,
-        "prefix_cache_hit_rate_cpu_pct": None, "mm_cache_hit_rate_pct": mm, "extra": {}, "unknown_fields": 0,
-        "device": device})
+    _set(record, "__dict__", values)
     _set(record, "__pydantic_fields_set__", _given(cpu, prefix is not None, mm is not None, file is not None))
     _set(record, "__pydantic_extra__", None)
     _set(record, "__pydantic_private__", None)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import statistics
 from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import compress
@@ -341,8 +341,10 @@ def _matrix(g: _Group, launches: list[Launch], held: Sequence[int]) -> Matrix | 
                         prompt=g.prompt, streams=g.streams)
 
 
-def summarize(records: Iterable[tuple[Launch, Record]], by: By = "launch") -> Summary:
+def summarize(records: Iterable[tuple[Launch, Record | IterationStats]], by: By = "launch",
+              on_step: Callable[[Launch, IterationStats], None] | None = None) -> Summary:
     """The summary of `records` (in file order), grouped by launch, by launch and engine, or not at all.
+    Step records go to `on_step` (the step tables, `summary/steps.py`), if given.
 
     >>> from vllm_logwatch.parsing.line import parse_line
     >>> e = parse_line("INFO 01-22 18:25:09 metrics.py:449] Avg prompt throughput: 0.0 tokens/s, "
@@ -370,10 +372,13 @@ def summarize(records: Iterable[tuple[Launch, Record]], by: By = "launch") -> Su
             group.add(launch, e)
         elif isinstance(e, MfuStats):
             mfu.setdefault(key, MfuTotals()).add(e.tflops_per_device, e.gbps_per_device)
-        elif (group := groups.get(key)) is not None:  # none: a step, spec or transfer line before its
-            if isinstance(e, IterationStats):         # engine's first stats line, nothing to add it to
+        elif isinstance(e, IterationStats):
+            if on_step is not None:
+                on_step(launch, e)
+            if (group := groups.get(key)) is not None:  # its cadence: the summary's time between tokens
                 group.add_step(launch, e)
-            elif isinstance(e, SpecDecodeStats):
+        elif (group := groups.get(key)) is not None:  # none: a spec or transfer line before its
+            if isinstance(e, SpecDecodeStats):        # engine's first stats line, nothing to add it to
                 group.add_spec(launch, e)
             else:
                 group.add_transfer(launch, e)

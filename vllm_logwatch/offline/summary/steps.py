@@ -3,16 +3,16 @@
 steps' own time, p50 and p90, by their generation requests; not the time between tokens, which also
 holds scheduling, output processing and the front end: `build.py`'s TBT) and the prefill time per 1000
 prompt tokens (the prefill-only steps). Filled from the step records of the summary's own pass
-(`iter_summary_records(..., steps=True)`), on their way to the stats summary (which reads their cadence).
+(`iter_summary_records(..., steps=True)`), handed over by `summarize` (its `on_step`), which also reads
+their cadence for the time between tokens.
 """
 
 from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 
@@ -36,8 +36,6 @@ STEP_COLUMNS = {
 
 STEP_NOTE = ("The engine step tables come from vLLM's iteration lines (--enable-logging-iteration-details), "
              "not from the stats lines.")
-
-R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -68,19 +66,11 @@ class StepCollector:
         self._kv: dict[str, tuple[array[int], array[float], array[float]]] = {}
         """Per file, its decode steps' running count, own KV usage (NaN: not printed) and ms (the matrix)."""
 
-    def divert(self, records: Iterable[tuple[Launch, R | IterationStats]]
-               ) -> Iterator[tuple[Launch, R | IterationStats]]:
-        """`records`, their step records taken into the tables on the way (the summary's time between
-        tokens reads their cadence)."""
-        for launch, e in records:
-            if isinstance(e, IterationStats):
-                self.add(launch.file, e)
-            yield launch, e
-
-    def add(self, file: str, e: IterationStats) -> None:
+    def add(self, launch: Launch, e: IterationStats) -> None:
+        """A step record of the summary's pass (`summarize`'s `on_step`)."""
         kv = e.kv_cache_usage_pct
-        self._step(file, e.engine, e.context_requests, e.context_tokens, e.generation_requests, e.elapsed_ms,
-                   e.dummy, math.nan if kv is None else kv)
+        self._step(launch.file, e.engine, e.context_requests, e.context_tokens, e.generation_requests,
+                   e.elapsed_ms, e.dummy, math.nan if kv is None else kv)
 
     def _step(self, file: str, engine: int | None, ctx: int, ctx_tokens: int, gen: int, ms: float,
               dummy: bool, kv: float) -> None:

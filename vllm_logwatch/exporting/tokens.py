@@ -155,13 +155,15 @@ class TokenWindows:
     def _credit(self, prompt: float | None, generation: float | None, window: float) -> None:
         busy = False
         if prompt is not None:
-            busy = 0 < prompt * window < math.inf
+            tokens = prompt * window
+            busy = 0 < tokens < math.inf
             if self.counting:
-                self.prompt_tokens.add(prompt * window)
+                self.prompt_tokens.add(tokens)
         if generation is not None:
-            busy = busy or 0 < generation * window < math.inf
+            tokens = generation * window
+            busy = busy or 0 < tokens < math.inf
             if self.counting:
-                self.generation_tokens.add(generation * window)
+                self.generation_tokens.add(tokens)
         if busy:
             self.busy_seconds.add(window)
 

@@ -30,7 +30,7 @@ from .stream import ScanStats
 
 __all__ = ["source_records"]
 
-_MINUTE_SECOND = {f"{m:02d}:{s:02d}".encode(): timedelta(minutes=m, seconds=s)
+_MINUTE_SECOND = {f"{m:02d}:{s:02d}": timedelta(minutes=m, seconds=s)
                   for m in range(60) for s in range(60)}
 """A stamp's `MM:SS` -> the time since its hour's start."""
 _WORDS = {b"INFO": "INFO", b"DEBUG": "DEBUG", b"GPU": "GPU", b"CPU": "CPU"}
@@ -44,32 +44,31 @@ class _Times:
 
     def __init__(self, clock_for: Callable[[str], YearClock]) -> None:
         self.clock_for = clock_for
-        self._hours: dict[bytes, tuple[int, datetime]] = {}
-        self._hour, self._top = b"", datetime.min  # the last stamp's steady hour ("" none) and its start
+        self._hours: dict[str, tuple[int, datetime]] = {}
+        self._hour, self._top = "", datetime.min  # the last stamp's steady hour ("" none) and its start
 
-    def __call__(self, stamp: bytes) -> datetime | None:
+    def __call__(self, stamp: str) -> datetime | None:
         if stamp[:8] == self._hour:
             since = _MINUTE_SECOND.get(stamp[9:14])
             if since is not None:
                 return self._top + since
         value = self._time(stamp)
         hit = self._hours.get(stamp[:8])
-        if hit is not None and hit[0] == self.clock_for(stamp.decode()).year and not hit[1].fold:
+        if hit is not None and hit[0] == self.clock_for(stamp).year and not hit[1].fold:
             self._hour, self._top = stamp[:8], hit[1].replace(minute=0, second=0)
         else:
-            self._hour = b""
+            self._hour = ""
         return value
 
-    def _time(self, stamp: bytes) -> datetime | None:
-        text = stamp.decode()
-        clock = self.clock_for(text)
+    def _time(self, stamp: str) -> datetime | None:
+        clock = self.clock_for(stamp)
         hit = self._hours.get(stamp[:8])
         if hit is not None and hit[0] == clock.year:
             try:
                 return hit[1].replace(minute=int(stamp[9:11]), second=int(stamp[12:14]))
             except ValueError:
-                return clock.to_datetime(text)
-        value = clock.to_datetime(text)
+                return clock.to_datetime(stamp)
+        value = clock.to_datetime(stamp)
         if value is not None and clock.steady_hour(value):
             self._hours[stamp[:8]] = (clock.year, value)
         return value
@@ -137,7 +136,7 @@ def _rows(chunks: Iterator[tuple[Any, int]], assembler: Assembler, times: _Times
         positions.frombytes(chunk.positions)
         values.frombytes(chunk.values)
         others = chunk.others.split(b"\n") if other_numbers else []
-        stamps, j, n_pos = chunk.stamps, 0, len(positions)
+        stamps, j, n_pos = chunk.stamps.decode(), 0, len(positions)  # ASCII: `MM-DD HH:MM:SS` each
         heads = [tail.rsplit(b" ", 2) for tail in chunk.tails.split(b"\n")] if numbers else []
         processes = [head[0] for head in heads]
         rows = zip(*[iter(values)] * VALUES, strict=True)  # each row's numbers, taken run after run
@@ -162,7 +161,7 @@ def _rows(chunks: Iterator[tuple[Any, int]], assembler: Assembler, times: _Times
                 engine, prompt, generation, running, waiting, kv, prefix, mm = row
                 process, level, device = head
                 name, pid = who.get(process) or _who(who, process)
-                yield stats_record(times(stamp), file, base + numbers[i], stamp.decode(), words[level], name,
+                yield stats_record(times(stamp), file, base + numbers[i], stamp, words[level], name,
                                    int(engine), prompt, generation, int(running), int(waiting),
                                    words.get(device) or device.decode(), kv,
                                    None if prefix != prefix else prefix,  # NaN: not printed
@@ -181,7 +180,7 @@ def _who(who: dict[bytes, tuple[str | None, int | None]], process: bytes) -> tup
     return found
 
 
-def _repeats(assembler: Assembler, run: list[bytes], values: Any, processes: list[bytes], start: int,
+def _repeats(assembler: Assembler, run: list[str], values: Any, processes: list[bytes], start: int,
              end: int) -> set[int]:
     """The rows `start` to `end` (stamped `run`) that repeat the last stats line of their process and
     engine (the same stamp and numbers: `Assembler.repeated`, the rule `feed` applies to the parser's

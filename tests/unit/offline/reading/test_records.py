@@ -91,9 +91,9 @@ def test_an_hours_later_stamps_are_the_stamps_datetimes() -> None:
     from vllm_logwatch.parsing.stamps import YearClock
 
     days = ("10-25", "11-01", "03-08", "03-29")
-    stamps = [f"{day} {h:02d}:{m:02d}:{s:02d}".encode()
+    stamps = [f"{day} {h:02d}:{m:02d}:{s:02d}"
               for day in days for h in range(24) for m in range(0, 60, 7) for s in range(0, 60, 13)]
-    stamps += [b"11-01 01:61:00", b"11-01 01:05:00"]  # a stamp no datetime has, then its hour again
+    stamps += ["11-01 01:61:00", "11-01 01:05:00"]  # a stamp no datetime has, then its hour again
     for zone in (timezone.utc, ZoneInfo("America/New_York"), ZoneInfo("Europe/Berlin")):
         clocks = [YearClock.for_source(None, zone, 2026, first_stamp="10-25 00:00:00") for _ in range(2)]
         times, each = (_Times(lambda _s, c=c: c) for c in clocks)  # type: ignore[misc]

@@ -19,14 +19,27 @@ from ..offline.reading.stream import ScanStats
 
 if TYPE_CHECKING:
     from ..offline.output.openmetrics import OpenMetricsWriter
+    from ..offline.output.writers import Writer
     from ..offline.reading.events import ParseResult
     from ..parsing.events import Event
 
 __all__ = ["run_openmetrics", "run_parse"]
 
 
-def _wanted(event: Event, kind: str) -> bool:
-    return kind == "all" or event.kind == kind or (kind == "log" and event.kind == "unparsed")
+def _write(events: Iterator[Event], kind: str, writer: Writer, result: ParseResult) -> int:
+    """Write the records of `kind` of `events`, count every record in `result`; how many were written."""
+    from ..parsing.events import ServerInfo
+
+    counts, written = result.counts, 0
+    for event in events:
+        got = event.kind
+        counts[got] += 1
+        if got == "info" and isinstance(event, ServerInfo) and event.stats_logging_disabled:
+            result.stats_disabled = True
+        if got == kind or kind == "all" or (kind == "log" and got == "unparsed"):
+            writer.event(event)
+            written += 1
+    return written
 
 
 def _events(source: Source, kind: str, zone: tzinfo, year: int | None, scan: ScanStats,
@@ -59,7 +72,7 @@ def run_parse(
     from ..offline.output.writers import CsvWriter, JsonlWriter
     from ..offline.reading.details import ITERATION_COLUMNS, REQUEST_COLUMNS, rows_of
     from ..offline.reading.events import ParseResult, no_rows_hint, no_stats_hint
-    from ..parsing.events import STATS_COLUMNS, ServerInfo
+    from ..parsing.events import STATS_COLUMNS
 
     out = out if out is not None else sys.stdout
     sources, zone = resolve_inputs(inputs, tz)
@@ -68,20 +81,17 @@ def run_parse(
     writer = CsvWriter(out, columns) if fmt == "csv" else JsonlWriter(out, columns, kind[:-1])
     detail = kind in ("iterations", "requests")
     written = 0
-    for source in sources:
-        result.files += 1
-        events = _events(source, kind, zone, year, result.scan, tuning)
-        if detail:  # a row per step or request (`offline/reading/details.py`)
-            for row in rows_of(kind, events):
-                writer.row(row)
-            continue
-        for event in events:
-            result.counts[event.kind] += 1
-            if isinstance(event, ServerInfo) and event.stats_logging_disabled:
-                result.stats_disabled = True
-            if _wanted(event, kind):
-                writer.event(event)
-                written += 1
+    try:
+        for source in sources:
+            result.files += 1
+            events = _events(source, kind, zone, year, result.scan, tuning)
+            if detail:  # a row per step or request (`offline/reading/details.py`)
+                for row in rows_of(kind, events):
+                    writer.row(row)
+                continue
+            written += _write(events, kind, writer, result)
+    finally:  # what was read before an error is written, as the records before it
+        writer.flush()
     if detail:
         result.counts[kind] = writer.rows
         if writer.rows == 0:

@@ -9,7 +9,7 @@ import json
 import os
 import subprocess
 import sys
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
@@ -17,7 +17,7 @@ import pytest
 
 from vllm_logwatch.cli import main
 from vllm_logwatch.commands.parse import run_parse
-from vllm_logwatch.parsing.stamps import YearClock, resolve_zone, year_hint_from_name
+from vllm_logwatch.parsing.stamps import YearClock, iso_time, resolve_zone, year_hint_from_name
 
 UTC = ZoneInfo("UTC")
 NY = ZoneInfo("America/New_York")
@@ -331,3 +331,17 @@ def test_vllm_json_logging_keeps_its_year_whatever_the_file_says(tmp_path: Path)
     run_parse([str(log)], fmt="csv", tz="UTC", out=out)
     times = [row.split(",")[0] for row in out.getvalue().splitlines()[1:]]
     assert times == ["2024-12-31T23:59:50+00:00", "2025-01-01T00:00:00+00:00", "2025-01-01T00:00:10+00:00"]
+
+
+@pytest.mark.parametrize("zone", [UTC, ZoneInfo("Europe/Berlin"), ZoneInfo("Australia/Lord_Howe"), None])
+def test_iso_time_is_isoformat_across_daylight_saving_steps(zone: ZoneInfo | None) -> None:
+    """The hour's text made once: the same text as `isoformat` for each second of the hours around a
+    spring-forward and a fall-back (Lord Howe's half-hour step), either fold, a fraction of a second,
+    and a time without a zone."""
+    for start in (datetime(2026, 3, 29, 0), datetime(2026, 10, 25, 0), datetime(2026, 4, 5, 0),
+                  datetime(2026, 10, 4, 0)):
+        for k in range(0, 4 * 3600, 61):
+            for fold in (0, 1):
+                t = start + timedelta(seconds=k, microseconds=250 * (k % 3 == 0))
+                t = t.replace(tzinfo=zone, fold=fold)
+                assert iso_time(t) == t.isoformat()

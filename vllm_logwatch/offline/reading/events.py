@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import tzinfo
 from functools import partial
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 from ...errors import InputError
 from ...parsing.assemble import Assembler
 from ...parsing.envelope import Format
-from ...parsing.events import EngineStats, Event, ServerInfo, Unparsed, event_to_dict, stats_row
+from ...parsing.events import Event, ServerInfo, Unparsed
 from ...parsing.kinds import RECORD_KINDS
 from ...parsing.line import parse_line
 from ...parsing.needles import NO_STATS_NEEDLES, VARIANT_NEEDLES, WANTS
@@ -24,19 +23,10 @@ from .route import sniff
 from .stream import ScanStats, read_lines, scan_stream
 
 __all__ = [
-    "KINDS", "ParseResult", "event_to_dict", "iter_source_events", "no_stats_hint", "repeats_note",
-    "stats_csv_row", "stats_row",
+    "KINDS", "ParseResult", "iter_source_events", "no_stats_hint", "repeats_note",
 ]
 
 KINDS = RECORD_KINDS
-
-
-def stats_csv_row(e: EngineStats) -> list[Any]:
-    """The CSV row of a stats record: `stats_row` with `extra` as compact JSON."""
-    row = stats_row(e)
-    if row[-1] is not None:
-        row[-1] = json.dumps(row[-1], separators=(",", ":"))
-    return row
 
 
 @dataclass

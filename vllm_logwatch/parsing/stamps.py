@@ -71,7 +71,8 @@ def seconds_between(start: datetime, end: datetime) -> float:
     return (utc(end) - utc(start)).total_seconds()
 
 
-_MINUTE_SECOND = [f"{m:02d}:{s:02d}" for m in range(60) for s in range(60)]
+_MINUTE = [f"{m:02d}:" for m in range(60)]
+_SECOND = [f"{s:02d}" for s in range(60)]
 _HOUR_OF = attrgetter("year", "month", "day", "hour", "tzinfo", "fold")
 _HOURS: dict[tuple[Any, ...], tuple[str, str]] = {}
 """A steady hour (`_HOUR_OF`: one UTC offset all through it) -> its ISO text before and after `MM:SS`."""
@@ -87,7 +88,7 @@ def iso_time(t: datetime) -> str:
     hour = _HOURS.get(_HOUR_OF(t))
     if hour is None or t.microsecond:
         return _new_hour(t)
-    return hour[0] + _MINUTE_SECOND[t.minute * 60 + t.second] + hour[1]
+    return hour[0] + _MINUTE[t.minute] + _SECOND[t.second] + hour[1]
 
 
 def _new_hour(t: datetime) -> str:

@@ -447,6 +447,22 @@ def test_truncated_gzip(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> N
         assert_one_line_error(err, "cut.log.gz", "gzip")
 
 
+def test_rows_read_before_a_read_error_are_written(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path,
+) -> None:
+    """The writers hold rows to write them in batches: an error of the input still finds the rows read
+    before it written, as each row was when it was read."""
+    good = tmp_path / "good.log"
+    good.write_bytes(REAL_CPU_LOG.read_bytes())
+    expected_rows = run(capsys, str(good))[1].count("\n") - 1
+    cut = tmp_path / "cut.log.gz"
+    cut.write_bytes(gzip.compress(REAL_CPU_LOG.read_bytes())[:100])
+    for args, header in (([], 1), (["--jsonl"], 0)):
+        code, out, _ = run(capsys, *args, str(good), str(cut))
+        assert code == 2
+        assert out.count("\n") == expected_rows + header > header
+
+
 def test_corrupt_gzip(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     bad = tmp_path / "bad.log.gz"
     bad.write_bytes(b"\x1f\x8b" + b"this is not deflate data at all" * 10)

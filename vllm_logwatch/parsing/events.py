@@ -644,7 +644,7 @@ _STATS_VALUES = attrgetter(*STATS_COLUMNS)
 
 def stats_row(e: EngineStats) -> list[Any]:
     """The CSV row of a stats record, in `STATS_COLUMNS` order (None for an empty cell; numbers as `finite`
-    gives them, its test inlined: a call per cell was a fifth of a `parse --csv` row's time)."""
+    gives them, its test inlined: `parse --csv` makes a row per stats line)."""
     (time, file, line, engine, prompt, generation, running, waiting, swapped, gpu_kv, cpu_kv, prefix,
      prefix_cpu, mm, extra) = _STATS_VALUES(e)
     return [

@@ -79,8 +79,8 @@ _HOURS: dict[tuple[Any, ...], tuple[str, str]] = {}
 
 
 def iso_time(t: datetime) -> str:
-    """`t.isoformat()`; the text of a whole second's hour (its date, hour and UTC offset) is made once,
-    as a CSV or JSON row per stats line would spend a third of its time on it.
+    """`t.isoformat()`, the text of a whole second's hour (its date, hour and UTC offset) made once for
+    all its rows (`parse --csv` and `--jsonl` write one per stats line).
 
     >>> iso_time(datetime(2026, 11, 29, 19, 24, 5, tzinfo=timezone.utc))
     '2026-11-29T19:24:05+00:00'

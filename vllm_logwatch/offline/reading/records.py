@@ -30,7 +30,7 @@ from .stream import ScanStats
 
 __all__ = ["source_records"]
 
-_MINUTE_SECOND = {"%02d:%02d" % divmod(k, 60): timedelta(seconds=k) for k in range(3600)}
+_MINUTE_SECOND = {f"{k // 60:02d}:{k % 60:02d}": timedelta(seconds=k) for k in range(3600)}
 """A stamp's `MM:SS` -> the time since its hour's start."""
 _WORDS = {b"INFO": "INFO", b"DEBUG": "DEBUG", b"GPU": "GPU", b"CPU": "CPU"}
 """A row's level and device as text (any other device is decoded)."""

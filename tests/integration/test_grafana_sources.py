@@ -51,9 +51,11 @@ def test_source_variables_select_a_pod_and_all_keeps_unlabelled_series(tmp_path:
         path = tmp_path / "prometheus.yml"
         path.write_text(yaml.safe_dump(config), encoding="utf-8")
         with serve_prometheus(path, tmp_path) as prom:
-            def read_by_both() -> bool:
+            def read_by_both() -> bool:  # and scraped twice since (a rate needs two samples of each)
                 found = prom.query("vllm_logwatch_requests_running")
-                return {r["metric"]["instance"] for r in found} == {pod.address, host.address}
+                twice = prom.query('count_over_time(vllm_logwatch_requests_running[1m]) >= 3')
+                return ({r["metric"]["instance"] for r in found} == {pod.address, host.address}
+                        == {r["metric"]["instance"] for r in twice})
 
             poll_until(read_by_both, 60, "Prometheus to scrape both exporters' stats")
             both = f"({pod.address}|{host.address})".replace(".", "\\\\.")

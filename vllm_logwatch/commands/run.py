@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
+from ..exporting.families import WithLabels
 
 if TYPE_CHECKING:
     from ..config import RunSettings
@@ -80,7 +81,7 @@ def run_run(
     registry = CollectorRegistry()
     metrics.register(registry)
     if records is not None:
-        registry.register(records)
+        registry.register(WithLabels(records, settings.labels))
         records.start()
     feeder = LineFeeder(metrics, resolve_zone(settings.tz), facts=masked(command_facts(command)),
                         records=records.put if records is not None else None)
@@ -108,7 +109,7 @@ def run_run(
         }
 
     web = settings.web_config
-    app = create_app(registry, status, history=history, web=web)
+    app = create_app(registry, status, history=history, web=web, labels=settings.labels)
     server = http_server(app, web)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="logwatch-http",
                               daemon=True)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from ..errors import EXIT_OK, UsageError
+from ..exporting.families import WithLabels
 from ..exporting.history import History
 from ..following.layouts import SOURCE_LABELS, source_name
 from ..following.statefile import MAX_STATE_BYTES
@@ -90,7 +91,7 @@ def run_watch(
     registry = CollectorRegistry()
     pipeline.register(registry)
     if records is not None:
-        registry.register(records)
+        registry.register(WithLabels(records, settings.labels))
         records.start()
     web = settings.web_config
     status = pipeline.status
@@ -100,7 +101,7 @@ def run_watch(
         def status() -> dict[str, Any]:
             return {**pipeline.status(), **more()}
 
-    app = create_app(registry, status, pipeline.healthy, history, web=web)
+    app = create_app(registry, status, pipeline.healthy, history, web=web, labels=settings.labels)
     port = sock.getsockname()[1]
     url = url_of(settings.listen, port, scheme=web.scheme if web is not None else "http")
     if stream:

@@ -6,7 +6,8 @@ exposition is stable from scrape to scrape.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Protocol
 
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -18,7 +19,7 @@ from prometheus_client.core import (
 
 from .catalogue import METRICS, PREFIX, MetricSpec
 
-__all__ = ["Families", "new_family"]
+__all__ = ["Families", "WithLabels", "new_family"]
 
 _SPECS: dict[str, MetricSpec] = {m.name[len(PREFIX):]: m for m in METRICS}
 
@@ -70,3 +71,21 @@ class Families:
 
     def families(self) -> list[Metric]:
         return [self._by_name[m.name] for m in METRICS if m.name in self._by_name]
+
+
+class _Collector(Protocol):
+    def collect(self) -> Iterable[Metric]: ...
+
+
+class WithLabels:
+    """A collector's families with the exporter's constant labels (`--label`) on every sample: the
+    collectors outside `ExporterMetrics` (the record stream's counters, the HTTP server's)."""
+
+    def __init__(self, collector: _Collector, labels: Mapping[str, str]) -> None:
+        self.collector, self.labels = collector, dict(labels)
+
+    def collect(self) -> Iterator[Metric]:
+        for family in self.collector.collect():
+            if self.labels:
+                family.samples = [s._replace(labels={**s.labels, **self.labels}) for s in family.samples]
+            yield family

@@ -39,7 +39,7 @@ import os
 import signal
 import socket
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
@@ -51,6 +51,7 @@ from prometheus_client.registry import CollectorRegistry
 
 from ..errors import InputError, UsageError
 from ..exporting import catalogue
+from ..exporting.families import WithLabels
 from ..exporting.history import History
 from .accepterrors import ACCEPT_ERRORS
 from .assets import static_files
@@ -87,11 +88,13 @@ def create_app(
     history: History | None = None,
     *,
     web: WebConfig | None = None,
+    labels: Mapping[str, str] | None = None,
 ) -> FastAPI:
     """The exporter's HTTP app: `/metrics` from `registry`, `/api/v1/status` and the page at `/` from
     `status()`, `/healthz` from `health()` (always healthy when None), `/api/v1/history` from
     `history` (empty when None). With `web`, its basic auth guards every path and its headers are
-    on every response (TLS is the server's: `uvicorn_config`).
+    on every response (TLS is the server's: `uvicorn_config`). `labels`: the exporter's `--label`s, on
+    the server's own series too.
 
     >>> app = create_app(CollectorRegistry(), lambda: {"engines": {}})
     >>> sorted(route.path for route in app.routes)
@@ -149,7 +152,7 @@ def create_app(
             return Response(status_code=304, headers=headers)
         return Response(found.body, media_type=found.media_type, headers=headers)
 
-    _count_invalid_requests(registry)
+    _count_invalid_requests(registry, labels or {})
     if web is not None and (web.basic_auth_users or web.headers):
         from .basicauth import BasicAuth
 
@@ -183,12 +186,12 @@ class _InvalidRequests(logging.Filter):
 _INVALID = _InvalidRequests()
 
 
-def _count_invalid_requests(registry: CollectorRegistry) -> None:
+def _count_invalid_requests(registry: CollectorRegistry, labels: Mapping[str, str]) -> None:
     """uvicorn's warning for each malformed request into a counter of `registry` (one filter per process)."""
     logger = logging.getLogger("uvicorn.error")
     if _INVALID not in logger.filters:
         logger.addFilter(_INVALID)
-    registry.register(_INVALID)
+    registry.register(WithLabels(_INVALID, labels))
 
 
 _UNAUTHORIZED = b"Unauthorized\n"

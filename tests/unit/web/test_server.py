@@ -200,3 +200,19 @@ def test_known_leaks(
         bodies = _bodies(watch)
     for where, body in bodies.items():
         assert NEEDLE not in body.lower(), f"planted text in {where}"
+
+
+def test_the_servers_own_series_carry_the_exporters_labels() -> None:
+    """`--label` is on every series: the HTTP server's counter and the record stream's were without it
+    (a pod's invalid requests matched no pod in the dashboard)."""
+    from prometheus_client import generate_latest
+
+    from vllm_logwatch.exporting.families import WithLabels
+    from vllm_logwatch.live.records import RecordStream
+
+    registry = CollectorRegistry()
+    create_app(registry, lambda: {"engines": {}}, labels={"pod": "vllm-0"})
+    registry.register(WithLabels(RecordStream("-"), {"pod": "vllm-0"}))
+    text = generate_latest(registry).decode()
+    for family in ("http_invalid_requests", "records_written", "records_dropped"):
+        assert f'vllm_logwatch_{family}_total{{pod="vllm-0"}} ' in text, text

@@ -57,9 +57,9 @@ TABLE_COLUMNS: dict[str, str] = {
     "tables says which",
     "TBT ms": "time between a stream's tokens: 1000 / per-req tok/s (Little's law), the speed-test "
     "matrix's figure; it holds scheduling, output processing and the front end; from running it also "
-    "holds each request's wait for its first token spread over its tokens, which a benchmark's mean ITL "
-    "and the iteration lines' cadence leave out (measured against vllm bench serve and vLLM's /metrics: "
-    "docs/offline.md)",
+    "holds each request's wait for its first token after its scheduling and, running being an instant, "
+    "streams out of the server part of an interval, which a benchmark's mean ITL and the iteration lines' "
+    "cadence leave out (measured against vllm bench serve and vLLM's /metrics: docs/offline.md)",
     "prompt tok/s": "median prompt throughput",
     "KV %": "median KV cache usage",
     "waiting %": "share of the row's intervals with requests waiting",

@@ -9,8 +9,11 @@ sum(generation tok/s), scheduling, output processing and the front end included.
   requests (`offline/summary/groups.py`): the cadence of a stream's tokens, without a request's wait for
   its first token, as a benchmark's ITL;
 * elsewhere its Running count, over the decode-dominated intervals only (generation tok/s at least
-  `DECODE_MIN_SHARE` of the prompt tok/s). An instant, which also counts the requests still waiting for
-  their first token: higher than a benchmark's ITL by about TTFT / output tokens.
+  `DECODE_MIN_SHARE` of the prompt tok/s). It counts a request's wait for its first token after its
+  scheduling (at most vLLM's TTFT / output tokens), and, an instant, the streams a client holds while
+  they are out of the server for part of the interval: 2-13% above vLLM's own ITL on real runs, and no
+  correction from the stats lines alone is sound (docs/offline.md, "Why the figure from `Running` is
+  high", gives the figures and what each term is).
 
 `Tbt.source` says which (`TbtFrom`); the text and Markdown say it beside the figure (`tbt_note`).
 """

@@ -1,5 +1,5 @@
 """2,000 sources under a limit of 1,024 descriptors (soft and hard: raising it cannot help): the watch
-keeps at most half the limit of log files open (`following/descriptors.py`), so `/metrics` and
+keeps at most half the limit of log files open (`following/many.py`), so `/metrics` and
 `/healthz` answer throughout, every line is read, and stderr stays quiet."""
 
 from __future__ import annotations

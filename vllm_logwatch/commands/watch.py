@@ -21,9 +21,8 @@ from typing import TYPE_CHECKING, Any, cast
 from ..errors import EXIT_OK, UsageError
 from ..exporting.families import WithLabels
 from ..exporting.history import History
-from ..following.layouts import SOURCE_LABELS, source_name
+from ..following.layouts import SOURCE_LABELS, has_magic, source_name
 from ..following.statefile import MAX_STATE_BYTES
-from ..following.targets import has_magic
 from ..web.server import EXIT_SIGINT, bind_socket, create_app, serve, url_of
 from ..web.webconfig import WebConfig
 
@@ -243,8 +242,7 @@ def _holds_many(folder: str, pattern: str) -> bool:
 
 
 def _many(settings: WatchSettings) -> ManyFollower:
-    from ..following.descriptors import open_files_budget, raise_open_files_limit
-    from ..following.many import ManyFollower
+    from ..following.many import ManyFollower, open_files_budget, raise_open_files_limit
 
     limit = raise_open_files_limit()
     open_files = open_files_budget(limit)

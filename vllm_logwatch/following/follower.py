@@ -4,7 +4,7 @@ How, and why (docs/design.md, "Following files"; google/mtail's ``filestream.go`
 ``stat`` is the truth and notifications only a hint (``wakers.py``); at end of file another
 ``(st_dev, st_ino)`` at the path is a rotation, a size below our offset or a changed head a
 copytruncate (read again from 0), a missing path is waited for. A folder target follows the newest
-launch file (``targets.py``). Reads are framed into blocks of complete lines (``openfile.py``),
+launch file (``layouts.py``). Reads are framed into blocks of complete lines (``openfile.py``),
 handed out by ``poll_blocks()``; the state file (``statefile.py``) records the offset after the last
 line handed out: the pipeline writes each poll's ``checkpoint()`` before a scrape may show its lines
 (``live/statekeeper.py``).
@@ -19,11 +19,20 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..parsing.framing import MAX_LINE_BYTES
-from .openfile import FollowerStats, LineBlock, OpenFile, open_log, place_of, read_at
-from .parking import Parked, park_file, reopen
+from .layouts import Candidate, LaunchFiles
+from .openfile import (
+    FollowerStats,
+    LineBlock,
+    OpenFile,
+    Parked,
+    open_log,
+    park_file,
+    place_of,
+    read_at,
+    reopen,
+)
 from .source import OneSource, Start, deliver
 from .statefile import Checkpoint, Position, SavedState, StateFile, describe, position_of, resume_at
-from .targets import Candidate, LaunchFiles
 from .wakers import Waker, own_waker
 
 __all__ = ["Checkpoint", "Follower", "FollowerStats", "LineBlock"]
@@ -66,7 +75,7 @@ class Follower(OneSource):
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._cur: OpenFile | None = None
-        self._parked: Parked | None = None  # the descriptor closed, the place kept (`parking.py`)
+        self._parked: Parked | None = None  # the descriptor closed, the place kept (`openfile.py`)
         self._begun = self._more = self._waiting_for_path = self._closed = False
         self._saved: SavedState | None = saved
         self._budget = 0
@@ -85,7 +94,7 @@ class Follower(OneSource):
         return self._cur is not None and self._parked is None
 
     def park(self) -> bool:
-        """Close the descriptor, keeping the place (`parking.py`); True if one was closed."""
+        """Close the descriptor, keeping the place (`openfile.py`); True if one was closed."""
         with self._lock:
             if self._cur is None or self._parked is not None or self._closed:
                 return False

@@ -5,37 +5,88 @@ by a lister: it follows launches, rotations and restarts as a one-source watch d
 this one thread: nothing per idle source beyond a `stat()` when it is polled. Polled: a source whose
 folder had a file event since the last poll (the waker says which folders); every source at the backstop (each
 poll interval while notifications are not known to work, else `rescan_seconds`). At most `open_files`
-sources (those polled last) keep their file open; the others are parked (`parking.py`). The folder is listed
+sources (those polled last) keep their file open; the others are parked (`openfile.py`). The folder is listed
 again when one of its folders gained or lost an entry, and at the backstop. One poll reads at most
 `poll_bytes` over all sources, in turn. Beyond `max_sources`, sources are still read, under the labels
 `_folded`. A source whose files are all gone keeps its series for `grace` seconds, then is dropped
-(`take_dropped`). The state file holds every source's position (`sourcestate.py`), all in one write.
+(`take_dropped`). The state file holds every source's position (`statefile.py`), all in one write.
+
+How many files may be kept open: the soft limit on descriptors is raised to the hard one, then half of
+it (at most `MAX_OPEN_FILES`) is kept for log files, the rest for the server's sockets, the state file,
+file notifications and Python's own. A thousand sources with a file open each would exhaust the default
+soft limit of 1024: the server could no longer accept a connection.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import resource
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, Protocol, TypeVar
 
 from .follower import Follower
 from .layouts import Found, SourceKey, detect_layout, discover, folded_key, sources_now
 from .openfile import FollowerStats, LineBlock
-from .parking import OpenFiles
 from .source import Start, deliver
-from .sourcestate import read_sources, save_spacing, write_sources
-from .statefile import Checkpoint, Position, SavedState, SourcesState, StateError, StateFile, describe
+from .statefile import (
+    Checkpoint,
+    Position,
+    SavedState,
+    SourcesState,
+    StateError,
+    StateFile,
+    describe,
+    read_sources,
+    save_spacing,
+    write_sources,
+)
 from .wakers import Waker, own_waker
 
-__all__ = ["ManyFollower"]
+__all__ = ["MAX_OPEN_FILES", "MIN_OPEN_FILES", "ManyFollower", "open_files_budget", "raise_open_files_limit"]
 
 RESCAN_SECONDS = 10.0
 _SUMMED = ("lines", "bytes", "rotations", "truncations", "read_errors", "lines_cut", "files_opened",
            "file_switches", "state_errors")
+
+
+K = TypeVar("K", bound=Hashable)
+
+
+class _Parkable(Protocol):
+    @property
+    def is_open(self) -> bool: ...
+
+    def park(self) -> bool: ...
+
+
+class OpenFiles(Generic[K]):
+    """The followers that hold a file open, the one polled longest ago first: past `most`, it is parked."""
+
+    def __init__(self, most: int) -> None:
+        self.most = max(1, most)
+        self._open: OrderedDict[K, _Parkable] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._open)
+
+    def polled(self, key: K, follower: _Parkable) -> None:
+        """`follower` (of source `key`) was just polled."""
+        if not follower.is_open:
+            self._open.pop(key, None)
+            return
+        self._open[key] = follower
+        self._open.move_to_end(key)
+        while len(self._open) > self.most:
+            _, oldest = self._open.popitem(last=False)
+            oldest.park()
+
+    def forget(self, key: K) -> None:
+        self._open.pop(key, None)
 
 
 @dataclass
@@ -175,7 +226,7 @@ class ManyFollower:
         self._state_bytes = write_sources(self.state_file, state, extra)
 
     def save_interval(self) -> float:
-        """Seconds the pipeline's state writes are at least apart (`sourcestate.save_spacing`)."""
+        """Seconds the pipeline's state writes are at least apart (`statefile.save_spacing`)."""
         return save_spacing(self._state_bytes)
 
     def status(self) -> dict[str, Any]:
@@ -407,3 +458,31 @@ def _brief(key: SourceKey, source: _Source) -> dict[str, Any]:
     status = source.follower.status()
     return {"labels": dict(key), "folded": source.folded, "path": status["path"], "offset": status["offset"],
             "start_offset": status["start_offset"]}
+
+
+MAX_OPEN_FILES = 4096
+MIN_OPEN_FILES = 16
+
+
+def raise_open_files_limit() -> int:
+    """Raise the soft RLIMIT_NOFILE to the hard limit (when it can be raised); the soft limit then."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != soft:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        except (ValueError, OSError):  # an infinite hard limit above the kernel's nr_open, a sandbox
+            pass
+    return soft
+
+
+def open_files_budget(limit: int) -> int:
+    """The log files a watch keeps open under a limit of `limit` descriptors: half of it, between
+    `MIN_OPEN_FILES` and `MAX_OPEN_FILES`.
+
+    >>> open_files_budget(1024), open_files_budget(1 << 20), open_files_budget(resource.RLIM_INFINITY)
+    (512, 4096, 4096)
+    """
+    if limit == resource.RLIM_INFINITY or limit < 0:
+        return MAX_OPEN_FILES
+    return max(MIN_OPEN_FILES, min(MAX_OPEN_FILES, limit // 2))

@@ -9,7 +9,7 @@ thread of its own (`start`) writes the pending position without the gate, so the
 for a disk, at most `save_interval` after the previous write: the file is never more than about that
 behind the applied lines. Writes, whoever makes them, are at least `save_interval` apart (a scrape
 that finds the file behind waits its turn, holding the gate), so at most ten a second by default (a
-many-source state file: fewer as it grows, `following/sourcestate.py`). A
+many-source state file: fewer as it grows, `following/statefile.py`). A
 `kill -9` between an apply and its write loses nothing: no scrape saw those lines, and the restart
 reads them again. If the state file cannot be written, scrapes are answered anyway (the guarantee
 cannot hold then) and the failure is counted by the follower; it is retried every `save_retry`.

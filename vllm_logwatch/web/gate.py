@@ -17,7 +17,7 @@ public calls (`add_reader`, `connect_accepted_socket`), and uvicorn's h11 protoc
 tells the gate when a connection waits for a request head and when it closes:
 
 * At most `max_connections(limit)` connections under a limit of `limit` descriptors: the half the log
-  files leave (`following/descriptors.py`), less `RESERVE` for the rest of the process. At the cap a
+  files leave (`following/many.py`), less `RESERVE` for the rest of the process. At the cap a
   new connection closes the one that has waited longest for a request head; when every one is being
   answered, accepting pauses (the kernel queues the newcomers) until one closes.
 * A request head must be complete `HEAD_TIMEOUT` seconds after the connection opened (after a TLS

@@ -1,4 +1,4 @@
-"""Which file the follower reads (following/targets.py), on real files; test_tail.py covers it
+"""Which file the follower reads (following/layouts.py), on real files; test_tail.py covers it
 through the follower."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from vllm_logwatch.following.targets import LaunchFiles, candidate, has_magic
+from vllm_logwatch.following.layouts import LaunchFiles, candidate, has_magic
 
 
 def _file(path: Path, mtime: int, text: str = "x\n") -> Path:

@@ -1,6 +1,6 @@
-"""The many-source state file is bounded when written as when read (`sourcestate.py`): the largest state
+"""The many-source state file is bounded when written as when read (`statefile.py`): the largest state
 it writes is read back at the restart; one that would not fit is not written (counted), the last one
-written is kept. Its writes are spaced by its size (`sourcestate.save_spacing`), 0.1 s to 1 s apart,
+written is kept. Its writes are spaced by its size (`statefile.save_spacing`), 0.1 s to 1 s apart,
 scrapes included."""
 
 from __future__ import annotations
@@ -15,20 +15,18 @@ from podtree import pod, write
 from vllm_logwatch.commands.watch import _check_state_file
 from vllm_logwatch.exporting.exporter import ExporterMetrics
 from vllm_logwatch.following.many import ManyFollower
-from vllm_logwatch.following.sourcestate import (
+from vllm_logwatch.following.statefile import (
+    MAX_STATE_BYTES,
     SAVE_BYTES_PER_SECOND,
     SAVE_SECONDS_MAX,
     SAVE_SECONDS_MIN,
-    encode_sources,
-    read_sources,
-    write_sources,
-)
-from vllm_logwatch.following.statefile import (
-    MAX_STATE_BYTES,
     Checkpoint,
     SavedState,
     SourcesState,
     StateError,
+    encode_sources,
+    read_sources,
+    write_sources,
 )
 from vllm_logwatch.live.pipeline import Pipeline
 

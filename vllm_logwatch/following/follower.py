@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -31,9 +30,9 @@ from .openfile import (
     read_at,
     reopen,
 )
-from .source import OneSource, Start, deliver
+from .source import LineSource, Start
 from .statefile import Checkpoint, Position, SavedState, StateFile, describe, position_of, resume_at
-from .wakers import Waker, own_waker
+from .wakers import Waker
 
 __all__ = ["Checkpoint", "Follower", "FollowerStats", "LineBlock"]
 
@@ -42,16 +41,12 @@ MAX_POLL_BYTES = 16 << 20  # per poll: a huge backlog must not starve the caller
 _MAX_HOPS = 8  # file changes handled in one poll; the rest waits for the next one
 
 
-class Follower(OneSource):
+class Follower(LineSource):
     """Follows ``target`` (a file, a folder, or a glob) and hands out blocks of complete lines.
 
-    ``poll_blocks()`` is one non-blocking step, ``run_blocks()`` loops until ``stop()``. Start position
-    of the first file: its end (only new lines), or its start with ``from_start=True``, or where a
-    matching state file says. Every file that appears later is new and read from its start. Errors are
-    counted in ``stats`` and shown in ``stats.last_error``; they are never raised.
+    Start position of the first file: its end (only new lines), or its start with ``from_start=True``,
+    or where a matching state file says. Every file that appears later is new and read from its start.
     """
-
-    ended = False  # a file never ends: it may grow (``following.source.LineSource``)
 
     def __init__(
         self, target: str, *, pattern: str = "*.log", from_start: bool = False,
@@ -65,22 +60,15 @@ class Follower(OneSource):
         (``target`` names it)."""
         if max_line_bytes < 1:
             raise ValueError(f"max_line_bytes must be at least 1, got {max_line_bytes}")
-        if poll_interval <= 0:
-            raise ValueError(f"poll_interval must be positive, got {poll_interval}")
+        super().__init__(poll_interval, poll_bytes, waker)
         self.state_file = os.path.abspath(state_file) if state_file else None
         self._files = LaunchFiles(target, pattern, self.state_file, self._error, lister)
-        self.from_start, self.max_line_bytes, self.poll_interval = from_start, max_line_bytes, poll_interval
-        self.stats = FollowerStats()
-        self._waker, self._owns_waker = waker, False
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
+        self.from_start, self.max_line_bytes, self.read_bytes = from_start, max_line_bytes, read_bytes
         self._cur: OpenFile | None = None
         self._parked: Parked | None = None  # the descriptor closed, the place kept (`openfile.py`)
-        self._begun = self._more = self._waiting_for_path = self._closed = False
+        self._begun = self._more = self._waiting_for_path = False
         self._saved: SavedState | None = saved
         self._budget = 0
-        self.poll_bytes, self.read_bytes = poll_bytes, read_bytes
-        self._checkpoint = Checkpoint(None, 0, 0)
         self._state = StateFile(self.state_file, self.stats) if self.state_file else None
 
     @property
@@ -101,8 +89,7 @@ class Follower(OneSource):
             self._parked = park_file(self._cur, self._files.listed())
             return self._parked is not None
 
-    @property
-    def more(self) -> bool:  # the last poll stopped at its budget (or a storm of file changes)
+    def more(self) -> bool:
         return self._more
 
     @property
@@ -111,11 +98,7 @@ class Follower(OneSource):
         return self._files.mode
 
     def poll_blocks(self) -> list[LineBlock]:
-        """Read what is new (at most ``poll_bytes``) and return its complete
-        lines, in order, in blocks (about one a read).
-
-        Never blocks on a writer and never raises for I/O: errors are counted and retried next time.
-        """
+        """About one block a read; never blocks on a writer, errors are retried at the next poll."""
         out: list[LineBlock] = []
         with self._lock:
             if self._closed:
@@ -137,39 +120,9 @@ class Follower(OneSource):
                 self._waker.watch(self._files.watch_dirs())
         return out
 
-    def checkpoint(self) -> Checkpoint:
-        """The position just after the lines the last poll returned (and the totals then): take it
-        once those lines are handled, before polling again, and writing it records exactly them."""
-        return self._checkpoint
-
     def write_checkpoint(self, state: Position, extra: Mapping[str, object] | None = None) -> bool:
-        """Write ``state`` (from ``checkpoint()``) to the state file, with `extra`'s keys, atomically, from
-        any thread; True if written. Errors are counted in ``stats.state_errors``, never raised."""
         assert isinstance(state, SavedState)
         return self._state is not None and self._state.write(state, extra)
-
-    def run_blocks(
-        self, on_blocks: Callable[[list[LineBlock]], None], stop: threading.Event | None = None, *,
-        on_poll: Callable[[], None] | None = None,
-    ) -> None:
-        """Poll and deliver until ``stop()`` or ``stop`` is set. ``on_poll()`` follows every poll (after
-        ``on_blocks``): the moment to take ``checkpoint()``. Without an injected waker, a
-        ``WatchdogWaker(poll_interval)`` is made here (and closed by ``close()``). Exceptions from
-        ``on_blocks`` and ``on_poll`` propagate."""
-        waker, owned = own_waker(self._waker, self.poll_interval)
-        self._waker, self._owns_waker = waker, self._owns_waker or owned
-
-        def stopping() -> bool:
-            return self._stop.is_set() or (stop is not None and stop.is_set())
-
-        deliver(self.poll_blocks, on_blocks, on_poll, stopping, lambda: self._more, waker.wait,
-                self.poll_interval)
-
-    def stop(self) -> None:
-        """Make ``run_blocks()`` return soon; safe to call from any thread."""
-        self._stop.set()
-        if self._waker is not None:
-            self._waker.wake()
 
     def starts(self) -> list[Start] | None:
         """Where reading began in the file open now (None: none open yet; []: ``from_start``)."""
@@ -187,18 +140,10 @@ class Follower(OneSource):
             "stats": dataclasses.asdict(self.stats),
         }
 
-    def close(self) -> None:
-        """Stop ``run_blocks()``, close the file and the waker we made. Idempotent."""
-        self.stop()
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            if self._cur is not None and self._parked is None:
-                os.close(self._cur.fd)
-                self._cur = None
-        if self._owns_waker and self._waker is not None:
-            self._waker.close()
+    def _release(self) -> None:
+        if self._cur is not None and self._parked is None:
+            os.close(self._cur.fd)
+            self._cur = None
 
     # -- one step ----------------------------------------------------------------------------------
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import resource
-import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Mapping
@@ -32,7 +31,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from .follower import Follower
 from .layouts import Found, SourceKey, detect_layout, discover, folded_key, sources_now
 from .openfile import FollowerStats, LineBlock
-from .source import Start, deliver
+from .source import LineSource, Start
 from .statefile import (
     Checkpoint,
     Position,
@@ -45,7 +44,7 @@ from .statefile import (
     save_spacing,
     write_sources,
 )
-from .wakers import Waker, own_waker
+from .wakers import Waker
 
 __all__ = ["MAX_OPEN_FILES", "MIN_OPEN_FILES", "ManyFollower", "open_files_budget", "raise_open_files_limit"]
 
@@ -96,13 +95,11 @@ class _Source:
     folded: bool
 
 
-class ManyFollower:
-    """The sources of the folder `target` (`layout`: scripts, pods, docker, or auto), as one `LineSource`.
+class ManyFollower(LineSource):
+    """The sources of the folder `target` (`layout`: scripts, pods, docker, or auto), as one source.
 
     Blocks carry their source's labels in `LineBlock.key`; `labels_of(key)` gives the labels its series
-    get (the folded ones beyond the cap). Errors are counted, never raised."""
-
-    ended = False
+    get (the folded ones beyond the cap). Its own `stats` count listing and state file errors."""
 
     def __init__(
         self, target: str, *, layout: str = "auto", pattern: str = "*.log", select: Iterable[str] = (),
@@ -117,18 +114,12 @@ class ManyFollower:
         self.max_sources = max_sources
         self.grace = grace
         self.from_start = from_start
+        super().__init__(poll_interval, poll_bytes, waker)
         self.state_file = os.path.abspath(state_file) if state_file else None
-        self.poll_interval = poll_interval
         self.rescan_seconds = rescan_seconds
-        self.poll_bytes = poll_bytes
         self._open: OpenFiles[SourceKey] = OpenFiles(open_files)
         self._state_bytes = 0  # the size of the last state written
-        self.own = FollowerStats()  # the watch's own: listing and state file errors
         self._clock = clock
-        self._waker = waker
-        self._owns_waker = False
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
         self._sources: dict[SourceKey, _Source] = {}
         self._found: dict[SourceKey, Found] = {}
         self._listed: set[str] = {self.target}
@@ -140,10 +131,8 @@ class ManyFollower:
         self._due: set[SourceKey] = set()
         self._turn = 0
         self._begun = False
-        self._closed = False
         self._last_sweep = float("-inf")
         self._last_listing = float("-inf")
-        self._checkpoint = Checkpoint(None, 0, 0)  # nothing to write before the first poll
         self._parts: dict[SourceKey, Checkpoint] = {}  # each source's checkpoint after its last poll
         self._keys: list[SourceKey] = []  # the sources in order
         self._by_dir: dict[str, list[SourceKey]] = {}  # which sources a folder's files belong to
@@ -153,7 +142,7 @@ class ManyFollower:
         self._watch_due = True
         self._checkpoint_due = False
         self._relist_due = False
-        self._state = StateFile(self.state_file, self.own) if self.state_file else None
+        self._state = StateFile(self.state_file, self._stats) if self.state_file else None
 
     # -- what the pipeline reads ------------------------------------------------------------------
 
@@ -164,15 +153,15 @@ class ManyFollower:
     @property
     def stats(self) -> FollowerStats:
         """The totals over every source (kept as the sources are polled), and the watch's own errors."""
-        total = dataclasses.replace(self.own)
+        total = dataclasses.replace(self._stats)
         for name in _SUMMED:
             setattr(total, name, getattr(total, name) + self._totals[name])
-        total.last_error = self._last_error or self.own.last_error
+        total.last_error = self._last_error or self._stats.last_error
         return total
 
     def source_stats(self) -> tuple[FollowerStats, dict[SourceKey, FollowerStats]]:
         """The watch's own counters (listing and state file errors), and each source's."""
-        return self.own, {key: source.follower.stats for key, source in list(self._sources.items())}
+        return self._stats, {key: source.follower.stats for key, source in list(self._sources.items())}
 
     def starts(self) -> list[Start] | None:
         """Where each followed source began reading, once every source due was read to its end (None
@@ -212,9 +201,6 @@ class ManyFollower:
             dropped, self._dropped = self._dropped, []
         return dropped
 
-    def checkpoint(self) -> Checkpoint:
-        return self._checkpoint
-
     def write_checkpoint(self, state: Position, extra: Mapping[str, object] | None = None) -> bool:
         """Write every source's position (from `checkpoint()`) at once, and `extra`'s keys; errors
         counted, never raised."""
@@ -252,11 +238,11 @@ class ManyFollower:
             now = self._clock()
             if not self._begun:
                 self._begin()
-            told = self._changed()
+            told = None if self._waker is None else self._waker.take_changed()  # None: not known
             changed = None if told is None else told[0]
             backstop = self.poll_interval if told is None else max(self.rescan_seconds, self.poll_interval)
             full = now - self._last_sweep >= backstop
-            if full or self._relist_due or (told is not None and told[1] & self._listed_dirs()):
+            if full or self._relist_due or (told is not None and told[1] & self._listed):
                 self._relist(now)
             if full:
                 self._last_sweep = now
@@ -275,12 +261,8 @@ class ManyFollower:
                 self._watch_due = False
                 self._relist_due = True
                 if self._waker is not None:
-                    self._waker.watch(sorted(self._listed_dirs()))
+                    self._waker.watch(sorted(self._listed))
         return out
-
-    def _changed(self) -> tuple[set[str], set[str]] | None:
-        """(folders with events, those of them whose entries changed), or None: not known."""
-        return None if self._waker is None else self._waker.take_changed()
 
     def _read_due(self, out: list[LineBlock]) -> bool:
         """Poll the sources due, in turn, within the budget; whether a source's position moved."""
@@ -301,7 +283,7 @@ class ManyFollower:
             blocks = follower.poll_blocks()
             budget -= follower.stats.bytes - before
             out.extend(dataclasses.replace(block, key=key) for block in blocks)
-            if not follower.more:
+            if not follower.more():
                 self._due.discard(key)
             part = self._part(key, follower)
             if part != self._parts.get(key):
@@ -342,13 +324,13 @@ class ManyFollower:
                 self._resumed = saved is not None
                 self._saved = saved or {}
             except StateError as exc:
-                self.own.state_errors += 1
-                self.own.last_state_error = str(exc)
+                self._stats.state_errors += 1
+                self._stats.last_state_error = str(exc)
         self._relist(self._clock(), first=True)
 
     def _on_error(self, exc: OSError, path: str) -> None:
-        self.own.read_errors += 1
-        self.own.last_error = describe(exc, path)
+        self._stats.read_errors += 1
+        self._stats.last_error = describe(exc, path)
 
     def _relist(self, now: float, *, first: bool = False) -> None:
         """List the folder again: new sources get a follower, vanished ones start their grace."""
@@ -414,43 +396,20 @@ class ManyFollower:
         self._due.discard(key)
         self._dropped.append(key)
 
-    def _listed_dirs(self) -> set[str]:
-        """The folders whose entries make the listing (the target, each pod's and container's, each
-        Docker container's), as the last listing found them."""
-        return self._listed
-
     # -- life cycle -------------------------------------------------------------------------------
 
-    def run_blocks(
-        self, on_blocks: Callable[[list[LineBlock]], None], stop: threading.Event | None = None, *,
-        on_poll: Callable[[], None] | None = None,
-    ) -> None:
-        waker, owned = own_waker(self._waker, self.poll_interval)
-        self._waker, self._owns_waker = waker, self._owns_waker or owned
+    def more(self) -> bool:
+        return bool(self._due) or self._relist_due
+
+    def _waiter(self) -> Callable[[float], object]:
+        wait = super()._waiter()
         with self._lock:
-            self._watch_due = self._watch_due or owned  # polls before this one (`step`) had no waker to tell
+            self._watch_due = self._watch_due or self._owns_waker  # earlier polls (`step`) had no waker
+        return wait
 
-        def stopping() -> bool:
-            return self._stop.is_set() or (stop is not None and stop.is_set())
-
-        deliver(self.poll_blocks, on_blocks, on_poll, stopping, lambda: bool(self._due) or self._relist_due,
-                waker.wait, self.poll_interval)
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._waker is not None:
-            self._waker.wake()
-
-    def close(self) -> None:
-        self.stop()
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            for source in self._sources.values():
-                source.follower.close()
-        if self._owns_waker and self._waker is not None:
-            self._waker.close()
+    def _release(self) -> None:
+        for source in self._sources.values():
+            source.follower.close()
 
 
 def _brief(key: SourceKey, source: _Source) -> dict[str, Any]:

@@ -1,111 +1,150 @@
 """What the live pipeline needs of a source of lines: the `Follower` (files, folders, globs), the
-`StreamSource` (standard input, a named pipe) and the `ManyFollower` (a folder's many sources) all are
-one, so `live/pipeline.py` has one path and calls each method directly."""
+`StreamSource` (standard input, a named pipe) and the `ManyFollower` (a folder's many sources) are all
+a `LineSource`, so `live/pipeline.py` has one path and calls each method directly. The run loop, `stop`
+and `close` are the same for the three; the methods that tell many sources apart are a source of one's
+here (key `()`, no counts, nothing dropped), and the many-source follower has its own."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Any
 
 from .layouts import SourceKey
 from .openfile import FollowerStats, LineBlock
 from .statefile import Checkpoint, Position
-
-__all__ = ["SAVE_INTERVAL", "LineSource", "OneSource", "Start", "deliver"]
+from .wakers import Waker, own_waker
 
 SAVE_INTERVAL = 0.1  # at most ten state writes a second; the file is never longer than this behind
 Start = tuple[SourceKey, str, int]
 """A source's labels, the file it reads, and the offset reading began at in it."""
 
 
-class LineSource(Protocol):
+class LineSource:
     """Blocks of complete lines, a position after them, counters and a status; never raises for I/O.
 
     `ended`: nothing more will ever come (a stream's writers are gone); a file never ends, it may grow.
-    The last five methods tell a many-source follower's sources apart; a source of one has them from
-    `OneSource`.
+    Errors are counted in `stats` (`last_error` says the last), never raised.
     """
 
-    state_file: str | None
-    poll_interval: float
-    poll_bytes: int
+    state_file: str | None = None
+
+    def __init__(self, poll_interval: float, poll_bytes: int, waker: Waker | None) -> None:
+        if poll_interval <= 0:
+            raise ValueError(f"poll_interval must be positive, got {poll_interval}")
+        self.poll_interval, self.poll_bytes = poll_interval, poll_bytes
+        self._stats = FollowerStats()
+        self._waker, self._owns_waker = waker, False
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._closed = False
+        self._checkpoint = Checkpoint(None, 0, 0)
 
     @property
-    def stats(self) -> FollowerStats: ...
+    def stats(self) -> FollowerStats:
+        return self._stats
 
     @property
-    def ended(self) -> bool: ...
+    def ended(self) -> bool:
+        return False
 
-    def poll_blocks(self) -> list[LineBlock]: ...
+    def poll_blocks(self) -> list[LineBlock]:
+        """One non-blocking step: what is new (at most `poll_bytes`), in blocks of complete lines."""
+        raise NotImplementedError
 
-    def run_blocks(self, on_blocks: Callable[[list[LineBlock]], None], stop: threading.Event | None = None,
-                   *, on_poll: Callable[[], None] | None = None) -> None: ...
+    def status(self) -> dict[str, Any]:
+        """A snapshot for the status endpoint: what is followed, where, the counters."""
+        raise NotImplementedError
 
-    def checkpoint(self) -> Checkpoint: ...
+    def checkpoint(self) -> Checkpoint:
+        """The position just after the lines the last poll returned (and the totals then): take it
+        once those lines are handled, before polling again, and writing it records exactly them."""
+        return self._checkpoint
 
-    def write_checkpoint(self, state: Position, extra: Mapping[str, object] | None = None) -> bool: ...
+    def write_checkpoint(self, state: Position, extra: Mapping[str, object] | None = None) -> bool:
+        """Write `state` (from `checkpoint()`) to the state file, with `extra`'s keys, atomically, from
+        any thread; True if written. Errors are counted in `stats.state_errors`, never raised."""
+        return False
 
-    def status(self) -> dict[str, Any]: ...
+    def run_blocks(
+        self, on_blocks: Callable[[list[LineBlock]], None], stop: threading.Event | None = None, *,
+        on_poll: Callable[[], None] | None = None,
+    ) -> None:
+        """Poll and hand the blocks over until `stop()` or `stop` is set. `on_poll()` follows every poll
+        (after `on_blocks`): the moment to take `checkpoint()`. A wait (at most the poll interval) only
+        when a poll found nothing and nothing more is known to be there. Without an injected waker, a
+        `WatchdogWaker(poll_interval)` is made here (and closed by `close()`). Exceptions from
+        `on_blocks` and `on_poll` propagate."""
+        wait = self._waiter()
 
-    def stop(self) -> None: ...
+        def stopping() -> bool:
+            return self._stop.is_set() or (stop is not None and stop.is_set())
 
-    def close(self) -> None: ...
+        while not stopping():
+            blocks = self.poll_blocks()
+            if blocks:
+                on_blocks(blocks)
+            if on_poll is not None:
+                on_poll()
+            if stopping():
+                break
+            if not blocks and not self.more():
+                wait(self.poll_interval)
+
+    def _waiter(self) -> Callable[[float], object]:
+        waker, owned = own_waker(self._waker, self.poll_interval)
+        self._waker, self._owns_waker = waker, self._owns_waker or owned
+        return waker.wait
+
+    def more(self) -> bool:
+        """The last poll stopped at its budget (or a storm of file changes): more is there at once."""
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        """Make `run_blocks()` return soon; safe to call from any thread, and after `close()`."""
+        self._stop.set()
+        self._wake()
+
+    def _wake(self) -> None:
+        if self._waker is not None:
+            self._waker.wake()
+
+    def close(self) -> None:
+        """Stop `run_blocks()`, close what is open and the waker made here. Idempotent."""
+        self.stop()
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._release()
+        if self._owns_waker and self._waker is not None:
+            self._waker.close()
+
+    def _release(self) -> None:
+        """Close what is open (the lock is held)."""
 
     def starts(self) -> list[Start] | None:
         """Where each source began reading its file, once known (None: not yet), for its launch's
         start-up facts from before that point (`live/startfacts.py`); [] when read from its start."""
+        return []
 
     def labels_of(self, key: SourceKey) -> SourceKey:
         """The labels the series of source `key` get."""
+        return key
 
     def source_counts(self) -> dict[str, int] | None:
         """The sources by state (followed, folded, gone); None for a source of one."""
+        return None
 
     def source_stats(self) -> tuple[FollowerStats, dict[SourceKey, FollowerStats]] | None:
         """The watch's own counters (its listing and state file errors) and each source's; None for a
         source of one (its counters are `stats`)."""
+        return None
 
     def take_dropped(self) -> list[SourceKey]:
         """The sources dropped since the last call (their series go)."""
-
-    def save_interval(self) -> float:
-        """Seconds the state file's writes are at least apart."""
-
-
-class OneSource:
-    """The part of `LineSource` that tells sources apart, for a source of one: key (), no counts."""
-
-    def labels_of(self, key: SourceKey) -> SourceKey:
-        return key
-
-    def source_counts(self) -> dict[str, int] | None:
-        return None
-
-    def source_stats(self) -> tuple[FollowerStats, dict[SourceKey, FollowerStats]] | None:
-        return None
-
-    def take_dropped(self) -> list[SourceKey]:
         return []
 
     def save_interval(self) -> float:
+        """Seconds the state file's writes are at least apart."""
         return SAVE_INTERVAL
-
-
-def deliver(
-    poll: Callable[[], list[LineBlock]], on_blocks: Callable[[list[LineBlock]], None],
-    on_poll: Callable[[], None] | None, stopping: Callable[[], bool], more: Callable[[], bool],
-    wait: Callable[[float], object], interval: float,
-) -> None:
-    """The run loop every source shares: poll, hand the blocks over, call `on_poll`, and wait (at most
-    `interval`) only when a poll found nothing and nothing more is known to be there."""
-    while not stopping():
-        blocks = poll()
-        if blocks:
-            on_blocks(blocks)
-        if on_poll is not None:
-            on_poll()
-        if stopping():
-            break
-        if not blocks and not more():
-            wait(interval)

@@ -24,16 +24,15 @@ import dataclasses
 import os
 import select
 import stat
-import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from ..parsing.framing import MAX_LINE_BYTES
 from .follower import MAX_POLL_BYTES, READ_CHUNK_BYTES
-from .openfile import FollowerStats, LineBlock, OpenFile
-from .source import OneSource, Start, deliver
-from .statefile import Checkpoint, Position, describe
+from .openfile import LineBlock, OpenFile
+from .source import LineSource
+from .statefile import Checkpoint, describe
 
 __all__ = ["STDIN_NAME", "StreamSource"]
 
@@ -45,10 +44,9 @@ def _open_pipe(path: str) -> int:
     return os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
 
 
-class StreamSource(OneSource):
-    """Reads the stream on `fd` (closed by `close()`), named `name`; a `following.source.LineSource`."""
-
-    state_file: str | None = None  # nothing to resume at
+class StreamSource(LineSource):
+    """Reads the stream on `fd` (closed by `close()`), named `name`. Nothing to resume at: no state file,
+    read from its start (no start-up facts before it)."""
 
     def __init__(
         self,
@@ -64,30 +62,20 @@ class StreamSource(OneSource):
         """`reopen`: `name` is a named pipe's path, opened again for its next writer (`open_fifo`)."""
         if max_line_bytes < 1:
             raise ValueError(f"max_line_bytes must be at least 1, got {max_line_bytes}")
-        if poll_interval <= 0:
-            raise ValueError(f"poll_interval must be positive, got {poll_interval}")
-        self.name = name
-        self.max_line_bytes = max_line_bytes
-        self.poll_interval = poll_interval
-        self.poll_bytes = poll_bytes
-        self.read_bytes = read_bytes
+        super().__init__(poll_interval, poll_bytes, None)
+        self.name, self.max_line_bytes, self.read_bytes = name, max_line_bytes, read_bytes
         self._reopen = reopen
-        self.stats = FollowerStats()
         self.ended_at: float | None = None  # Unix time of the end
         self._cur = OpenFile(fd, name, 0, 0, 0, 0, 1)  # the framing of a file read from its start
-        self._lock = threading.Lock()
-        self._stopped = threading.Event()
-        self._closed = False
         self._more = False
-        self._checkpoint = Checkpoint(None, 0, 0)
         self._wake_r, self._wake_w = os.pipe()
         for end in (self._wake_r, self._wake_w):
             os.set_blocking(end, False)
         self._ready = select.poll()
         self._ready.register(fd, _READY)
-        self._waiter = select.poll()
-        self._waiter.register(fd, _READY)
-        self._waiter.register(self._wake_r, select.POLLIN)
+        self._waits = select.poll()
+        self._waits.register(fd, _READY)
+        self._waits.register(self._wake_r, select.POLLIN)
 
     @classmethod
     def open_fifo(cls, path: str, **options: Any) -> StreamSource:
@@ -152,7 +140,7 @@ class StreamSource(OneSource):
             return
         self.ended_at = time.time()
         self._ready.unregister(self._cur.fd)
-        self._waiter.unregister(self._cur.fd)
+        self._waits.unregister(self._cur.fd)
 
     def _still_named(self) -> bool:
         """The pipe's path still names the pipe this stream holds open."""
@@ -175,7 +163,7 @@ class StreamSource(OneSource):
             os.close(fd)
             return False
         old = self._cur
-        for waiter in (self._ready, self._waiter):
+        for waiter in (self._ready, self._waits):
             waiter.unregister(old.fd)
             waiter.register(fd, _READY)
         os.close(old.fd)
@@ -183,43 +171,24 @@ class StreamSource(OneSource):
         self.stats.files_opened += 1
         return True
 
-    def starts(self) -> list[Start] | None:
-        """Read from its start: no start-up facts before it."""
-        return []
+    def more(self) -> bool:
+        return self._more
 
-    def checkpoint(self) -> Checkpoint:
-        """The totals after the lines the last poll returned; no position (`state` is None)."""
-        return self._checkpoint
-
-    def write_checkpoint(self, state: Position, extra: Mapping[str, object] | None = None) -> bool:
-        """There is no state file for a stream: never written."""
-        return False
-
-    def run_blocks(
-        self, on_blocks: Callable[[list[LineBlock]], None], stop: threading.Event | None = None, *,
-        on_poll: Callable[[], None] | None = None,
-    ) -> None:
-        """Poll and deliver until `stop()` or `stop` is set, after the end too (at the poll interval,
-        for `on_poll`); a wait ends as soon as the stream has bytes or its end, or `stop()` is called."""
-
-        def stopping() -> bool:
-            return self._stopped.is_set() or (stop is not None and stop.is_set())
-
-        deliver(self.poll_blocks, on_blocks, on_poll, stopping, lambda: self._more, self._wait,
-                self.poll_interval)
+    def _waiter(self) -> Callable[[float], object]:
+        """A wait ends as soon as the stream has bytes or its end, or `stop()` is called; after the end,
+        the run loop goes on at the poll interval (for `on_poll`)."""
+        return self._wait
 
     def _wait(self, timeout: float) -> None:
         with self._lock:
             if self._closed:
                 return
-        self._waiter.poll(timeout * 1000)
+        self._waits.poll(timeout * 1000)
         with contextlib.suppress(OSError):  # empty (BlockingIOError), or closed meanwhile
             while os.read(self._wake_r, 4096):
                 pass
 
-    def stop(self) -> None:
-        """Make `run_blocks()` return soon; safe from any thread, and after `close()`."""
-        self._stopped.set()
+    def _wake(self) -> None:
         with self._lock:
             if not self._closed:
                 with contextlib.suppress(BlockingIOError):  # full: a wake-up is pending anyway
@@ -246,13 +215,8 @@ class StreamSource(OneSource):
             "stats": dataclasses.asdict(self.stats),
         }
 
-    def close(self) -> None:
-        """Stop, close the stream (its writer then gets EPIPE) and the wake-up pipe. Idempotent."""
-        self.stop()
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            for fd in (self._cur.fd, self._wake_r, self._wake_w):
-                with contextlib.suppress(OSError):
-                    os.close(fd)
+    def _release(self) -> None:
+        """Close the stream (its writer then gets EPIPE) and the wake-up pipe."""
+        for fd in (self._cur.fd, self._wake_r, self._wake_w):
+            with contextlib.suppress(OSError):
+                os.close(fd)

@@ -266,13 +266,13 @@ def test_folders_polled_before_run_blocks_are_watched_once_it_starts(
     appended then waits for no 10 s backstop."""
     import threading
 
-    import vllm_logwatch.following.many as many_module
+    import vllm_logwatch.following.source as source_module
 
     write(pod(tmp_path, "a-0"), "INFO first\n")
     follower = ManyFollower(str(tmp_path), layout="pods", from_start=True)
     follower.poll_blocks()
     waker = ToldWaker()
-    monkeypatch.setattr(many_module, "own_waker", lambda _waker, _interval: (waker, True))
+    monkeypatch.setattr(source_module, "own_waker", lambda _waker, _interval: (waker, True))
     stop = threading.Event()
     follower.run_blocks(lambda _blocks: None, stop, on_poll=stop.set)
     assert waker.watched, "the waker made by run_blocks was never told what to watch"

@@ -20,7 +20,6 @@ from typing import Any
 from ..parsing.framing import MAX_LINE_BYTES
 from .layouts import Candidate, LaunchFiles
 from .openfile import (
-    FollowerStats,
     LineBlock,
     OpenFile,
     Parked,
@@ -33,8 +32,6 @@ from .openfile import (
 from .source import LineSource, Start
 from .statefile import Checkpoint, Position, SavedState, StateFile, describe, position_of, resume_at
 from .wakers import Waker
-
-__all__ = ["Checkpoint", "Follower", "FollowerStats", "LineBlock"]
 
 READ_CHUNK_BYTES = 1 << 20  # one read() call
 MAX_POLL_BYTES = 16 << 20  # per poll: a huge backlog must not starve the caller

@@ -51,20 +51,6 @@ from typing import NamedTuple
 from ..shown import shown_path
 from .openfile import fingerprint_of, open_regular, read_at
 
-__all__ = [
-    "FOLDED",
-    "LAYOUTS",
-    "SOURCE_LABELS",
-    "Found",
-    "SourceKey",
-    "detect_layout",
-    "discover",
-    "folded_key",
-    "script_name",
-    "source_name",
-    "sources_now",
-]
-
 SourceKey = tuple[tuple[str, str], ...]
 """The labels of a source, in a fixed order; () for the one source of a file, glob or stream target."""
 

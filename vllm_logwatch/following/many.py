@@ -46,8 +46,6 @@ from .statefile import (
 )
 from .wakers import Waker
 
-__all__ = ["MAX_OPEN_FILES", "MIN_OPEN_FILES", "ManyFollower", "open_files_budget", "raise_open_files_limit"]
-
 RESCAN_SECONDS = 10.0
 _SUMMED = ("lines", "bytes", "rotations", "truncations", "read_errors", "lines_cut", "files_opened",
            "file_switches", "state_errors")

@@ -29,23 +29,6 @@ from dataclasses import dataclass
 from ..parsing.framing import long_lines, trim_partial_utf8
 from ..parsing.simd import simd_count
 
-__all__ = [
-    "FINGERPRINT_BYTES",
-    "FollowerStats",
-    "LineBlock",
-    "OpenFile",
-    "Parked",
-    "fingerprint_of",
-    "open_by_inode",
-    "open_log",
-    "open_regular",
-    "park_file",
-    "place_of",
-    "read_at",
-    "reopen",
-    "trim_partial_utf8",
-]
-
 FINGERPRINT_BYTES = 1024  # the state file recognises a file by the hash of its first bytes
 
 

@@ -42,31 +42,6 @@ from dataclasses import asdict, dataclass
 from .layouts import SourceKey
 from .openfile import FINGERPRINT_BYTES, FollowerStats, OpenFile, fingerprint_of, read_at
 
-__all__ = [
-    "MAX_STATE_BYTES",
-    "Checkpoint",
-    "Position",
-    "SavedState",
-    "SourcesState",
-    "StateError",
-    "StateFile",
-    "check_state_path",
-    "describe",
-    "encode_sources",
-    "one_line",
-    "position_of",
-    "read_sources",
-    "read_state",
-    "read_state_bytes",
-    "resume_at",
-    "save_spacing",
-    "saved_extra",
-    "saved_from",
-    "write_atomically",
-    "write_sources",
-    "write_state",
-]
-
 _STATE_VERSION = 1
 MAX_STATE_BYTES = 4 << 20
 """A state file is a few hundred bytes a source; a thousand sources with 4 KiB paths still fit."""

@@ -30,11 +30,9 @@ from typing import Any
 
 from ..parsing.framing import MAX_LINE_BYTES
 from .follower import MAX_POLL_BYTES, READ_CHUNK_BYTES
-from .openfile import LineBlock, OpenFile
+from .openfile import LineBlock, OpenFile, place_of
 from .source import LineSource
 from .statefile import Checkpoint, describe
-
-__all__ = ["STDIN_NAME", "StreamSource"]
 
 STDIN_NAME = "<stdin>"
 _READY = select.POLLIN | select.POLLPRI | select.POLLHUP | select.POLLERR | select.POLLNVAL
@@ -196,23 +194,10 @@ class StreamSource(LineSource):
 
     def status(self) -> dict[str, Any]:
         """A snapshot for the status endpoint, shaped as the follower's, with `ended` and `ended_at`."""
-        cur = self._cur
         return {
-            "target": self.name,
-            "mode": self.mode,
-            "path": self.name,
-            "offset": cur.committed,
-            "read_offset": cur.pos,
-            "start_offset": 0,
-            "dev": None,
-            "inode": None,
-            "line_number": cur.next_number - 1,
-            "held_bytes": len(cur.buf),
-            "waiting_for_path": False,
-            "waker_degraded_reason": None,
-            "ended": self.ended,
-            "ended_at": self.ended_at,
-            "stats": dataclasses.asdict(self.stats),
+            "target": self.name, "mode": self.mode, **place_of(self._cur), "dev": None, "inode": None,
+            "waiting_for_path": False, "waker_degraded_reason": None, "ended": self.ended,
+            "ended_at": self.ended_at, "stats": dataclasses.asdict(self.stats),
         }
 
     def _release(self) -> None:

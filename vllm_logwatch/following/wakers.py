@@ -47,7 +47,6 @@ from watchdog.observers import Observer
 if TYPE_CHECKING:
     from watchdog.observers.api import BaseObserver, ObservedWatch
 
-__all__ = ["PollWaker", "Waker", "WatchdogWaker", "own_waker"]
 
 # Only changes to content or names matter. Opens, closes and reads are left out on purpose: the
 # follower's own reads would otherwise wake it again and again.

@@ -24,9 +24,9 @@ import os
 import resource
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any
 
 from .follower import Follower
 from .layouts import Found, SourceKey, detect_layout, discover, folded_key, sources_now
@@ -49,41 +49,6 @@ from .wakers import Waker
 RESCAN_SECONDS = 10.0
 _SUMMED = ("lines", "bytes", "rotations", "truncations", "read_errors", "lines_cut", "files_opened",
            "file_switches", "state_errors")
-
-
-K = TypeVar("K", bound=Hashable)
-
-
-class _Parkable(Protocol):
-    @property
-    def is_open(self) -> bool: ...
-
-    def park(self) -> bool: ...
-
-
-class OpenFiles(Generic[K]):
-    """The followers that hold a file open, the one polled longest ago first: past `most`, it is parked."""
-
-    def __init__(self, most: int) -> None:
-        self.most = max(1, most)
-        self._open: OrderedDict[K, _Parkable] = OrderedDict()
-
-    def __len__(self) -> int:
-        return len(self._open)
-
-    def polled(self, key: K, follower: _Parkable) -> None:
-        """`follower` (of source `key`) was just polled."""
-        if not follower.is_open:
-            self._open.pop(key, None)
-            return
-        self._open[key] = follower
-        self._open.move_to_end(key)
-        while len(self._open) > self.most:
-            _, oldest = self._open.popitem(last=False)
-            oldest.park()
-
-    def forget(self, key: K) -> None:
-        self._open.pop(key, None)
 
 
 @dataclass
@@ -115,7 +80,8 @@ class ManyFollower(LineSource):
         super().__init__(poll_interval, poll_bytes, waker)
         self.state_file = os.path.abspath(state_file) if state_file else None
         self.rescan_seconds = rescan_seconds
-        self._open: OpenFiles[SourceKey] = OpenFiles(open_files)
+        self._open: OrderedDict[SourceKey, Follower] = OrderedDict()  # those open, polled longest ago first
+        self._open_most = max(1, open_files)
         self._state_bytes = 0  # the size of the last state written
         self._clock = clock
         self._sources: dict[SourceKey, _Source] = {}
@@ -218,7 +184,7 @@ class ManyFollower(LineSource):
         return {
             "target": self.target, "mode": self.mode, "path": None, "offset": None, "start_offset": None,
             "sources": len(sources), "folded": sum(1 for _, s in sources if s.folded),
-            "gone": len(self._gone), "open_files": len(self._open), "open_files_max": self._open.most,
+            "gone": len(self._gone), "open_files": len(self._open), "open_files_max": self._open_most,
             "select": list(self.select), "max_sources": self.max_sources,
             "waker_degraded_reason": self._waker and self._waker.degraded_reason,
             "per_source": [_brief(key, s) for key, s in sources],
@@ -288,9 +254,20 @@ class ManyFollower(LineSource):
                 self._parts[key] = part
                 moved = True
             self._count(key, follower.stats)
-            self._open.polled(key, follower)  # the source polled longest ago may let its file go
+            self._polled(key, follower)
         self._turn += 1
         return moved
+
+    def _polled(self, key: SourceKey, follower: Follower) -> None:
+        """Past `open_files` files open, the source polled longest ago lets its file go (`Follower.park`)."""
+        if not follower.is_open:
+            self._open.pop(key, None)
+            return
+        self._open[key] = follower
+        self._open.move_to_end(key)
+        while len(self._open) > self._open_most:
+            _, oldest = self._open.popitem(last=False)
+            oldest.park()
 
     def _part(self, key: SourceKey, follower: Follower) -> Checkpoint:
         """A source's checkpoint; until it opens a file, the position the state file gave it (so a
@@ -386,7 +363,7 @@ class ManyFollower(LineSource):
     def _drop(self, key: SourceKey) -> None:
         source = self._sources.pop(key)
         source.follower.close()
-        self._open.forget(key)
+        self._open.pop(key, None)
         self._parts.pop(key, None)
         self._counted.pop(key, None)
         self._checkpoint_due = True

@@ -8,14 +8,6 @@ google/mtail's ``internal/waker``, so that:
   when notifications are lost (network file systems, inotify limits, renamed directories);
 * tests step the follower exactly (a waker whose ``wait`` returns at once) and never sleep to synchronise;
 * watchdog, with its OS limits and threads, is imported in this module and nowhere else.
-
-Example::
-
-    waker = WatchdogWaker(interval=1.0)
-    waker.start()
-    waker.watch(["/mnt/sdb/vllm/logs"])
-    woke = waker.wait(1.0)   # True: something changed in the folder; False: the interval passed
-    waker.close()
 """
 
 from __future__ import annotations
@@ -96,11 +88,6 @@ class PollWaker:
     Used where notifications are not wanted or cannot work (and as ``WatchdogWaker``'s base, since
     the interval backstop is the same). ``wait(None)`` and ``wait(t)`` both return after at most
     ``interval`` seconds; after ``close()``, ``wait`` returns True at once so no thread stays stuck.
-
-    Example::
-
-        waker = PollWaker(0.5)
-        waker.wait(None)   # False after 0.5 s, True at once if another thread called waker.wake()
     """
 
     def __init__(self, interval: float = 1.0) -> None:
@@ -179,15 +166,8 @@ class WatchdogWaker(PollWaker):
     recursive watch of the folder above it (a many-source tree: one watch). If
     watchdog cannot start or cannot watch a directory (inotify instance or watch limits, a file system
     without notifications), the waker keeps working as a ``PollWaker`` and says why in
-    ``degraded_reason``, so a status page can show it; it is never an error.
-
-    Example::
-
-        waker = WatchdogWaker(interval=1.0)
-        waker.start()                       # the observer thread starts here, never in __init__
-        waker.watch(["/mnt/sdb/vllm/logs"])
-        if waker.degraded_reason:
-            print("polling only:", waker.degraded_reason)
+    ``degraded_reason``, so a status page can show it; it is never an error. The observer thread starts
+    in ``start()``, never in ``__init__``.
     """
 
     def __init__(self, interval: float = 1.0) -> None:

@@ -29,12 +29,10 @@ from .openfile import (
     read_at,
     reopen,
 )
-from .source import LineSource, Start
-from .statefile import Checkpoint, Position, SavedState, StateFile, describe, position_of, resume_at
+from .source import MAX_POLL_BYTES, READ_CHUNK_BYTES, LineSource, Start
+from .statefile import Checkpoint, Position, SavedState, StateFile, position_of, resume_at
 from .wakers import Waker
 
-READ_CHUNK_BYTES = 1 << 20  # one read() call
-MAX_POLL_BYTES = 16 << 20  # per poll: a huge backlog must not starve the caller
 _MAX_HOPS = 8  # file changes handled in one poll; the rest waits for the next one
 
 
@@ -52,18 +50,15 @@ class Follower(LineSource):
         lister: Callable[[], list[str]] | None = None, saved: SavedState | None = None,
     ) -> None:
         """``state_file``: read at the first poll, written by the caller (``write_checkpoint``).
-        ``poll_bytes``: what one poll reads at most; ``read_bytes``: one ``read()`` call. ``lister``,
-        ``saved``: one source of many (`many.py`): its files and saved position, from the caller
+        ``lister``, ``saved``: one source of many (`many.py`): its files and saved position, from the caller
         (``target`` names it)."""
-        if max_line_bytes < 1:
-            raise ValueError(f"max_line_bytes must be at least 1, got {max_line_bytes}")
-        super().__init__(poll_interval, poll_bytes, waker)
+        super().__init__(poll_interval, poll_bytes, waker, max_line_bytes, read_bytes)
         self.state_file = os.path.abspath(state_file) if state_file else None
         self._files = LaunchFiles(target, pattern, self.state_file, self._error, lister)
-        self.from_start, self.max_line_bytes, self.read_bytes = from_start, max_line_bytes, read_bytes
+        self.from_start = from_start
         self._cur: OpenFile | None = None
         self._parked: Parked | None = None  # the descriptor closed, the place kept (`openfile.py`)
-        self._begun = self._more = self._waiting_for_path = False
+        self._begun = self._waiting_for_path = False
         self._saved: SavedState | None = saved
         self._budget = 0
         self._state = StateFile(self.state_file, self.stats) if self.state_file else None
@@ -85,9 +80,6 @@ class Follower(LineSource):
                 return False
             self._parked = park_file(self._cur, self._files.listed())
             return self._parked is not None
-
-    def more(self) -> bool:
-        return self._more
 
     @property
     def mode(self) -> str:
@@ -284,8 +276,4 @@ class Follower(LineSource):
         if initial is None or not self._files.is_initial(path, st.st_dev, st.st_ino):
             return 0, 1, False  # appeared after we started: all of it is new
         return resume_at(self._saved, fd, path, st, from_start=self.from_start, initial_size=initial.size)
-
-    def _error(self, exc: OSError, path: str) -> None:
-        self.stats.read_errors += 1
-        self.stats.last_error = describe(exc, path)
 

@@ -31,7 +31,7 @@ from typing import Any
 from .follower import Follower
 from .layouts import Found, SourceKey, detect_layout, discover, folded_key, sources_now
 from .openfile import FollowerStats, LineBlock
-from .source import LineSource, Start
+from .source import MAX_POLL_BYTES, LineSource, Start
 from .statefile import (
     Checkpoint,
     Position,
@@ -39,7 +39,6 @@ from .statefile import (
     SourcesState,
     StateError,
     StateFile,
-    describe,
     read_sources,
     save_spacing,
     write_sources,
@@ -68,7 +67,7 @@ class ManyFollower(LineSource):
         self, target: str, *, layout: str = "auto", pattern: str = "*.log", select: Iterable[str] = (),
         max_sources: int = 100, grace: float = 300.0, from_start: bool = False, state_file: str | None = None,
         waker: Waker | None = None, poll_interval: float = 1.0, rescan_seconds: float = RESCAN_SECONDS,
-        poll_bytes: int = 16 << 20, clock: Callable[[], float] = time.monotonic, open_files: int = 512,
+        poll_bytes: int = MAX_POLL_BYTES, clock: Callable[[], float] = time.monotonic, open_files: int = 512,
     ) -> None:
         self.target = os.path.abspath(target)
         self.layout: str | None = None if layout == "auto" else layout
@@ -303,10 +302,6 @@ class ManyFollower(LineSource):
                 self._stats.last_state_error = str(exc)
         self._relist(self._clock(), first=True)
 
-    def _on_error(self, exc: OSError, path: str) -> None:
-        self._stats.read_errors += 1
-        self._stats.last_error = describe(exc, path)
-
     def _relist(self, now: float, *, first: bool = False) -> None:
         """List the folder again: new sources get a follower, vanished ones start their grace."""
         self._last_listing = now
@@ -316,7 +311,7 @@ class ManyFollower(LineSource):
             if self.layout is None:
                 return
         listed: set[str] = set()
-        found = discover(self.target, self.layout, self.pattern, self.select, self._on_error, self._names,
+        found = discover(self.target, self.layout, self.pattern, self.select, self._error, self._names,
                          listed)
         listed.add(self.target)
         if listed != self._listed:

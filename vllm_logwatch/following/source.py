@@ -10,11 +10,14 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ..parsing.framing import MAX_LINE_BYTES
 from .layouts import SourceKey
 from .openfile import FollowerStats, LineBlock
-from .statefile import Checkpoint, Position
+from .statefile import Checkpoint, Position, describe
 from .wakers import Waker, own_waker
 
+READ_CHUNK_BYTES = 1 << 20  # one read() call
+MAX_POLL_BYTES = 16 << 20  # per poll: a huge backlog must not starve the caller
 SAVE_INTERVAL = 0.1  # at most ten state writes a second; the file is never longer than this behind
 Start = tuple[SourceKey, str, int]
 """A source's labels, the file it reads, and the offset reading began at in it."""
@@ -29,10 +32,17 @@ class LineSource:
 
     state_file: str | None = None
 
-    def __init__(self, poll_interval: float, poll_bytes: int, waker: Waker | None) -> None:
+    def __init__(self, poll_interval: float, poll_bytes: int, waker: Waker | None,
+                 max_line_bytes: int = MAX_LINE_BYTES, read_bytes: int = READ_CHUNK_BYTES) -> None:
+        """`poll_bytes`: what one poll reads at most; `read_bytes`: one `read()` call; `max_line_bytes`:
+        the line cap (a longer line is cut and counted)."""
         if poll_interval <= 0:
             raise ValueError(f"poll_interval must be positive, got {poll_interval}")
+        if max_line_bytes < 1:
+            raise ValueError(f"max_line_bytes must be at least 1, got {max_line_bytes}")
         self.poll_interval, self.poll_bytes = poll_interval, poll_bytes
+        self.max_line_bytes, self.read_bytes = max_line_bytes, read_bytes
+        self._more = False  # the last poll stopped at its budget
         self._stats = FollowerStats()
         self._waker, self._owns_waker = waker, False
         self._lock = threading.Lock()
@@ -98,7 +108,12 @@ class LineSource:
 
     def more(self) -> bool:
         """The last poll stopped at its budget (or a storm of file changes): more is there at once."""
-        raise NotImplementedError
+        return self._more
+
+    def _error(self, exc: OSError, path: str) -> None:
+        """A read or listing error: counted, the last one said in the status."""
+        self._stats.read_errors += 1
+        self._stats.last_error = describe(exc, path)
 
     def stop(self) -> None:
         """Make `run_blocks()` return soon; safe to call from any thread, and after `close()`."""

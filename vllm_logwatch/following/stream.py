@@ -29,10 +29,9 @@ from collections.abc import Callable
 from typing import Any
 
 from ..parsing.framing import MAX_LINE_BYTES
-from .follower import MAX_POLL_BYTES, READ_CHUNK_BYTES
 from .openfile import LineBlock, OpenFile, place_of
-from .source import LineSource
-from .statefile import Checkpoint, describe
+from .source import MAX_POLL_BYTES, READ_CHUNK_BYTES, LineSource
+from .statefile import Checkpoint
 
 STDIN_NAME = "<stdin>"
 _READY = select.POLLIN | select.POLLPRI | select.POLLHUP | select.POLLERR | select.POLLNVAL
@@ -58,14 +57,11 @@ class StreamSource(LineSource):
         reopen: bool = False,
     ) -> None:
         """`reopen`: `name` is a named pipe's path, opened again for its next writer (`open_fifo`)."""
-        if max_line_bytes < 1:
-            raise ValueError(f"max_line_bytes must be at least 1, got {max_line_bytes}")
-        super().__init__(poll_interval, poll_bytes, None)
-        self.name, self.max_line_bytes, self.read_bytes = name, max_line_bytes, read_bytes
+        super().__init__(poll_interval, poll_bytes, None, max_line_bytes, read_bytes)
+        self.name = name
         self._reopen = reopen
         self.ended_at: float | None = None  # Unix time of the end
         self._cur = OpenFile(fd, name, 0, 0, 0, 0, 1)  # the framing of a file read from its start
-        self._more = False
         self._wake_r, self._wake_w = os.pipe()
         for end in (self._wake_r, self._wake_w):
             os.set_blocking(end, False)
@@ -116,8 +112,7 @@ class StreamSource(LineSource):
                 except BlockingIOError:
                     break  # a named pipe with no writer yet, or another reader was quicker
                 except OSError as exc:
-                    self.stats.read_errors += 1
-                    self.stats.last_error = describe(exc, self.name)
+                    self._error(exc, self.name)
                     data = b""
                 if not data:
                     self._end(out)
@@ -154,8 +149,7 @@ class StreamSource(LineSource):
         try:
             fd = _open_pipe(self.name)
         except OSError as exc:
-            self.stats.read_errors += 1
-            self.stats.last_error = describe(exc, self.name)
+            self._error(exc, self.name)
             return False
         if not stat.S_ISFIFO(os.fstat(fd).st_mode):  # replaced by a file: not this stream any more
             os.close(fd)
@@ -168,9 +162,6 @@ class StreamSource(LineSource):
         self._cur = OpenFile(fd, self.name, 0, 0, 0, 0, old.next_number)  # one stream: numbers go on
         self.stats.files_opened += 1
         return True
-
-    def more(self) -> bool:
-        return self._more
 
     def _waiter(self) -> Callable[[float], object]:
         """A wait ends as soon as the stream has bytes or its end, or `stop()` is called; after the end,

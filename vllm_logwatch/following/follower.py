@@ -19,18 +19,9 @@ from typing import Any
 
 from ..parsing.framing import MAX_LINE_BYTES
 from .layouts import Candidate, LaunchFiles
-from .openfile import (
-    LineBlock,
-    OpenFile,
-    Parked,
-    open_log,
-    park_file,
-    place_of,
-    read_at,
-    reopen,
-)
+from .openfile import LineBlock, OpenFile, Parked, open_regular, place_of, read_at
 from .source import MAX_POLL_BYTES, READ_CHUNK_BYTES, LineSource, Start
-from .statefile import Checkpoint, Position, SavedState, StateFile, position_of, resume_at
+from .statefile import Checkpoint, Position, SavedState, StateFile, position_of, read_state, resume_at
 from .wakers import Waker
 
 _MAX_HOPS = 8  # file changes handled in one poll; the rest waits for the next one
@@ -78,7 +69,7 @@ class Follower(LineSource):
         with self._lock:
             if self._cur is None or self._parked is not None or self._closed:
                 return False
-            self._parked = park_file(self._cur, self._files.listed())
+            self._parked = self._cur.park(self._files.listed())
             return self._parked is not None
 
     @property
@@ -158,7 +149,7 @@ class Follower(LineSource):
         """Pick the first file once (the state file's, if it is still there)."""
         self._begun = True
         if self.state_file:
-            self._saved = self._state.load() if self._state is not None else None
+            self._saved = self._state.load(read_state) if self._state is not None else None
         saved = self._saved
         self._files.choose_first((saved.path, saved.ino) if saved is not None else None)
 
@@ -250,21 +241,28 @@ class Follower(LineSource):
         if parked.unchanged(cur, self._files.listed()):
             return False
         self._parked = None
-        if not reopen(cur):  # rotated away and gone (compressed, deleted): what it held unread is lost
+        if not cur.reopen():  # rotated away and gone (compressed, deleted): what it held unread is lost
             self._files.left(cur.dev, cur.ino, cur.fingerprint)
             self._cur = None
             self.stats.rotations += 1
         return True
 
     def _open(self, path: str) -> OpenFile | None:
+        """`path` opened at its start position, with its first bytes' fingerprint; None if it is not
+        there, or cannot be opened (counted)."""
+        fd = -1
         try:
-            opened = open_log(path, lambda fd, st: self._start_position(fd, path, st))
+            fd, st = open_regular(path)
+            start, number, discarding = self._start_position(fd, path, st)
+            os.lseek(fd, start, os.SEEK_SET)
+            cur = OpenFile(fd, path, st.st_dev, st.st_ino, start, start, number, discarding, start=start)
+            cur.take_fingerprint()
         except OSError as exc:
-            self._error(exc, path)
+            if fd >= 0:
+                os.close(fd)
+            if not isinstance(exc, FileNotFoundError):
+                self._error(exc, path)
             return None
-        if opened is None:
-            return None
-        cur, st = opened
         self._waiting_for_path = False
         self._files.opened(path, st.st_dev, st.st_ino, cur.fingerprint)
         self.stats.files_opened += 1

@@ -37,7 +37,6 @@ from .statefile import (
     Position,
     SavedState,
     SourcesState,
-    StateError,
     StateFile,
     read_sources,
     save_spacing,
@@ -95,7 +94,6 @@ class ManyFollower(LineSource):
         self._turn = 0
         self._begun = False
         self._last_sweep = float("-inf")
-        self._last_listing = float("-inf")
         self._parts: dict[SourceKey, Checkpoint] = {}  # each source's checkpoint after its last poll
         self._keys: list[SourceKey] = []  # the sources in order
         self._by_dir: dict[str, list[SourceKey]] = {}  # which sources a folder's files belong to
@@ -292,19 +290,14 @@ class ManyFollower(LineSource):
 
     def _begin(self) -> None:
         self._begun = True
-        if self._state is not None and self.state_file is not None:
-            try:
-                saved = read_sources(self.state_file)
-                self._resumed = saved is not None
-                self._saved = saved or {}
-            except StateError as exc:
-                self._stats.state_errors += 1
-                self._stats.last_state_error = str(exc)
+        if self._state is not None:
+            saved = self._state.load(read_sources)
+            self._resumed = saved is not None
+            self._saved = saved or {}
         self._relist(self._clock(), first=True)
 
     def _relist(self, now: float, *, first: bool = False) -> None:
         """List the folder again: new sources get a follower, vanished ones start their grace."""
-        self._last_listing = now
         self._relist_due = False
         if self.layout is None:
             self.layout = detect_layout(self.target)

@@ -23,7 +23,6 @@ import dataclasses
 import hashlib
 import os
 import stat
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..parsing.framing import long_lines, trim_partial_utf8
@@ -171,7 +170,35 @@ class OpenFile:
         os.lseek(self.fd, 0, os.SEEK_SET)
         self.pos = self.line_start = self.start = 0
         self.next_number = 1
+        self.take_fingerprint()
+
+    def take_fingerprint(self) -> tuple[str, int]:
+        """The fingerprint of the file's first bytes as they are now, kept."""
         self.fingerprint = fingerprint_of(read_at(self.fd, FINGERPRINT_BYTES, 0))
+        return self.fingerprint
+
+    def park(self, files: list[str]) -> Parked | None:
+        """Close the descriptor, keeping the place; None (left open) when it cannot be looked at."""
+        try:
+            st = os.fstat(self.fd)
+        except OSError:
+            return None
+        read = self.pos
+        if not self.discarding:
+            self.pos = self.line_start
+            self.buf.clear()
+        os.close(self.fd)
+        self.fd = -1
+        return Parked(read, st.st_mtime_ns, tuple(files))
+
+    def reopen(self) -> bool:
+        """Open the file again by its (device, inode), at its place; False when it is gone."""
+        fd = open_by_inode(self.path, self.dev, self.ino)
+        if fd is None:
+            return False
+        os.lseek(fd, self.pos, os.SEEK_SET)
+        self.fd = fd
+        return True
 
     def head_changed(self) -> bool:
         """Whether the first bytes differ from those seen before: the file was truncated and written
@@ -195,26 +222,6 @@ def place_of(cur: OpenFile | None) -> dict[str, int | str | None]:
                                  "line_number")), "held_bytes": 0}
     return {"path": cur.path, "offset": cur.committed, "read_offset": cur.pos, "start_offset": cur.start,
             "dev": cur.dev, "inode": cur.ino, "line_number": cur.next_number - 1, "held_bytes": len(cur.buf)}
-
-
-def open_log(path: str, place: Callable[[int, os.stat_result], tuple[int, int, bool]]
-             ) -> tuple[OpenFile, os.stat_result] | None:
-    """`path` opened read-only at `place(fd, stat)` = (offset, next line number, inside a line), with
-    its first bytes' fingerprint; None if it does not exist. Raises OSError (the descriptor closed)."""
-    try:
-        fd, st = open_regular(path)
-    except FileNotFoundError:
-        return None
-    try:
-        start, number, discarding = place(fd, st)
-        if start:
-            os.lseek(fd, start, os.SEEK_SET)
-        fingerprint = fingerprint_of(read_at(fd, FINGERPRINT_BYTES, 0))
-    except OSError:
-        os.close(fd)
-        raise
-    return OpenFile(fd, path, st.st_dev, st.st_ino, start, start, number, discarding,
-                    fingerprint=fingerprint, start=start), st
 
 
 class NotRegularFile(OSError):
@@ -267,31 +274,6 @@ class Parked:
             return False
         return ((st.st_dev, st.st_ino) == (cur.dev, cur.ino) and st.st_size == self.read
                 and st.st_mtime_ns == self.mtime_ns and tuple(files) == self.files)
-
-
-def park_file(cur: OpenFile, files: list[str]) -> Parked | None:
-    """Close `cur`'s descriptor, keeping its place; None (left open) when it cannot be looked at."""
-    try:
-        st = os.fstat(cur.fd)
-    except OSError:
-        return None
-    read = cur.pos
-    if not cur.discarding:
-        cur.pos = cur.line_start
-        cur.buf.clear()
-    os.close(cur.fd)
-    cur.fd = -1
-    return Parked(read, st.st_mtime_ns, tuple(files))
-
-
-def reopen(cur: OpenFile) -> bool:
-    """Open `cur`'s file again by its (device, inode), at its place; False when it is gone."""
-    fd = open_by_inode(cur.path, cur.dev, cur.ino)
-    if fd is None:
-        return False
-    os.lseek(fd, cur.pos, os.SEEK_SET)
-    cur.fd = fd
-    return True
 
 
 def open_by_inode(path: str, dev: int, ino: int) -> int | None:

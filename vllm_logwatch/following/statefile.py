@@ -38,10 +38,12 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
+from typing import TypeVar
 
 from .layouts import SourceKey
-from .openfile import FINGERPRINT_BYTES, FollowerStats, OpenFile, fingerprint_of, read_at
+from .openfile import FollowerStats, OpenFile, read_at
 
+T = TypeVar("T")
 _STATE_VERSION = 1
 MAX_STATE_BYTES = 4 << 20
 """A state file is a few hundred bytes a source; a thousand sources with 4 KiB paths still fit."""
@@ -97,9 +99,11 @@ class StateFile:
         self.stats = stats
         self._lock = threading.Lock()
 
-    def load(self) -> SavedState | None:
+    def load(self, read: Callable[[str], T]) -> T | None:
+        """What `read` makes of the file (`read_state`, `read_sources`); None if there is none, or it
+        cannot be read (counted)."""
         try:
-            return read_state(self.path)
+            return read(self.path)
         except StateError as exc:
             self._failed(str(exc))
             return None
@@ -128,11 +132,10 @@ class StateFile:
 
 def position_of(cur: OpenFile) -> SavedState:
     """What a state file would say for the open file now (``saved_at`` left 0)."""
-    if cur.fingerprint is None:
-        cur.fingerprint = fingerprint_of(read_at(cur.fd, FINGERPRINT_BYTES, 0))
+    fingerprint = cur.fingerprint or cur.take_fingerprint()
     return SavedState(
         path=cur.path, dev=cur.dev, ino=cur.ino, offset=cur.committed,
-        fingerprint=cur.fingerprint[0], fingerprint_bytes=cur.fingerprint[1],
+        fingerprint=fingerprint[0], fingerprint_bytes=fingerprint[1],
         number=cur.next_number - 1, cut_pending=cur.discarding, saved_at=0.0,
     )
 

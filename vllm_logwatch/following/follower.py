@@ -77,28 +77,22 @@ class Follower(LineSource):
         """``"file"``, ``"dir"`` (the newest matching file of a folder) or ``"glob"``."""
         return self._files.mode
 
-    def poll_blocks(self) -> list[LineBlock]:
-        """About one block a read; never blocks on a writer, errors are retried at the next poll."""
-        out: list[LineBlock] = []
-        with self._lock:
-            if self._closed:
-                return out
-            self._budget = self.poll_bytes
-            self._more = False
-            try:
-                self._step(out)
-            except OSError as exc:
-                self._error(exc, self._cur.path if self._cur else self.target)
-            position: Position | None
-            try:
-                position = None if self._cur is None else position_of(self._cur)
-            except OSError as exc:
-                self._error(exc, self._cur.path if self._cur else self.target)
-                position = self._checkpoint.state
-            self._checkpoint = Checkpoint(position, self.stats.lines, self.stats.bytes)
-            if self._waker is not None:
-                self._waker.watch(self._files.watch_dirs())
-        return out
+    def _poll(self, out: list[LineBlock]) -> None:
+        """About one block a read; errors are retried at the next poll."""
+        self._budget = self.poll_bytes
+        try:
+            self._step(out)
+        except OSError as exc:
+            self._error(exc, self._cur.path if self._cur else self.target)
+        position: Position | None
+        try:
+            position = None if self._cur is None else position_of(self._cur)
+        except OSError as exc:
+            self._error(exc, self._cur.path if self._cur else self.target)
+            position = self._checkpoint.state
+        self._checkpoint = Checkpoint(position, self.stats.lines, self.stats.bytes)
+        if self._waker is not None:
+            self._waker.watch(self._files.watch_dirs())
 
     def write_checkpoint(self, state: Position, extra: Mapping[str, object] | None = None) -> bool:
         assert isinstance(state, SavedState)

@@ -190,40 +190,35 @@ class ManyFollower(LineSource):
 
     # -- polling ----------------------------------------------------------------------------------
 
-    def poll_blocks(self) -> list[LineBlock]:
-        """Read what is new in the sources due now (at most `poll_bytes` in all), in blocks."""
-        out: list[LineBlock] = []
-        with self._lock:
-            if self._closed:
-                return out
-            now = self._clock()
-            if not self._begun:
-                self._begin()
-            told = None if self._waker is None else self._waker.take_changed()  # None: not known
-            changed = None if told is None else told[0]
-            backstop = self.poll_interval if told is None else max(self.rescan_seconds, self.poll_interval)
-            full = now - self._last_sweep >= backstop
-            if full or self._relist_due or (told is not None and told[1] & self._listed):
-                self._relist(now)
-            if full:
-                self._last_sweep = now
-                self._due.update(self._sources)
-            elif changed:
-                for folder in changed:
-                    self._due.update(self._by_dir.get(folder, ()))
-            if self._read_due(out) or self._checkpoint_due:
-                self._checkpoint_due = False
-                parts = tuple((key, self._parts[key]) for key in self._keys)
-                totals = self._totals
-                self._checkpoint = Checkpoint(SourcesState(parts), totals["lines"], totals["bytes"])
-            if self._watch_due:
-                # A folder found now may have gained a file before it was watched: list once more
-                # after watching it, so that file waits for no backstop.
-                self._watch_due = False
-                self._relist_due = True
-                if self._waker is not None:
-                    self._waker.watch(sorted(self._listed))
-        return out
+    def _poll(self, out: list[LineBlock]) -> None:
+        """What is new in the sources due now (at most `poll_bytes` in all)."""
+        now = self._clock()
+        if not self._begun:
+            self._begin()
+        told = None if self._waker is None else self._waker.take_changed()  # None: not known
+        changed = None if told is None else told[0]
+        backstop = self.poll_interval if told is None else max(self.rescan_seconds, self.poll_interval)
+        full = now - self._last_sweep >= backstop
+        if full or self._relist_due or (told is not None and told[1] & self._listed):
+            self._relist(now)
+        if full:
+            self._last_sweep = now
+            self._due.update(self._sources)
+        elif changed:
+            for folder in changed:
+                self._due.update(self._by_dir.get(folder, ()))
+        if self._read_due(out) or self._checkpoint_due:
+            self._checkpoint_due = False
+            parts = tuple((key, self._parts[key]) for key in self._keys)
+            totals = self._totals
+            self._checkpoint = Checkpoint(SourcesState(parts), totals["lines"], totals["bytes"])
+        if self._watch_due:
+            # A folder found now may have gained a file before it was watched: list once more
+            # after watching it, so that file waits for no backstop.
+            self._watch_due = False
+            self._relist_due = True
+            if self._waker is not None:
+                self._waker.watch(sorted(self._listed))
 
     def _read_due(self, out: list[LineBlock]) -> bool:
         """Poll the sources due, in turn, within the budget; whether a source's position moved."""

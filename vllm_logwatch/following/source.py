@@ -59,7 +59,17 @@ class LineSource:
         return False
 
     def poll_blocks(self) -> list[LineBlock]:
-        """One non-blocking step: what is new (at most `poll_bytes`), in blocks of complete lines."""
+        """One non-blocking step: what is new (at most `poll_bytes`), in blocks of complete lines, in
+        order. Never blocks on a writer, never raises for I/O (errors are counted)."""
+        out: list[LineBlock] = []
+        with self._lock:
+            if not self._closed and not self.ended:
+                self._more = False
+                self._poll(out)
+        return out
+
+    def _poll(self, out: list[LineBlock]) -> None:
+        """Read into `out` (the lock is held)."""
         raise NotImplementedError
 
     def status(self) -> dict[str, Any]:

@@ -38,7 +38,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from .layouts import SourceKey
 from .openfile import FollowerStats, OpenFile, read_at
@@ -188,14 +188,21 @@ def _not_a_state_file(st: os.stat_result) -> str | None:
 
 def read_state(path: str) -> SavedState | None:
     """The saved position, or None when there is no state file yet. Raises `StateError`."""
+    def one(raw: Any) -> SavedState:
+        if raw.get("version", _STATE_VERSION) != _STATE_VERSION:
+            raise ValueError("a state file of another kind")
+        return saved_from(raw)
+
+    return _read_json(path, one)
+
+
+def _read_json(path: str, parse: Callable[[Any], T]) -> T | None:
+    """What `parse` makes of the state file's JSON, None when there is none yet. Raises `StateError`."""
     data = read_state_bytes(path)
     if data is None:
         return None
     try:
-        raw = json.loads(data.decode("utf-8"))
-        if raw.get("version", _STATE_VERSION) != _STATE_VERSION:
-            raise ValueError("a state file of another kind")
-        return saved_from(raw)
+        return parse(json.loads(data.decode("utf-8")))
     except (ValueError, KeyError, TypeError, AttributeError):
         raise StateError(f"state file unreadable, ignored: {one_line(path)}") from None
 
@@ -315,11 +322,7 @@ _SOURCES_VERSION = 2
 
 def read_sources(path: str) -> dict[SourceKey, SavedState] | None:
     """Each source's saved position (None when there is no state file yet). Raises `StateError`."""
-    data = read_state_bytes(path)
-    if data is None:
-        return None
-    try:
-        raw = json.loads(data.decode("utf-8"))
+    def sources(raw: Any) -> dict[SourceKey, SavedState]:
         if raw.get("version") != _SOURCES_VERSION:
             raise StateError(f"state file of one file, not of many sources, ignored: {one_line(path)}")
         out: dict[SourceKey, SavedState] = {}
@@ -328,8 +331,8 @@ def read_sources(path: str) -> dict[SourceKey, SavedState] | None:
             key = tuple((str(name), str(value)) for name, value in item["labels"])
             out[key] = saved_from(item if saved_at is None else {"saved_at": saved_at, **item})
         return out
-    except (ValueError, KeyError, TypeError, AttributeError):
-        raise StateError(f"state file unreadable, ignored: {one_line(path)}") from None
+
+    return _read_json(path, sources)
 
 
 def encode_sources(state: SourcesState, now: float, extra: Mapping[str, object] | None = None) -> str:

@@ -95,37 +95,30 @@ class StreamSource(LineSource):
         """Every writer is gone (or reading failed): nothing more will come."""
         return self.ended_at is not None
 
-    def poll_blocks(self) -> list[LineBlock]:
-        """What is ready now (at most `poll_bytes`), as blocks of complete lines; at the end, the held
-        partial line too. Never blocks, never raises for I/O (a read error ends the stream, counted)."""
-        out: list[LineBlock] = []
-        with self._lock:
-            if self._closed or self.ended:
-                return out
-            budget = self.poll_bytes
-            self._more = False
-            while budget > 0:
-                if not self._ready.poll(0):
-                    break
-                try:
-                    data = os.read(self._cur.fd, min(self.read_bytes, budget))
-                except BlockingIOError:
-                    break  # a named pipe with no writer yet, or another reader was quicker
-                except OSError as exc:
-                    self._error(exc, self.name)
-                    data = b""
-                if not data:
-                    self._end(out)
-                    break
-                budget -= len(data)
-                self.stats.bytes += len(data)
-                self._cur.consume(data, out, self.max_line_bytes, self.stats)
-            else:
-                self._more = True
-            if self._reopen and budget == self.poll_bytes and not self.ended and not self._still_named():
-                self._end(out)  # removed (or replaced) while no writer was connected
-            self._checkpoint = Checkpoint(None, self.stats.lines, self.stats.bytes)
-        return out
+    def _poll(self, out: list[LineBlock]) -> None:
+        """What is ready now; at the end, the held partial line too (a read error ends the stream)."""
+        budget = self.poll_bytes
+        while budget > 0:
+            if not self._ready.poll(0):
+                break
+            try:
+                data = os.read(self._cur.fd, min(self.read_bytes, budget))
+            except BlockingIOError:
+                break  # a named pipe with no writer yet, or another reader was quicker
+            except OSError as exc:
+                self._error(exc, self.name)
+                data = b""
+            if not data:
+                self._end(out)
+                break
+            budget -= len(data)
+            self.stats.bytes += len(data)
+            self._cur.consume(data, out, self.max_line_bytes, self.stats)
+        else:
+            self._more = True
+        if self._reopen and budget == self.poll_bytes and not self.ended and not self._still_named():
+            self._end(out)  # removed (or replaced) while no writer was connected
+        self._checkpoint = Checkpoint(None, self.stats.lines, self.stats.bytes)
 
     def _end(self, out: list[LineBlock]) -> None:
         self._cur.flush_partial(out, self.stats)  # the writer will never finish that line

@@ -19,10 +19,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from watchdog.events import (
-    EVENT_TYPE_CREATED,
-    EVENT_TYPE_DELETED,
     EVENT_TYPE_MODIFIED,
-    EVENT_TYPE_MOVED,
     DirCreatedEvent,
     DirDeletedEvent,
     DirModifiedEvent,
@@ -40,11 +37,8 @@ if TYPE_CHECKING:
     from watchdog.observers.api import BaseObserver, ObservedWatch
 
 
-# Only changes to content or names matter. Opens, closes and reads are left out on purpose: the
-# follower's own reads would otherwise wake it again and again.
-_WAKING_EVENT_TYPES = frozenset(
-    {EVENT_TYPE_CREATED, EVENT_TYPE_MODIFIED, EVENT_TYPE_MOVED, EVENT_TYPE_DELETED}
-)
+# Only changes to content or names matter (watchdog hands over no other event). Opens, closes and reads
+# are left out on purpose: the follower's own reads would otherwise wake it again and again.
 _EVENT_FILTER: list[type[FileSystemEvent]] = [
     FileCreatedEvent,
     DirCreatedEvent,
@@ -139,18 +133,17 @@ class _WakeOnChange(FileSystemEventHandler):
         self.entries: set[str] = set()  # the folders that gained, lost or renamed an entry
 
     def on_any_event(self, event: FileSystemEvent) -> None:
-        if event.event_type in _WAKING_EVENT_TYPES:
-            paths = [os.fsdecode(event.src_path), os.fsdecode(getattr(event, "dest_path", "") or "")]
-            written = event.event_type == EVENT_TYPE_MODIFIED
-            with self._lock:
-                for path in filter(None, paths):
-                    if written and event.is_directory:
-                        self.changed.add(path)  # a folder's own event (after any write in it, too)
-                    else:
-                        self.changed.add(os.path.dirname(path))  # an entry's event names its folder
-                        if not written:
-                            self.entries.add(os.path.dirname(path))  # created, deleted, renamed
-            self._event.set()
+        paths = [os.fsdecode(event.src_path), os.fsdecode(getattr(event, "dest_path", "") or "")]
+        written = event.event_type == EVENT_TYPE_MODIFIED
+        with self._lock:
+            for path in filter(None, paths):
+                if written and event.is_directory:
+                    self.changed.add(path)  # a folder's own event (after any write in it, too)
+                else:
+                    self.changed.add(os.path.dirname(path))  # an entry's event names its folder
+                    if not written:
+                        self.entries.add(os.path.dirname(path))  # created, deleted, renamed
+        self._event.set()
 
     def take(self) -> tuple[set[str], set[str]]:
         with self._lock:

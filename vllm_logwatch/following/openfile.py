@@ -224,18 +224,11 @@ def place_of(cur: OpenFile | None) -> dict[str, int | str | None]:
             "dev": cur.dev, "inode": cur.ino, "line_number": cur.next_number - 1, "held_bytes": len(cur.buf)}
 
 
-class NotRegularFile(OSError):
-    """A path where a file belongs holds a pipe, a device, a socket or a folder."""
-
-    def __init__(self) -> None:
-        super().__init__("not a regular file")
-
-
 def open_regular(path: str) -> tuple[int, os.stat_result]:
     """`path` opened read-only, never blocking: a named pipe (or a device) where a file belongs would
     hang `open()` until a writer comes, holding whatever lock the caller holds. Opened with `O_NONBLOCK`
-    (which changes nothing for a regular file) and checked with `fstat`; anything but a regular file
-    raises `NotRegularFile` (an OSError), its descriptor closed."""
+    (which changes nothing for a regular file) and checked with `fstat`; anything but a regular file (a
+    pipe, a device, a socket, a folder) raises OSError, its descriptor closed."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     try:
         st = os.fstat(fd)
@@ -244,7 +237,7 @@ def open_regular(path: str) -> tuple[int, os.stat_result]:
         raise
     if not stat.S_ISREG(st.st_mode):
         os.close(fd)
-        raise NotRegularFile()
+        raise OSError("not a regular file")
     return fd, st
 
 

@@ -26,8 +26,6 @@ from ..supervising.sinks import QUEUE_BYTES, QueuedWorker
 from .arrival import Arrival, ArrivalTimer
 from .ingest import LaunchReader
 
-__all__ = ["LineFeeder"]
-
 log = logging.getLogger(__name__)
 
 _GAP = "\0gap"  # queue markers: output was dropped here, in the middle of a line

@@ -58,8 +58,6 @@ from .sources import MetricsFactory, SourceReaders, over_sources, withhold_extra
 from .startfacts import launch_facts
 from .statekeeper import StateKeeper
 
-__all__ = ["Pipeline"]
-
 log = logging.getLogger(__name__)
 
 _MAX_LOGGED = 32  # distinct follower errors logged; later ones are only counted

@@ -31,8 +31,6 @@ from ..parsing.line import KNOWN_EXTRA_KEYS
 from ..parsing.stamps import YearClock
 from .ingest import LaunchReader
 
-__all__ = ["MetricsFactory", "SourceReaders"]
-
 log = logging.getLogger(__name__)
 
 MetricsFactory = Callable[[Mapping[str, str]], ExporterMetrics]

@@ -21,8 +21,6 @@ from ..parsing.events import ServerInfo
 from ..parsing.framing import MAX_LINE_BYTES
 from ..parsing.line import parse_line
 
-__all__ = ["FACTS_BYTES", "launch_facts"]
-
 FACTS_BYTES = 4 << 20
 """Start-up lines are read from at most this many bytes after the launch's banner."""
 _CHUNK = 8 << 20

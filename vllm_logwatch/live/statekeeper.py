@@ -34,8 +34,6 @@ from typing import Protocol
 from ..following.source import LineSource
 from ..following.statefile import Checkpoint, Position
 
-__all__ = ["RECORDS_WAIT", "SAVE_RETRY", "RecordMarks", "StateKeeper"]
-
 SAVE_RETRY = 1.0  # after a failed write
 RECORDS_WAIT = 1.0  # the writer thread waits this long at most for the records' writer
 

@@ -58,7 +58,7 @@ class StreamSource(LineSource):
     ) -> None:
         """`reopen`: `name` is a named pipe's path, opened again for its next writer (`open_fifo`)."""
         super().__init__(poll_interval, poll_bytes, None, max_line_bytes, read_bytes)
-        self.name = name
+        self.target = name
         self._reopen = reopen
         self.ended_at: float | None = None  # Unix time of the end
         self._cur = OpenFile(fd, name, 0, 0, 0, 0, 1)  # the framing of a file read from its start
@@ -83,14 +83,6 @@ class StreamSource(LineSource):
             raise
 
     @property
-    def target(self) -> str:
-        return self.name
-
-    @property
-    def mode(self) -> str:
-        return "stream"
-
-    @property
     def ended(self) -> bool:
         """Every writer is gone (or reading failed): nothing more will come."""
         return self.ended_at is not None
@@ -106,7 +98,7 @@ class StreamSource(LineSource):
             except BlockingIOError:
                 break  # a named pipe with no writer yet, or another reader was quicker
             except OSError as exc:
-                self._error(exc, self.name)
+                self._error(exc, self.target)
                 data = b""
             if not data:
                 self._end(out)
@@ -131,7 +123,7 @@ class StreamSource(LineSource):
     def _still_named(self) -> bool:
         """The pipe's path still names the pipe this stream holds open."""
         try:
-            here, held = os.stat(self.name), os.fstat(self._cur.fd)
+            here, held = os.stat(self.target), os.fstat(self._cur.fd)
         except OSError:
             return False
         return (here.st_dev, here.st_ino) == (held.st_dev, held.st_ino)
@@ -140,9 +132,9 @@ class StreamSource(LineSource):
         """The named pipe opened again for its next writer (True), the old end closed after, so the pipe
         always has a reader; False if it cannot be (the stream has ended)."""
         try:
-            fd = _open_pipe(self.name)
+            fd = _open_pipe(self.target)
         except OSError as exc:
-            self._error(exc, self.name)
+            self._error(exc, self.target)
             return False
         if not stat.S_ISFIFO(os.fstat(fd).st_mode):  # replaced by a file: not this stream any more
             os.close(fd)
@@ -152,7 +144,7 @@ class StreamSource(LineSource):
             waiter.unregister(old.fd)
             waiter.register(fd, _READY)
         os.close(old.fd)
-        self._cur = OpenFile(fd, self.name, 0, 0, 0, 0, old.next_number)  # one stream: numbers go on
+        self._cur = OpenFile(fd, self.target, 0, 0, 0, 0, old.next_number)  # one stream: numbers go on
         self.stats.files_opened += 1
         return True
 
@@ -179,7 +171,7 @@ class StreamSource(LineSource):
     def status(self) -> dict[str, Any]:
         """A snapshot for the status endpoint, shaped as the follower's, with `ended` and `ended_at`."""
         return {
-            "target": self.name, "mode": self.mode, **place_of(self._cur), "dev": None, "inode": None,
+            "target": self.target, "mode": "stream", **place_of(self._cur), "dev": None, "inode": None,
             "waiting_for_path": False, "waker_degraded_reason": None, "ended": self.ended,
             "ended_at": self.ended_at, "stats": dataclasses.asdict(self.stats),
         }

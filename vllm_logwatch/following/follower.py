@@ -1,14 +1,5 @@
-"""Follow a log file, the newest file of a folder, or of a glob, the way ``tail -F`` should.
-
-How, and why (docs/design.md, "Following files"; google/mtail's ``filestream.go`` is the model):
-``stat`` is the truth and notifications only a hint (``wakers.py``); at end of file another
-``(st_dev, st_ino)`` at the path is a rotation, a size below our offset or a changed head a
-copytruncate (read again from 0), a missing path is waited for. A folder target follows the newest
-launch file (``layouts.py``). Reads are framed into blocks of complete lines (``openfile.py``),
-handed out by ``poll_blocks()``; the state file (``statefile.py``) records the offset after the last
-line handed out: the pipeline writes each poll's ``checkpoint()`` before a scrape may show its lines
-(``live/statekeeper.py``).
-"""
+"""Follow a log file, the newest file of a folder, or of a glob, the way ``tail -F`` should: how and
+why in docs/design.md, "Following files" (google/mtail's ``filestream.go`` is the model)."""
 
 from __future__ import annotations
 

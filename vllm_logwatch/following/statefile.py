@@ -266,11 +266,9 @@ def saved_extra(path: str, key: str) -> object:
     """The value of `key` a state file of either kind was written with (`extra`), None if it has none or
     cannot be read (its position's reader says why)."""
     try:
-        data = read_state_bytes(path)
-        raw = json.loads(data.decode("utf-8")) if data is not None else None
-    except (StateError, ValueError):
+        return _read_json(path, lambda raw: raw.get(key) if isinstance(raw, dict) else None)
+    except StateError:
         return None
-    return raw.get(key) if isinstance(raw, dict) else None
 
 
 def write_atomically(path: str, text: str) -> None:

@@ -17,16 +17,6 @@ Why it is built like this:
 * The state file, exactly once: a line a scrape shows is never counted again after a restart, even
   after `kill -9` (`statekeeper.py`). A poll reads at most `POLL_BYTES`, so a scrape never waits long
   for a backlog being applied.
-
-Example::
-
-    follower = Follower("/mnt/sdb/vllm/logs", state_file="/var/lib/logwatch/state.json")
-    metrics, registry = ExporterMetrics(), CollectorRegistry()
-    pipeline = Pipeline(follower, metrics)
-    pipeline.register(registry)      # instead of metrics.register(registry)
-    pipeline.start()
-    ...
-    pipeline.stop()                  # joins the thread, writes the state file
 """
 
 from __future__ import annotations

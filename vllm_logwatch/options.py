@@ -10,7 +10,7 @@ import argparse
 import difflib
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from . import __version__
 from .parsing.kinds import RECORD_KINDS
@@ -21,8 +21,8 @@ if TYPE_CHECKING:
 __all__ = ["COMMANDS", "HELP", "build_parser"]
 
 
-_EPILOG = ("Docs: README.md and docs/ in the source tree (not in the installed package); metric names: "
-           "docs/metrics.md. Exit codes, signals: each command's --help.")
+_EPILOG = """Docs: README.md and docs/ in the source tree (not in the installed package); metric names:
+           docs/metrics.md. Exit codes, signals: each command's --help."""
 
 
 def _offline_epilog(none: str) -> str:
@@ -45,13 +45,13 @@ _SERVE_EPILOG = _serve_epilog(" (state file written)")
 _DEMO_EPILOG = _serve_epilog(" (its temporary folder removed)")
 
 
-_RUN_EPILOG = ("Signals: SIGTERM, SIGINT and SIGHUP (an ssh session closing) send SIGTERM to vLLM's process "
-               "group, SIGKILL after --stop-timeout (at once on a second Ctrl+C); its output is drained to "
-               "the end. If the reader of our stdout goes away (| head, a closed terminal), the echo stops "
-               "(said on stderr, counted in vllm_logwatch_stdout_bytes_dropped_total); vLLM, the log file "
-               "and the metrics go on. If logwatch itself dies (kill -9), vLLM gets SIGTERM. Exit code: "
-               "vLLM's (128+N when signal N ended it), 127 when COMMAND cannot start, 2 a usage error "
-               "before vLLM starts. Docs: docs/run.md.")
+_RUN_EPILOG = """Signals: SIGTERM, SIGINT and SIGHUP (an ssh session closing) send SIGTERM to vLLM's process
+               group, SIGKILL after --stop-timeout (at once on a second Ctrl+C); its output is drained to
+               the end. If the reader of our stdout goes away (| head, a closed terminal), the echo stops
+               (said on stderr, counted in vllm_logwatch_stdout_bytes_dropped_total); vLLM, the log file
+               and the metrics go on. If logwatch itself dies (kill -9), vLLM gets SIGTERM. Exit code:
+               vLLM's (128+N when signal N ended it), 127 when COMMAND cannot start, 2 a usage error
+               before vLLM starts. Docs: docs/run.md."""
 
 
 HELP: dict[str, str] = {
@@ -68,44 +68,46 @@ HELP: dict[str, str] = {
 """One line per command, for the top-level --help (built without loading every command's options)."""
 
 
+def _command(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, description: str, epilog: str
+) -> argparse.ArgumentParser:
+    """A command's parser. argparse folds the texts' line breaks and indents into single spaces."""
+    return sub.add_parser(name, help=HELP[name], description=description, epilog=epilog)
+
+
 def _add_parse(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser(
-        "parse",
-        help=HELP["parse"],
-        description=(
-            "Read vLLM log files (plain or .gz, globs, '-' for stdin) and write one record per stats "
-            "line, in file order. CSV columns: time, file, line, engine, prompt_throughput, "
-            "generation_throughput (tokens/s), running, waiting, swapped, gpu_kv_cache_usage_pct, "
-            "cpu_kv_cache_usage_pct, prefix_cache_hit_rate_pct, prefix_cache_hit_rate_cpu_pct, "
-            "mm_cache_hit_rate_pct, extra (JSON of other fields)."
-        ),
-        epilog=_OFFLINE_EPILOG,
-    )
+    p = _command(sub, "parse", """
+        Read vLLM log files (plain or .gz, globs, '-' for stdin) and write one record per stats
+        line, in file order. CSV columns: time, file, line, engine, prompt_throughput,
+        generation_throughput (tokens/s), running, waiting, swapped, gpu_kv_cache_usage_pct,
+        cpu_kv_cache_usage_pct, prefix_cache_hit_rate_pct, prefix_cache_hit_rate_cpu_pct,
+        mm_cache_hit_rate_pct, extra (JSON of other fields).""",
+        _OFFLINE_EPILOG)
     p.add_argument("files", nargs="+", metavar="FILE", help="log files, globs, or - for stdin")
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--csv", action="store_true",
-                     help="CSV with a header row (the default for --kind stats; iterations and requests "
-                     "have CSV columns too; other kinds are JSON lines)")
+                     help="""CSV with a header row (the default for --kind stats; iterations and requests
+                     have CSV columns too; other kinds are JSON lines)""")
     fmt.add_argument("--jsonl", action="store_true", help="one JSON object per line, with a 'kind' key")
     fmt.add_argument("--openmetrics", action="store_true",
-                     help="OpenMetrics text with timestamps (the exporter's gauges and estimated counters, "
-                     "ending in # EOF) for 'promtool tsdb create-blocks-from openmetrics'")
+                     help="""OpenMetrics text with timestamps (the exporter's gauges and estimated counters,
+                     ending in # EOF) for 'promtool tsdb create-blocks-from openmetrics'""")
     fmt.add_argument("--vm-import", action="store_true",
-                     help="the same series as Prometheus text with millisecond timestamps, which "
-                     "VictoriaMetrics imports as it is: curl --data-binary @FILE "
-                     "http://VM:8428/api/v1/import/prometheus")
+                     help="""the same series as Prometheus text with millisecond timestamps, which
+                     VictoriaMetrics imports as it is: curl --data-binary @FILE
+                     http://VM:8428/api/v1/import/prometheus""")
     p.add_argument("--label", action="append", metavar="KEY=VALUE",
-                   help="with --openmetrics or --vm-import: add this label to every series (repeat), e.g. "
-                   "instance=gpu1:9477 to match the live exporter's scraped series")
+                   help="""with --openmetrics or --vm-import: add this label to every series (repeat), e.g.
+                   instance=gpu1:9477 to match the live exporter's scraped series""")
     p.add_argument(
         "--kind",
         choices=RECORD_KINDS,
         default="stats",
-        help="records to write: stats (default), spec (speculative decoding), transfer (KV/EC "
-        "connector transfers), mfu (--enable-mfu-metrics lines), info (start-up facts), access (HTTP "
-        "requests), log (warnings and errors, no text), iterations (engine steps, "
-        "--enable-logging-iteration-details), requests (one row per request, --enable-log-requests; no "
-        "prompt or output), all; exit 1 when the inputs hold none (for all: no stats line)",
+        help="""records to write: stats (default), spec (speculative decoding), transfer (KV/EC
+        connector transfers), mfu (--enable-mfu-metrics lines), info (start-up facts), access (HTTP
+        requests), log (warnings and errors, no text), iterations (engine steps,
+        --enable-logging-iteration-details), requests (one row per request, --enable-log-requests; no
+        prompt or output), all; exit 1 when the inputs hold none (for all: no stats line)""",
     )
     _add_year_tz(p)
 
@@ -139,49 +141,46 @@ def _count(text: str) -> int:
 
 def _add_answers(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target-tps", type=_positive, metavar="N",
-                   help="capacity: per launch (and per context row where the KV cache size is logged) the "
-                   "most running requests at which the median stream gets N generation tok/s with "
-                   "nothing waiting, its evidence, and the limit that binds (speed, max-num-seqs, KV cache)")
+                   help="""capacity: per launch (and per context row where the KV cache size is logged) the
+                   most running requests at which the median stream gets N generation tok/s with
+                   nothing waiting, its evidence, and the limit that binds (speed, max-num-seqs, KV cache)""")
     p.add_argument("--gpu-hour-cost", type=_positive, metavar="USD",
-                   help="cost: per launch and per day, $/1M generated and prompt tokens, busy share, idle "
-                   "hours and their cost, at USD per GPU-hour")
+                   help="""cost: per launch and per day, $/1M generated and prompt tokens, busy share, idle
+                   hours and their cost, at USD per GPU-hour""")
     p.add_argument("--gpus", type=_count, metavar="N",
-                   help="GPUs per launch for --gpu-hour-cost and the Pareto view (default: tensor x "
-                   "pipeline x data parallel size from the launch's arguments, else 1)")
+                   help="""GPUs per launch for --gpu-hour-cost and the Pareto view (default: tensor x
+                   pipeline x data parallel size from the launch's arguments, else 1)""")
 
 
-def _add_year_tz(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--year", type=_year, help="year of the log's first line (default: from the file name, "
-                   "e.g. serve_20261129_120000.log, else the file's mtime, else this year)")
-    p.add_argument("--tz", metavar="ZONE", help="zone the server logged in, e.g. UTC (default: this machine)")
+def _add_year_tz(
+    p: argparse.ArgumentParser, tz: str = "zone the server logged in, e.g. UTC (default: this machine)"
+) -> None:
+    p.add_argument("--year", type=_year, help="""year of the log's first line (default: from the file name,
+                   e.g. serve_20261129_120000.log, else the file's mtime, else this year)""")
+    p.add_argument("--tz", metavar="ZONE", help=tz)
 
 
 def _add_summary(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser(
-        "summary",
-        help=HELP["summary"],
-        description=(
-            "Summarise vLLM logs: per launch (a file, or a restart inside one) the time span, stats "
-            "lines, estimated prompt and generation tokens, peak and median generation tok/s, mean KV "
-            "usage, share of intervals with requests waiting, the time between tokens, cache hit rates "
-            "at the end; then tok/s, per-request tok/s and the time between tokens (Little's law) by the "
-            "running requests an interval held throughout; "
-            "with iteration lines, the engine step time by running streams; for logs that have "
-            "them, speculative decoding (drafted, accepted, acceptance) and KV transfers (by result, "
-            "GiB, transfer times). The data comes first; --explain adds what each column means."
-        ),
-        epilog=_offline_epilog("no stats line (with --by lora: no request line)"),
-    )
+    p = _command(sub, "summary", """
+        Summarise vLLM logs: per launch (a file, or a restart inside one) the time span, stats
+        lines, estimated prompt and generation tokens, peak and median generation tok/s, mean KV
+        usage, share of intervals with requests waiting, the time between tokens, cache hit rates at
+        the end; then tok/s, per-request tok/s and the time between tokens (Little's law) by the
+        running requests an interval held throughout; with iteration lines, the engine step time by
+        running streams; for logs that have them, speculative decoding (drafted, accepted,
+        acceptance) and KV transfers (by result, GiB, transfer times). The data comes first;
+        --explain adds what each column means.""",
+        _offline_epilog("no stats line (with --by lora: no request line)"))
     p.add_argument("files", nargs="+", metavar="FILE", help="log files, globs, or - for stdin")
     p.add_argument("--by", choices=("launch", "engine", "none", "lora"), default="launch",
-                   help="one row and table per launch (default; engines summed), per launch and "
-                   "engine, or one for all inputs; lora: requests by LoRA adapter from the request "
-                   "lines (--enable-log-requests): finish reasons, end-to-end p50/p90 where timed")
+                   help="""one row and table per launch (default; engines summed), per launch and
+                   engine, or one for all inputs; lora: requests by LoRA adapter from the request
+                   lines (--enable-log-requests): finish reasons, end-to-end p50/p90 where timed""")
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--markdown", action="store_true", help="Markdown tables (default: aligned text)")
     fmt.add_argument("--json", action="store_true",
-                     help="one JSON document (with the Pareto points: per-stream tok/s and total tok/s per "
-                     "GPU by running requests)")
+                     help="""one JSON document (with the Pareto points: per-stream tok/s and total tok/s per
+                     GPU by running requests)""")
     p.add_argument("--explain", action="store_true",
                    help="after the tables, what each column means (the JSON always holds it)")
     _add_answers(p)
@@ -189,224 +188,180 @@ def _add_summary(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
 
 
 def _add_plot(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser(
-        "plot",
-        help=HELP["plot"],
-        description=(
-            "Draw one image: stacked panels over time (prompt and generation tok/s; running and "
-            "waiting requests; KV cache usage; prefix and MM cache hit rates), launches marked, one "
-            "line per engine, and below them generation tok/s against running requests. Needs "
-            "matplotlib: pip install matplotlib (in a clone: pip install '.[plot]')."
-        ),
-        epilog=_STATS_EPILOG,
-    )
+    p = _command(sub, "plot", """
+        Draw one image: stacked panels over time (prompt and generation tok/s; running and waiting
+        requests; KV cache usage; prefix and MM cache hit rates), launches marked, one line per
+        engine, and below them generation tok/s against running requests. Needs matplotlib: pip
+        install matplotlib (in a clone: pip install '.[plot]').""", _STATS_EPILOG)
     p.add_argument("files", nargs="+", metavar="FILE", help="log files, globs, or - for stdin")
     p.add_argument("-o", "--output", required=True, metavar="IMAGE",
-                   help="image file to write: .png (or .svg, .pdf); - writes PNG to standard output "
-                   "(refused when it is a terminal)")
+                   help="""image file to write: .png (or .svg, .pdf); - writes PNG to standard output
+                   (refused when it is a terminal)""")
     p.add_argument("--since", metavar="T",
                    help="start time, e.g. 2026-11-29 or '2026-11-29 19:24' (zone: --tz)")
     p.add_argument("--until", metavar="T", help="end time, same forms as --since")
     _add_year_tz(p)
 
 
-def _add_listen_options(p: argparse.ArgumentParser, model: type[BaseModel]) -> None:
-    from .config import option_help
+_METAVARS = {
+    "listen": "ADDR", "port": "N", "poll_interval": "S", "web_config": "FILE", "state_file": "PATH",
+    "pattern": "GLOB", "select": "GLOB", "max_sources": "N", "source_grace": "S", "stats_interval": "S",
+    "labels": "K=V", "tz": "ZONE", "records": "FILE", "log_dir": "DIR", "name": "NAME", "stop_timeout": "S",
+    "startup_grace": "S", "speed": "X",
+}
+"""The metavar of each settings option; an on/off field is --x/--no-x, a Literal one takes its choices."""
 
-    p.add_argument("--listen", metavar="ADDR", help=option_help(model, "listen"))
-    p.add_argument("--port", metavar="N", help=option_help(model, "port"))
-    p.add_argument("--poll-interval", metavar="S", help=option_help(model, "poll_interval"))
-    p.add_argument("--web-config", metavar="FILE", help=option_help(model, "web_config"))
+
+def _add_settings(p: argparse.ArgumentParser, model: type[BaseModel], *fields: str) -> None:
+    """One option per settings field, in this order, its help from the model (with env and default)."""
+    from typing import Literal, get_args, get_origin
+
+    from .config import option_help, option_name
+
+    for field in fields:
+        annotation = model.model_fields[field].annotation
+        kwargs: dict[str, Any] = {"dest": field, "help": option_help(model, field)}
+        if annotation is bool:
+            kwargs.update(action=argparse.BooleanOptionalAction, default=None)
+        elif get_origin(annotation) is Literal:
+            kwargs.update(choices=get_args(annotation), default=None)
+        else:
+            kwargs["metavar"] = _METAVARS[field]
+        if field in ("select", "labels"):
+            kwargs["action"] = "append"
+        p.add_argument(option_name(field), **kwargs)
+
+
+_LISTEN = ("listen", "port", "poll_interval", "web_config")
+_EXPORTING = ("stats_interval", "labels", "tz", "records")
 
 
 def _add_watch(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from .config import WatchSettings, option_help
 
     m = WatchSettings
-    p = sub.add_parser(
-        "watch",
-        help=HELP["watch"],
-        description=(
-            "Follow a vLLM log file, or the newest launch file in a folder (switching when a newer one "
-            "appears), and serve Prometheus metrics at /metrics, a JSON status at /api/v1/status and "
-            "/healthz. 'docker logs -f vllm 2>&1 | logwatch watch -' reads a pipe instead (also 'kubectl "
-            "logs -f POD', 'journalctl -f -u vllm -o cat'): one launch, no --state-file; at its end the "
-            "metrics stay served and the status says it ended. Every option can also be set with the "
-            "environment variable shown; the command line wins over the environment, the environment over "
-            "the default."
-        ),
-        epilog=_SERVE_EPILOG,
-    )
+    p = _command(sub, "watch", """
+        Follow a vLLM log file, or the newest launch file in a folder (switching when a newer one
+        appears), and serve Prometheus metrics at /metrics, a JSON status at /api/v1/status and
+        /healthz. 'docker logs -f vllm 2>&1 | logwatch watch -' reads a pipe instead (also 'kubectl
+        logs -f POD', 'journalctl -f -u vllm -o cat'): one launch, no --state-file; at its end the
+        metrics stay served and the status says it ended. Every option can also be set with the
+        environment variable shown; the command line wins over the environment, the environment over
+        the default.""", _SERVE_EPILOG)
     p.add_argument("target", nargs="?", metavar="TARGET", help=option_help(m, "target"))
-    _add_listen_options(p, m)
-    p.add_argument("--from-start", action=argparse.BooleanOptionalAction, default=None,
-                   help=option_help(m, "from_start"))
-    p.add_argument("--state-file", metavar="PATH", help=option_help(m, "state_file"))
-    p.add_argument("--pattern", metavar="GLOB", help=option_help(m, "pattern"))
-    p.add_argument("--layout", choices=("auto", "scripts", "pods", "docker"), default=None,
-                   help=option_help(m, "layout"))
-    p.add_argument("--select", metavar="GLOB", action="append", help=option_help(m, "select"))
-    p.add_argument("--max-sources", metavar="N", help=option_help(m, "max_sources"))
-    p.add_argument("--source-grace", metavar="S", help=option_help(m, "source_grace"))
-    p.add_argument("--stats-interval", metavar="S", help=option_help(m, "stats_interval"))
-    p.add_argument("--label", dest="labels", metavar="K=V", action="append", help=option_help(m, "labels"))
-    p.add_argument("--tz", metavar="ZONE", help=option_help(m, "tz"))
-    p.add_argument("--records", metavar="FILE", help=option_help(m, "records"))
+    _add_settings(p, m, *_LISTEN, "from_start", "state_file", "pattern", "layout", "select", "max_sources",
+                  "source_grace", *_EXPORTING)
 
 
 def _add_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from .config import DemoSettings, option_help
+    from .config import DemoSettings
 
-    p = sub.add_parser(
-        "demo",
-        help=HELP["demo"],
-        description=(
-            "Replay a real vLLM 0.32 log (bundled) into a temporary folder at SPEED times real time, one "
-            "new launch file per pass, forever, and serve it exactly like 'logwatch watch' does. The "
-            "folder is removed on exit."
-        ),
-        epilog=_DEMO_EPILOG,
-    )
-    p.add_argument("--speed", metavar="X", help=option_help(DemoSettings, "speed"))
-    _add_listen_options(p, DemoSettings)
+    p = _command(sub, "demo", """
+        Replay a real vLLM 0.32 log (bundled) into a temporary folder at SPEED times real time, one
+        new launch file per pass, forever, and serve it exactly like 'logwatch watch' does. The
+        folder is removed on exit.""", _DEMO_EPILOG)
+    _add_settings(p, DemoSettings, "speed", *_LISTEN)
 
 
 def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from .config import RunSettings, option_help
+    from .config import RunSettings
 
-    m = RunSettings
-    p = sub.add_parser(
-        "run",
-        help=HELP["run"],
-        description=(
-            "Run COMMAND (e.g. vllm serve MODEL ...) in its own session with stdout and stderr merged, "
-            "write every byte to LOG_DIR/<name>_<YYYYmmdd_HHMMSS>.log and to our stdout, and serve the "
-            "same metrics as 'watch' from the output, in process. A full or slow log disk never blocks "
-            "vLLM: what cannot be written is dropped, counted and said on stderr."
-        ),
-        epilog=_RUN_EPILOG,
-    )
-    p.add_argument("--listen", metavar="ADDR", help=option_help(m, "listen"))
-    p.add_argument("--port", metavar="N", help=option_help(m, "port"))
-    p.add_argument("--web-config", metavar="FILE", help=option_help(m, "web_config"))
-    p.add_argument("--log-dir", metavar="DIR", help=option_help(m, "log_dir"))
-    p.add_argument("--name", metavar="NAME", help=option_help(m, "name"))
-    p.add_argument("--restart", choices=("no", "on-failure", "always"), default=None,
-                   help=option_help(m, "restart"))
-    p.add_argument("--stop-timeout", metavar="S", help=option_help(m, "stop_timeout"))
-    p.add_argument("--startup-grace", metavar="S", help=option_help(m, "startup_grace"))
-    p.add_argument("--stats-interval", metavar="S", help=option_help(m, "stats_interval"))
-    p.add_argument("--label", dest="labels", metavar="K=V", action="append", help=option_help(m, "labels"))
-    p.add_argument("--tz", metavar="ZONE", help=option_help(m, "tz"))
-    p.add_argument("--records", metavar="FILE", help=option_help(m, "records"))
+    p = _command(sub, "run", """
+        Run COMMAND (e.g. vllm serve MODEL ...) in its own session with stdout and stderr merged,
+        write every byte to LOG_DIR/<name>_<YYYYmmdd_HHMMSS>.log and to our stdout, and serve the
+        same metrics as 'watch' from the output, in process. A full or slow log disk never blocks
+        vLLM: what cannot be written is dropped, counted and said on stderr.""", _RUN_EPILOG)
+    _add_settings(p, RunSettings, "listen", "port", "web_config", "log_dir", "name", "restart",
+                  "stop_timeout", "startup_grace", *_EXPORTING)
     p.add_argument("child_command", nargs=argparse.REMAINDER, metavar="-- COMMAND ARGS",
                    help="the server to run, after --")
 
 
 def _add_compare(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser(
-        "compare",
-        help=HELP["compare"],
-        description=(
-            "Put vLLM launches side by side: each file is a launch, and so is each restart inside one "
-            "(a new start-up banner). First the arguments that differ between the launches (only those; "
-            "host, port and model_tag are left out) and the start-up facts that differ (vLLM version, "
-            "KV cache size, ...); then per launch its throughput by running requests (median and p90 "
-            "generation tok/s, per-request tok/s, time between tokens, prompt tok/s, KV usage, share "
-            "waiting, preemptions), "
-            "hit rates, speculative acceptance, and the context x concurrency matrix where "
-            "the KV cache size in tokens is logged (an estimate; the output says why). A launch whose "
-            "start-up lines are not in the log is compared with its arguments unknown."
-        ),
-        epilog=("Exit codes: 0 ok, 1 no stats lines in the inputs, 2 usage or I/O error (one line on "
-                "stderr; also an image that cannot be written). A reader of stdout that goes away (| head) "
-                "ends it quietly."),
-    )
+    p = _command(sub, "compare", """
+        Put vLLM launches side by side: each file is a launch, and so is each restart inside one (a
+        new start-up banner). First the arguments that differ between the launches (only those;
+        host, port and model_tag are left out) and the start-up facts that differ (vLLM version, KV
+        cache size, ...); then per launch its throughput by running requests (median and p90
+        generation tok/s, per-request tok/s, time between tokens, prompt tok/s, KV usage, share
+        waiting, preemptions), hit rates, speculative acceptance, and the context x concurrency
+        matrix where the KV cache size in tokens is logged (an estimate; the output says why). A
+        launch whose start-up lines are not in the log is compared with its arguments unknown.""", """
+        Exit codes: 0 ok, 1 no stats lines in the inputs, 2 usage or I/O error (one line on stderr;
+        also an image that cannot be written). A reader of stdout that goes away (| head) ends it
+        quietly.""")
     p.add_argument("files", nargs="+", metavar="FILE", help="log files, globs, or - for stdin")
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--markdown", action="store_true", help="Markdown tables (default: aligned text)")
     fmt.add_argument("--json", action="store_true",
-                     help="one JSON document: launches (args, facts, by_concurrency rows, matrix) and "
-                     "differing_args")
+                     help="""one JSON document: launches (args, facts, by_concurrency rows, matrix) and
+                     differing_args""")
     p.add_argument("-o", "--output", metavar="IMAGE",
-                   help="also draw the comparison: generation tok/s and per-request tok/s against running "
-                   "requests, one line per launch (median, p10-p90 band; broken at counts with no data), "
-                   "and the Pareto frontier (per-stream tok/s against total tok/s per GPU); .png, .svg or "
-                   ".pdf (needs matplotlib)")
+                   help="""also draw the comparison: generation tok/s and per-request tok/s against running
+                   requests, one line per launch (median, p10-p90 band; broken at counts with no data),
+                   and the Pareto frontier (per-stream tok/s against total tok/s per GPU); .png, .svg or
+                   .pdf (needs matplotlib)""")
     _add_answers(p)
     _add_year_tz(p)
 
 
 def _add_audit(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser(
-        "audit",
-        help=HELP["audit"],
-        description=(
-            "Read benchmark result files (vllm bench serve --save-result JSON, vllm bench sweep folders, "
-            "GuideLLM benchmarks JSON, AIPerf's profile_export_aiperf.json, llm-d Benchmark Reports 0.2, "
-            "inference-perf stage metrics), find each run's window in the vLLM server's logs and say what "
-            "the "
-            "server really ran in it: the concurrency asked against Running (median, p10, p90), the share "
-            "of samples with requests waiting, preemptions, KV cache peak, prefix cache hit rate, the "
-            "server's generation tok/s against the client's output tok/s, the log's time between tokens "
-            "against the client's ITL; and verdicts with their numbers: capped by max-num-seqs, "
-            "KV-throttled, queueing, time between tokens differs, client-bound, idle, absent, another "
-            "model, else ok. AIPerf's requests are joined to the log's request lines by X-Request-ID."
-        ),
-        epilog=("Exit codes: 0 ok (whatever the verdicts), 1 no stats lines in the logs, or no run's "
-                "window holds a stats line of the benchmark's model (the line says which: another "
-                "model, or the times the logs cover), 2 usage or I/O error, a result file cut short or "
-                "of no known format (one line on stderr). Docs: docs/audit.md."),
-    )
-    p.add_argument("results", nargs="+", metavar="RESULT", help="benchmark result files, or vllm bench "
-                   "sweep output folders")
+    p = _command(sub, "audit", """
+        Read benchmark result files (vllm bench serve --save-result JSON, vllm bench sweep folders,
+        GuideLLM benchmarks JSON, AIPerf's profile_export_aiperf.json, llm-d Benchmark Reports 0.2,
+        inference-perf stage metrics), find each run's window in the vLLM server's logs and say what
+        the server really ran in it: the concurrency asked against Running (median, p10, p90), the
+        share of samples with requests waiting, preemptions, KV cache peak, prefix cache hit rate,
+        the server's generation tok/s against the client's output tok/s, the log's time between
+        tokens against the client's ITL; and verdicts with their numbers: capped by max-num-seqs,
+        KV-throttled, queueing, time between tokens differs, client-bound, idle, absent, another
+        model, else ok. AIPerf's requests are joined to the log's request lines by X-Request-ID.""", """
+        Exit codes: 0 ok (whatever the verdicts), 1 no stats lines in the logs, or no run's window
+        holds a stats line of the benchmark's model (the line says which: another model, or the
+        times the logs cover), 2 usage or I/O error, a result file cut short or of no known format
+        (one line on stderr). Docs: docs/audit.md.""")
+    p.add_argument("results", nargs="+", metavar="RESULT", help="""benchmark result files, or vllm bench
+                   sweep output folders""")
     p.add_argument("--log", dest="logs", action="append", required=True, metavar="SERVER_LOG",
                    help="the vLLM server's log: a file, a glob, or - for stdin (repeatable)")
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--markdown", action="store_true", help="Markdown tables (default: aligned text)")
-    fmt.add_argument("--json", action="store_true", help="one JSON document: runs, each with the "
-                     "client's figures, the server's (server) and the verdicts")
-    p.add_argument("-o", "--output", metavar="IMAGE", help="also draw it: per run the concurrency "
-                   "asked and Running (median, p10-p90), max-num-seqs, the verdicts; .png, .svg or .pdf "
-                   "(needs matplotlib)")
-    p.add_argument("--observability", metavar="DIR", help="also write per run DIR/run-N.observability.yaml: "
-                   "the server's Running, Waiting and KV cache usage in the run's window (statistics and "
-                   "series) as the results.observability block of an llm-d Benchmark Report 0.2, a "
-                   "partial to merge into the run's report")
-    p.add_argument("--clock-offset", type=float, default=0.0, metavar="S", help="seconds to add to the "
-                   "benchmark's times to get the log's (the log's clock minus the client's; default 0; at "
-                   "most 1e9 either way)")
-    p.add_argument("--year", type=_year, help="year of the log's first line (default: from the file name, "
-                   "e.g. serve_20261129_120000.log, else the file's mtime, else this year)")
-    p.add_argument("--tz", metavar="ZONE", help="zone of the log's stamps and of the result files' "
-                   "zone-less times, e.g. UTC (default: this machine's zone)")
+    fmt.add_argument("--json", action="store_true", help="""one JSON document: runs, each with the
+                     client's figures, the server's (server) and the verdicts""")
+    p.add_argument("-o", "--output", metavar="IMAGE", help="""also draw it: per run the concurrency
+                   asked and Running (median, p10-p90), max-num-seqs, the verdicts; .png, .svg or .pdf
+                   (needs matplotlib)""")
+    p.add_argument("--observability", metavar="DIR", help="""also write per run DIR/run-N.observability.yaml:
+                   the server's Running, Waiting and KV cache usage in the run's window (statistics and
+                   series) as the results.observability block of an llm-d Benchmark Report 0.2, a
+                   partial to merge into the run's report""")
+    p.add_argument("--clock-offset", type=float, default=0.0, metavar="S", help="""seconds to add to the
+                   benchmark's times to get the log's (the log's clock minus the client's; default 0; at
+                   most 1e9 either way)""")
+    _add_year_tz(p, """zone of the log's stamps and of the result files' zone-less times, e.g. UTC
+                 (default: this machine's zone)""")
 
 
 def _add_top(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser(
-        "top",
-        help=HELP["top"],
-        description=(
-            "Show one vLLM server or a fleet in the terminal: a row per server and engine (state, age of "
-            "the last stats line, tok/s with a sparkline, running, waiting, KV usage, prefix hit rate, "
-            "time between tokens, preemptions, problems), a fleet line, a detail pane. A TARGET is a log "
-            "file or folder (read here from its start, as 'watch' reads it), the URL of a logwatch "
-            "exporter, or the URL of a vLLM server's own /metrics. Keys: ? shows them. Needs the "
-            "'top' extra: pip install 'vllm-logwatch[top]'. NO_COLOR is honoured. Docs: docs/top.md."
-        ),
-        epilog="Exit codes: 0 ok (q, or --once printed its frame), 2 a usage error (one line on stderr).",
-    )
+    p = _command(sub, "top", """
+        Show one vLLM server or a fleet in the terminal: a row per server and engine (state, age of
+        the last stats line, tok/s with a sparkline, running, waiting, KV usage, prefix hit rate,
+        time between tokens, preemptions, problems), a fleet line, a detail pane. A TARGET is a log
+        file or folder (read here from its start, as 'watch' reads it), the URL of a logwatch
+        exporter, or the URL of a vLLM server's own /metrics. Keys: ? shows them. Needs the 'top'
+        extra: pip install 'vllm-logwatch[top]'. NO_COLOR is honoured. Docs: docs/top.md.""", """
+        Exit codes: 0 ok (q, or --once printed its frame), 2 a usage error (one line on stderr).""")
     p.add_argument("targets", nargs="*", metavar="TARGET",
-                   help="log files or folders, http(s) URLs (default: $LOGWATCH_TARGET, else "
-                   "http://127.0.0.1:$LOGWATCH_PORT/metrics, the exporter on this host)")
+                   help="""log files or folders, http(s) URLs (default: $LOGWATCH_TARGET, else
+                   http://127.0.0.1:$LOGWATCH_PORT/metrics, the exporter on this host)""")
     p.add_argument("--once", action="store_true",
-                   help="print one frame as text and exit (for scripts and READMEs); a vLLM URL is read "
-                   "twice, --interval apart, for its rates")
+                   help="""print one frame as text and exit (for scripts and READMEs); a vLLM URL is read
+                   twice, --interval apart, for its rates""")
     p.add_argument("--detail", action="store_true",
                    help="with --once: each server's detail pane too; else open the pane at start")
     p.add_argument("--at", metavar="TIME",
-                   help="log targets as they were at TIME (ISO, e.g. 2026-11-29T19:25:00, in --tz); "
-                   "left/right then step through their history")
+                   help="""log targets as they were at TIME (ISO, e.g. 2026-11-29T19:25:00, in --tz);
+                   left/right then step through their history""")
     p.add_argument("--step", type=_positive, default=60.0, metavar="S",
                    help="seconds the left and right keys move through a log's history (default 60)")
     p.add_argument("--interval", type=_positive, default=1.0, metavar="S",

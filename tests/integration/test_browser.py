@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from support import ROOT
 
-from vllm_logwatch.web.formats import format_number
+from vllm_logwatch.web.page import format_number
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -22,7 +22,6 @@ from collections.abc import Iterator
 
 from ..parsing.events import EngineStats, IterationStats, MfuStats, SpecDecodeStats, TransferStats
 from ..shown import finite, json_safe
-from .mfu_gauges import mfu_gauges
 from .snapshot import EngineSnapshot, EngineStateName, TransferSnapshot
 from .step_tokens import StepTokens
 from .tokens import TokenWindows, readable
@@ -374,3 +373,16 @@ class EngineState:
 def _put(out: dict[str, float], key: str, value: float | None, divisor: float = 1.0) -> None:
     if value is not None:
         out[key] = value / divisor
+
+
+def mfu_gauges(line: MfuStats | None) -> dict[str, float]:
+    """Short metric name -> value: FLOP/s and bytes/s per device of the engine's last MFU line.
+
+    >>> mfu_gauges(MfuStats(engine=0, tflops_per_device=12.5, gbps_per_device=300.0))
+    {'mfu_flops_per_second': 12500000000000.0, 'mfu_memory_bytes_per_second': 300000000000.0}
+    """
+    if line is None:
+        return {}
+    out = {"mfu_flops_per_second": line.tflops_per_device * 1e12,
+           "mfu_memory_bytes_per_second": line.gbps_per_device * 1e9}
+    return {k: v for k, v in out.items() if math.isfinite(v)}

@@ -27,10 +27,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from types import FrameType
-from typing import Protocol
+from typing import Any, Protocol
 
-from .holders import pipe_holders
-from .jobcontrol import JobControl
 from .policy import Restart, Send, Stop, after_exit, decide_stop, exit_code_of
 from .sinks import SinkStats
 from .tee import TeeProcess, read_stats, spawn_tee
@@ -193,7 +191,7 @@ class Supervisor:
         """Launch, supervise, restart; returns the exit code. SIGTERM, SIGINT and SIGHUP (an ssh
         session closing) all stop vLLM's group gracefully, for the duration (a second Ctrl+C without
         waiting); the originals come back.
-        Ctrl+Z (SIGTSTP, SIGTTIN, SIGTTOU) stops vLLM's group with logwatch (`jobcontrol.py`)."""
+        Ctrl+Z (SIGTSTP, SIGTTIN, SIGTTOU) stops vLLM's group with logwatch (`JobControl`)."""
         previous = {s: signal.signal(s, self._on_signal) for s in _STOP_SIGNALS}
         jobs = JobControl(lambda: self._group)
         jobs.install()
@@ -431,3 +429,66 @@ class Supervisor:
             stdout_bytes_dropped=self._done_echo + self._tee[1].bytes_dropped,
             parse_bytes_dropped=self.feeder.stats.bytes_dropped + self._tee[2].bytes_dropped,
         ))
+
+
+def pipe_holders(pipe: int, proc: str = "/proc") -> set[int]:
+    """The pids of the other processes that hold the pipe with inode `pipe` open (empty where /proc is
+    not): one vLLM started that called `setsid()` left vLLM's group, so a stop reaches it by the pipe."""
+    try:
+        target = f"pipe:[{pipe}]"
+        entries = [e.name for e in os.scandir(proc) if e.name.isdigit()]
+    except OSError:
+        return set()
+    me = os.getpid()
+    found: set[int] = set()
+    for name in entries:
+        pid = int(name)
+        if pid == me:
+            continue
+        with contextlib.suppress(OSError):  # gone meanwhile, or not ours to look at
+            for link in os.scandir(f"{proc}/{name}/fd"):
+                with contextlib.suppress(OSError):
+                    if os.readlink(link.path) == target:
+                        found.add(pid)
+                        break
+    return found
+
+
+JOB_STOP_SIGNALS = (signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU)
+
+
+def _signal_group(pgid: int, signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signum)
+
+
+class JobControl:
+    """Ctrl+Z on `logwatch run` stops vLLM's group too and `fg` resumes both, as a shell does for a job
+    (vLLM's own session keeps it out of the terminal's job control: stopped alone, logwatch would leave
+    it blocked in `write()` on a full pipe). `install()` in the main thread; `group()` names the
+    child's process group (None: no child)."""
+
+    def __init__(self, group: Callable[[], int | None]) -> None:
+        self.group = group
+        self._previous: dict[int, Any] = {}
+
+    def install(self) -> None:
+        for signum in JOB_STOP_SIGNALS:
+            self._previous[signum] = signal.signal(signum, self._on_stop)
+
+    def restore(self) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+        self._previous.clear()
+
+    def _on_stop(self, signum: int, frame: FrameType | None) -> None:
+        pgid = self.group()
+        if pgid is not None:
+            _signal_group(pgid, signal.SIGSTOP)
+        signal.signal(signum, signal.SIG_DFL)
+        try:
+            os.kill(os.getpid(), signum)  # stops here until SIGCONT (or at once, in an orphaned group,
+        finally:                          # where the kernel discards a terminal stop signal)
+            signal.signal(signum, self._on_stop)
+            if pgid is not None:
+                _signal_group(pgid, signal.SIGCONT)

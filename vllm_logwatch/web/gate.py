@@ -24,7 +24,8 @@ tells the gate when a connection waits for a request head and when it closes:
   handshake, itself bounded by as much) or after the previous answer was written; else the
   connection is closed. An idle keep-alive connection closes sooner, after uvicorn's
   `timeout_keep_alive` (5 s).
-* Out of descriptors all the same (other files): the error is counted (`accepterrors.py`) and
+* Out of descriptors all the same (other files): the error is counted (`AcceptErrors`:
+  `http.accept_errors` in `/api/v1/status`; the first said in one line, none with a traceback) and
   accepting pauses for `RETRY_DELAY`, once, whatever the backlog.
 
 The checks run on uvicorn's tick (every 0.1 s): no timer per connection.
@@ -38,6 +39,8 @@ Example::
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
 import resource
 import socket
 import ssl
@@ -48,8 +51,6 @@ from typing import Any
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from .accepterrors import ACCEPT_ERRORS
-
 __all__ = ["HEAD_TIMEOUT", "Connection", "Gate", "Server", "max_connections"]
 
 HEAD_TIMEOUT = 10.0
@@ -59,6 +60,26 @@ MIN_CONNECTIONS = 8
 MAX_CONNECTIONS = 1024
 RETRY_DELAY = 1.0  # after accept() failed: out of descriptors or memory
 _BATCH = 100  # accepts at most per wake-up, as asyncio's loop does up to its backlog
+
+
+log = logging.getLogger(__name__)
+
+
+class AcceptErrors:
+    """The count of failed `accept()` calls of this process's server."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def add(self, exc: OSError) -> None:
+        self.count += 1
+        if self.count == 1:
+            reason = os.strerror(exc.errno).lower() if exc.errno else type(exc).__name__
+            log.warning("cannot accept a connection: %s (said once; counted in http.accept_errors of "
+                        "/api/v1/status)", reason)
+
+
+ACCEPT_ERRORS = AcceptErrors()
 
 
 def max_connections(limit: int) -> int:

@@ -53,15 +53,14 @@ from ..errors import InputError, UsageError
 from ..exporting import catalogue
 from ..exporting.families import WithLabels
 from ..exporting.history import History
-from .accepterrors import ACCEPT_ERRORS
-from .assets import static_files
+from .gate import ACCEPT_ERRORS
+from .page import static_files
 
 if TYPE_CHECKING:
     import uvicorn
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-    from .basicauth import BasicAuth
-    from .webconfig import WebConfig
+    from .webconfig import BasicAuth, WebConfig
 
 __all__ = ["EXIT_SIGINT", "bind_socket", "create_app", "http_server", "serve", "url_of", "uvicorn_config"]
 
@@ -154,7 +153,7 @@ def create_app(
 
     _count_invalid_requests(registry, labels or {})
     if web is not None and (web.basic_auth_users or web.headers):
-        from .basicauth import BasicAuth
+        from .webconfig import BasicAuth
 
         # Made here, at start: its dummy hash costs a bcrypt, which must not fall on the first request.
         auth = BasicAuth(web.basic_auth_users) if web.basic_auth_users else None

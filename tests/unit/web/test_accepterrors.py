@@ -1,7 +1,7 @@
 """A connection the server cannot accept (out of descriptors) is counted and said once, without a
 traceback; accepting then pauses for a second, once, instead of a retry for each waiting client
 (asyncio's own loop: most of a core, and thousands of tracebacks at shutdown), and nothing is left to
-fail once the server stopped (`web/gate.py`, `web/accepterrors.py`)."""
+fail once the server stopped (`web/gate.py`)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,7 @@ from typing import Any
 
 import pytest
 
-from vllm_logwatch.web.accepterrors import ACCEPT_ERRORS
-from vllm_logwatch.web.gate import RETRY_DELAY, Connection, Gate
+from vllm_logwatch.web.gate import ACCEPT_ERRORS, RETRY_DELAY, Connection, Gate
 
 
 class Exhausted(socket.socket):

@@ -18,9 +18,8 @@ from prometheus_client.registry import CollectorRegistry
 from support import TLSFiles, make_tls_files
 
 from vllm_logwatch.errors import UsageError
-from vllm_logwatch.web.basicauth import MAX_PENDING_CHECKS
 from vllm_logwatch.web.server import create_app
-from vllm_logwatch.web.webconfig import MAX_BCRYPT_COST, WebConfig, load_web_config
+from vllm_logwatch.web.webconfig import MAX_BCRYPT_COST, MAX_PENDING_CHECKS, WebConfig, load_web_config
 
 pytestmark = pytest.mark.timeout(60)
 

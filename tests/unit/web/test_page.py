@@ -22,8 +22,7 @@ from vllm_logwatch.exporting.exporter import ExporterMetrics
 from vllm_logwatch.exporting.history import History
 from vllm_logwatch.parsing.assemble import iter_events
 from vllm_logwatch.parsing.stamps import YearClock
-from vllm_logwatch.web.assets import static_files
-from vllm_logwatch.web.page import COLUMNS, STATS_MISSING, render
+from vllm_logwatch.web.page import COLUMNS, STATS_MISSING, render, static_files
 from vllm_logwatch.web.server import create_app
 
 pytestmark = pytest.mark.timeout(60)

@@ -20,7 +20,7 @@ from support import ROOT, run_app
 from vllm_logwatch.errors import InputError
 from vllm_logwatch.exporting.exporter import ExporterMetrics
 from vllm_logwatch.parsing.line import parse_line
-from vllm_logwatch.web.assets import static_files
+from vllm_logwatch.web.page import static_files
 from vllm_logwatch.web.server import bind_socket, create_app
 
 pytestmark = pytest.mark.timeout(60)

@@ -15,8 +15,7 @@ from support import TLSFiles, make_tls_files
 
 from vllm_logwatch.config import DemoSettings, RunSettings, WatchSettings, load_settings
 from vllm_logwatch.errors import UsageError
-from vllm_logwatch.web.basicauth import BasicAuth
-from vllm_logwatch.web.webconfig import load_web_config
+from vllm_logwatch.web.webconfig import BasicAuth, load_web_config
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -26,17 +26,6 @@ from .errors import UsageError
 from .parsing.stamps import resolve_zone
 from .web.webconfig import WebConfig, load_web_config
 
-__all__ = [
-    "DEFAULT_PORT",
-    "ENV_PREFIX",
-    "DemoSettings",
-    "WatchSettings",
-    "env_name",
-    "load_settings",
-    "option_help",
-    "option_name",
-]
-
 ENV_PREFIX = "LOGWATCH_"
 DEFAULT_PORT = 9477
 """Not one of the ports common on GPU hosts (vLLM 8000, Grafana 3000, Prometheus 9090, node exporter

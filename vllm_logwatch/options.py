@@ -18,9 +18,6 @@ from .parsing.kinds import RECORD_KINDS
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-__all__ = ["COMMANDS", "HELP", "build_parser"]
-
-
 _EPILOG = """Docs: README.md and docs/ in the source tree (not in the installed package); metric names:
            docs/metrics.md. Exit codes, signals: each command's --help."""
 

@@ -21,8 +21,6 @@ from ..parsing.events import EngineStats, IterationStats
 from ..parsing.stamps import resolve_zone
 from ..shown import shown_path
 
-__all__ = ["MAX_CLOCK_OFFSET", "run_audit"]
-
 MAX_CLOCK_OFFSET = 1e9
 """Seconds (about 31 years): a clock offset past it is a typo, and datetime cannot move by much more."""
 

@@ -19,9 +19,6 @@ from ..offline.summary.build import Record, summarize
 from ..offline.summary.steps import StepCollector
 from ..parsing.events import EngineStats
 
-__all__ = ["run_compare"]
-
-
 
 def run_compare(
     inputs: list[str],

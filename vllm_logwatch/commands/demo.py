@@ -39,8 +39,6 @@ from pathlib import Path
 
 from ..config import DemoSettings, WatchSettings
 
-__all__ = ["DEMO_LOG", "REPLAYED_FAILURE", "ReplayLine", "Replayer", "load_demo_log", "run_demo"]
-
 log = logging.getLogger(__name__)
 
 DEMO_LOG = "serve_20261129T192328Z.log"

@@ -23,9 +23,6 @@ if TYPE_CHECKING:
     from ..offline.reading.events import ParseResult
     from ..parsing.events import Event
 
-__all__ = ["run_openmetrics", "run_parse"]
-
-
 def _write(events: Iterator[Event], kind: str, writer: Writer, result: ParseResult) -> int:
     """Write the records of `kind` of `events`, count every record in `result`; how many were written."""
     from ..parsing.events import ServerInfo

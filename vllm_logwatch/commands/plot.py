@@ -18,8 +18,6 @@ from ..offline.reading.ranges import DEFAULT_TUNING, Tuning
 from ..parsing.events import EngineStats
 from ..parsing.stamps import resolve_zone, utc
 
-__all__ = ["run_plot"]
-
 
 def run_plot(
     inputs: list[str],

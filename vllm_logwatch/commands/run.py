@@ -22,8 +22,6 @@ if TYPE_CHECKING:
     from ..exporting.exporter import ExporterMetrics
     from ..supervising.supervisor import ChildState
 
-__all__ = ["child_reporter", "run_run", "vllm_stats_interval"]
-
 log = logging.getLogger("vllm_logwatch.run")
 
 

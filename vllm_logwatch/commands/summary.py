@@ -17,8 +17,6 @@ from ..offline.summary.build import By, Summary, summarize
 from ..offline.summary.steps import StepCollector
 from ..offline.summary.tables import render, table_lines
 
-__all__ = ["run_summary"]
-
 
 def run_summary(
     inputs: list[str],

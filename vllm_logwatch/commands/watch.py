@@ -36,8 +36,6 @@ if TYPE_CHECKING:
     from ..live.pipeline import Pipeline
     from ..parsing.events import EngineStats, Event
 
-__all__ = ["MANY_SOURCE_CHARTS", "Followed", "follow", "run_watch"]
-
 log = logging.getLogger(__name__)
 MANY_SOURCE_CHARTS = 16
 """A many-source watch charts this many engines of its sources on the status page (the first to

@@ -13,8 +13,6 @@ from typing import Literal, NamedTuple
 
 from ..errors import UsageError
 
-__all__ = ["METRICS", "PREFIX", "MetricSpec", "check_const_labels", "name"]
-
 PREFIX = "vllm_logwatch_"
 
 

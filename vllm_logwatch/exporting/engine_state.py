@@ -28,8 +28,6 @@ from .tokens import TokenWindows, readable
 from .totals import RunningTotal
 from .transfer_state import TransferState
 
-__all__ = ["MAX_POSITIONS", "MAX_WRITERS", "EngineState", "Writers", "engine_label"]
-
 MAX_POSITIONS = 32
 """Draft positions exported from a spec line's per-position rates (the `position` label's bound)."""
 

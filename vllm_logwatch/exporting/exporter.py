@@ -57,8 +57,6 @@ from .snapshot import ChildMetrics, Counters, ExporterStatus, StatsMissing
 from .tokens import DEFAULT_INTERVAL, readable_step
 from .totals import RunningTotal
 
-__all__ = ["AT_SHUTDOWN", "LEVELS", "ExporterMetrics"]
-
 LEVELS = ("WARNING", "ERROR", "CRITICAL")
 """Levels counted in `log_messages` (always exported, from 0, so `increase()` sees the first one)."""
 _DEATHS = frozenset({"engine_dead", "engine_fatal"})  # after these the launch's engines serve no more

@@ -8,8 +8,6 @@ from typing import Any
 from ..parsing.launchargs import gpu_count
 from .families import Families
 
-__all__ = ["STARTUP_PHASES", "add_fact_series"]
-
 STARTUP_PHASES: dict[str, str] = {
     "model_load": "model_load_seconds",
     "weights_load": "weights_load_seconds",

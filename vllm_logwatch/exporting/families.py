@@ -19,8 +19,6 @@ from prometheus_client.core import (
 
 from .catalogue import METRICS, PREFIX, MetricSpec
 
-__all__ = ["Families", "WithLabels", "new_family"]
-
 _SPECS: dict[str, MetricSpec] = {m.name[len(PREFIX):]: m for m in METRICS}
 
 

@@ -41,8 +41,6 @@ from typing import Any
 from ..parsing.events import EngineStats
 from ..shown import finite
 
-__all__ = ["DEFAULT_MAX_POINTS", "DEFAULT_WINDOW_SECONDS", "FIELDS", "GAP_INTERVALS", "History"]
-
 DEFAULT_WINDOW_SECONDS = 3600.0
 DEFAULT_MAX_POINTS = 3600
 """One hour at a 1-second stats interval; at vLLM's default 10 s the window trims first (360)."""

@@ -29,8 +29,6 @@ from ..parsing.requests import aborted_ids
 from .engine_state import engine_label
 from .families import Families
 
-__all__ = ["DETAIL_EVENTS", "FINISH_REASONS", "Histogram", "LatencyState", "batch_bucket", "timing"]
-
 DETAIL_EVENTS = (IterationStats, RequestLine)
 """The events this state takes (`LatencyState.apply`)."""
 

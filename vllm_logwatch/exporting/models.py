@@ -15,8 +15,6 @@ from .engine_state import EngineState
 from .families import Families
 from .latency_state import LatencyState
 
-__all__ = ["MAX_MODELS", "Ledger", "Ledgers"]
-
 MAX_MODELS = 16
 """Models whose counters are kept; past it the one named longest ago is forgotten (its series end, and
 start again from 0 if it comes back: a counter reset, which `rate()` and `increase()` take)."""

@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["OTHER", "VLLM_ROUTES", "HttpCounts", "path_label"]
-
 OTHER = "{other}"
 """The label of every path that is not one of vLLM's routes."""
 

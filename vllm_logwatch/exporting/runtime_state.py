@@ -14,7 +14,6 @@ from collections.abc import Iterable, Iterator
 from ..parsing.events import ServerInfo
 from .engine_state import EngineState
 
-__all__ = ["RuntimeState", "engine_counts"]
 """The `ServerInfo` fields read here rather than kept as start-up facts."""
 FT_STATUSES = ("healthy", "diagnosing", "unhealthy", "dead")
 """vLLM's engine statuses under fault tolerance (`EngineStatusType`), each a series of the state gauge."""

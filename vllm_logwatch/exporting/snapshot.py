@@ -7,11 +7,6 @@ from __future__ import annotations
 
 from typing import Any, Literal, TypedDict
 
-__all__ = [
-    "ChildMetrics", "Counters", "EngineSnapshot", "EngineStateName", "ExporterStatus", "StatsMissing",
-    "TransferSnapshot",
-]
-
 EngineStateName = Literal["ok", "idle", "stalled", "dead", "ended"]
 StatsMissing = Literal["stats_logging_disabled", "requests_without_stats"]
 """Why no engine has a stats line although vLLM runs (None in `ExporterStatus`: no reason known)."""

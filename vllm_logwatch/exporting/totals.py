@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["DECIMALS", "RunningTotal"]
-
 DECIMALS = 6
 """The decimals a running total is read with: finer than any count it holds, coarser than float noise."""
 

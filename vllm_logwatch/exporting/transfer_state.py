@@ -20,8 +20,6 @@ from dataclasses import dataclass, field
 from ..parsing.events import OffloadSample, TransferStats
 from .snapshot import TransferSnapshot
 
-__all__ = ["MIB", "TransferState"]
-
 MIB = float(1 << 20)
 """vLLM's `MB` in these lines is MiB (bytes / 2**20)."""
 

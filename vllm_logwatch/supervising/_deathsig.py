@@ -14,8 +14,6 @@ import os
 import signal
 import sys
 
-__all__ = ["main"]
-
 _PR_SET_PDEATHSIG = 1
 
 

@@ -14,9 +14,6 @@ import signal
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-__all__ = ["LEFTOVER_KILL", "LEFTOVER_TERM", "Afterwards", "Send", "Step", "Stop", "after_exit",
-           "decide_stop", "exit_code_of"]
-
 LEFTOVER_TERM = 1.0  # seconds after vLLM exited: SIGTERM to whoever still holds its output pipe
 LEFTOVER_KILL = 5.0  # ... SIGKILL to them, and the pipe is no longer drained
 

@@ -17,8 +17,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["QUEUE_BYTES", "FileSink", "QueuedWorker", "SinkStats", "StreamSink"]
-
 log = logging.getLogger("vllm_logwatch.run")
 
 QUEUE_BYTES = 64 << 20

@@ -33,8 +33,6 @@ from .policy import Restart, Send, Stop, after_exit, decide_stop, exit_code_of
 from .sinks import SinkStats
 from .tee import TeeProcess, read_stats, spawn_tee
 
-__all__ = ["ChildState", "ChunkConsumer", "Supervisor", "command_facts", "exit_code_of", "launch_name"]
-
 log = logging.getLogger("vllm_logwatch.run")
 
 _STARTED = (b"Starting vLLM", b"Application startup complete", b'"GET /health HTTP')

@@ -28,8 +28,6 @@ from typing import Protocol
 
 from .sinks import FileSink, SinkStats, StreamSink
 
-__all__ = ["TeeProcess", "main", "read_stats", "spawn_tee"]
-
 _READ = 1 << 20
 _REPORT_EVERY = 0.5
 

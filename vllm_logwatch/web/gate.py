@@ -51,8 +51,6 @@ from typing import Any
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-__all__ = ["HEAD_TIMEOUT", "Connection", "Gate", "Server", "max_connections"]
-
 HEAD_TIMEOUT = 10.0
 """Seconds a connection has to send a complete request head, from its start or the previous answer."""
 RESERVE = 32  # descriptors for the rest of the process: state file, notifications, pipes, Python's own

@@ -28,8 +28,6 @@ from importlib import resources
 from string import Template
 from typing import Any
 
-__all__ = ["COLUMNS", "SOURCE_COLUMNS", "STATE_LABELS", "STATS_MISSING", "Column", "render"]
-
 REFRESH_NO_SCRIPT_SECONDS = 10
 
 

@@ -62,8 +62,6 @@ if TYPE_CHECKING:
 
     from .webconfig import BasicAuth, WebConfig
 
-__all__ = ["EXIT_SIGINT", "bind_socket", "create_app", "http_server", "serve", "url_of", "uvicorn_config"]
-
 log = logging.getLogger(__name__)
 
 EXIT_SIGINT = 130

@@ -48,8 +48,6 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from ..errors import UsageError
 
-__all__ = ["MAX_BCRYPT_COST", "HTTPServerConfig", "TLSServerConfig", "WebConfig", "load_web_config"]
-
 MAX_BCRYPT_COST = 12
 """The highest bcrypt cost accepted (each step doubles a check's time: 10 is 70-110 ms, 12 0.25-0.45 s)."""
 

@@ -16,8 +16,8 @@ from test_run_cli import FAKE, SHUTDOWN, alive, logwatch_run, poll, samples
 from vllm_logwatch.exporting.exporter import ExporterMetrics
 from vllm_logwatch.live.feed import LineFeeder
 from vllm_logwatch.parsing.stamps import resolve_zone
-from vllm_logwatch.supervising.sinks import FileSink
 from vllm_logwatch.supervising.supervisor import Supervisor
+from vllm_logwatch.supervising.tee import FileSink
 
 # A child that prints 100 numbered lines of 100 bytes over ~2 s, then exits 0 (vLLM's code: 0).
 CHATTY = "import time\nfor i in range(100):\n    print('x' * 100, i, flush=True)\n    time.sleep(0.02)\n"

@@ -49,10 +49,8 @@ from .catalogue import METRICS, check_const_labels
 from .engine_state import EngineState, engine_label
 from .facts import add_fact_series
 from .families import Families, new_family
-from .latency_state import DETAIL_EVENTS
-from .models import Ledgers
+from .latency_state import DETAIL_EVENTS, LatencyState
 from .routes import VLLM_ROUTES, HttpCounts
-from .runtime_state import RuntimeState, engine_counts
 from .snapshot import ChildMetrics, Counters, ExporterStatus, StatsMissing
 from .tokens import DEFAULT_INTERVAL, readable_step
 from .totals import RunningTotal
@@ -95,7 +93,7 @@ class ExporterMetrics(Collector):
         self._stall_intervals = stall_intervals
         self._on_stats = on_stats
         self._lock = threading.Lock()
-        self._ledgers = Ledgers(  # by model: `models.py`
+        self._ledgers = Ledgers(  # by model
             lambda: EngineState(stats_interval, exact_times=exact_times, prior=interval_prior), max_engines)
         self._engines = self._ledgers.current.engines
         self._latency = self._ledgers.current.latency  # iteration and request lines
@@ -456,3 +454,196 @@ class SelfMetrics:
         if self._child is not None:
             for key, total in self._child_totals.items():
                 yield key, total.value
+
+
+MAX_MODELS = 16
+"""Models whose counters are kept; past it the one named longest ago is forgotten (its series end, and
+start again from 0 if it comes back: a counter reset, which `rate()` and `increase()` take)."""
+
+
+class Ledger:
+    """One model's engines (by engine label: at most `max_engines`, then `other`) and its request and
+    step counts. `new_state()`: a new engine's state."""
+
+    def __init__(self, new_state: Callable[[], EngineState], max_engines: int) -> None:
+        self.engines: dict[str, EngineState] = {}
+        self.latency = LatencyState(self.bounded)
+        self.folded = 0  # engine labels folded into `other`
+        self._new_state = new_state
+        self._max_engines = max_engines
+
+    def bounded(self, label: str) -> str:
+        """`label`, or `other` beyond `max_engines` labels (counted); its state exists on return."""
+        engines = self.engines
+        if label not in engines:
+            if len(engines) - ("other" in engines) >= self._max_engines:
+                self.folded += 1
+                label = "other"
+            if label not in engines:
+                engines[label] = self._new_state()
+        return label
+
+
+class Ledgers:
+    """The current model's ledger and those set aside (`Ledger`'s arguments for a new one), so a series
+    labelled with a model counts that model's lines only. Launches of different models follow each
+    other (a file with several banners, a launch folder, restarts under `run`): a model's ledger is set
+    aside when another is named and taken up again, with its totals, when it is named again. A set-aside
+    ledger's counters are still served (counters do not go down); its gauges ended with its launch."""
+
+    def __init__(self, new_state: Callable[[], EngineState], max_engines: int,
+                 max_models: int = MAX_MODELS) -> None:
+        self._new_state, self._max_engines = new_state, max_engines
+        self.max_models = max_models
+        self.model = "unknown"
+        self.current = Ledger(new_state, max_engines)
+        self._aside: dict[str, Ledger] = {}
+
+    def switch(self, model: str) -> bool:
+        """`model` is now the one served: its ledger (set aside before, else a new one) becomes the
+        current one. False: it already was."""
+        if model == self.model:
+            return False
+        self._aside[self.model] = self.current
+        aside = self._aside.pop(model, None)
+        self.current = aside if aside is not None else Ledger(self._new_state, self._max_engines)
+        self.model = model
+        while len(self._aside) >= self.max_models:
+            del self._aside[next(iter(self._aside))]
+        return True
+
+    def all(self) -> Iterator[Ledger]:
+        yield self.current
+        yield from self._aside.values()
+
+    def states(self) -> Iterator[EngineState]:
+        """Every engine state, of every model."""
+        for ledger in self.all():
+            yield from ledger.engines.values()
+
+    def folded(self) -> dict[str, int]:
+        """The label overflows of the ledgers: engines (always) and adapters (when any) folded into
+        `other`."""
+        lora = sum(ledger.latency.overflow for ledger in self.all())
+        return {"engine": sum(ledger.folded for ledger in self.all()), **({"lora": lora} if lora else {})}
+
+    def add_aside(self, out: Families) -> None:
+        """The counters of the models set aside into a scrape's families."""
+        for model, ledger in self._aside.items():
+            for label, state in ledger.engines.items():
+                for short, value in state.counters().items():
+                    out.add(short, (label, model), value)
+            ledger.latency.add_to(out, model)
+
+
+"""The `ServerInfo` fields read here rather than kept as start-up facts."""
+FT_STATUSES = ("healthy", "diagnosing", "unhealthy", "dead")
+"""vLLM's engine statuses under fault tolerance (`EngineStatusType`), each a series of the state gauge."""
+_MAX_BREAKERS = 8
+"""Circuit breakers named in `kv_connector_breaker_openings` (vLLM has one; more fold into `other`)."""
+_TRANSITIONS = (("sleep", "sleep_seconds"), ("wake_up", "wake_seconds"), ("discard", "discard_seconds"))
+
+Sample = tuple[str, tuple[str, ...], float]
+
+
+class RuntimeState:
+    """Server-wide state from the lines vLLM prints while it runs, besides the stats lines (read into
+    `ServerInfo` fields): sleep mode, the DP supervisor's findings, EPLB, fault tolerance, KV offload job
+    failures, the KV connectors' circuit breakers. Counters survive a new launch; gauges start over."""
+
+    def __init__(self) -> None:
+        self.transitions: dict[str, int] = {}
+        self.rearrangements = 0
+        self.counts: dict[tuple[str, tuple[str, ...]], float] = {
+            ("rejected_requests", (status,)): 0.0 for status in (*FT_STATUSES[1:], "other")}
+        """Counters by (metric, labels): faults, rejected requests (from 0, so `increase()` sees the first),
+        offload failures, breaker openings."""
+        self.reset()
+
+    def reset(self) -> None:
+        """A new launch: the gauges start over."""
+        self.asleep: bool | None = None
+        self.gauges: dict[tuple[str, tuple[str, ...]], float] = {}
+        self.ft_status: dict[str, str] = {}
+        """Engine label -> its last fault-tolerance status (lower case)."""
+
+    def apply(
+        self, info: ServerInfo, engines: Iterable[EngineState], problems: dict[str, int], now: float
+    ) -> None:
+        """Take an event's runtime fields: a problem tag is counted in `problems`, a sleep or wake-up
+        goes to every engine (at wall time `now`)."""
+        if info.problem is not None:  # an INFO line's failure (the DP supervisor's findings)
+            problems[info.problem] = problems.get(info.problem, 0) + 1
+        if info.asleep is not None:
+            for state in engines:
+                state.set_asleep(info.asleep, now)
+        for transition, attribute in _TRANSITIONS:
+            seconds = getattr(info, attribute)
+            if seconds is not None:
+                self.transitions[transition] = self.transitions.get(transition, 0) + 1
+                self.gauges[("sleep_transition_seconds", (transition,))] = seconds
+        if info.asleep is not None:
+            self.asleep = info.asleep
+        for short, value in (
+            ("dp_servers_unhealthy", info.dp_unhealthy_servers),
+            ("dp_servers_exited", info.dp_exited_servers),
+            ("eplb_balancedness", info.eplb_balancedness),
+            ("eplb_rearrangement_seconds", info.eplb_rearrange_seconds),
+        ):
+            if value is not None:
+                self.gauges[(short, ())] = float(value)
+        if info.eplb_rearrange_seconds is not None:
+            self.rearrangements += 1
+        self._apply_faults(info)
+
+    def _count(self, short: str, labels: tuple[str, ...], by: float = 1.0) -> None:
+        self.counts[(short, labels)] = self.counts.get((short, labels), 0.0) + by
+
+    def _apply_faults(self, info: ServerInfo) -> None:
+        if info.ft_status is not None and info.ft_engine is not None:
+            status = info.ft_status.lower()
+            self.ft_status[str(info.ft_engine)] = status if status in FT_STATUSES else "other"
+        if info.ft_fault is not None:
+            self._count("engine_faults", ())
+        if info.rejected_status is not None:
+            status = info.rejected_status.lower()
+            self._count("rejected_requests", (status if status in FT_STATUSES else "other",))
+        if info.offload_failed_job is not None:
+            self._count("kv_offload_job_failures", (info.offload_failed_job,))
+        if info.offload_chunks_dropped:
+            self._count("kv_offload_chunks_dropped", (), float(info.offload_chunks_dropped))
+        if info.breaker is not None:
+            named = {labels[0] for short, labels in self.counts if short == "kv_connector_breaker_openings"}
+            name = info.breaker if info.breaker in named or len(named) < _MAX_BREAKERS else "other"
+            self._count("kv_connector_breaker_openings", (name,))
+
+    def samples(self) -> Iterator[Sample]:
+        if self.asleep is not None:
+            yield "asleep", (), float(self.asleep)
+        for transition, count in self.transitions.items():
+            yield "sleep_transitions", (transition,), float(count)
+        for (short, labels), value in self.gauges.items():
+            yield short, labels, value
+        if self.rearrangements:
+            yield "eplb_rearrangements", (), float(self.rearrangements)
+        for engine, current in self.ft_status.items():
+            for status in (*FT_STATUSES, "other"):
+                yield "engine_fault_tolerance_status", (engine, status), float(status == current)
+        for (short, labels), value in self.counts.items():
+            yield short, labels, value
+
+
+def engine_counts(
+    engines: Iterable[EngineState], parse_errors: dict[str, int], overflow: dict[str, int]
+) -> tuple[dict[str, int], dict[str, int]]:
+    """Parse errors and label overflows with the engines' own: the unreadable keys of transfer lines
+    read otherwise (`transfer_key`), the tiers folded into `other` (`tier`) and the draft positions past the
+    bound (`position`)."""
+    states = list(engines)
+    keys = sum(state.transfer.unreadable_keys for state in states)
+    tiers = sum(state.transfer.offload.folded for state in states)
+    positions = sum(state.positions_folded for state in states)
+    return (
+        {**parse_errors, **({"transfer_key": keys} if keys else {})},
+        {**overflow, **({"tier": tiers} if tiers else {}), **({"position": positions} if positions else {})},
+    )

@@ -22,7 +22,7 @@ from ..parsing.assemble import Assembler
 from ..parsing.events import EngineStats, Event, ServerInfo, Unparsed
 from ..parsing.framing import MAX_LINE_BYTES
 from ..parsing.stamps import YearClock
-from ..supervising.sinks import QUEUE_BYTES, QueuedWorker
+from ..supervising.tee import QUEUE_BYTES, QueuedWorker
 from .arrival import Arrival, ArrivalTimer
 from .ingest import LaunchReader
 

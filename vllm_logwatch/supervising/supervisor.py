@@ -30,8 +30,7 @@ from types import FrameType
 from typing import Any, Protocol
 
 from .policy import Restart, Send, Stop, after_exit, decide_stop, exit_code_of
-from .sinks import SinkStats
-from .tee import TeeProcess, read_stats, spawn_tee
+from .tee import SinkStats, TeeProcess, read_stats, spawn_tee
 
 log = logging.getLogger("vllm_logwatch.run")
 

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from vllm_logwatch.supervising.policy import Stop, after_exit, decide_stop
-from vllm_logwatch.supervising.sinks import SinkStats
 from vllm_logwatch.supervising.supervisor import Supervisor
+from vllm_logwatch.supervising.tee import SinkStats
 
 
 class FakeClock:

@@ -16,8 +16,7 @@ from typing import Any
 
 import pytest
 
-from vllm_logwatch.supervising.policy import Stop, after_exit, decide_stop
-from vllm_logwatch.supervising.supervisor import Supervisor
+from vllm_logwatch.supervising.supervisor import Stop, Supervisor, after_exit, decide_stop
 from vllm_logwatch.supervising.tee import SinkStats
 
 

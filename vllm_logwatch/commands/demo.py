@@ -1,27 +1,11 @@
-"""`logwatch demo`: live metrics with no vLLM at hand.
+"""`logwatch demo`: live metrics with no vLLM at hand (docs/watch.md says what a user sees).
 
-A writer thread replays a real vLLM 0.32 log (bundled: `data/serve_20261129T192328Z.log`, a CPU
-build serving a tiny model under load) into a temporary folder, paced by the log's own stamps at
-`speed` times real time, and `logwatch watch` follows that folder. Each pass is a new launch file
-`demo_<YYYYmmdd_HHMMSS>.log` whose stamps are shifted to start now (or just after the previous pass),
-so time only moves forward and every pass is a new launch, as with a real launch script.
-
-At a speed above 1 the stamps keep the log's own spacing, so they run ahead of the wall clock: the
-gauges show the logged values, and the token counters grow `speed` times faster than in the original
-run. The folder is removed on exit.
-
-From the second pass on, the start-up lines before the first stats line are written at once with it
-(their stamps unchanged), so the page goes from one pass's last numbers to the next pass's first,
-never through "No stats line yet". The status (`/api/v1/status`, `replay`) says it is a replay, which
-pass it is at, and why each pass ends with a failure: the recorded run was stopped, and vLLM logged an
-EngineDeadError while shutting down, so every pass adds one `engine_dead_at_shutdown` (a planned stop,
-not an engine's death: no alert fires on it) and its error lines to the
-counters (counters only grow: they are not reset per pass, the page says how many passes they hold).
-
-Example::
-
-    logwatch demo --speed 20 --port 9477 &
-    curl -s localhost:9477/metrics | grep generation_throughput
+A writer thread replays a real vLLM 0.32 log (bundled: `data/serve_20261129T192328Z.log`) into a
+temporary folder, paced by the log's own stamps at `speed` times real time, and `logwatch watch`
+follows that folder. Each pass is a new launch file whose stamps are shifted to start now (or just
+after the previous pass), so time only moves forward and every pass is a new launch, as with a real
+launch script. From the second pass on, the start-up lines are written at once with the first stats
+line, so the page never goes through "No stats line yet" between passes.
 """
 
 from __future__ import annotations

@@ -3,9 +3,7 @@
 A ring buffer per engine label: a `deque(maxlen=max_points)` of compact tuples, trimmed to
 `window_seconds` behind that engine's newest point. Memory is flat however long the exporter runs:
 at most `max_points` points per engine, and the engine labels are the metrics' own, which
-`ExporterMetrics` bounds (`max_engines`, then `other`). One point is a tuple of eight numbers
-(~300 bytes), so the default 3600 points are about 1 MB per engine at a 1-second stats interval
-and a tenth of that at vLLM's default 10 s.
+`ExporterMetrics` bounds (`max_engines`, then `other`).
 
 The time of a point is the line's own stamp (so a log read from its start keeps its shape), or the
 time it was read when the line has none. If an engine's time goes backwards (a launch with older

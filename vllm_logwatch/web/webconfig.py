@@ -2,24 +2,8 @@
 Prometheus' own exporters (exporter-toolkit's `docs/web-configuration.md`), so an operator reuses the
 file node_exporter already has.
 
-The subset logwatch implements, with exporter-toolkit's meaning and defaults:
-
-* `tls_server_config`: `cert_file` and `key_file` (PEM; both required once the section has any
-  key), `client_auth_type` (`NoClientCert`, the default; `VerifyClientCertIfGiven` and
-  `RequireAndVerifyClientCert`, which need `client_ca_file`), `client_ca_file`, `min_version`
-  (`TLS10` to `TLS13`, default `TLS12`). Relative paths are relative to the file's folder.
-* `basic_auth_users`: user name -> bcrypt hash (`htpasswd -nBC 10 "" | tr -d ':\\n'`); with any user,
-  every request needs one of them. A cost above `MAX_BCRYPT_COST` (12: 0.25-0.45 s a check on one core)
-  is refused: exporter-toolkit takes any cost up to 31, but a cost-16 hash makes every check ~4 s.
-* `http_server_config.headers`: added to every response (the five headers exporter-toolkit allows,
-  with its allowed values); `http2: false` is accepted (logwatch serves HTTP/1.1 only).
-
-Anything else is refused with a one-line `UsageError`, never ignored: exporter-toolkit's other keys
-(`cert`, `key`, `client_ca` inline, `client_allowed_sans`, `max_version`, `cipher_suites`,
-`curve_preferences`, `prefer_server_cipher_suites`, `rate_limit`, `http2: true`) and
-`RequestClientCert` / `RequireAnyClientCert`, which accept a client certificate without verifying
-it: Python's TLS cannot. The file is read once, at start: a new certificate needs a restart. The file
-and the TLS files must be regular files (a named pipe would hang the start).
+The subset logwatch implements, with exporter-toolkit's meaning and defaults, and what it refuses:
+docs/watch.md ("TLS and basic auth"). Anything else is a one-line `UsageError`, never ignored.
 
 Example::
 

@@ -221,6 +221,11 @@ METRICS: tuple[MetricSpec, ...] = (
 _BY_SHORT = {m.name[len(PREFIX):]: m for m in METRICS}
 
 
+def spec(short: str) -> MetricSpec:
+    """The table's row of a short name (without the prefix); KeyError for a name not in the table."""
+    return _BY_SHORT[short]
+
+
 def name(short: str) -> str:
     """Full metric name of a short one; KeyError for a name not in the table.
 

@@ -17,9 +17,7 @@ from prometheus_client.core import (
     Metric,
 )
 
-from .catalogue import METRICS, PREFIX, MetricSpec
-
-_SPECS: dict[str, MetricSpec] = {m.name[len(PREFIX):]: m for m in METRICS}
+from .catalogue import METRICS, MetricSpec, spec
 
 
 def new_family(spec: MetricSpec, const_names: tuple[str, ...]) -> Metric:
@@ -43,10 +41,10 @@ class Families:
         self._by_name: dict[str, Metric] = {}
 
     def _get(self, short: str) -> Metric:
-        spec = _SPECS[short]
-        family = self._by_name.get(spec.name)
+        row = spec(short)
+        family = self._by_name.get(row.name)
         if family is None:
-            family = self._by_name[spec.name] = new_family(spec, self._const_names)
+            family = self._by_name[row.name] = new_family(row, self._const_names)
         return family
 
     def add(self, short: str, labels: Sequence[str], value: float) -> None:

@@ -37,7 +37,7 @@ from collections.abc import Iterable, Sequence
 from prometheus_client.core import CounterMetricFamily, Metric
 
 from ..errors import UsageError
-from ..exporting.catalogue import METRICS, name
+from ..exporting.catalogue import name, spec
 from ..following.statefile import saved_extra
 from ..parsing.events import EngineStats, Event, event_to_dict, json_line
 from ..shown import shown_path
@@ -52,7 +52,6 @@ ROTATE_BYTES = 64 << 20
 BACKUPS = 3
 SYNC_WAIT = 0.1
 """Seconds a mark waits for the writer's file to fsync it (a writer stuck on a hung disk holds it)."""
-_SPECS = {m.name: m for m in METRICS}
 
 
 class _Quiet:
@@ -241,8 +240,8 @@ class RecordStream:
     def collect(self) -> Iterable[Metric]:
         written, dropped = self.counts()
         for short, value in (("records_written", written), ("records_dropped", dropped)):
-            spec = _SPECS[name(short)]
-            yield CounterMetricFamily(spec.name, spec.help, value=value)
+            row = spec(short)
+            yield CounterMetricFamily(row.name, row.help, value=value)
 
 
 def _cut_half_record(path: str) -> None:

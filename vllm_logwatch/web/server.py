@@ -174,7 +174,7 @@ class _InvalidRequests(logging.Filter):
         return True
 
     def collect(self) -> Iterator[CounterMetricFamily]:
-        spec = next(m for m in catalogue.METRICS if m.name == catalogue.name("http_invalid_requests"))
+        spec = catalogue.spec("http_invalid_requests")
         family = CounterMetricFamily(spec.name, spec.help)
         family.add_metric([], self.count)
         yield family

@@ -118,6 +118,20 @@ class QueuedWorker:
     def _finish(self) -> None:
         """The queue is closed (default: nothing to do)."""
 
+    def _write_all(self, fd: int, data: bytes) -> OSError | None:
+        """`data` written whole to `fd` and counted; on an error, the bytes left counted dropped and the
+        error returned."""
+        view = memoryview(data)
+        while view:
+            try:
+                n = os.write(fd, view)
+            except OSError as exc:
+                self.stats.bytes_dropped += len(view)
+                return exc
+            self.stats.bytes_written += n
+            view = view[n:]
+        return None
+
 
 class FileSink(QueuedWorker):
     """Appends every byte, unchanged and in order, to one log file; on a write error the rest of the
@@ -164,19 +178,12 @@ class FileSink(QueuedWorker):
         if fd is None:
             self.stats.bytes_dropped += len(data)
             return
-        view = memoryview(data)
-        while view:
-            try:
-                n = os.write(fd, view)
-            except OSError as exc:
-                self._failed(exc)
-                self.stats.bytes_dropped += len(view)
-                if exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
-                    self._close_fd()  # EIO, EBADF...: reopen on the next try
-                return
-            self.stats.bytes_written += n
-            view = view[n:]
-        if data:
+        exc = self._write_all(fd, data)
+        if exc is not None:
+            self._failed(exc)
+            if exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+                self._close_fd()  # EIO, EBADF...: reopen on the next try
+        elif data:
             self._recovered()
 
     def _close_fd(self) -> None:
@@ -208,22 +215,15 @@ class StreamSink(QueuedWorker):
         if self._broken:
             self.stats.bytes_dropped += len(data)
             return
-        view = memoryview(data)
-        while view:
-            try:
-                n = os.write(self.fd, view)
-            except OSError as exc:
-                self.stats.write_errors += 1
-                self.stats.bytes_dropped += len(view)
-                self.stats.last_error = f"{self.what}: {os.strerror(exc.errno or errno.EIO).lower()}"
-                self._broken = exc.errno in (errno.EPIPE, errno.EBADF, errno.EIO, errno.ENXIO)
-                if self._broken and self.what is not None:
-                    log.warning("%s: no more echo of vLLM's output; the log file and the metrics go on "
-                                "(bytes not echoed: vllm_logwatch_stdout_bytes_dropped_total)",
-                                self.stats.last_error)
-                return
-            self.stats.bytes_written += n
-            view = view[n:]
+        exc = self._write_all(self.fd, data)
+        if exc is not None:
+            self.stats.write_errors += 1
+            self.stats.last_error = f"{self.what}: {os.strerror(exc.errno or errno.EIO).lower()}"
+            self._broken = exc.errno in (errno.EPIPE, errno.EBADF, errno.EIO, errno.ENXIO)
+            if self._broken and self.what is not None:
+                log.warning("%s: no more echo of vLLM's output; the log file and the metrics go on "
+                            "(bytes not echoed: vllm_logwatch_stdout_bytes_dropped_total)",
+                            self.stats.last_error)
 
 
 class TeeProcess(Protocol):

@@ -1,27 +1,15 @@
-"""The HTTP side: a small FastAPI app served by uvicorn (`watchmode` and `runmode` wire it up).
+"""The HTTP side: a small FastAPI app served by uvicorn (`commands/watch.py` and `run.py` wire it up).
 
-Routes (nothing else; FastAPI's /docs and /openapi.json are off):
+Routes, nothing else (FastAPI's /docs and /openapi.json are off; docs/watch.md, status-api.md say more):
+`/metrics` (Prometheus text, or OpenMetrics when `Accept` asks for it), `/healthz`, `/api/v1/status`,
+`/api/v1/history?since=`, the page at `/` (`page.py`) and its fixed list of `/static/<name>` files. Each
+answers HEAD as it answers GET, without the body. A path with a trailing slash is 404, never a redirect
+(Starlette's would name whatever host the client put in `Host:`). No response ever carries log text
+(logs hold users' prompts): bounded labels, numbers, paths, start-up facts, fixed error bodies.
 
-* `GET /metrics` - Prometheus text format, or OpenMetrics when the `Accept` header asks for
-  `application/openmetrics-text` (prometheus_client's own content negotiation).
-* `GET /healthz` - `{"status": "ok"}` with 200 while the pipeline runs; 503 once it died.
-* `GET /api/v1/status` - JSON: files followed, offsets, per-engine latest values and their age.
-* `GET /api/v1/history?since=<unix seconds>` - JSON: the last hour of each engine's stats lines,
-  column-wise, after `since` (all when absent) (`history.History`).
-* `GET /` - the status page (`web/page.py`): server-rendered; `static/page.js` fetches it again each
-  second and swaps in its live parts.
-* `GET /static/<name>` - the page's CSS and scripts (a fixed list; no directory is served).
-
-Each answers HEAD as it answers GET, without the body. A path with a trailing slash is 404, never a
-redirect (Starlette's would name whatever host the client put in `Host:`).
-
-No response ever carries log text (logs hold users' prompts): the metrics have bounded labels, the
-status has numbers, paths and start-up facts, and errors answer with a fixed body.
-
-Life cycle (uvicorn's `web/server.py` is the model): bind the socket first, so a port in use is a one-line
-error before anything starts; start the pipeline; `uvicorn.Server.run` in the main thread until SIGTERM
-or SIGINT; then, in a `finally`, stop the pipeline, which writes the state file. Our signal handlers
-only set a flag and ask uvicorn to exit; the originals are restored afterwards.
+Life cycle: bind the socket first, so a port in use is a one-line error before anything starts; start the
+pipeline; uvicorn in the main thread until SIGTERM or SIGINT; then, in a `finally`, stop the pipeline,
+which writes the state file. Our signal handlers only set a flag and ask uvicorn to exit.
 
 Example::
 

@@ -214,6 +214,13 @@ def _shown(value: Any, kind: str, digits: int) -> str:
     return "—" if value is None or value == "" else str(value)
 
 
+def _items(status: Mapping[str, Any], rows: tuple[tuple[str, str, str, int], ...]) -> list[str]:
+    """A `<dt>` and `<dd>` a row: its label, and the first value of its keys shown as `kind`, `digits`."""
+    return [f'<div><dt>{_e(label)}</dt><dd data-key="{_e(key)}">'
+            f"{_e(_shown(_first(status, key), kind, digits))}</dd></div>"
+            for label, key, kind, digits in rows]
+
+
 def _first(status: Mapping[str, Any], keys: str) -> Any:
     for key in keys.split("|"):
         value = _get(status, key)
@@ -244,18 +251,13 @@ def _child(status: Mapping[str, Any]) -> str:
     if status.get("mode") != "run":
         return ""
     child = status.get("child") if isinstance(status.get("child"), Mapping) else None
-    rows = [
-        ("Restarts", "child.restarts|child.child_restarts", "number"),
-        ("Log file", "child.log_file", "text"),
-        ("Log write errors", "child.log_write_errors|child.log_file_write_errors", "number"),
-        ("Log bytes dropped", "child.log_bytes_dropped|child.log_file_bytes_dropped", "number"),
-    ]
     state = _e(child_state(child))
-    items = [f'<div><dt>Process</dt><dd data-key="child">{state}</dd></div>']
-    for label, key, kind in rows:
-        value = _first(status, key)
-        shown = _shown(value, kind, 0)
-        items.append(f'<div><dt>{_e(label)}</dt><dd data-key="{_e(key)}">{_e(shown)}</dd></div>')
+    items = [f'<div><dt>Process</dt><dd data-key="child">{state}</dd></div>', *_items(status, (
+        ("Restarts", "child.restarts|child.child_restarts", "number", 0),
+        ("Log file", "child.log_file", "text", 0),
+        ("Log write errors", "child.log_write_errors|child.log_file_write_errors", "number", 0),
+        ("Log bytes dropped", "child.log_bytes_dropped|child.log_file_bytes_dropped", "number", 0),
+    ))]
     return ('<section id="child" data-live aria-labelledby="child-h">'
             '<h2 id="child-h">vLLM process (run mode)</h2>'
             f'<dl class="facts">{"".join(items)}</dl></section>')
@@ -318,7 +320,7 @@ def _sources(status: Mapping[str, Any]) -> str:
 
 
 def _exporter(status: Mapping[str, Any]) -> str:
-    rows = [
+    items = _items(status, (
         ("Following", "follower.path|child.log_file|follower.target", "text", 0),
         ("Lines read", "counters.log_lines", "number", 0),
         ("Stats lines parse errors", "counters.parse_errors.stats", "number", 0),
@@ -326,12 +328,7 @@ def _exporter(status: Mapping[str, Any]) -> str:
         ("Errors", "counters.log_messages.ERROR", "number", 0),
         ("HTTP requests", "counters.http_requests", "number", 0),
         ("Launches", "launches", "number", 0),
-    ]
-    items = []
-    for label, key, kind, digits in rows:
-        value = _first(status, key)
-        shown = _shown(value, kind, digits)
-        items.append(f'<div><dt>{_e(label)}</dt><dd data-key="{_e(key)}">{_e(shown)}</dd></div>')
+    ))
     items.append('<div><dt>Problems seen</dt><dd data-key="counters.problems">'
                  f"{_e(_problems(status.get('counters')))}</dd></div>")
     return "".join(items)

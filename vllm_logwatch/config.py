@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator, ValidationError, field_validator
+from pydantic.functional_validators import AfterValidator
 
 from .errors import UsageError
 from .parsing.stamps import resolve_zone
@@ -71,10 +72,20 @@ FsPath = Annotated[str, PlainValidator(_path)]
 """A file or folder name, which need not be valid UTF-8 (a Linux name is bytes)."""
 
 
-def _finite_positive(value: float | None, what: str) -> float | None:
-    if value is not None and not (math.isfinite(value) and value > 0):
-        raise ValueError(f"{what} must be a positive number of seconds")
-    return value
+def _within(low: float, high: float, message: str, *, above: bool = False) -> AfterValidator:
+    """A number's check: finite, from `low` (above it when `above`) to `high`, else `message`."""
+
+    def check(value: float | None) -> float | None:
+        if value is not None and not (math.isfinite(value) and (value > low if above else value >= low)
+                                      and value <= high):
+            raise ValueError(message)
+        return value
+
+    return AfterValidator(check)
+
+
+def _positive(what: str) -> AfterValidator:
+    return _within(0, math.inf, f"{what} must be a positive number of seconds", above=True)
 
 
 class _Listening(BaseModel):
@@ -86,7 +97,8 @@ class _Listening(BaseModel):
         "from another host), 127.0.0.1 this host only")
     port: int = Field(default=DEFAULT_PORT, ge=0, le=65535,
                       description="TCP port of /metrics (0: any free port)")
-    poll_interval: float = Field(
+    poll_interval: Annotated[float, _positive("poll interval"),
+                             _within(0, 3600, "poll interval must be at most 3600 seconds")] = Field(
         default=1.0,
         description="seconds between two stat() checks of the files; file notifications wake the "
         "follower sooner, this is the backstop")
@@ -94,14 +106,6 @@ class _Listening(BaseModel):
         default=None, description="TLS and basic auth, from a web configuration file in the format of "
         "Prometheus' exporters (tls_server_config, basic_auth_users, http_server_config.headers); "
         "checked at start")
-
-    @field_validator("poll_interval")
-    @classmethod
-    def _poll(cls, value: float) -> float:
-        _finite_positive(value, "poll interval")
-        if value > 3600:
-            raise ValueError("poll interval must be at most 3600 seconds")
-        return value
 
     @field_validator("web_config", mode="before")
     @classmethod
@@ -117,7 +121,7 @@ class _Listening(BaseModel):
 class _Exporting(_Listening):
     """The exporter options `watch` and `run` share: how the counters, labels and times are made."""
 
-    stats_interval: float | None = Field(
+    stats_interval: Annotated[float | None, _positive("stats interval")] = Field(
         default=None, description="vLLM's VLLM_LOG_STATS_INTERVAL in seconds, for the token counters")
     labels: dict[str, str] = Field(
         default_factory=dict, description="k=v label added to every series (repeatable; in the "
@@ -137,11 +141,6 @@ class _Exporting(_Listening):
         if value:
             resolve_zone(value)  # ValueError with a hint for an unknown zone
         return value or None
-
-    @field_validator("stats_interval")
-    @classmethod
-    def _interval(cls, value: float | None) -> float | None:
-        return _finite_positive(value, "stats interval")
 
     @field_validator("labels", mode="before")
     @classmethod
@@ -188,7 +187,8 @@ class WatchSettings(_Exporting):
     max_sources: int = Field(
         default=100, ge=1, le=1000, description="sources read at most; the ones found beyond are read "
         "into one folded source (labels _folded) and counted")
-    source_grace: float = Field(
+    source_grace: Annotated[float, _within(
+        0, 7 * 86400, "source grace must be from 0 to 604800 seconds")] = Field(
         default=300.0, description="seconds a source whose files are all gone keeps its series, then "
         "they are dropped")
 
@@ -199,30 +199,16 @@ class WatchSettings(_Exporting):
             value = [part.strip() for part in value.split(",") if part.strip()]
         return value
 
-    @field_validator("source_grace")
-    @classmethod
-    def _grace(cls, value: float) -> float:
-        if not (math.isfinite(value) and 0 <= value <= 7 * 86400):
-            raise ValueError("source grace must be from 0 to 604800 seconds")
-        return value
-
 
 class DemoSettings(_Listening):
     """What `logwatch demo` needs. It listens on this host only unless told otherwise: it is a try-out."""
 
     listen: str = Field(
         default="127.0.0.1", min_length=1, description="address to listen on (0.0.0.0: every IPv4 address)")
-    speed: float = Field(
+    # Below 0.01 a gap between two lines would be a wait of days (and past ~1e-292 too long to wait).
+    speed: Annotated[float, _within(0.01, 10_000, "speed must be a number from 0.01 to 10000")] = Field(
         default=10.0, description="replay speed, 0.01 to 10000: 10 plays the log's 3 minutes in 18 seconds, "
         "then starts a new launch file")
-
-    @field_validator("speed")
-    @classmethod
-    def _speed(cls, value: float) -> float:
-        # Below 0.01 a gap between two lines would be a wait of days (and past ~1e-292 too long to wait).
-        if not (math.isfinite(value) and 0.01 <= value <= 10_000):
-            raise ValueError("speed must be a number from 0.01 to 10000")
-        return value
 
 
 def option_help(model: type[BaseModel], field: str, text: str | None = None) -> str:
@@ -274,6 +260,9 @@ def load_settings(
         raise UsageError(f"{where}{value}: {message}") from None
 
 
+Seconds = Annotated[float, _within(0, math.inf, "must be a number of seconds, 0 or more")]
+
+
 class RunSettings(_Exporting):
     """What `logwatch run` needs besides the command: where the launch files go, how to stop and
     restart vLLM, and the exporter options it shares with `watch`."""
@@ -285,14 +274,8 @@ class RunSettings(_Exporting):
     restart: Literal["no", "on-failure", "always"] = Field(
         default="no", description="restart vLLM when it exits: no, on-failure (exit code not 0) or always; "
         "never after a failure during start-up")
-    stop_timeout: float = Field(default=30.0, description="seconds between SIGTERM and SIGKILL when stopping")
-    startup_grace: float = Field(
+    stop_timeout: Seconds = Field(default=30.0,
+                                  description="seconds between SIGTERM and SIGKILL when stopping")
+    startup_grace: Seconds = Field(
         default=60.0, description="a vLLM that exits within this many seconds of its start counts as a "
         "start-up failure and is not restarted")
-
-    @field_validator("stop_timeout", "startup_grace")
-    @classmethod
-    def _seconds(cls, value: float) -> float:
-        if not (math.isfinite(value) and value >= 0):
-            raise ValueError("must be a number of seconds, 0 or more")
-        return value

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import fnmatch
+import functools
 import glob
 import logging
 import os
@@ -171,14 +172,7 @@ def follow(settings: WatchSettings, on_stats: StatsHook | None = None, *, stdin_
     metrics_for = None
 
     def hook(labels: Mapping[str, str]) -> Callable[[str, EngineStats, float], None] | None:
-        if on_stats is None:
-            return None
-        fixed = dict(labels)
-
-        def told(engine: str, stats: EngineStats, arrival: float) -> None:
-            on_stats(fixed, engine, stats, arrival)
-
-        return told
+        return None if on_stats is None else functools.partial(on_stats, dict(labels))
 
     try:
         metrics = maker(stats_interval=settings.stats_interval, const_labels=settings.labels,

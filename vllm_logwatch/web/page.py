@@ -125,10 +125,11 @@ def _row(label: str, engine: Mapping[str, Any]) -> str:
             f"</th>{cells}</tr>")
 
 
-def _header_cells() -> str:
-    out = ['<th scope="col">Engine</th>']
-    for column in COLUMNS:
-        shown = column.unit and column.kind == "number"
+def _header_cells(first: str, columns: tuple[Column, ...]) -> str:
+    """`first`, then each column's label and unit (an age's unit, "ago", is in its cells)."""
+    out = [f'<th scope="col">{first}</th>']
+    for column in columns:
+        shown = column.unit and column.kind != "age"
         unit = f' <span class="unit">({_e(column.unit)})</span>' if shown else ""
         out.append(f'<th scope="col">{_e(column.label)}{unit}</th>')
     return "".join(out)
@@ -300,10 +301,6 @@ def _sources(status: Mapping[str, Any]) -> str:
     sources = status.get("sources")
     if not isinstance(sources, list):
         return ""
-    header = ['<th scope="col">Source</th>']
-    for column in SOURCE_COLUMNS:
-        unit = f' <span class="unit">({_e(column.unit)})</span>' if column.unit else ""
-        header.append(f'<th scope="col">{_e(column.label)}{unit}</th>')
     rows = []
     for source in sources:
         if not isinstance(source, Mapping):
@@ -314,7 +311,8 @@ def _sources(status: Mapping[str, Any]) -> str:
         rows.append(f'<tr data-source="{name}"><th scope="row">{name}</th>{cells}</tr>')
     return ('<section id="sources-section" data-live aria-labelledby="sources-h">'
             '<h2 id="sources-h">Sources</h2><div class="table-wrap"><table id="sources">'
-            f'<thead><tr>{"".join(header)}</tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
+            f'<thead><tr>{_header_cells("Source", SOURCE_COLUMNS)}</tr></thead>'
+            f'<tbody>{"".join(rows)}</tbody></table></div>'
             '<p class="help">Each source of the folder: its launch\'s start-up facts and what was read of '
             "it. The Exporter block below adds them up.</p></section>")
 
@@ -421,7 +419,7 @@ def render(status: Mapping[str, Any], *, now: float | None = None) -> str:
         child=_child(status),
         sources=_sources(status),
         charts_time=_charts_time(status),
-        header=_header_cells(),
+        header=_header_cells("Engine", COLUMNS),
         rows=rows,
         stats_lines=sum(e["stats_lines"] for e in engines.values()
                         if isinstance(e, Mapping) and isinstance(e.get("stats_lines"), int)),

@@ -146,11 +146,6 @@ class ExporterMetrics(Collector):
                 self._count_access(method, path, status, count)
         return failed
 
-    def apply_stats(self, stats: EngineStats) -> None:
-        """One stats line, without `apply`'s count of its log level (the backfill's fast lane)."""
-        with self._lock:
-            self._stats(stats)
-
     def engine_states(self) -> tuple[str, Mapping[str, EngineState]]:
         """The model label and each engine label's state, for a reader in the feeding thread (the
         backfill reads them between two lines, `offline/output/openmetrics.py`)."""

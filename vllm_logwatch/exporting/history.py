@@ -130,11 +130,6 @@ class History:
             del self._engines[label]
         return len(self._engines) < self.max_series
 
-    def points(self, engine: str) -> int:
-        """How many points `engine` holds now (0 for an unknown label)."""
-        with self._lock:
-            return len(self._engines.get(engine, ()))
-
     def snapshot(self, since: float | None = None) -> dict[str, Any]:
         """A JSON-able, column-wise copy (what uPlot draws): the points after `since` (all when None).
 

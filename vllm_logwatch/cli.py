@@ -13,15 +13,12 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from .errors import EXIT_OK, EXIT_USAGE, LogwatchError, OutputError
+from .errors import EXIT_OK, EXIT_USAGE, LogwatchError, OutputError, UsageError
 from .options import COMMANDS, build_parser, parse_command_line
 from .shown import shown_path
 
 if TYPE_CHECKING:
     from .offline.summary.answers import Asked
-
-__all__ = ["build_parser", "main"]
-
 
 def _cmd_parse(args: argparse.Namespace) -> int:
     if args.openmetrics or args.vm_import:
@@ -29,21 +26,15 @@ def _cmd_parse(args: argparse.Namespace) -> int:
 
         flag = "--openmetrics" if args.openmetrics else "--vm-import"
         if args.kind != "stats":
-            from .errors import UsageError
-
             raise UsageError(f"{flag} writes the stats metrics (and spec-decode counters); drop --kind")
         run_openmetrics(args.files, year=args.year, tz=args.tz, labels=args.label, millis=args.vm_import)
         return EXIT_OK
     if args.label:
-        from .errors import UsageError
-
         raise UsageError("--label adds labels to --openmetrics and --vm-import series; CSV and JSON lines "
                          "have none")
     from .commands.parse import run_parse
 
     if args.csv and args.kind not in ("stats", "iterations", "requests"):
-        from .errors import UsageError
-
         raise UsageError(
             f"--csv writes stats, iterations and requests records; use --jsonl for --kind {args.kind}")
     # Stats come as CSV unless --jsonl was asked; other kinds as JSON lines unless --csv was (iterations and
@@ -94,8 +85,6 @@ def _asked(args: argparse.Namespace) -> Asked:
 
 def _log_to_stderr() -> None:
     """One line per event on stderr; only the long-running commands log (the library never configures it)."""
-    import logging
-
     from .shown import ShownFormatter
 
     handler = logging.StreamHandler(sys.stderr)

@@ -264,28 +264,20 @@ def _child(status: Mapping[str, Any]) -> str:
             f'<dl class="facts">{"".join(items)}</dl></section>')
 
 
-def _replay(status: Mapping[str, Any]) -> tuple[str, str]:
+def _replay(status: Mapping[str, Any]) -> tuple[str, str, str]:
     """The badge and the paragraph of a replay (`logwatch demo`): which log, which pass, and why each
-    pass ends with a failure; ("", "") for a live log."""
+    pass ends with a failure; and what its chart axis is (the replayed stamps, which run ahead of the
+    wall clock). ("", "", "") for a live log."""
     replay = status.get("replay")
     if not isinstance(replay, Mapping):
-        return "", ""
+        return "", "", ""
     log, speed = _e(replay.get("log")), _e(_shown(replay.get("speed"), "number", 0))
     number = _e(_shown(replay.get("pass"), "number", 0))
     badge = ' <span id="replay-badge" class="badge replay" title="logwatch demo">Replay</span>'
     text = (f'<p id="replay" class="notice replay" data-live>Replay of a real vLLM log ({log}) at {speed}x, '
             f'pass <span data-key="replay.pass">{number}</span>, written again each pass as a new launch. '
             f'{_e(replay.get("failure") or "")}</p>')
-    return badge, text
-
-
-def _charts_time(status: Mapping[str, Any]) -> str:
-    """What a replay's chart axis is: the replayed stamps, which run ahead of the wall clock."""
-    replay = status.get("replay")
-    if not isinstance(replay, Mapping):
-        return ""
-    speed = _shown(replay.get("speed"), "number", 0)
-    return _e(f" (replay time: the log stamps at {speed}x, ahead of this clock)")
+    return badge, text, f" (replay time: the log stamps at {speed}x, ahead of this clock)"
 
 
 def _problems(counters: Mapping[str, Any] | None) -> str:
@@ -403,7 +395,7 @@ def render(status: Mapping[str, Any], *, now: float | None = None) -> str:
         rows = f'<tr class="empty"><td colspan="{len(COLUMNS) + 1}">No stats line yet</td></tr>'
     notice, reason = _notice(status)
     local = time.localtime(now)
-    replay_badge, replay = _replay(status)
+    replay_badge, replay, charts_time = _replay(status)
     return _PAGE.substitute(
         replay_badge=replay_badge, replay=replay,
         refresh=REFRESH_NO_SCRIPT_SECONDS,
@@ -418,7 +410,7 @@ def render(status: Mapping[str, Any], *, now: float | None = None) -> str:
         skipped_hidden="" if skipped_text(status.get("skipped_bytes")) else " hidden",
         child=_child(status),
         sources=_sources(status),
-        charts_time=_charts_time(status),
+        charts_time=charts_time,
         header=_header_cells("Engine", COLUMNS),
         rows=rows,
         stats_lines=sum(e["stats_lines"] for e in engines.values()

@@ -367,19 +367,17 @@ class BasicAuth:
 
     def check(self, authorization: bytes | None) -> bool:
         """True when the header names a configured user with the right password."""
+        if self.cached(authorization):
+            return True
         found = _credentials(authorization)
         if found is None:
             return False
         user, password = found
-        mac = self._mac(user, password)
-        known = self._good.get(user)
-        if known is not None and hmac.compare_digest(known, mac):
-            return True
         hashed = self._users.get(user)
         with self._lock:
             ok = self._checkpw(password, self._unknown if hashed is None else hashed)
         if ok and hashed is not None:
-            self._good[user] = mac
+            self._good[user] = self._mac(user, password)
             return True
         return False
 

@@ -47,8 +47,7 @@ def _cmd_parse(args: argparse.Namespace) -> int:
 def _cmd_summary(args: argparse.Namespace) -> int:
     from .commands.summary import run_summary
 
-    fmt = "markdown" if args.markdown else "json" if args.json else "text"
-    run_summary(args.files, by=args.by, fmt=fmt, year=args.year, tz=args.tz, asked=_asked(args),
+    run_summary(args.files, by=args.by, fmt=args.fmt, year=args.year, tz=args.tz, asked=_asked(args),
                 explain=args.explain)
     return EXIT_OK
 
@@ -63,16 +62,14 @@ def _cmd_plot(args: argparse.Namespace) -> int:
 def _cmd_compare(args: argparse.Namespace) -> int:
     from .commands.compare import run_compare
 
-    fmt = "markdown" if args.markdown else "json" if args.json else "text"
-    run_compare(args.files, fmt=fmt, output=args.output, year=args.year, tz=args.tz, asked=_asked(args))
+    run_compare(args.files, fmt=args.fmt, output=args.output, year=args.year, tz=args.tz, asked=_asked(args))
     return EXIT_OK
 
 
 def _cmd_audit(args: argparse.Namespace) -> int:
     from .commands.audit import run_audit
 
-    fmt = "markdown" if args.markdown else "json" if args.json else "text"
-    run_audit(args.results, args.logs, fmt=fmt, output=args.output, clock_offset=args.clock_offset,
+    run_audit(args.results, args.logs, fmt=args.fmt, output=args.output, clock_offset=args.clock_offset,
               year=args.year, tz=args.tz, observability=args.observability)
     return EXIT_OK
 

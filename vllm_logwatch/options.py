@@ -149,6 +149,14 @@ def _add_answers(p: argparse.ArgumentParser) -> None:
                    pipeline x data parallel size from the launch's arguments, else 1)""")
 
 
+def _add_tables(p: argparse.ArgumentParser, json_help: str) -> None:
+    """--markdown or --json, as `fmt` (default: text, aligned)."""
+    fmt = p.add_mutually_exclusive_group()
+    fmt.add_argument("--markdown", dest="fmt", action="store_const", const="markdown", default="text",
+                     help="Markdown tables (default: aligned text)")
+    fmt.add_argument("--json", dest="fmt", action="store_const", const="json", help=json_help)
+
+
 def _add_year_tz(
     p: argparse.ArgumentParser, tz: str = "zone the server logged in, e.g. UTC (default: this machine)"
 ) -> None:
@@ -173,11 +181,8 @@ def _add_summary(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
                    help="""one row and table per launch (default; engines summed), per launch and
                    engine, or one for all inputs; lora: requests by LoRA adapter from the request
                    lines (--enable-log-requests): finish reasons, end-to-end p50/p90 where timed""")
-    fmt = p.add_mutually_exclusive_group()
-    fmt.add_argument("--markdown", action="store_true", help="Markdown tables (default: aligned text)")
-    fmt.add_argument("--json", action="store_true",
-                     help="""one JSON document (with the Pareto points: per-stream tok/s and total tok/s per
-                     GPU by running requests)""")
+    _add_tables(p, """one JSON document (with the Pareto points: per-stream tok/s and total tok/s per GPU
+                by running requests)""")
     p.add_argument("--explain", action="store_true",
                    help="after the tables, what each column means (the JSON always holds it)")
     _add_answers(p)
@@ -288,11 +293,8 @@ def _add_compare(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
         also an image that cannot be written). A reader of stdout that goes away (| head) ends it
         quietly.""")
     p.add_argument("files", nargs="+", metavar="FILE", help="log files, globs, or - for stdin")
-    fmt = p.add_mutually_exclusive_group()
-    fmt.add_argument("--markdown", action="store_true", help="Markdown tables (default: aligned text)")
-    fmt.add_argument("--json", action="store_true",
-                     help="""one JSON document: launches (args, facts, by_concurrency rows, matrix) and
-                     differing_args""")
+    _add_tables(p, """one JSON document: launches (args, facts, by_concurrency rows, matrix) and
+                differing_args""")
     p.add_argument("-o", "--output", metavar="IMAGE",
                    help="""also draw the comparison: generation tok/s and per-request tok/s against running
                    requests, one line per launch (median, p10-p90 band; broken at counts with no data),
@@ -321,10 +323,8 @@ def _add_audit(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                    sweep output folders""")
     p.add_argument("--log", dest="logs", action="append", required=True, metavar="SERVER_LOG",
                    help="the vLLM server's log: a file, a glob, or - for stdin (repeatable)")
-    fmt = p.add_mutually_exclusive_group()
-    fmt.add_argument("--markdown", action="store_true", help="Markdown tables (default: aligned text)")
-    fmt.add_argument("--json", action="store_true", help="""one JSON document: runs, each with the
-                     client's figures, the server's (server) and the verdicts""")
+    _add_tables(p, """one JSON document: runs, each with the client's figures, the server's (server) and
+                the verdicts""")
     p.add_argument("-o", "--output", metavar="IMAGE", help="""also draw it: per run the concurrency
                    asked and Running (median, p10-p90), max-num-seqs, the verdicts; .png, .svg or .pdf
                    (needs matplotlib)""")

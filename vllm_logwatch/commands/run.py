@@ -7,6 +7,7 @@ handlers there); when the child is gone, the server is told to exit and joined.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
@@ -59,70 +60,61 @@ def run_run(
     if not command:
         raise UsageError("give the command to run after --, e.g. logwatch run -- vllm serve MODEL")
     _check_log_dir(settings.log_dir)
-    records = open_records(settings.records, stdout=False)
-    try:
+    with contextlib.ExitStack() as stack:  # closed in reverse: the server, the socket, the records
+        records = open_records(settings.records, stdout=False)
+        if records is not None:
+            stack.callback(records.close)
         sock = bind_socket(settings.listen, settings.port)
-    except BaseException:
+        stack.callback(sock.close)
+        history = History()
+        try:
+            metrics = ExporterMetrics(stats_interval=settings.stats_interval, const_labels=settings.labels,
+                                      on_stats=history.record, exact_times=True,
+                                      interval_prior=vllm_stats_interval(os.environ))
+        except (UsageError, ValueError) as exc:
+            raise UsageError(str(exc)) from None
+        registry = CollectorRegistry()
+        metrics.register(registry)
         if records is not None:
-            records.close()
-        raise
-    history = History()
-    try:
-        metrics = ExporterMetrics(stats_interval=settings.stats_interval, const_labels=settings.labels,
-                                  on_stats=history.record, exact_times=True,
-                                  interval_prior=vllm_stats_interval(os.environ))
-    except (UsageError, ValueError) as exc:
-        sock.close()
-        if records is not None:
-            records.close()
-        raise UsageError(str(exc)) from None
-    registry = CollectorRegistry()
-    metrics.register(registry)
-    if records is not None:
-        registry.register(WithLabels(records, settings.labels))
-        records.start()
-    feeder = LineFeeder(metrics, resolve_zone(settings.tz), facts=masked(command_facts(command)),
-                        records=records.put if records is not None else None)
-    supervisor = Supervisor(
-        command, log_dir=settings.log_dir, name=launch_name(settings.name, command),
-        feeder=feeder, on_state=child_reporter(metrics), stop_timeout=settings.stop_timeout,
-        restart=settings.restart, startup_grace=settings.startup_grace, echo_fd=1 if echo else None,
-    )
-    if not echo:
-        log.info("standard output is closed: vLLM's output goes to the log file only")
+            registry.register(WithLabels(records, settings.labels))
+            records.start()
+        feeder = LineFeeder(metrics, resolve_zone(settings.tz), facts=masked(command_facts(command)),
+                            records=records.put if records is not None else None)
+        supervisor = Supervisor(
+            command, log_dir=settings.log_dir, name=launch_name(settings.name, command),
+            feeder=feeder, on_state=child_reporter(metrics), stop_timeout=settings.stop_timeout,
+            restart=settings.restart, startup_grace=settings.startup_grace, echo_fd=1 if echo else None,
+        )
+        if not echo:
+            log.info("standard output is closed: vLLM's output goes to the log file only")
 
-    def status() -> dict[str, Any]:
-        files = supervisor.file_stats()
-        snapshot = metrics.status()
-        # The metrics' own child section (child_up, ...) and the supervisor's, merged: spread after
-        # these keys, the metrics' section used to replace the supervisor's whole.
-        return {
-            **snapshot,
-            "mode": "run",
-            "child": {**(snapshot.get("child") or {}),
-                      "pid": supervisor.pid, "log_file": supervisor.log_path, "restarts": supervisor.restarts,
-                      "last_exit_code": supervisor.last_exit_code, "log_bytes_written": files.bytes_written,
-                      "log_write_errors": files.write_errors, "log_bytes_dropped": files.bytes_dropped,
-                      "log_last_error": files.last_error},
-        }
+        def status() -> dict[str, Any]:
+            files = supervisor.file_stats()
+            snapshot = metrics.status()
+            # The metrics' own child section (child_up, ...) and the supervisor's, merged: spread after
+            # these keys, the metrics' section used to replace the supervisor's whole.
+            return {
+                **snapshot,
+                "mode": "run",
+                "child": {**(snapshot.get("child") or {}),
+                          "pid": supervisor.pid, "log_file": supervisor.log_path,
+                          "restarts": supervisor.restarts, "last_exit_code": supervisor.last_exit_code,
+                          "log_bytes_written": files.bytes_written, "log_write_errors": files.write_errors,
+                          "log_bytes_dropped": files.bytes_dropped, "log_last_error": files.last_error},
+            }
 
-    web = settings.web_config
-    app = create_app(registry, status, history=history, web=web, labels=settings.labels)
-    server = http_server(app, web)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="logwatch-http",
-                              daemon=True)
-    thread.start()
-    port = sock.getsockname()[1]
-    if announce is not None:
-        announce(url_of(settings.listen, port, scheme=web.scheme if web is not None else "http"))
-    try:
+        web = settings.web_config
+        app = create_app(registry, status, history=history, web=web, labels=settings.labels)
+        server = http_server(app, web)
+        thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="logwatch-http",
+                                  daemon=True)
+        thread.start()
+        stack.callback(thread.join, 10)
+        stack.callback(setattr, server, "should_exit", True)
+        port = sock.getsockname()[1]
+        if announce is not None:
+            announce(url_of(settings.listen, port, scheme=web.scheme if web is not None else "http"))
         code = supervisor.run()
-    finally:
-        server.should_exit = True
-        thread.join(10)
-        sock.close()
-        if records is not None:
-            records.close()
     log.info("exiting with code %d", code)  # the last line, whatever came before
     return code
 

@@ -364,8 +364,7 @@ class ExporterMetrics(Collector):
         out.add("launches", (), self._launches)
         for (method, path, status), count in self._http.counts.items():
             out.add("http_requests", (method, path, status), count)
-        errors, overflow = engine_counts(self._ledgers.states(), self._parse_errors,
-                                         {**self._ledgers.folded(), **self._overflow})
+        errors, overflow = self._counts()
         for what, counts in (("log_messages", self._levels), ("problems", self._problems),
                              ("parse_errors", errors), ("label_overflow", overflow)):
             for label_value, count in counts.items():
@@ -374,6 +373,20 @@ class ExporterMetrics(Collector):
                            *self._self.child_samples()):
             out.add(key, (), value)
         return out.families()
+
+    def _counts(self) -> tuple[dict[str, int], dict[str, int]]:
+        """Parse errors and label overflows with the engines' own: the unreadable keys of transfer lines
+        read otherwise (`transfer_key`), the tiers folded into `other` (`tier`) and the draft positions
+        past the bound (`position`)."""
+        states = list(self._ledgers.states())
+        keys = sum(state.transfer.unreadable_keys for state in states)
+        tiers = sum(state.transfer.offload.folded for state in states)
+        positions = sum(state.positions_folded for state in states)
+        return (
+            {**self._parse_errors, **({"transfer_key": keys} if keys else {})},
+            {**self._ledgers.folded(), **self._overflow, **({"tier": tiers} if tiers else {}),
+             **({"position": positions} if positions else {})},
+        )
 
     def status(self) -> ExporterStatus:
         """A JSON-able snapshot for `/api/v1/status`: values in the log's own units (percent stays
@@ -386,8 +399,7 @@ class ExporterMetrics(Collector):
                 if self._ended or self._dead:
                     snap["state"] = "ended" if self._ended else "dead"
             read = self._self.read()
-            errors, overflow = engine_counts(self._ledgers.states(), self._parse_errors,
-                                         {**self._ledgers.folded(), **self._overflow})
+            errors, overflow = self._counts()
             counters = Counters(
                 log_lines=read["log_lines"], log_bytes=read["log_bytes"], log_rotations=read["log_rotations"],
                 log_truncations=read["log_truncations"], read_errors=read["read_errors"],
@@ -627,18 +639,3 @@ class RuntimeState:
         for (short, labels), value in self.counts.items():
             yield short, labels, value
 
-
-def engine_counts(
-    engines: Iterable[EngineState], parse_errors: dict[str, int], overflow: dict[str, int]
-) -> tuple[dict[str, int], dict[str, int]]:
-    """Parse errors and label overflows with the engines' own: the unreadable keys of transfer lines
-    read otherwise (`transfer_key`), the tiers folded into `other` (`tier`) and the draft positions past the
-    bound (`position`)."""
-    states = list(engines)
-    keys = sum(state.transfer.unreadable_keys for state in states)
-    tiers = sum(state.transfer.offload.folded for state in states)
-    positions = sum(state.positions_folded for state in states)
-    return (
-        {**parse_errors, **({"transfer_key": keys} if keys else {})},
-        {**overflow, **({"tier": tiers} if tiers else {}), **({"position": positions} if positions else {})},
-    )

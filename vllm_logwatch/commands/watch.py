@@ -102,12 +102,12 @@ def run_watch(
     app = create_app(registry, status, pipeline.healthy, history, web=web, labels=settings.labels)
     port = sock.getsockname()[1]
     url = url_of(settings.listen, port, scheme=web.scheme if web is not None else "http")
+    state = f", state in {settings.state_file}" if settings.state_file else ""
     if stream:
         log.info("serving %s (listening on %s:%d); reading %s to its end", url, settings.listen, port,
                  follower.status()["target"])
     elif many:
         start = "from their start" if settings.from_start else "from their end"
-        state = f", state in {settings.state_file}" if settings.state_file else ""
         chosen = f", those matching {' or '.join(settings.select)}" if settings.select else ""
         sources = cast("ManyFollower", follower)
         log.info("serving %s (listening on %s:%d); following the sources of %s (layout %s%s) %s%s", url,
@@ -116,7 +116,6 @@ def run_watch(
         files = cast("Follower", follower)
         what = {"dir": f"folder (newest {settings.pattern})", "glob": "glob", "file": "file"}[files.mode]
         start = "its start" if settings.from_start else "its end"
-        state = f", state in {settings.state_file}" if settings.state_file else ""
         log.info("serving %s (listening on %s:%d); following %s %s from %s%s", url, settings.listen, port,
                  what, files.target, start, state)
     if waiting:

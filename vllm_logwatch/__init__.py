@@ -1,7 +1,7 @@
 """vllm-logwatch: turn vLLM server logs into data (Prometheus metrics, CSV, summaries).
 
 The public names are loaded on first use, so the run-mode child shim starts
-without loading pydantic models it does not need.
+without loading the modules it does not need.
 """
 
 from __future__ import annotations

@@ -19,8 +19,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from dataclasses import replace
 
-from ..parsing.events import EngineStats, IterationStats, MfuStats, SpecDecodeStats, TransferStats
+from ..parsing.events import (
+    EngineStats,
+    IterationStats,
+    MfuStats,
+    SpecDecodeStats,
+    TransferStats,
+    json_fields,
+)
 from ..shown import finite, json_safe
 from .snapshot import EngineSnapshot, EngineStateName, TransferSnapshot
 from .step_tokens import StepTokens
@@ -207,8 +215,8 @@ class EngineState:
     def apply_prefix_rates(self, gpu_pct: float, cpu_pct: float) -> None:
         """V0's separate prefix-cache line completes the stats line before it."""
         if self.last is not None:
-            self.last = self.last.model_copy(
-                update={"prefix_cache_hit_rate_pct": gpu_pct, "prefix_cache_hit_rate_cpu_pct": cpu_pct})
+            self.last = replace(self.last, prefix_cache_hit_rate_pct=gpu_pct,
+                                prefix_cache_hit_rate_cpu_pct=cpu_pct)
 
     def apply_spec(self, spec: SpecDecodeStats) -> None:
         """V1 lines count the interval (summed); V0 lines count since engine start (latest wins)."""
@@ -279,8 +287,7 @@ class EngineState:
         last = self.last
         if last is None or self.last_arrival is None:
             return None
-        values = last.model_dump(exclude={"file", "line", "stamp", "level", "process", "pid", "kind"},
-                                 exclude_none=True, mode="json")
+        values = json_fields(last, {"file", "line", "stamp", "level", "process", "pid", "kind"})
         values["kv_cache_usage_pct"] = last.kv_cache_usage_pct
         transfers = self.transfer.snapshot()
         return EngineSnapshot(

@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from ..parsing.events import OffloadSample, TransferStats
+from ..parsing.events import OffloadSample, TransferStats, json_fields
 from .snapshot import TransferSnapshot
 
 MIB = float(1 << 20)
@@ -105,9 +105,8 @@ class TransferState:
             out[cache] = TransferSnapshot(
                 transfers={r: totals.transfers[r] for r in sorted(totals.seen)},
                 expired_requests=totals.expired_requests if totals.reports_expiry else None,
-                last=None if last is None else last.model_dump(
-                    mode="json", exclude_none=True,
-                    exclude={"file", "line", "stamp", "level", "process", "pid", "kind", "cache", "engine",
+                last=None if last is None else json_fields(
+                    last, {"file", "line", "stamp", "level", "process", "pid", "kind", "cache", "engine",
                              "time", "offload"}),
             )
         return out

@@ -14,7 +14,9 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime, tzinfo
+from typing import Any
 
 from ..exporting.exporter import ExporterMetrics
 from ..following.openfile import FollowerStats, LineBlock, OpenFile
@@ -52,7 +54,7 @@ class LineFeeder(QueuedWorker):
         self.metrics = metrics
         self._records = records
         self.zone = zone
-        self.facts = facts or {}
+        self.facts: dict[str, Any] = dict(facts or {})
         self.timer = ArrivalTimer()
         self._arrivals: deque[Arrival] = deque()  # read time of each queued chunk, in queue order
         self._arrived = self.timer.now()
@@ -92,7 +94,7 @@ class LineFeeder(QueuedWorker):
         self._flush_carry()
         self.metrics.new_launch(source)
         if self.facts:
-            self.metrics.apply(ServerInfo.model_validate(self.facts))
+            self.metrics.apply(ServerInfo(**self.facts))
         self.new_source(source)
 
     def _write(self, data: bytes) -> None:
@@ -122,7 +124,7 @@ class LineFeeder(QueuedWorker):
         """Live output: the line's time is the moment it was read (its own stamp has whole seconds);
         its latency comes from the same reading, on the monotonic clock."""
         if isinstance(event, EngineStats):
-            return event.model_copy(update={"time": datetime.fromtimestamp(self._arrived.wall, self.zone)})
+            return replace(event, time=datetime.fromtimestamp(self._arrived.wall, self.zone))
         return event
 
     def _internal_error(self, source: str | None, number: int | None, exc: Exception) -> None:

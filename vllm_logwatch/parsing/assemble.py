@@ -10,8 +10,9 @@ written twice counted once (`repeats`), and year-less stamps given their year.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
+from typing import Any
 
 from .events import (
     EngineStats,
@@ -80,7 +81,7 @@ class Assembler:
         self._clock_factory = None if isinstance(clock, YearClock) else clock
         self.hold = hold
         self._pending: EngineStats | None = None
-        self._held: list[tuple[Event, _Open]] = []
+        self._held: list[tuple[LogMessage | ServerInfo, _Open]] = []
         """Records held for their tracebacks' exception types (several: writers' tracebacks interleave),
         in file order, each with its open record."""
         self._last_engine: dict[str | None, int | None] = {}  # by writer (`who`)
@@ -93,7 +94,7 @@ class Assembler:
     def feed(self, event: Event, line: int | None = None, time: datetime | None = None) -> list[Event]:
         """Take the event of line number `line`; return the events now complete, in order. `time`: the
         line's own instant (a container log's stamp), taken instead of vLLM's year-less stamp."""
-        update: dict[str, object] = {"file": self.file, "line": line}
+        update: dict[str, Any] = {"file": self.file, "line": line}
         writer = who(event.process, event.pid)
         if time is not None:
             update["time"] = time
@@ -106,12 +107,11 @@ class Assembler:
             pending = self._pending
             if pending is not None and pending.stamp == event.stamp and pending.process == event.process \
                     and pending.pid == event.pid:
-                self._pending = pending.model_copy(
-                    update={"prefix_cache_hit_rate_pct": event.gpu_pct,
-                            "prefix_cache_hit_rate_cpu_pct": event.cpu_pct})
+                self._pending = replace(pending, prefix_cache_hit_rate_pct=event.gpu_pct,
+                                        prefix_cache_hit_rate_cpu_pct=event.cpu_pct)
                 return out
             out.extend(self.flush())
-            out.append(event.model_copy(update=update))
+            out.append(replace(event, **update))
             return out
         opened: _Open | None = None
         if isinstance(event, LogMessage):
@@ -145,15 +145,15 @@ class Assembler:
         if isinstance(event, EngineStats) and self.repeats and self.repeated(
                 writer, event.engine, seen, event.engines_aggregated):
             return [*self._release(), Unparsed(what="duplicate", file=self.file, line=line)]
-        if opened is not None and self.hold:
+        if opened is not None and self.hold and isinstance(event, (LogMessage, ServerInfo)):  # opened: always
             if self._pending is not None:
                 out.extend(self.flush())
-            self._held.append((event.model_copy(update=update), opened))
+            self._held.append((replace(event, **update), opened))
             return out + self._release(len(self._held) - _HELD)
         out.extend(self.flush())
         if isinstance(event, EngineStats):
             self._last_engine[writer] = event.engine
-            stats = event.model_copy(update=update)
+            stats = replace(event, **update)
             if self.hold and stats.is_v0:
                 self._pending = stats
                 return out
@@ -161,7 +161,7 @@ class Assembler:
             return out
         if isinstance(event, (SpecDecodeStats, TransferStats)) and event.engine is None:
             update["engine"] = self._last_engine.get(writer)
-        out.append(event.model_copy(update=update))
+        out.append(replace(event, **update))
         return out
 
     def clock_for(self, stamp: str) -> YearClock | None:
@@ -206,7 +206,7 @@ class Assembler:
         types."""
         done = self._held[:count] if count is None or count > 0 else []
         del self._held[:len(done)]
-        return [event if rec.exception is None else event.model_copy(update={"exception": rec.exception})
+        return [event if rec.exception is None else replace(event, exception=rec.exception)
                 for event, rec in done]
 
 

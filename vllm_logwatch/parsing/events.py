@@ -1,4 +1,5 @@
-"""One frozen pydantic model per kind of vLLM log line.
+"""One record per kind of vLLM log line: a slotted dataclass, made once a line and never changed after
+(`dataclasses.replace` makes a changed copy): no validation, the parser gives each field its type.
 
 The parser (`parsing/line.py`) turns a line into one of these; everything downstream (metrics, CSV, JSONL,
 summaries) reads them. Values keep the units vLLM prints: percent stays percent (`*_pct`), throughput
@@ -8,13 +9,11 @@ is tokens/s. No model ever carries free log text: logs hold users' prompts.
 from __future__ import annotations
 
 import json
+from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime
-from functools import cache
 from math import isfinite
 from operator import attrgetter
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Any, Literal, get_args
 
 from ..shown import json_safe
 from .columns import STATS_COLUMNS, Phase, step_phase
@@ -39,16 +38,16 @@ __all__ = [
     "Unparsed",
     "UnparsedKind",
     "event_to_dict",
+    "json_fields",
     "json_line",
     "stats_record",
     "stats_row",
 ]
 
 
-class _Record(BaseModel):
+@dataclass(slots=True, kw_only=True)
+class _Record:
     """Where a line came from and when vLLM wrote it."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     time: datetime | None = None
     """Full timestamp, once the year and zone are known (see `stamps.py`)."""
@@ -70,6 +69,7 @@ class _Record(BaseModel):
     so totals summed from such lines count one of the N. None for a line without the suffix."""
 
 
+@dataclass(slots=True, kw_only=True)
 class EngineStats(_Record):
     """The periodic stats line: `Engine 000: Avg prompt throughput: ...` and every older shape."""
 
@@ -87,7 +87,7 @@ class EngineStats(_Record):
     prefix_cache_hit_rate_pct: float | None = None
     prefix_cache_hit_rate_cpu_pct: float | None = None
     mm_cache_hit_rate_pct: float | None = None
-    extra: dict[str, float] = Field(default_factory=dict)
+    extra: dict[str, float] = field(default_factory=dict)
     """Fields without a column: known ones (`preemptions`, `deferred`, ...) and unknown ones."""
     unknown_fields: int = 0
     """How many fields of the line the parser did not know (they are kept in `extra`)."""
@@ -109,60 +109,22 @@ class EngineStats(_Record):
         return None
 
 
-_new, _set = object.__new__, object.__setattr__
-"""How pydantic makes a model without validation (`BaseModel.model_construct`), one lookup less a call."""
-_BLANK_STATS = dict.fromkeys(EngineStats.model_fields) | {"kind": "stats", "unknown_fields": 0}
-"""A stats record's fields before its line's values: a copy of it is twice as fast to make as a literal."""
-
-
-@cache
-def _given(cpu: bool, prefix: bool, mm: bool, placed: bool) -> set[str]:
-    """The fields a common stats line's record is given, as the parser and the Assembler give them
-    (`model_fields_set`); one set for all such records (pydantic copies it before a change)."""
-    given = {"stamp", "level", "process", "pid", "engine", "engines_aggregated", "prompt_throughput",
-             "generation_throughput", "running", "waiting", "extra", "unknown_fields", "device",
-             "cpu_kv_cache_usage_pct" if cpu else "gpu_kv_cache_usage_pct"}
-    for field, wanted in (("prefix_cache_hit_rate_pct", prefix), ("mm_cache_hit_rate_pct", mm),
-                          ("time", placed), ("file", placed), ("line", placed)):
-        if wanted:
-            given.add(field)
-    return given
-
-
 def stats_record(time: datetime | None, file: str | None, line: int | None, stamp: str, level: str,
                  process: str | None, engine: int, prompt: float, generation: float, running: int,
                  waiting: int, device: str, kv: float, prefix: float | None, mm: float | None,
                  pid: int | None = None) -> EngineStats:
     """The `EngineStats` of vLLM's common V1 stats line (`shapes.CANONICAL_STATS`) from the numbers and
     words its pattern read: the parser's and the range workers' (`offline/reading/records.py`) one
-    record, made without pydantic's validation, which costs more than the rest of reading the line."""
+    record (V1 on CPU reports its KV cache usage as `CPU KV cache usage`)."""
     cpu = device == "CPU"
-    values = _BLANK_STATS.copy()
-    values["time"] = time
-    values["file"] = file
-    values["line"] = line
-    values["stamp"] = stamp
-    values["level"] = level
-    values["process"] = process
-    values["pid"] = pid
-    values["engine"] = engine
-    values["prompt_throughput"] = prompt
-    values["generation_throughput"] = generation
-    values["running"] = running
-    values["waiting"] = waiting
-    values["cpu_kv_cache_usage_pct" if cpu else "gpu_kv_cache_usage_pct"] = kv
-    values["prefix_cache_hit_rate_pct"] = prefix
-    values["mm_cache_hit_rate_pct"] = mm
-    values["extra"] = {}
-    values["device"] = device
-    record = _new(EngineStats)
-    _set(record, "__dict__", values)
-    _set(record, "__pydantic_fields_set__", _given(cpu, prefix is not None, mm is not None, file is not None))
-    _set(record, "__pydantic_extra__", None)
-    _set(record, "__pydantic_private__", None)
-    return record
+    return EngineStats(time=time, file=file, line=line, stamp=stamp, level=level, process=process, pid=pid,
+                       engine=engine, prompt_throughput=prompt, generation_throughput=generation,
+                       running=running, waiting=waiting, gpu_kv_cache_usage_pct=None if cpu else kv,
+                       cpu_kv_cache_usage_pct=kv if cpu else None, prefix_cache_hit_rate_pct=prefix,
+                       mm_cache_hit_rate_pct=mm, device=device)
 
 
+@dataclass(slots=True, kw_only=True)
 class PrefixCacheRates(_Record):
     """V0's separate `Prefix cache hit rate: GPU: x%, CPU: y%` line (merged into the stats before it)."""
 
@@ -171,6 +133,7 @@ class PrefixCacheRates(_Record):
     cpu_pct: float
 
 
+@dataclass(slots=True, kw_only=True)
 class SpecDecodeStats(_Record):
     """Speculative decoding: V0 `Speculative metrics:`, V1 `SpecDecoding metrics:` (all variants),
     and `DiffusionDecoding metrics:`.
@@ -192,14 +155,13 @@ class SpecDecodeStats(_Record):
     system_efficiency: float | None = None
     num_speculative_tokens: int | None = None
     emitted_tokens: int | None = None
-    extra: dict[str, float] = Field(default_factory=dict)
+    extra: dict[str, float] = field(default_factory=dict)
 
 
-class OffloadSample(BaseModel):
+@dataclass(slots=True, kw_only=True)
+class OffloadSample:
     """One key of an offloading connector: vLLM's metric name without `vllm:`, its label values, the
     `_count` / `_sum` of a histogram (empty for a counter or gauge), and the interval's value."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     name: str
     labels: tuple[str, ...] = ()
@@ -207,6 +169,7 @@ class OffloadSample(BaseModel):
     value: float
 
 
+@dataclass(slots=True, kw_only=True)
 class TransferStats(_Record):
     """`KV Transfer metrics: k=v, ...` (KV connectors such as NIXL and Mooncake, vLLM >= 0.11) and
     `EC Transfer metrics: ...` (encoder-cache connector, >= 0.31): one interval's transfers, given the
@@ -241,9 +204,10 @@ class TransferStats(_Record):
     `vllm:kv_offload_tiering_read_bytes:('1:fs',)=N`, `..._count`, `..._sum`), each read whole."""
     unreadable_keys: int = 0
     """Pieces of the line that could not be read (skipped and counted; the rest of the line is kept)."""
-    extra: dict[str, float] = Field(default_factory=dict)
+    extra: dict[str, float] = field(default_factory=dict)
 
 
+@dataclass(slots=True, kw_only=True)
 class ServerInfo(_Record):
     """Facts from start-up lines. One line gives one or two of them; the rest stay None."""
 
@@ -282,10 +246,10 @@ class ServerInfo(_Record):
     num_speculative_tokens: int | None = None
     """The facts above from `max_num_seqs` on: read from the arguments and the engine's config line
     (`parsing/launchargs.py`), each a number or a short validated word."""
-    args: dict[str, Any] | None = Field(default=None, exclude=True)
+    args: dict[str, Any] | None = None
     """The launch's arguments as the `non-default args:` / `args: Namespace(...)` line gives them
-    (secrets masked, bounded). Left out of `model_dump`, so the exporter's facts and `parse --jsonl`
-    never carry them; the summary and compare read them by name."""
+    (secrets masked, bounded). Left out of `facts` and `event_to_dict`, so the exporter's facts and `parse
+    --jsonl` never carry them; the summary and compare read them by name."""
     api_server_count: int | None = None
     server_listening: bool | None = None
     """`Starting vLLM server on ...` / `Application startup complete.`: the server is up."""
@@ -458,7 +422,9 @@ class ServerInfo(_Record):
         (`RUNTIME_FIELDS`: counted and gauged, not facts). `launch`: a launch's facts (summary, compare,
         audit), without whether it listened or logged stats (`server_listening`,
         `stats_logging_disabled`: the summary says that on its own)."""
-        return self.model_dump(exclude=_NOT_FACTS[purpose], exclude_none=True)
+        left_out = _NOT_FACTS[purpose]
+        return {name: value for name in _INFO_FIELDS
+                if name not in left_out and (value := getattr(self, name)) is not None}
 
 
 FactsFor = Literal["server", "launch"]
@@ -523,13 +489,15 @@ RUNTIME_FIELDS = frozenset(
 """What a running server logs, not a fact about it: sleep mode, the DP supervisor, EPLB, fault tolerance,
 KV offload and connector failures, CUDA checkpoints, the gRPC server's drain, problem tags
 (`exporting/runtime_state.py` counts and gauges them)."""
-_NOT_RECORD_FACTS = {*_Record.model_fields, "kind", "new_launch", "exception"}
+_INFO_FIELDS = tuple(f.name for f in fields(ServerInfo))
+_NOT_RECORD_FACTS = {*(f.name for f in fields(_Record)), "kind", "new_launch", "exception", "args"}
 _NOT_FACTS: dict[str, set[str]] = {
     "server": _NOT_RECORD_FACTS | RUNTIME_FIELDS,
     "launch": _NOT_RECORD_FACTS | {"server_listening", "stats_logging_disabled"},
 }
 
 
+@dataclass(slots=True, kw_only=True)
 class MfuStats(_Record):
     """`Engine 000: MFU: 12.3 TF/s/device 456.7 GB/s/device` (`--enable-mfu-metrics`, vLLM 0.14+;
     `TF/s/GPU` until 0.29): the interval's estimated model FLOPs and memory traffic per device."""
@@ -541,6 +509,7 @@ class MfuStats(_Record):
     """GB/s (10**9 bytes) read and written per device."""
 
 
+@dataclass(slots=True, kw_only=True)
 class IterationStats(_Record):
     """One engine step (`--enable-logging-iteration-details`): `Iteration(N): A context requests, B context
     tokens, C generation requests, D generation tokens, iteration elapsed time: X ms`."""
@@ -573,6 +542,7 @@ class IterationStats(_Record):
 RequestEventKind = Literal["received", "added", "aborted", "delta", "complete", "response", "lora_loaded"]
 
 
+@dataclass(slots=True, kw_only=True)
 class RequestLine(_Record):
     """A request's line (`--enable-log-requests`, `--enable-log-outputs`) or a LoRA adapter's load: ids,
     finish reason, adapter name. Never the prompt, its parameters or the output (users' text)."""
@@ -590,6 +560,7 @@ class RequestLine(_Record):
     """The adapter a `received` request asked for, or the one `lora_loaded` loaded."""
 
 
+@dataclass(slots=True, kw_only=True)
 class HttpAccess(_Record):
     """A uvicorn access line. The client address is not kept."""
 
@@ -600,6 +571,7 @@ class HttpAccess(_Record):
     status: int
 
 
+@dataclass(slots=True, kw_only=True)
 class LogMessage(_Record):
     """A WARNING / ERROR / CRITICAL line: its level, where it was logged and, for the failures we
     know, a short `problem` tag. Never the message text."""
@@ -625,6 +597,7 @@ container log that is not a record of its format, `parsing/envelope.py`; `duplic
 written twice, its second copy left out, `assemble.Assembler`)."""
 
 
+@dataclass(slots=True, kw_only=True)
 class Unparsed(_Record):
     """A line that starts like a stats or spec line but could not be read: counted, never raised."""
 
@@ -677,12 +650,33 @@ def event_to_dict(e: Event) -> dict[str, Any]:
         if e.repeated is not None:
             row["repeated"] = e.repeated
         return row
-    drop = _DROP if e.kind != "log" else _DROP - {"level"}
-    data = e.model_dump(mode="json", exclude=drop if e.repeated is not None else drop | {"repeated"})
+    data = asdict(e)
+    for name in _DROP if e.kind != "log" else _DROP - {"level"}:
+        del data[name]
+    if e.repeated is None:
+        del data["repeated"]
     data["time"] = iso_time(e.time) if e.time else None
     if isinstance(e, ServerInfo):
-        data = {k: v for k, v in data.items() if v is not None}
+        data = {k: v for k, v in data.items() if v is not None and k != "args"}
     return {"kind": e.kind, **json_safe(data)}
+
+
+def json_fields(e: Event, exclude: set[str]) -> dict[str, Any]:
+    """A record's fields but `exclude` and the None ones, for JSON (the status page's and the API's last
+    line): tuples as lists, a time in ISO 8601 with `Z` for UTC, as they have always been served."""
+    out: dict[str, Any] = {}
+    for name in _FIELDS[type(e)]:
+        value = getattr(e, name)
+        if value is None or name in exclude:
+            continue
+        if isinstance(value, datetime):
+            value = value.isoformat()
+            value = value[:-6] + "Z" if value.endswith("+00:00") else value
+        out[name] = list(value) if isinstance(value, tuple) else value
+    return out
+
+
+_FIELDS: dict[type, tuple[str, ...]] = {kind: tuple(f.name for f in fields(kind)) for kind in get_args(Event)}
 
 
 def json_line(record: dict[str, Any]) -> str:

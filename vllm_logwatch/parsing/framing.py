@@ -1,7 +1,7 @@
 """Bytes to lines, the parts every reader shares: the line cap, the one rule for finding the lines of
 a block that hold a needle (`hit_lines`), finding the lines over the cap without a step per line, and
 cutting one there without splitting a UTF-8 character. Pure, and light: the offline scanner imports
-it without loading any pydantic model."""
+it without loading the parser."""
 
 from __future__ import annotations
 

@@ -14,6 +14,7 @@ import logging
 import math
 import re
 import traceback
+from dataclasses import replace
 from typing import Any, cast
 
 from .envelope import ray_repeats
@@ -171,7 +172,7 @@ def _parse(text: str) -> Event | None:
     event = _parse_unwrapped(line)
     if repeated is None or event is None:
         return event
-    return event.model_copy(update={"repeated": repeated})
+    return replace(event, repeated=repeated)
 
 
 def _parse_unwrapped(line: str) -> Event | None:

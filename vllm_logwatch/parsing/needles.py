@@ -5,7 +5,7 @@ scanner (`LIVE_NEEDLES`), the offline readers of each `parse --kind` (`WANTS`), 
 the launch reader. A kind's needle sits here once, next to the others; `tests/unit/parsing/
 test_needles.py` checks every sample line of each kind holds its kind's needle, and that the live
 scanner hands over every line `parse_line` reads. Pure constants, no import: the offline scanner loads
-no pydantic model.
+no parser.
 """
 
 from __future__ import annotations

@@ -3,13 +3,14 @@
 taking a source's lines at the first one stamped after it: ages, stalls and every value are those
 the exporter served at that moment.
 
+>>> from dataclasses import replace
 >>> from datetime import datetime, timezone
 >>> from vllm_logwatch.parsing.line import parse_line
 >>> def at(stamp):
 ...     e = parse_line(f"INFO 11-29 {stamp} [loggers.py:1] Engine 000: Avg prompt throughput: 1.0 tokens/s, "
 ...                    "Avg generation throughput: 2.0 tokens/s, Running: 3 reqs, Waiting: 0 reqs, "
 ...                    "GPU KV cache usage: 4.5%")
-...     return e.model_copy(update={"time": datetime.fromisoformat(f"2026-11-29T{stamp}+00:00")})
+...     return replace(e, time=datetime.fromisoformat(f"2026-11-29T{stamp}+00:00"))
 >>> cut = CutMetrics(at=datetime(2026, 11, 29, 19, 0, 5, tzinfo=timezone.utc).timestamp())
 >>> cut.set_replay(True)  # as the pipeline reads a backlog: each line timed by its stamp
 >>> cut.apply_many([at("19:00:00"), at("19:00:10"), at("19:00:01")])

@@ -7,6 +7,7 @@ import json
 import math
 import tracemalloc
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -186,11 +187,11 @@ def test_a_capped_history_keeps_its_first_series_and_makes_room_once_one_is_sile
         history.record(label, stats, at)
     snapshot = history.snapshot()
     assert list(snapshot["engines"]) == ["a #0", "b #0"] and snapshot["series_left_out"] == 1
-    later = stats.model_copy(update={"time": start + timedelta(minutes=30)})
+    later = replace(stats, time=start + timedelta(minutes=30))
     history.record("a #0", later, 0.0)  # a keeps printing; b falls silent
     history.record("c #0", later, 0.0)  # b's last point is 30 minutes old: no room yet
     assert list(history.snapshot()["engines"]) == ["a #0", "b #0"]
-    hour_on = stats.model_copy(update={"time": start + timedelta(minutes=61)})
+    hour_on = replace(stats, time=start + timedelta(minutes=61))
     history.record("c #0", hour_on, 0.0)  # b silent for over the window: it goes, c comes
     snapshot = history.snapshot()
     assert list(snapshot["engines"]) == ["a #0", "c #0"] and snapshot["series_left_out"] == 0

@@ -4,6 +4,7 @@ times only from lines timed finely enough."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timezone
 
 import pytest
@@ -20,7 +21,7 @@ def _line(text: str, at: float | None = None) -> object:
     event = parse_line(HDR + text)
     assert event is not None
     if at is not None:  # a container's stamp (sub-second)
-        event = event.model_copy(update={"time": datetime.fromtimestamp(at, timezone.utc)})
+        event = replace(event, time=datetime.fromtimestamp(at, timezone.utc))
     return event
 
 
@@ -107,7 +108,7 @@ def test_requests_read_by_whole_second_stamps_are_counted_not_timed() -> None:
                  "Generated response r: output: 'y', finish_reason: stop"):
         event = parse_line(HDR + text)
         assert event is not None
-        metrics.apply(event.model_copy(update={"time": datetime(2026, 12, 2, 2, 9, 4, tzinfo=timezone.utc)}))
+        metrics.apply(replace(event, time=datetime(2026, 12, 2, 2, 9, 4, tzinfo=timezone.utc)))
     get = registry.get_sample_value
     assert get("vllm_logwatch_requests_untimed_total", {"model_name": "unknown"}) == 1
     assert get("vllm_logwatch_request_duration_seconds_count", {"model_name": "unknown"}) is None

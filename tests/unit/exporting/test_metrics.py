@@ -1,6 +1,6 @@
 """ExporterMetrics: events in, Prometheus families out, read back the way prometheus_client's own tests
 do (a fresh `CollectorRegistry()` per test and `get_sample_value`). Events come from real-format
-lines through `parse_line`; times are set with `model_copy`; the wall clock is injected (no sleeps).
+lines through `parse_line`; times are set with `dataclasses.replace`; the wall clock is injected (no sleeps).
 """
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -41,7 +42,7 @@ def event(text: str, at: float | None = None) -> Event:
     """The event of a real-format line; `at` seconds after T0 as its time (None: no time)."""
     parsed = parse_line(text)
     assert parsed is not None, text
-    return parsed if at is None else parsed.model_copy(update={"time": T0 + timedelta(seconds=at)})
+    return parsed if at is None else replace(parsed, time=T0 + timedelta(seconds=at))
 
 
 def v1(at: float | None = 0.0, *, gen: float = 100.0, prompt: float = 10.0, running: int = 4,
@@ -663,7 +664,7 @@ def test_exact_times_measure_a_late_timer() -> None:
             "0.0 tokens/s, Avg generation throughput: 100.0 tokens/s, Running: 1 reqs, Waiting: 0 reqs, "
             "CPU KV cache usage: 1.0%")
         assert isinstance(stats, EngineStats)
-        exact.apply_stats(stats.model_copy(update={"time": T0 + timedelta(seconds=2.1 * i)}), 0.0)
+        exact.apply_stats(replace(stats, time=T0 + timedelta(seconds=2.1 * i)), 0.0)
     assert exact.typical_interval() == pytest.approx(2.1)
     assert exact.generation_tokens.value == pytest.approx(11 * 100.0 * 2.1)
 
@@ -683,7 +684,7 @@ def test_gap_after_an_all_zero_line_is_not_an_interval(exact: bool) -> None:
             f"0.0 tokens/s, Avg generation throughput: {gen} tokens/s, Running: 1 reqs, Waiting: 0 reqs, "
             "CPU KV cache usage: 1.0%")
         assert isinstance(e, EngineStats)
-        return e.model_copy(update={"time": T0 + timedelta(seconds=at)})
+        return replace(e, time=T0 + timedelta(seconds=at))
 
     state.apply_stats(line(0.0, 0.0), 0.0)  # start-up: one zero line, then hidden zero windows
     for i in range(5):  # the load: a line every 2 s from t=12 s
@@ -706,7 +707,7 @@ def test_configured_interval_is_the_window_unless_the_gaps_disagree() -> None:
                 "0.0 tokens/s, Avg generation throughput: 100.0 tokens/s, Running: 1 reqs, Waiting: 0 reqs, "
                 "CPU KV cache usage: 1.0%")
             assert isinstance(e, EngineStats)
-            state.apply_stats(e.model_copy(update={"time": T0 + timedelta(seconds=at)}), 0.0)
+            state.apply_stats(replace(e, time=T0 + timedelta(seconds=at)), 0.0)
 
     jittery = EngineState(exact_times=True, prior=2.0)
     feed(jittery, [2.3, 1.7, 2.2, 1.8, 2.0])  # our reads jitter; vLLM's windows were 2 s

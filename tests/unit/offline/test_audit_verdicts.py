@@ -5,6 +5,7 @@ named; the lines of one time from several engines are one sample."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from zoneinfo import ZoneInfo
@@ -125,7 +126,7 @@ def test_a_fall_back_s_repeated_hour_is_told_apart() -> None:
         return datetime(2026, 10, 25, 2, minute, fold=fold, tzinfo=berlin)
 
     lm = launch("m")
-    records = [(lm, line(0, 4).model_copy(update={"time": at(m, fold)})) for fold in (0, 1) for m in (30, 40)]
+    records = [(lm, replace(line(0, 4), time=at(m, fold))) for fold in (0, 1) for m in (30, 40)]
     first_pass = Run("r.json", "vllm bench serve", "m", at(30, 0), at(50, 0), 4, None, 100.0, 10, 0)
     [w], span = find_windows([first_pass], records)
     assert [e.time for e in w.lines] == [at(30, 0), at(40, 0)]

@@ -5,7 +5,9 @@ the one table; patterns that stay linear on kilobytes of prompt."""
 from __future__ import annotations
 
 import gzip
+import json
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -81,7 +83,7 @@ def test_request_lines_hold_ids_reasons_and_adapters_never_text(line: str, field
     assert isinstance(event, RequestLine), event
     for key, value in fields.items():
         assert getattr(event, key) == value, key
-    dumped = event.model_dump_json()
+    dumped = json.dumps(asdict(event))
     assert SECRET not in dumped and "SamplingParams" not in dumped and "evil" not in dumped
 
 
@@ -94,7 +96,7 @@ def test_request_lines_hold_ids_reasons_and_adapters_never_text(line: str, field
 def test_unreadable_detail_lines_are_counted_without_their_text(line: str) -> None:
     event = parse_line(line)
     assert isinstance(event, Unparsed) and event.what in ("iteration", "request")
-    assert SECRET not in event.model_dump_json()
+    assert SECRET not in json.dumps(asdict(event))
 
 
 @pytest.mark.parametrize(("line", "fields"), ITERATIONS + REQUESTS)

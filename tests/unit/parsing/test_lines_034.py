@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import MISSING, fields
 from typing import Any
 
 import pytest
@@ -87,7 +88,7 @@ def tb(location: str, exception: str | None = None) -> dict[str, Any]:
 
 
 def o(name: str, value: float, labels: tuple[str, ...] = (), suffix: str = "") -> dict[str, Any]:
-    """An offload sample as `model_dump(exclude_defaults=True)` gives it."""
+    """An offload sample as `_given` gives it."""
     return {"name": name, "value": value, **({"labels": labels} if labels else {}),
             **({"suffix": suffix} if suffix else {})}
 
@@ -195,8 +196,18 @@ def lines(name: str) -> list[str]:
     return (DATA / name).read_bytes().decode().split("\n")[:-1]
 
 
+def _given(e: Any) -> dict[str, Any]:
+    """A record's fields that differ from their defaults (its offload samples' too), but its pid and args."""
+    out = {}
+    for f in fields(e):
+        value = getattr(e, f.name)
+        if f.name not in ("pid", "args") and value != (f.default if f.default_factory is MISSING else f.default_factory()):
+            out[f.name] = tuple(_given(s) for s in value) if f.name == "offload" else value
+    return out
+
+
 def records(name: str) -> dict[int, dict[str, Any] | None]:
-    return {number: None if (e := parse_line(text)) is None else {"kind": e.kind, **e.model_dump(exclude_defaults=True, exclude={"pid"})}
+    return {number: None if (e := parse_line(text)) is None else {"kind": e.kind, **_given(e)}
             for number, text in enumerate(lines(name), 1)}
 
 

@@ -346,12 +346,13 @@ def summarize(records: Iterable[tuple[Launch, Record | IterationStats]], by: By 
     """The summary of `records` (in file order), grouped by launch, by launch and engine, or not at all.
     Step records go to `on_step` (the step tables, `summary/steps.py`), if given.
 
+    >>> from dataclasses import replace
     >>> from vllm_logwatch.parsing.line import parse_line
     >>> e = parse_line("INFO 01-22 18:25:09 metrics.py:449] Avg prompt throughput: 0.0 tokens/s, "
     ...                "Avg generation throughput: 61.0 tokens/s, Running: 2 reqs, Swapped: 0 reqs, "
     ...                "Pending: 0 reqs, GPU KV cache usage: 7.4%, CPU KV cache usage: 0.0%.")
     >>> launch = Launch(0, "x.log", 1)
-    >>> s = summarize([(launch, e), (launch, e.model_copy(update={"time": None}))])  # 2 held the 2nd
+    >>> s = summarize([(launch, e), (launch, replace(e, time=None))])  # 2 held the 2nd
     >>> g = s.groups[0]
     >>> g.generation_tokens, [(r.running, r.per_request_tps, round(r.tbt_ms, 2)) for r in g.concurrency]
     (1220.0, [('2', 30.5, 32.79)])

@@ -26,7 +26,7 @@ from typing import Literal
 from prometheus_client.core import Metric
 
 __all__ = ["SOURCE_LABELS", "Buckets", "EngineSnap", "ServerKey", "ServerSnap", "merge_buckets", "quantile",
-           "read_families"]
+           "read_families", "read_line"]
 
 ServerKey = tuple[tuple[str, str], ...]
 """The labels that tell a server of a target from the others: () for a target of one server."""
@@ -108,20 +108,17 @@ _WANTED = frozenset({*(_LW + name for name in (*_LW_ENGINE, *_LW_OTHER)), *_VLLM
                      *(name + "_bucket" for names in HISTOGRAMS.values() for name in names)})
 
 
-def wanted_lines(text: str) -> str:
-    """The sample lines of `text` that `read_families` reads (a vLLM server's `*_info` too), without
-    the comments: what the parser is given, a tenth of a vLLM server's /metrics. Untyped, each sample
-    is a family of its own name, which `read_families` reads the same.
+def read_line(line: str) -> bool:
+    """Whether `read_families` reads the sample on this line (a vLLM server's `*_info` too): the
+    lines given to the parser, a tenth of a vLLM server's /metrics. Untyped, each sample is a family
+    of its own name, which `read_families` reads the same.
 
-    >>> wanted_lines("# TYPE vllm:num_requests_running gauge\\nvllm:num_requests_running 1\\nother 2\\n")
-    'vllm:num_requests_running 1\\n'
+    >>> [read_line(x) for x in ("# TYPE vllm:num_requests_running gauge", "vllm:num_requests_running 1",
+    ...                         'vllm:cache_config_info{block_size="16"} 1', "other 2")]
+    [False, True, True, False]
     """
-    kept = []
-    for line in text.splitlines(keepends=True):
-        name = line.split("{", 1)[0].split(" ", 1)[0]
-        if name in _WANTED or (name.startswith("vllm:") and name.endswith("_info")):
-            kept.append(line)
-    return "".join(kept)
+    name = line.split("{", 1)[0].split(" ", 1)[0]
+    return name in _WANTED or (name.startswith("vllm:") and name.endswith("_info"))
 
 
 def _key(labels: Mapping[str, str]) -> ServerKey:

@@ -14,9 +14,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from rich import box
+from rich.cells import cell_len, set_cell_size
 from rich.console import Group, RenderableType
 from rich.table import Table
-from rich.text import Text
+from rich.text import Span, Text
 
 from ..offline.summary.tables import TABLE_HEAD, concurrency_cells
 from ..shown import printable, shown_number
@@ -147,40 +148,43 @@ def duration(seconds: float | None) -> str:
     return f"{seconds:.2f}s"
 
 
+Cell = str | tuple[str, str]
+"""A cell's text, or its text and style."""
+
+
 @dataclass(frozen=True)
 class _Column:
     head: str
     width: int
-    cell: Callable[[Row], Text | str]
+    cell: Callable[[Row], Cell]
     min_screen: int = 0
     """Shown from this terminal width on."""
     right: bool = True
 
 
-def _state(row: Row) -> Text:
+def _state(row: Row) -> Cell:
     state = row.values.state
-    return Text(state, style=_STATE_STYLE.get(state, ""))
+    return state, _STATE_STYLE.get(state, "")
 
 
-def _preempt(row: Row) -> Text:
-    text = count(row.values.preemptions)
-    return Text(text, style="bold yellow reverse" if row.values.preempting else "")
+def _preempt(row: Row) -> Cell:
+    return count(row.values.preemptions), "bold yellow reverse" if row.values.preempting else ""
 
 
-def _problems(row: Row) -> Text:
+def _problems(row: Row) -> Cell:
     if row.engine is not None and len(row.view.engines) > 1:
-        return Text("")
+        return ""
     names = ", ".join(f"{printable(k)} {v:,.0f}" for k, v in sorted(row.view.problems.items()))
     if row.view.reason:
         names = printable(row.view.reason) + (f"; {names}" if names else "")
-    return Text(names, style="red" if names else "")
+    return names, "red" if names else ""
 
 
 _COLUMNS = (
     _Column("state", 8, _state, right=False),
     _Column("age", 4, lambda r: age(r.values.age)),
     _Column("gen/s", 7, lambda r: tps(r.values.gen_tps)),
-    _Column("gen last 5m", 12, lambda r: Text(sparkline(r.values.spark, 12), style="cyan"), 100, False),
+    _Column("gen last 5m", 12, lambda r: (sparkline(r.values.spark, 12), "cyan"), 100, False),
     _Column("prompt/s", 8, lambda r: tps(r.values.prompt_tps)),
     _Column("run", 4, lambda r: count(r.values.running)),
     _Column("wait", 4, lambda r: count(r.values.waiting)),
@@ -188,7 +192,7 @@ _COLUMNS = (
     _Column("hit%", 4, lambda r: pct(r.values.prefix)),
     _Column("TBT", 6, lambda r: duration(r.values.tbt)),
     _Column("preempt", 7, _preempt),
-    _Column("model", 16, lambda r: Text(printable(r.values.model)), 130, False),
+    _Column("model", 16, lambda r: printable(r.values.model), 130, False),
     _Column("problems", 20, _problems, 130, False),
 )
 
@@ -198,36 +202,52 @@ def rows_table(rows: Sequence[Row], width: int, *, selected: int | None = None, 
     """The rows `first` .. `first + limit` under a header, at a terminal `width` (columns that do not
     fit are left out; the server column takes what is left). A down target's reason shows in the
     problems column from 130 columns on, and always in its detail pane. Fixed columns, laid out
-    here: a screen of them is one `Text`, cheap to paint every second."""
+    here as one string and its styles' spans: one `Text` a screen, cheap to make and paint every
+    second (a `Text` a cell cost more than the rest of a refresh)."""
     columns = [c for c in _COLUMNS if width >= c.min_screen]
     name_width = max(10, width - sum(c.width + 1 for c in columns) - 1)
-    out = Text(no_wrap=True, overflow="ellipsis")
+    plain: list[str] = []
+    spans: list[Span] = []
+    at = 0
+    widths = [name_width, *(c.width for c in columns)]
+    rights = [False, *(c.right for c in columns)]
 
-    def line(name: Text | str, cells: list[Text | str], style: str) -> None:
-        joined = _cell(name, name_width, right=False)
-        for column, cell in zip(columns, cells, strict=True):
-            joined.append(" ")
-            joined.append_text(_cell(cell, column.width, column.right))
+    def line(cells: list[Cell], style: str) -> None:
+        """A line of `cells`; the first's style is the whole line's, under the cells' own."""
+        nonlocal at
+        start, under = at, len(spans)
+        for index, (cell, cell_width, right) in enumerate(zip(cells, widths, rights, strict=True)):
+            text, cell_style = (cell, "") if isinstance(cell, str) else cell
+            text = (" " if index else "") + _fit(text, cell_width, right)
+            if cell_style and index:
+                spans.append(Span(at + (1 if index else 0), at + len(text), cell_style))
+            plain.append(text)
+            at += len(text)
+        if not isinstance(cells[0], str) and cells[0][1]:
+            spans.insert(under, Span(start, at, cells[0][1]))
         if style:
-            joined.stylize(style)
-        out.append_text(joined)
-        out.append("\n")
+            spans.append(Span(start, at, style))
+        plain.append("\n")
+        at += 1
 
-    line("server", [c.head for c in columns], "bold")
+    line(["server", *(c.head for c in columns)], "bold")
     chosen = rows[first:first + limit if limit is not None else None]
     for index, row in enumerate(chosen, start=first):
         server_row = row.engine is None or len(row.view.engines) == 1
-        name = Text(_short(row.name, name_width), style="bold" if server_row else "")
-        line(name, [c.cell(row) for c in columns], "reverse" if index == selected else "")
-    out.rstrip()
-    return out
+        line([(_short(row.name, name_width), "bold" if server_row else ""), *(c.cell(row) for c in columns)],
+             "reverse" if index == selected else "")
+    text = "".join(plain).rstrip()
+    return Text(text, no_wrap=True, overflow="ellipsis",
+                spans=[span.right_crop(len(text)) for span in spans if span.start < len(text)])
 
 
-def _cell(cell: Text | str, width: int, right: bool) -> Text:
-    text = cell.copy() if isinstance(cell, Text) else Text(cell)
-    text.truncate(width, overflow="ellipsis")
-    text.align("right" if right else "left", width)
-    return text
+def _fit(text: str, width: int, right: bool) -> str:
+    """`text` in `width` cells: cut with an ellipsis, then padded (Rich's `Text.truncate` and `align`)."""
+    length = cell_len(text)
+    if length > width:
+        text = set_cell_size(text, width - 1) + "…"
+        length = cell_len(text)
+    return " " * (width - length) + text if right else text + " " * (width - length)
 
 
 def fleet_text(fleet: Fleet, shown: Shown, width: int, *, status: bool = True) -> Text:

@@ -8,7 +8,7 @@ over the readings that came in and asks the loop to start the next read of each 
 ended; a read still going after `--timeout` seconds is given up (its target shown down, "no answer in
 N s") and the next starts on a new connection, so a target that is down or slow never holds up the
 others. Read every second, 50 exporters' /metrics cost 1.4% of a core read by a pool of threads with
-http.client, 0.7% so (bench/RESULTS.md): one `send` and about one `recv` a read, the reads' waits
+http.client, 0.7 to 0.8% so (bench/RESULTS.md): one `send` and about one `recv` a read, the reads' waits
 one `epoll` for all.
 Only a line not in the target's body before is given to the parser (each line is a sample), and the
 servers are read again only when a line they are read from changed.

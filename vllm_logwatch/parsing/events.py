@@ -488,7 +488,7 @@ RUNTIME_FIELDS = frozenset(
 )
 """What a running server logs, not a fact about it: sleep mode, the DP supervisor, EPLB, fault tolerance,
 KV offload and connector failures, CUDA checkpoints, the gRPC server's drain, problem tags
-(`exporting/runtime_state.py` counts and gauges them)."""
+(`RuntimeState` in `exporting/exporter.py` counts and gauges them)."""
 _INFO_FIELDS = tuple(f.name for f in fields(ServerInfo))
 _NOT_RECORD_FACTS = {*(f.name for f in fields(_Record)), "kind", "new_launch", "exception", "args"}
 _NOT_FACTS: dict[str, set[str]] = {

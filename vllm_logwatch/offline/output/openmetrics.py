@@ -9,7 +9,7 @@ series, with the same names, labels and values. To be the same, the values are n
 events go through the live exporter's own state (`ExporterMetrics`), which is "scraped" after each stats
 timestamp, and the per-engine samples it serves are written with that timestamp. So the token counters
 are the exporter's estimate (throughput x stats interval), counting on across launches as it does, each
-served model's series its own lines (`exporting/models.py`).
+served model's series its own lines (`Ledgers` in `exporting/exporter.py`).
 
 OpenMetrics wants each series' samples together and in time order, so samples are spooled per
 series (in memory, then temporary files) and written family by family; memory stays flat. The records

@@ -19,8 +19,9 @@ from collections.abc import Iterable
 from datetime import datetime, tzinfo
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, PositiveInt
+from pydantic import AliasChoices, AliasPath, BaseModel, ConfigDict, Field, PositiveInt
 
+from .fields import at
 from .run import Run
 
 __all__ = ["AIPerfResult", "aiperf_run", "is_aiperf", "join_share", "log_request_keys"]
@@ -28,55 +29,30 @@ __all__ = ["AIPerfResult", "aiperf_run", "is_aiperf", "join_share", "log_request
 REQUESTS_FILE = "profile_export.jsonl"
 
 
-class _Loose(BaseModel):
+class _Phase(BaseModel):
     model_config = ConfigDict(extra="allow")
 
-
-class _Stat(_Loose):
-    avg: float | None = None
-
-
-class _Phase(_Loose):
     kind: str | None = None
-    type: str | None = None
     concurrency: PositiveInt | None = None
     request_rate: float | None = None
 
 
-class _Named(_Loose):
-    name: str
-
-
-class _Models(_Loose):
-    items: list[_Named] = []
-
-
-class _Endpoint(_Loose):
-    model_names: list[str] = []
-
-
-class _LoadGen(_Loose):
-    concurrency: PositiveInt | None = None
-    request_rate: float | None = None
-
-
-class _InputConfig(_Loose):
-    models: _Models | None = None
-    endpoint: _Endpoint | None = None
-    phases: list[_Phase] = []
-    loadgen: _LoadGen | None = None
-
-
-class AIPerfResult(_Loose):
+class AIPerfResult(BaseModel):
     """The fields of a `profile_export_aiperf.json` the audit reads (others are allowed)."""
+
+    model_config = ConfigDict(extra="allow")
 
     start_time: datetime
     end_time: datetime
-    input_config: _InputConfig
-    request_count: _Stat | None = None
-    output_token_throughput: _Stat | None = None
-    inter_token_latency: _Stat | None = None
-    error_request_count: _Stat | None = None
+    phases: list[_Phase] = at("input_config", "phases", default=[])
+    loadgen: _Phase | None = at("input_config", "loadgen")
+    model: str | None = Field(None, validation_alias=AliasChoices(
+        AliasPath("input_config", "models", "items", 0, "name"),
+        AliasPath("input_config", "endpoint", "model_names", 0)))
+    completed: float | None = at("request_count", "avg")
+    errors: float | None = at("error_request_count", "avg")
+    output_tok_s: float | None = at("output_token_throughput", "avg")
+    itl_ms: float | None = at("inter_token_latency", "avg")
 
 
 def is_aiperf(doc: Any) -> bool:
@@ -85,38 +61,16 @@ def is_aiperf(doc: Any) -> bool:
         "aiperf_version" in doc or "request_throughput" in doc or "schema_version" in doc)
 
 
-def _load(config: _InputConfig) -> tuple[int | None, float | None]:
-    """The concurrency and request rate the profiling phase asked for."""
-    for phase in config.phases:
-        if phase.kind in (None, "profiling"):
-            return phase.concurrency, phase.request_rate
-    if config.loadgen is not None:
-        return config.loadgen.concurrency, config.loadgen.request_rate
-    return None, None
-
-
-def _model(config: _InputConfig) -> str | None:
-    if config.models is not None and config.models.items:
-        return config.models.items[0].name
-    if config.endpoint is not None and config.endpoint.model_names:
-        return config.endpoint.model_names[0]
-    return None
-
-
-def _avg(stat: _Stat | None) -> float | None:
-    return stat.avg if stat is not None else None
-
-
 def aiperf_run(result: AIPerfResult, where: str, zone: tzinfo, path: str | None) -> Run:
     """The run of an AIPerf export; `path`: the file (its folder's `profile_export.jsonl` gives the
     requests' ids)."""
-    concurrency, rate = _load(result.input_config)
+    # the profiling phase's load (0.13), else the load generator's (up to 0.5)
+    load = next((p for p in result.phases if p.kind in (None, "profiling")), result.loadgen or _Phase())
     start, end = (t if t.tzinfo else t.replace(tzinfo=zone) for t in (result.start_time, result.end_time))
-    completed, errors = _avg(result.request_count), _avg(result.error_request_count)
     ids = _request_ids(os.path.join(os.path.dirname(path), REQUESTS_FILE)) if path else None
-    return Run(where, "aiperf", _model(result.input_config), start, end, concurrency, rate,
-               _avg(result.output_token_throughput), None if completed is None else int(completed),
-               int(errors or 0), _avg(result.inter_token_latency), None, ids)
+    return Run(where, "aiperf", result.model, start, end, load.concurrency, load.request_rate,
+               result.output_tok_s, None if result.completed is None else int(result.completed),
+               int(result.errors or 0), result.itl_ms, None, ids)
 
 
 def _request_ids(path: str) -> tuple[str, ...] | None:

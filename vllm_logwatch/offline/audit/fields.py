@@ -12,12 +12,12 @@ JSON raise its `JSONError`, for the caller to read such a file the standard way 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import IO, Any, TypeAlias, get_args, get_origin
+from typing import IO, Any, TypeAlias, cast, get_args, get_origin
 
 import ijson
-from pydantic import BaseModel
+from pydantic import AliasChoices, AliasPath, BaseModel, Field
 
-__all__ = ["JSONError", "Keep", "read_documents", "wanted"]
+__all__ = ["JSONError", "Keep", "at", "read_documents", "wanted"]
 
 JSONError = ijson.JSONError
 
@@ -29,10 +29,27 @@ _OPEN = frozenset({"start_map", "start_array"})
 _CLOSE = frozenset({"end_map", "end_array"})
 
 
+def at(key: str, *path: str | int, default: Any = None) -> Any:
+    """A field read from `key` and down `path` in the document (an int: that item of an array), for
+    `wanted` to build that alone; `default=...`: required."""
+    return Field(default, validation_alias=AliasPath(key, *path))
+
+
 def wanted(model: type[BaseModel]) -> dict[str | None, Keep]:
-    """The fields of `model` (by their JSON names), down through the models and lists of models they
-    hold: a field of any other type is kept whole."""
-    return {field.alias or name: _wanted(field.annotation) for name, field in model.model_fields.items()}
+    """The fields of `model` (by their JSON names, or the paths `at` and `AliasChoices` give), down
+    through the models and lists of models they hold: a field of any other type is kept whole."""
+    keep: dict[str | None, Keep] = {}
+    for name, field in model.model_fields.items():
+        alias = field.validation_alias
+        choices = alias.choices if isinstance(alias, AliasChoices) else [alias or field.alias or name]
+        for choice in choices:
+            path = choice.path if isinstance(choice, AliasPath) else [choice]
+            where = keep
+            keys = [None if isinstance(step, int) else step for step in path]
+            for key in keys[:-1]:
+                where = cast(dict[str | None, Keep], where.setdefault(key, {}))
+            where[keys[-1]] = _wanted(field.annotation)
+    return keep
 
 
 def _wanted(annotation: Any) -> Keep:

@@ -9,33 +9,16 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    NonNegativeInt,
-    PositiveInt,
-    ValidationInfo,
-    field_validator,
-)
+from pydantic import BaseModel, ConfigDict, NonNegativeInt, PositiveInt, ValidationInfo, field_validator
 
+from .fields import at
 from .run import Run
 
 __all__ = ["GuideLLMFile", "guidellm_runs"]
 
 
 class _Loose(BaseModel):
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
-
-
-class _Strategy(_Loose):
-    type_: str = Field(alias="type_")
-    streams: PositiveInt | None = None
-    rate: float | None = None
-
-
-class _Config(_Loose):
-    strategy: _Strategy
+    model_config = ConfigDict(extra="allow")
 
 
 class _Totals(_Loose):
@@ -44,26 +27,17 @@ class _Totals(_Loose):
     incomplete: NonNegativeInt = 0
 
 
-class _Summary(_Loose):
-    mean: float | None = None
-
-
-class _Rates(_Loose):
-    successful: _Summary | None = None
-
-
-class _Metrics(_Loose):
-    request_totals: _Totals
-    output_tokens_per_second: _Rates | None = None
-    inter_token_latency_ms: _Rates | None = None
-    time_per_output_token_ms: _Rates | None = None
-
-
 class _Benchmark(_Loose):
     start_time: float
     end_time: float
-    config: _Config
-    metrics: _Metrics
+    strategy: str = at("config", "strategy", "type_", default=...)
+    streams: PositiveInt | None = at("config", "strategy", "streams")
+    rate: float | None = at("config", "strategy", "rate")
+    totals: _Totals = at("metrics", "request_totals", default=...)
+    # the successful requests' means of GuideLLM's distributions
+    output_tok_s: float | None = at("metrics", "output_tokens_per_second", "successful", "mean")
+    itl_ms: float | None = at("metrics", "inter_token_latency_ms", "successful", "mean")
+    tpot_ms: float | None = at("metrics", "time_per_output_token_ms", "successful", "mean")
 
     @field_validator("start_time", "end_time")
     @classmethod
@@ -77,52 +51,23 @@ class _Benchmark(_Loose):
         return value
 
 
-class _Backend(_Loose):
-    model: str | None = None
-
-
-class _Spec(_Loose):
-    backend: _Backend | None = None
-
-
-class _RunConfig(_Loose):
-    spec: _Spec | None = None
-
-
 class GuideLLMFile(_Loose):
-    """The report: its benchmarks, and the arguments it ran with (`config.spec.backend.model`)."""
+    """The report: its benchmarks, and the model its backend was pointed at, when it says."""
 
     benchmarks: list[_Benchmark]
-    config: _RunConfig | None = None
-
-
-def _model(report: GuideLLMFile) -> str | None:
-    """The model the report's backend was pointed at, when it says."""
-    spec = report.config.spec if report.config else None
-    return spec.backend.model if spec and spec.backend else None
-
-
-def _mean(rates: _Rates | None) -> float | None:
-    """The successful requests' mean of a GuideLLM distribution."""
-    return rates.successful.mean if rates and rates.successful else None
+    model: str | None = at("config", "spec", "backend", "model")
 
 
 def guidellm_runs(report: GuideLLMFile, where: str) -> list[Run]:
     """The runs of a GuideLLM report (`Run`s of results.py)."""
-    model = _model(report)
     runs = []
     for n, b in enumerate(report.benchmarks):
-        s = b.config.strategy
-        concurrency = s.streams if s.type_ == "concurrent" else 1 if s.type_ == "synchronous" else None
-        rate = s.rate if s.type_ in ("constant", "poisson", "async") else None
-        tok_s = b.metrics.output_tokens_per_second
-        t = b.metrics.request_totals
+        concurrency = b.streams if b.strategy == "concurrent" else 1 if b.strategy == "synchronous" else None
         runs.append(Run(
-            where if len(report.benchmarks) == 1 else f"{where} [{n}]", "guidellm", model,
+            where if len(report.benchmarks) == 1 else f"{where} [{n}]", "guidellm", report.model,
             datetime.fromtimestamp(b.start_time, timezone.utc),
             datetime.fromtimestamp(b.end_time, timezone.utc),
-            concurrency, rate, tok_s.successful.mean if tok_s and tok_s.successful else None,
-            t.successful, t.errored + t.incomplete,
-            _mean(b.metrics.inter_token_latency_ms), _mean(b.metrics.time_per_output_token_ms),
+            concurrency, b.rate if b.strategy in ("constant", "poisson", "async") else None, b.output_tok_s,
+            b.totals.successful, b.totals.errored + b.totals.incomplete, b.itl_ms, b.tpot_ms,
         ))
     return runs

@@ -25,6 +25,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, NonNegativeInt, PositiveInt
 
 from ...errors import InputError
+from .fields import at
 from .run import Run
 
 __all__ = ["BenchmarkReport", "InferencePerfStage", "is_benchmark_report", "is_inference_perf_stage",
@@ -40,66 +41,25 @@ class _Stat(_Loose):
     units: str | None = None
 
 
-class _Latency(_Loose):
-    inter_token_latency: _Stat | None = None
-    time_per_output_token: _Stat | None = None
-
-
-class _Requests(_Loose):
-    total: NonNegativeInt | None = None
-    failures: NonNegativeInt = 0
-
-
-class _Throughput(_Loose):
-    output_token_rate: _Stat | None = None
-    request_rate: _Stat | None = None
-
-
-class _Aggregate(_Loose):
-    requests: _Requests | None = None
-    latency: _Latency | None = None
-    throughput: _Throughput | None = None
-
-
-class _RequestPerformance(_Loose):
-    aggregate: _Aggregate | None = None
-
-
-class _Results(_Loose):
-    request_performance: _RequestPerformance | None = None
-
-
-class _Time(_Loose):
-    start: datetime | None = None
-    end: datetime | None = None
-    duration: str | float | None = None
-
-
-class _RunInfo(_Loose):
-    time: _Time | None = None
-
-
-class _Standardized(_Loose):
-    concurrency: PositiveInt | None = None
-    rate_qps: float | str | None = None
-    tool: str | None = None
-
-
-class _Load(_Loose):
-    standardized: _Standardized | None = None
-
-
-class _Scenario(_Loose):
-    load: _Load | None = None
+_AGGREGATE = ("results", "request_performance", "aggregate")
 
 
 class BenchmarkReport(_Loose):
     """The fields of an llm-d Benchmark Report 0.2.x the audit reads."""
 
     version: str
-    run: _RunInfo | None = None
-    scenario: _Scenario | None = None
-    results: _Results | None = None
+    start: datetime | None = at("run", "time", "start")
+    end: datetime | None = at("run", "time", "end")
+    duration: str | float | None = at("run", "time", "duration")
+    concurrency: PositiveInt | None = at("scenario", "load", "standardized", "concurrency")
+    rate_qps: float | str | None = at("scenario", "load", "standardized", "rate_qps")
+    tool: str | None = at("scenario", "load", "standardized", "tool")
+    total: NonNegativeInt | None = at(*_AGGREGATE, "requests", "total")
+    failures: NonNegativeInt | None = at(*_AGGREGATE, "requests", "failures")
+    itl: _Stat | None = at(*_AGGREGATE, "latency", "inter_token_latency")
+    tpot: _Stat | None = at(*_AGGREGATE, "latency", "time_per_output_token")
+    output_tok_s: float | None = at(*_AGGREGATE, "throughput", "output_token_rate", "mean")
+    request_rate: float | None = at(*_AGGREGATE, "throughput", "request_rate", "mean")
 
 
 def is_benchmark_report(doc: Any) -> bool:
@@ -109,12 +69,12 @@ def is_benchmark_report(doc: Any) -> bool:
 _MS = {"ms": 1.0, "ms/token": 1.0, "s": 1000.0, "s/token": 1000.0, "us": 0.001, "us/token": 0.001}
 
 
-def _ms(stat: _Stat | None) -> float | None:
+def _ms(mean: float | None, units: str | None) -> float | None:
     """A latency's mean in ms (its `units`; none: ms), None without one or in units not known."""
-    if stat is None or stat.mean is None or not math.isfinite(stat.mean):
+    if mean is None or not math.isfinite(mean):
         return None
-    factor = _MS.get((stat.units or "ms").strip().lower())
-    return None if factor is None else stat.mean * factor
+    factor = _MS.get((units or "ms").strip().lower())
+    return None if factor is None else mean * factor
 
 
 _ISO_DURATION = re.compile(r"^P(?:T)?(?:(\d+(?:\.\d+)?)H)?(?:(\d+(?:\.\d+)?)M)?(?:(\d+(?:\.\d+)?)S)?$")
@@ -141,65 +101,36 @@ def _zoned(t: datetime) -> datetime:
 
 def report_run(report: BenchmarkReport, where: str) -> Run:
     """The run of a Benchmark Report; `InputError` when it gives no window."""
-    agg = report.results.request_performance.aggregate if report.results and \
-        report.results.request_performance else None
-    requests = agg.requests if agg else None
-    throughput = agg.throughput if agg else None
-    time = report.run.time if report.run else None
-    start, end = (time.start, time.end) if time else (None, None)
-    if start is None and end is not None and time is not None:
-        seconds = _seconds(time.duration)
-        rate = throughput.request_rate.mean if throughput and throughput.request_rate else None
-        if seconds is None and rate and requests and requests.total:
-            seconds = requests.total / rate  # the converter's request rate: total / duration
+    start, end = report.start, report.end
+    if start is None and end is not None:
+        seconds = _seconds(report.duration)
+        if seconds is None and report.request_rate and report.total:
+            seconds = report.total / report.request_rate  # the converter's request rate: total / duration
         start = end - timedelta(seconds=seconds) if seconds is not None else None
     if start is None or end is None:
         raise InputError(f"{where}: a Benchmark Report, but it gives no time window (run.time: start and "
                          f"end, or end and duration)")
-    load = report.scenario.load.standardized if report.scenario and report.scenario.load else None
-    rate_qps = load.rate_qps if load else None
-    rate = rate_qps if isinstance(rate_qps, (int, float)) and math.isfinite(rate_qps) else None
-    failed = requests.failures if requests else None
-    total = requests.total if requests else None
-    latency = agg.latency if agg else None
-    return Run(where, f"benchmark report ({load.tool})" if load and load.tool else "benchmark report", None,
-               _zoned(start), _zoned(end), load.concurrency if load else None, rate,
-               throughput.output_token_rate.mean if throughput and throughput.output_token_rate else None,
-               None if total is None else total - (failed or 0), failed,
-               _ms(latency.inter_token_latency) if latency else None,
-               _ms(latency.time_per_output_token) if latency else None)
-
-
-class _LoadSummary(_Loose):
-    concurrency: PositiveInt | None = None
-    requested_rate: float | None = None
-
-
-class _StageLatency(_Loose):
-    inter_token_latency: _Stat | None = None
-    time_per_output_token: _Stat | None = None
-
-
-class _StageThroughput(_Loose):
-    output_tokens_per_sec: float | None = None
-
-
-class _Successes(_Loose):
-    count: NonNegativeInt = 0
-    latency: _StageLatency | None = None
-    throughput: _StageThroughput | None = None
-
-
-class _Failures(_Loose):
-    count: NonNegativeInt = 0
+    rate = report.rate_qps if isinstance(report.rate_qps, (int, float)) and math.isfinite(report.rate_qps) \
+        else None
+    failed = report.failures if report.failures is not None or report.total is None else 0
+    return Run(where, f"benchmark report ({report.tool})" if report.tool else "benchmark report", None,
+               _zoned(start), _zoned(end), report.concurrency, rate, report.output_tok_s,
+               None if report.total is None else report.total - (failed or 0), failed,
+               _ms(report.itl.mean, report.itl.units) if report.itl else None,
+               _ms(report.tpot.mean, report.tpot.units) if report.tpot else None)
 
 
 class InferencePerfStage(_Loose):
-    """The fields of inference-perf's `stage_N_lifecycle_metrics.json` the audit reads."""
+    """The fields of inference-perf's `stage_N_lifecycle_metrics.json` the audit reads (its latencies
+    in seconds)."""
 
-    load_summary: _LoadSummary
-    successes: _Successes
-    failures: _Failures | None = None
+    concurrency: PositiveInt | None = at("load_summary", "concurrency")
+    requested_rate: float | None = at("load_summary", "requested_rate")
+    completed: NonNegativeInt = at("successes", "count", default=0)
+    failed: NonNegativeInt = at("failures", "count", default=0)
+    output_tok_s: float | None = at("successes", "throughput", "output_tokens_per_sec")
+    itl_s: float | None = at("successes", "latency", "inter_token_latency", "mean")
+    tpot_s: float | None = at("successes", "latency", "time_per_output_token", "mean")
 
 
 def is_inference_perf_stage(doc: Any) -> bool:
@@ -216,19 +147,9 @@ def stage_run(stage: InferencePerfStage, where: str, path: str | None, report: B
         raise InputError(f"{where}: inference-perf stage metrics, but no inference-perf.partial.stage_N.yaml "
                          "beside it to give its window (the stage's own times are monotonic)")
     window = report_run(report, where)
-    latency = stage.successes.latency
-    concurrency = stage.load_summary.concurrency
-    rate = None if concurrency else stage.load_summary.requested_rate
-    return Run(where, "inference-perf", None, window.start, window.end, concurrency, rate,
-               stage.successes.throughput.output_tokens_per_sec if stage.successes.throughput else None,
-               stage.successes.count, stage.failures.count if stage.failures else 0,
-               _s_to_ms(latency.inter_token_latency) if latency else None,
-               _s_to_ms(latency.time_per_output_token) if latency else None)
-
-
-def _s_to_ms(stat: _Stat | None) -> float | None:
-    """An inference-perf latency (seconds, no units field) in ms."""
-    return None if stat is None or stat.mean is None or not math.isfinite(stat.mean) else stat.mean * 1000.0
+    return Run(where, "inference-perf", None, window.start, window.end, stage.concurrency,
+               None if stage.concurrency else stage.requested_rate, stage.output_tok_s, stage.completed,
+               stage.failed, _ms(stage.itl_s, "s"), _ms(stage.tpot_s, "s"))
 
 
 def partial_report_path(path: str) -> str | None:

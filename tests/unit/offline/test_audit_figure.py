@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from vllm_logwatch.offline.audit.measures import Measures
-from vllm_logwatch.offline.audit.run import Run
+from vllm_logwatch.offline.audit.results import Run
 from vllm_logwatch.offline.audit.tables import Audited
 from vllm_logwatch.offline.audit.verdicts import Verdict
 from vllm_logwatch.offline.audit.windows import Window

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 from vllm_logwatch.offline.audit.measures import measure
-from vllm_logwatch.offline.audit.run import Run
+from vllm_logwatch.offline.audit.results import Run
 from vllm_logwatch.offline.audit.tables import Audited, render_audit
 from vllm_logwatch.offline.audit.verdicts import judge
 from vllm_logwatch.offline.audit.windows import find_windows

@@ -8,15 +8,16 @@ was looked for):
 * a `vllm bench sweep serve` output folder: every `run=N.json` under it (the same JSON, plus the sweep's
   parameters); `warmup.json` and `summary.json` are left out.
 * GuideLLM's benchmarks JSON (`guidellm benchmark --outputs ....json`): one run per entry of
-  `benchmarks`, with Unix start and end times (guidellm_formats.py).
-* AIPerf's `profile_export_aiperf.json` (aiperf_formats.py): one run, and the request ids of the
+  `benchmarks`, with Unix start and end times.
+* AIPerf's `profile_export_aiperf.json`: one run, and the request ids of the
   `profile_export.jsonl` beside it.
-* an llm-d Benchmark Report 0.2.x, YAML or JSON (report_formats.py), which llm-d's converter makes of
+* an llm-d Benchmark Report 0.2.x, YAML or JSON, which llm-d's converter makes of
   the others and inference-perf writes of its stages; inference-perf's `stage_N_lifecycle_metrics.json`
   with the window of the `inference-perf.partial.stage_N.yaml` beside it.
 
-Only the fields the models name are built (fields.py: a detailed result's per-request arrays are
-skipped as they are read); a file that strict JSON refuses (NaN) is read whole the standard way.
+Each format's section below says which of its fields are read. Only the fields the models name are
+built (fields.py: a detailed result's per-request arrays are skipped as they are read); a file that
+strict JSON refuses (NaN) is read whole the standard way.
 """
 
 from __future__ import annotations
@@ -24,12 +25,18 @@ from __future__ import annotations
 import json
 import math
 import os
-from datetime import datetime, timedelta, tzinfo
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone, tzinfo
 from typing import Any
 
 from pydantic import (
+    AliasChoices,
+    AliasPath,
     BaseModel,
     ConfigDict,
+    Field,
     NonNegativeInt,
     PositiveFloat,
     PositiveInt,
@@ -41,21 +48,9 @@ from pydantic import (
 from ...errors import InputError
 from ...parsing.stamps import utc
 from ...shown import shown_path
-from .aiperf_formats import AIPerfResult, aiperf_run, is_aiperf
-from .fields import JSONError, Keep, read_documents, wanted
-from .guidellm_formats import GuideLLMFile, guidellm_runs
-from .report_formats import (
-    BenchmarkReport,
-    InferencePerfStage,
-    is_benchmark_report,
-    is_inference_perf_stage,
-    partial_report_path,
-    report_run,
-    stage_run,
-)
-from .run import Run
+from .fields import JSONError, Keep, at, read_documents, wanted
 
-__all__ = ["KNOWN_FORMATS", "Run", "read_results"]
+__all__ = ["KNOWN_FORMATS", "Run", "join_share", "log_request_keys", "read_results"]
 
 KNOWN_FORMATS = ("vllm bench serve JSON (date, duration, completed, model_id), a vllm bench sweep folder "
                  "(run=N.json files), GuideLLM benchmarks JSON (benchmarks: [...]), AIPerf's "
@@ -65,10 +60,48 @@ KNOWN_FORMATS = ("vllm bench serve JSON (date, duration, completed, model_id), a
 """What `read_results` looks for, for the error on anything else."""
 
 
-class VllmBenchResult(BaseModel):
-    """The fields of a `vllm bench serve --save-result` JSON the audit reads (others are allowed)."""
+@dataclass(frozen=True)
+class Run:
+    """One benchmark run as its client saw it: what the readers of every format give."""
 
+    source: str
+    """The result file (`#N` after it for the N-th run of a file that holds several)."""
+    client: str
+    """`vllm bench serve` or `guidellm`."""
+    model: str | None
+    start: datetime
+    end: datetime
+    concurrency: int | None
+    """The concurrency it asked for (None: not capped, e.g. a rate-only run)."""
+    rate: float | None
+    """Requests per second it asked for (None: as fast as it could, `inf`)."""
+    output_tok_s: float | None
+    """The client's output tokens per second."""
+    completed: int | None
+    failed: int | None
+    itl_ms: float | None = None
+    """The client's mean inter-token latency (the gap between a stream's tokens after its first)."""
+    tpot_ms: float | None = None
+    """The client's mean time per output token after the first (a request's mean, averaged)."""
+    request_ids: tuple[str, ...] | None = None
+    """The `X-Request-ID` the client sent with each request, where its results say (AIPerf's
+    per-request file): the audit joins them to the log's request lines."""
+
+    @property
+    def label(self) -> str:
+        """What the run asked for, short: `c=8`, `8.0 req/s`, `c=4 at 2.0 req/s`, else `max`."""
+        parts = [f"c={self.concurrency}"] if self.concurrency is not None else []
+        if self.rate is not None:
+            parts.append(f"{self.rate:g} req/s")
+        return " at ".join(parts) or "max"
+
+
+class _Loose(BaseModel):
     model_config = ConfigDict(extra="allow")
+
+
+class VllmBenchResult(_Loose):
+    """The fields of a `vllm bench serve --save-result` JSON the audit reads (others are allowed)."""
 
     date: datetime
     duration: float
@@ -121,6 +154,301 @@ class VllmBenchResult(BaseModel):
 
 def _finite(value: float | None) -> float | None:
     return value if value is not None and math.isfinite(value) and value >= 0 else None
+
+
+# GuideLLM's benchmarks JSON (`guidellm run --output kind=json,...`; 0.8): the fields the audit reads.
+#
+# One run per entry of `benchmarks`: its measured start and end (Unix seconds), its strategy (`concurrent`
+# with `streams`, `constant`/`poisson` with `rate`, `synchronous`, `throughput`), the requests that
+# succeeded, errored or were left incomplete, and the output tokens per second of the successful ones.
+
+class _Totals(_Loose):
+    successful: NonNegativeInt = 0
+    errored: NonNegativeInt = 0
+    incomplete: NonNegativeInt = 0
+
+
+class _Benchmark(_Loose):
+    start_time: float
+    end_time: float
+    strategy: str = at("config", "strategy", "type_", default=...)
+    streams: PositiveInt | None = at("config", "strategy", "streams")
+    rate: float | None = at("config", "strategy", "rate")
+    totals: _Totals = at("metrics", "request_totals", default=...)
+    # the successful requests' means of GuideLLM's distributions
+    output_tok_s: float | None = at("metrics", "output_tokens_per_second", "successful", "mean")
+    itl_ms: float | None = at("metrics", "inter_token_latency_ms", "successful", "mean")
+    tpot_ms: float | None = at("metrics", "time_per_output_token_ms", "successful", "mean")
+
+    @field_validator("start_time", "end_time")
+    @classmethod
+    def _time(cls, value: float, info: ValidationInfo) -> float:
+        try:
+            datetime.fromtimestamp(value, timezone.utc)
+        except (OverflowError, OSError, ValueError):
+            raise ValueError(f"{value:g} is not a time") from None
+        if info.field_name == "end_time" and value < info.data.get("start_time", value):
+            raise ValueError("it is before start_time")
+        return value
+
+
+class GuideLLMFile(_Loose):
+    """The report: its benchmarks, and the model its backend was pointed at, when it says."""
+
+    benchmarks: list[_Benchmark]
+    model: str | None = at("config", "spec", "backend", "model")
+
+
+def guidellm_runs(report: GuideLLMFile, where: str) -> list[Run]:
+    """The runs of a GuideLLM report."""
+    runs = []
+    for n, b in enumerate(report.benchmarks):
+        concurrency = b.streams if b.strategy == "concurrent" else 1 if b.strategy == "synchronous" else None
+        runs.append(Run(
+            where if len(report.benchmarks) == 1 else f"{where} [{n}]", "guidellm", report.model,
+            datetime.fromtimestamp(b.start_time, timezone.utc),
+            datetime.fromtimestamp(b.end_time, timezone.utc),
+            concurrency, b.rate if b.strategy in ("constant", "poisson", "async") else None, b.output_tok_s,
+            b.totals.successful, b.totals.errored + b.totals.incomplete, b.itl_ms, b.tpot_ms,
+        ))
+    return runs
+
+# NVIDIA AIPerf's results (`aiperf profile`, GenAI-Perf's successor): the fields the audit reads.
+#
+# `profile_export_aiperf.json` is one run: its start and end (`start_time`, `end_time`: the client's
+# local time, with no zone: read in the audit's zone, `--tz`, else this machine's), the concurrency or
+# request rate it asked for (0.13: the profiling phase of `input_config.phases[]`; up to 0.5:
+# `input_config.loadgen`), the model (`input_config.models.items[].name`; before:
+# `input_config.endpoint.model_names`), and its metrics (`{"avg": ...}` each): requests, output tok/s and
+# the mean inter-token latency. The per-request file beside it, `profile_export.jsonl`, gives each request's
+# `X-Request-ID` (`metadata.x_request_id`), which vLLM takes as its request id (`cmpl-<id>-0` in its
+# `Received request` lines): the audit says how many of them the log holds (`join_share`).
+
+REQUESTS_FILE = "profile_export.jsonl"
+
+
+class _Phase(_Loose):
+    kind: str | None = None
+    concurrency: PositiveInt | None = None
+    request_rate: float | None = None
+
+
+class AIPerfResult(_Loose):
+    """The fields of a `profile_export_aiperf.json` the audit reads (others are allowed)."""
+
+    start_time: datetime
+    end_time: datetime
+    phases: list[_Phase] = at("input_config", "phases", default=[])
+    loadgen: _Phase | None = at("input_config", "loadgen")
+    model: str | None = Field(None, validation_alias=AliasChoices(
+        AliasPath("input_config", "models", "items", 0, "name"),
+        AliasPath("input_config", "endpoint", "model_names", 0)))
+    completed: float | None = at("request_count", "avg")
+    errors: float | None = at("error_request_count", "avg")
+    output_tok_s: float | None = at("output_token_throughput", "avg")
+    itl_ms: float | None = at("inter_token_latency", "avg")
+
+
+def is_aiperf(doc: Any) -> bool:
+    """Does `doc` look like AIPerf's aggregate export?"""
+    return isinstance(doc, dict) and "input_config" in doc and "start_time" in doc and (
+        "aiperf_version" in doc or "request_throughput" in doc or "schema_version" in doc)
+
+
+def aiperf_run(result: AIPerfResult, where: str, zone: tzinfo, path: str | None) -> Run:
+    """The run of an AIPerf export; `path`: the file (its folder's `profile_export.jsonl` gives the
+    requests' ids)."""
+    # the profiling phase's load (0.13), else the load generator's (up to 0.5)
+    load = next((p for p in result.phases if p.kind in (None, "profiling")), result.loadgen or _Phase())
+    start, end = (t if t.tzinfo else t.replace(tzinfo=zone) for t in (result.start_time, result.end_time))
+    ids = _request_ids(os.path.join(os.path.dirname(path), REQUESTS_FILE)) if path else None
+    return Run(where, "aiperf", result.model, start, end, load.concurrency, load.request_rate,
+               result.output_tok_s, None if result.completed is None else int(result.completed),
+               int(result.errors or 0), result.itl_ms, None, ids)
+
+
+def _request_ids(path: str) -> tuple[str, ...] | None:
+    """The `X-Request-ID` of every request of the per-request export, None without one (or unreadable)."""
+    ids: list[str] = []
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    continue
+                meta = record.get("metadata") if isinstance(record, dict) else None
+                found = meta.get("x_request_id") if isinstance(meta, dict) else None
+                if isinstance(found, str) and found:
+                    ids.append(found)
+    except OSError:
+        return None
+    return tuple(ids) or None
+
+
+_ID_FORM = re.compile(r"^(?:cmpl-|chatcmpl-)?(.*?)(?:-\d+)?$")
+"""vLLM's request id of a client's X-Request-ID X: `cmpl-X-0` (completions), `chatcmpl-X` (chat)."""
+
+
+def log_request_keys(request_ids: Iterable[str]) -> set[str]:
+    """The log's request ids as a client's X-Request-ID reads them (and as they are).
+
+    >>> sorted(log_request_keys(["cmpl-f3772f16-af2b-0", "chatcmpl-abc"]))
+    ['abc', 'chatcmpl-abc', 'cmpl-f3772f16-af2b-0', 'f3772f16-af2b']
+    """
+    keys: set[str] = set()
+    for rid in request_ids:
+        keys.add(rid)
+        m = _ID_FORM.match(rid)
+        if m and m.group(1):
+            keys.add(m.group(1))
+    return keys
+
+
+def join_share(run: Run, keys: set[str]) -> tuple[int, int] | None:
+    """(requests of `run` whose X-Request-ID the log's request lines hold, requests); None: no ids."""
+    if not run.request_ids:
+        return None
+    return sum(1 for rid in run.request_ids if rid in keys), len(run.request_ids)
+
+# The llm-d Benchmark Report (0.2.x, PyPI `llmd-benchmark-report`, YAML or JSON) and inference-perf's
+# stage results: the fields the audit reads.
+#
+# A Benchmark Report is one run: `run.time` (`start` and `end` in ISO 8601 with their zone; or `end` and
+# `duration`; or, as the converter writes a `vllm bench serve` result, `end` alone, the start then being
+# `results.request_performance.aggregate.requests.total` over its `request_rate`), the load
+# (`scenario.load.standardized`: `concurrency`, `rate_qps`), and the aggregate metrics, each with its
+# `units` (`ms`, `s`, `ms/token`, `s/token`). llm-d's converter makes one from `vllm bench serve`, GuideLLM,
+# AIPerf and inference-perf results; inference-perf writes its stages' in this form itself
+# (`inference-perf.partial.stage_N.yaml`).
+#
+# inference-perf's `stage_N_lifecycle_metrics.json` has the stage's metrics but no wall-clock time (its
+# per-request times are monotonic): its window is the one of the `inference-perf.partial.stage_N.yaml`
+# beside it.
+
+class _Stat(_Loose):
+    mean: float | None = None
+    units: str | None = None
+
+
+_AGGREGATE = ("results", "request_performance", "aggregate")
+
+
+class BenchmarkReport(_Loose):
+    """The fields of an llm-d Benchmark Report 0.2.x the audit reads."""
+
+    version: str
+    start: datetime | None = at("run", "time", "start")
+    end: datetime | None = at("run", "time", "end")
+    duration: str | float | None = at("run", "time", "duration")
+    concurrency: PositiveInt | None = at("scenario", "load", "standardized", "concurrency")
+    rate_qps: float | str | None = at("scenario", "load", "standardized", "rate_qps")
+    tool: str | None = at("scenario", "load", "standardized", "tool")
+    total: NonNegativeInt | None = at(*_AGGREGATE, "requests", "total")
+    failures: NonNegativeInt | None = at(*_AGGREGATE, "requests", "failures")
+    itl: _Stat | None = at(*_AGGREGATE, "latency", "inter_token_latency")
+    tpot: _Stat | None = at(*_AGGREGATE, "latency", "time_per_output_token")
+    output_tok_s: float | None = at(*_AGGREGATE, "throughput", "output_token_rate", "mean")
+    request_rate: float | None = at(*_AGGREGATE, "throughput", "request_rate", "mean")
+
+
+def is_benchmark_report(doc: Any) -> bool:
+    return isinstance(doc, dict) and str(doc.get("version", "")).startswith("0.2") and "results" in doc
+
+
+_MS = {"ms": 1.0, "ms/token": 1.0, "s": 1000.0, "s/token": 1000.0, "us": 0.001, "us/token": 0.001}
+
+
+def _ms(mean: float | None, units: str | None) -> float | None:
+    """A latency's mean in ms (its `units`; none: ms), None without one or in units not known."""
+    if mean is None or not math.isfinite(mean):
+        return None
+    factor = _MS.get((units or "ms").strip().lower())
+    return None if factor is None else mean * factor
+
+
+_ISO_DURATION = re.compile(r"^P(?:T)?(?:(\d+(?:\.\d+)?)H)?(?:(\d+(?:\.\d+)?)M)?(?:(\d+(?:\.\d+)?)S)?$")
+
+
+def _seconds(duration: str | float | None) -> float | None:
+    """`PT56.040S`, `PT1H2M`, or a number of seconds.
+
+    >>> _seconds("PT56.040S"), _seconds("PT1H2M3S"), _seconds(12.5), _seconds("soon")
+    (56.04, 3723.0, 12.5, None)
+    """
+    if isinstance(duration, (int, float)):
+        return float(duration) if math.isfinite(duration) and duration >= 0 else None
+    m = _ISO_DURATION.match(duration or "")
+    if not m or not any(m.groups()):
+        return None
+    h, mi, s = (float(g) if g else 0.0 for g in m.groups())
+    return h * 3600 + mi * 60 + s
+
+
+def _zoned(t: datetime) -> datetime:
+    return t if t.tzinfo else t.replace(tzinfo=timezone.utc)  # the schema's times are UTC ('Z')
+
+
+def report_run(report: BenchmarkReport, where: str) -> Run:
+    """The run of a Benchmark Report; `InputError` when it gives no window."""
+    start, end = report.start, report.end
+    if start is None and end is not None:
+        seconds = _seconds(report.duration)
+        if seconds is None and report.request_rate and report.total:
+            seconds = report.total / report.request_rate  # the converter's request rate: total / duration
+        start = end - timedelta(seconds=seconds) if seconds is not None else None
+    if start is None or end is None:
+        raise InputError(f"{where}: a Benchmark Report, but it gives no time window (run.time: start and "
+                         f"end, or end and duration)")
+    rate = report.rate_qps if isinstance(report.rate_qps, (int, float)) and math.isfinite(report.rate_qps) \
+        else None
+    failed = report.failures if report.failures is not None or report.total is None else 0
+    return Run(where, f"benchmark report ({report.tool})" if report.tool else "benchmark report", None,
+               _zoned(start), _zoned(end), report.concurrency, rate, report.output_tok_s,
+               None if report.total is None else report.total - (failed or 0), failed,
+               _ms(report.itl.mean, report.itl.units) if report.itl else None,
+               _ms(report.tpot.mean, report.tpot.units) if report.tpot else None)
+
+
+class InferencePerfStage(_Loose):
+    """The fields of inference-perf's `stage_N_lifecycle_metrics.json` the audit reads (its latencies
+    in seconds)."""
+
+    concurrency: PositiveInt | None = at("load_summary", "concurrency")
+    requested_rate: float | None = at("load_summary", "requested_rate")
+    completed: NonNegativeInt = at("successes", "count", default=0)
+    failed: NonNegativeInt = at("failures", "count", default=0)
+    output_tok_s: float | None = at("successes", "throughput", "output_tokens_per_sec")
+    itl_s: float | None = at("successes", "latency", "inter_token_latency", "mean")
+    tpot_s: float | None = at("successes", "latency", "time_per_output_token", "mean")
+
+
+def is_inference_perf_stage(doc: Any) -> bool:
+    return isinstance(doc, dict) and "load_summary" in doc and "successes" in doc
+
+
+_STAGE = re.compile(r"stage_(\d+)_lifecycle_metrics\.json$")
+
+
+def stage_run(stage: InferencePerfStage, where: str, path: str | None, report: BenchmarkReport | None) -> Run:
+    """The run of an inference-perf stage, windowed by its partial report `report` (the
+    `inference-perf.partial.stage_N.yaml` beside `path`, read by the caller: `partial_report_path`)."""
+    if report is None:
+        raise InputError(f"{where}: inference-perf stage metrics, but no inference-perf.partial.stage_N.yaml "
+                         "beside it to give its window (the stage's own times are monotonic)")
+    window = report_run(report, where)
+    return Run(where, "inference-perf", None, window.start, window.end, stage.concurrency,
+               None if stage.concurrency else stage.requested_rate, stage.output_tok_s, stage.completed,
+               stage.failed, _ms(stage.itl_s, "s"), _ms(stage.tpot_s, "s"))
+
+
+def partial_report_path(path: str) -> str | None:
+    """The `inference-perf.partial.stage_N.yaml` beside a `stage_N_lifecycle_metrics.json`, if there."""
+    m = _STAGE.search(os.path.basename(path))
+    if m is None:
+        return None
+    found = os.path.join(os.path.dirname(path), f"inference-perf.partial.stage_{m.group(1)}.yaml")
+    return found if os.path.isfile(found) else None
 
 
 _KEEP: dict[str | None, Keep] = {**wanted(VllmBenchResult), **wanted(GuideLLMFile), **wanted(AIPerfResult),

@@ -16,7 +16,7 @@ from ...shown import shown_number as _f
 from ..summary.tables import table_lines
 from ..summary.tbt import TBT_SHORT
 from .measures import Measures
-from .run import Run
+from .results import Run
 from .verdicts import Verdict, client_tbt
 from .windows import Window
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from ..summary.tbt import TBT_HOW
 from .measures import Measures
-from .run import Run
+from .results import Run
 from .windows import Window
 
 __all__ = ["CLIENT_BOUND_RATIO", "CLIENT_BOUND_WAITING", "KV_FULL_PCT", "SATURATED_SHARE", "TBT_DIFF_SHARE",

@@ -20,7 +20,7 @@ from ...errors import InputError
 from ...parsing.events import EngineStats, IterationStats
 from ...parsing.stamps import utc
 from ..reading.launches import Launch
-from .run import Run
+from .results import Run
 
 __all__ = ["LogSpan", "Window", "find_windows", "same_model"]
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from ...parsing.events import EngineStats
 from ...parsing.stamps import utc
@@ -22,7 +23,7 @@ from ..summary.build import summarize
 from ..summary.tbt import TbtFrom
 from .windows import Window
 
-__all__ = ["Measures", "max_num_seqs", "measure"]
+__all__ = ["Measures", "Sample", "max_num_seqs", "measure", "samples"]
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,41 @@ class Measures:
     """What `server_tbt_ms` rests on: the iteration lines' cadence or the stats lines' Running."""
 
 
+@dataclass(frozen=True)
+class Sample:
+    """One timestamp's stats lines (an engine's each) added up (None: no line gave it)."""
+
+    time: datetime
+    """The first line's, in its zone."""
+    engines: int
+    running: float | None
+    waiting: int | None
+    generation: float | None
+    kv_pct: float | None
+    """The highest of the engines'."""
+
+
+def _total(values: list[Any]) -> Any:
+    found = [v for v in values if v is not None]
+    return sum(found) if found else None
+
+
+def samples(lines: list[EngineStats]) -> list[Sample]:
+    """`lines` by timestamp, in the order of their first line (a line without a time is no sample)."""
+    by_time: dict[datetime, tuple[datetime, list[EngineStats]]] = {}
+    for line in lines:  # by UTC time: in a fall-back's repeated hour, lines an hour apart are equal
+        if line.time is not None:
+            by_time.setdefault(utc(line.time), (line.time, []))[1].append(line)
+    found = []
+    for time, group in by_time.values():
+        running = _total([e.running for e in group])
+        kv = [e.kv_cache_usage_pct for e in group if e.kv_cache_usage_pct is not None]
+        found.append(Sample(time, len(group), None if running is None else float(running),
+                            _total([e.waiting for e in group]),
+                            _total([e.generation_throughput for e in group]), max(kv) if kv else None))
+    return found
+
+
 def _pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
@@ -76,31 +112,20 @@ def max_num_seqs(launch: Launch | None) -> int | None:
 
 def measure(window: Window) -> Measures:
     """The numbers of `window`."""
-    by_time: dict[datetime | None, list[EngineStats]] = {}
-    for line in window.lines:  # by UTC time: in a fall-back's repeated hour, lines an hour apart are equal
-        by_time.setdefault(line.time and utc(line.time), []).append(line)
+    found = samples(window.lines)
     cap = max_num_seqs(window.launch)
-    running: list[float] = []
-    waiting: list[int] = []
-    held = 0
-    gen: list[float] = []
-    kv: list[float] = []
-    for lines in by_time.values():
-        if any(e.running is not None for e in lines):
-            running.append(float(sum(e.running or 0 for e in lines)))
-        if any(e.waiting is not None for e in lines):
-            waiting.append(sum(e.waiting or 0 for e in lines))
-            held += waiting[-1] > 0 and (cap is None or sum(e.running or 0 for e in lines) < cap * len(lines))
-        if any(e.generation_throughput is not None for e in lines):
-            gen.append(sum(e.generation_throughput or 0.0 for e in lines))
-        kv.extend(e.kv_cache_usage_pct for e in lines if e.kv_cache_usage_pct is not None)
+    running = [s.running for s in found if s.running is not None]
+    waiting = [s.waiting for s in found if s.waiting is not None]
+    held = sum(1 for s in found if s.waiting and (cap is None or (s.running or 0) < cap * s.engines))
+    gen = [s.generation for s in found if s.generation is not None]
+    kv = [s.kv_pct for s in found if s.kv_pct is not None]
     tbt = _tbt(window)
     pre = [e.extra["preemptions"] for e in window.lines if "preemptions" in e.extra]
     prefix = [e.prefix_cache_hit_rate_pct for e in window.lines if e.prefix_cache_hit_rate_pct is not None]
     mm = [e.mm_cache_hit_rate_pct for e in window.lines if e.mm_cache_hit_rate_pct is not None]
     return Measures(
         lines=len(window.lines),
-        samples=len(by_time),
+        samples=len(found),
         running_median=statistics.median(running) if running else None,
         running_p10=_pct(running, 0.1) if running else None,
         running_p90=_pct(running, 0.9) if running else None,

@@ -16,8 +16,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from ...parsing.events import EngineStats
 from ...parsing.stamps import utc
+from .measures import samples
 from .windows import Window
 
 __all__ = ["COMPONENT", "observability_partial"]
@@ -55,21 +55,10 @@ def _series(points: list[tuple[datetime, float]], units: str) -> dict[str, Any] 
 
 def observability_partial(window: Window) -> dict[str, Any]:
     """The `results.observability` partial of `window`'s run (no component without a stats line)."""
-    by_time: dict[datetime, list[EngineStats]] = {}
-    for line in window.lines:
-        if line.time is not None:
-            by_time.setdefault(line.time, []).append(line)
-    running: list[tuple[datetime, float]] = []
-    waiting: list[tuple[datetime, float]] = []
-    kv: list[tuple[datetime, float]] = []
-    for t, lines in sorted(by_time.items(), key=lambda item: utc(item[0])):
-        if any(e.running is not None for e in lines):
-            running.append((t, float(sum(e.running or 0 for e in lines))))
-        if any(e.waiting is not None for e in lines):
-            waiting.append((t, float(sum(e.waiting or 0 for e in lines))))
-        usage = [e.kv_cache_usage_pct for e in lines if e.kv_cache_usage_pct is not None]
-        if usage:
-            kv.append((t, max(usage)))
+    found = sorted(samples(window.lines), key=lambda s: utc(s.time))
+    running = [(s.time, s.running) for s in found if s.running is not None]
+    waiting = [(s.time, float(s.waiting)) for s in found if s.waiting is not None]
+    kv = [(s.time, s.kv_pct) for s in found if s.kv_pct is not None]
     aggregate = {name: found for name, found in (
         ("running_requests", _statistics([v for _, v in running], "count")),
         ("waiting_requests", _statistics([v for _, v in waiting], "count")),

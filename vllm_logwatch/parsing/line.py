@@ -28,7 +28,7 @@ from .events import (
     UnparsedKind,
     stats_record,
 )
-from .fields import MAX_EXTRA, Unreadable, as_kind, read_number, slug, split_fields
+from .fields import MAX_EXTRA, STATS_FIELDS, Unreadable, as_kind, read_number, slug, split_fields
 from .mfu import MFU_START, parse_mfu
 from .needles import STATS_MARK, kind_of
 from .requests import ITERATION_START, REQUEST_STARTS, parse_iteration, parse_request_line
@@ -78,22 +78,6 @@ _V0_PREFIX = re.compile(  # on a stripped message; a number has one point at mos
 _KV_USAGE = re.compile(r"^([A-Za-z]+(?: \+ host)?) kv cache (?:usage|used)$", re.IGNORECASE)
 _KV_FETCH = re.compile(r"(\d+) waiting to start, (\d+) in progress, (\d+) completed waiting")
 
-
-
-# Stats field name (lower case) -> (attribute, type).
-_STATS_FIELDS: dict[str, tuple[str, type]] = {
-    "avg prompt throughput": ("prompt_throughput", float),
-    "avg prompt tput": ("prompt_throughput", float),
-    "avg generation throughput": ("generation_throughput", float),
-    "avg generation tput": ("generation_throughput", float),
-    "running": ("running", int),
-    "reqs running": ("running", int),
-    "waiting": ("waiting", int),
-    "pending": ("waiting", int),
-    "swapped": ("swapped", int),
-    "prefix cache hit rate": ("prefix_cache_hit_rate_pct", float),
-    "mm cache hit rate": ("mm_cache_hit_rate_pct", float),
-}
 KNOWN_EXTRA: dict[str, str] = {
     "preemptions": "preemptions",
     "deferred": "deferred",
@@ -333,7 +317,7 @@ def _parse_stats(msg: str, sm: re.Match[str], common: dict[str, Any]) -> Event:
             if not sep:
                 raise Unreadable(field)
             lname = name.strip().lower()
-            typed = _STATS_FIELDS.get(lname)
+            typed = STATS_FIELDS.get(lname)
             if typed is not None:
                 values[typed[0]] = as_kind(typed[1], read_number(value)[0])
                 continue

@@ -7,27 +7,11 @@ import re
 from typing import Any, Literal
 
 from .events import Event, SpecDecodeStats, Unparsed
-from .fields import MAX_EXTRA, Unreadable, as_kind, read_number, slug, split_fields
+from .fields import MAX_EXTRA, SPEC_FIELDS, Unreadable, as_kind, read_number, slug, split_fields
 
 __all__ = ["SPEC_START", "parse_spec"]
 
 SPEC_START = re.compile(r"(?:Engine (\d{3,12}): )?(SpecDecoding|Speculative|DiffusionDecoding) metrics: ")
-
-_SPEC_FIELDS: dict[str, tuple[str, type]] = {
-    "mean acceptance length": ("mean_acceptance_length", float),
-    "accepted throughput": ("accepted_throughput", float),
-    "drafted throughput": ("drafted_throughput", float),
-    "accepted": ("accepted_tokens", int),
-    "drafted": ("drafted_tokens", int),
-    "draft acceptance rate": ("draft_acceptance_rate_pct", float),
-    "avg draft acceptance rate": ("draft_acceptance_rate_pct", float),
-    "system efficiency": ("system_efficiency", float),
-    "number of speculative tokens": ("num_speculative_tokens", int),
-    "number of accepted tokens": ("accepted_tokens", int),
-    "number of draft tokens": ("drafted_tokens", int),
-    "number of emitted tokens": ("emitted_tokens", int),
-}
-
 
 def parse_spec(msg: str, spm: re.Match[str], common: dict[str, Any]) -> Event:
     kind = spm.group(2)
@@ -47,7 +31,7 @@ def parse_spec(msg: str, spm: re.Match[str], common: dict[str, Any]) -> Event:
                 rates = tuple(read_number(v)[0] for v in value.split(", ") if v.strip())
                 values["per_position_acceptance_rate"] = rates
                 continue
-            typed = _SPEC_FIELDS.get(lname) if fmt != "diffusion" else None
+            typed = SPEC_FIELDS.get(lname) if fmt != "diffusion" else None
             if typed is None:
                 if len(extra) < MAX_EXTRA:
                     number, unit = read_number(value)

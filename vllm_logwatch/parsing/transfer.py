@@ -14,17 +14,15 @@ counted (`unreadable_keys`): one odd key never costs the rest of the line.
 from __future__ import annotations
 
 import ast
-import math
 import re
 from typing import Any, Literal
 
 from .events import OffloadSample, TransferStats, Unparsed
+from .fields import MAX_EXTRA, TRANSFER_FIELDS, Unreadable, as_kind, slug
 
 __all__ = ["TRANSFER_START", "parse_transfer"]
 
 TRANSFER_START = re.compile(r"(?:Engine (\d{3,12}): )?(KV|EC) Transfer metrics: ")
-_SLUG = re.compile(r"[^a-z0-9]+")
-_MAX_EXTRA = 32
 _MAX_DICT = 16384
 """A MultiConnector dict longer than this is not evaluated (a damaged line must stay cheap)."""
 _MAX_OFFLOAD = 256
@@ -38,40 +36,9 @@ _LABEL = re.compile(r"'([^'()]{0,64})'")
 _MOONCAKE_ERRORS = re.compile(r"(?:load_get|save_exists|save_put)_error_count")
 """MooncakeStoreConnector's per-operation error counts (0.33): failed transfers."""
 
-# Key (lower case, `_` read as a space) -> (field, type). Keys mapped to one int field add up.
-_FIELDS: dict[str, tuple[str, type]] = {
-    "num successful transfers": ("successful_transfers", int),
-    "num failed transfers": ("failed_transfers", int),
-    "num failed recvs": ("failed_recvs", int),
-    "num kv expired reqs": ("expired_requests", int),
-    "num notifs after expiry": ("notifications_after_expiry", int),
-    "avg xfer time (ms)": ("avg_transfer_ms", float),
-    "p90 xfer time (ms)": ("p90_transfer_ms", float),
-    "avg post time (ms)": ("avg_post_ms", float),
-    "p90 post time (ms)": ("p90_post_ms", float),
-    "avg mb per transfer": ("avg_mb_per_transfer", float),
-    "throughput (mb/s)": ("throughput_mb_per_s", float),
-    "avg number of descriptors": ("avg_descriptors", float),
-    # HF3FSKVConnector: failed saves and loads are failed transfers, done ones successful ones.
-    "num save task failed": ("failed_transfers", int),
-    "num load task failed": ("failed_transfers", int),
-    "num save task success": ("successful_transfers", int),
-    "num load task success": ("successful_transfers", int),
-    # HiSparse (0.33)
-    "hisparse hot-buffer hits": ("hisparse_hits", int),
-    "hisparse hot-buffer misses": ("hisparse_misses", int),
-    "hisparse host-to-device bytes": ("hisparse_host_to_device_bytes", int),
-    "hisparse host kv cache usage %": ("hisparse_host_cache_usage_pct", float),
-}
-
-
 _SUMMED = frozenset({"num save task failed", "num load task failed", "num save task success",
                      "num load task success"})
 """Keys summed into a field that are also kept alone in `extra` (HF3FS's saves and loads)."""
-
-
-class _Unreadable(ValueError):
-    pass
 
 
 def parse_transfer(msg: str, tm: re.Match[str], common: dict[str, Any]) -> TransferStats | Unparsed:
@@ -86,10 +53,10 @@ def parse_transfer(msg: str, tm: re.Match[str], common: dict[str, Any]) -> Trans
         try:
             key, raw = _pair(piece)
             if raw.startswith("{"):
-                _read_dict(_slug(key), raw, values, extra, offload)
+                _read_dict(slug(key, None, cut=64), raw, values, extra, offload)
             else:
                 _store(key, _number(raw), values, extra, "", offload)
-        except (_Unreadable, ValueError, SyntaxError, RecursionError, MemoryError, TypeError):
+        except (Unreadable, ValueError, SyntaxError, RecursionError, MemoryError, TypeError):
             unreadable += 1
     if not values and not extra and not offload:
         return Unparsed(what="transfer", **common)
@@ -146,9 +113,9 @@ def _pair(piece: str) -> tuple[str, str]:
     else:
         key, sep, value = piece.rpartition("=")
         if not sep:
-            raise _Unreadable(piece[:40])
+            raise Unreadable(piece[:40])
     if not key.strip():
-        raise _Unreadable(piece[:40])
+        raise Unreadable(piece[:40])
     return key.strip(), value.strip()
 
 
@@ -157,10 +124,10 @@ def _read_dict(
 ) -> None:
     """One MultiConnector entry: its known keys fill the fields the line has not filled yet."""
     if len(raw) > _MAX_DICT:
-        raise _Unreadable("dict too long")
+        raise Unreadable("dict too long")
     data = ast.literal_eval(raw)
     if not isinstance(data, dict):
-        raise _Unreadable("not a dict")
+        raise Unreadable("not a dict")
     for key, value in data.items():
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             continue  # nested structures carry no number we chart
@@ -182,34 +149,22 @@ def _store(
     if _MOONCAKE_ERRORS.fullmatch(key):
         key = "num failed transfers"
     lower = key.replace("_", " ").strip().lower()
-    typed = _FIELDS.get(lower)
+    typed = TRANSFER_FIELDS.get(lower)
     if typed is not None:
         attribute, kind = typed
         if attribute not in values:
-            values[attribute] = _as(kind, number)
+            values[attribute] = as_kind(kind, number)
         elif kind is int:
-            values[attribute] += _as(kind, number)  # counts of several connectors add up
+            values[attribute] += as_kind(kind, number)  # counts of several connectors add up
         if lower not in _SUMMED:
             return
-    if len(extra) < _MAX_EXTRA:
-        name = _slug(key)
+    if len(extra) < MAX_EXTRA:
+        name = slug(key, None, cut=64)
         extra[f"{connector}__{name}" if connector else name] = number
 
 
 def _number(raw: str) -> float:
     text = raw.strip()
     if not text or len(text) > 40:
-        raise _Unreadable(text[:40])
+        raise Unreadable(text[:40])
     return float(text)
-
-
-def _as(kind: type, value: float) -> float | int:
-    if kind is int:
-        if math.isnan(value) or math.isinf(value) or not value.is_integer():
-            raise _Unreadable(str(value))
-        return int(value)
-    return value
-
-
-def _slug(name: str) -> str:
-    return _SLUG.sub("_", name.lower()).strip("_")[:64] or "field"

@@ -13,7 +13,7 @@ from ..summary.build import ConcurrencyRow
 from ..summary.facts import FACT_COLUMNS, fact_text, launch_facts
 from ..summary.launch_tables import launch_json, matrix_table, matrix_title
 from ..summary.matrix import MATRIX_CAVEAT
-from ..summary.steps import STEP_COLUMNS, steps_json
+from ..summary.steps import STEP_COLUMNS, steps_json, steps_lines
 from ..summary.tables import (
     NOT_IN_LOG,
     TABLE_COLUMNS,
@@ -163,16 +163,8 @@ def _step_tables(c: LaunchComparison, markdown: bool) -> list[str]:
     if c.steps_shared:
         return ["", "Engine step time: the file's iteration lines hold other launches too (see "
                 "`logwatch summary` on it)."]
-    out: list[str] = []
-    for t in c.steps:
-        engine = "" if t.engine is None else f", engine {t.engine}"
-        title = f"Engine step time by running streams{engine}"
-        out += ["", _heading(title, markdown, 3), ""]
-        rows = [[str(r.running), f"{r.steps:,}", f"{r.p50_ms:g}", f"{r.p90_ms:g}"] for r in t.rows]
-        out += table_lines(("running", "steps", "step ms p50", "step ms p90"), rows, markdown)
-        prefill = "-" if t.prefill_ms_per_1k is None else f"{t.prefill_ms_per_1k:g} ({t.prefill_steps} steps)"
-        out += ["", f"prefill ms / 1k tokens: {prefill}"]
-    return out
+    return steps_lines(c.steps, lambda head, rows: table_lines(head, rows, markdown),
+                       "### " if markdown else "", files=False)
 
 
 def _preempted(n: int | None) -> str:

@@ -134,14 +134,14 @@ class StepCollector:
         return out
 
 
-def steps_lines(tables: list[StepTable], table: Any, h: str) -> list[str]:
-    """The tables as the summary's text or Markdown (`table`: its table writer; `h`: its heading mark);
-    what their columns mean is in the summary's legend (`STEP_COLUMNS`, `STEP_NOTE`)."""
+def steps_lines(tables: list[StepTable], table: Any, h: str, files: bool = True) -> list[str]:
+    """The tables as the summary's text or Markdown (`table`: its table writer; `h`: its heading mark;
+    `files`: the title names the file); what their columns mean is in the legend (`STEP_COLUMNS`)."""
     out: list[str] = []
     for t in tables:
         engine = "" if t.engine is None else f", engine {t.engine}"
         prefill = "-" if t.prefill_ms_per_1k is None else f"{t.prefill_ms_per_1k:g} ({t.prefill_steps} steps)"
-        out += ["", f"{h}Engine step time by running streams: {t.file}{engine}", ""]
+        out += ["", f"{h}Engine step time by running streams{f': {t.file}' if files else ''}{engine}", ""]
         out += table(("running", "steps", "step ms p50", "step ms p90"),
                      [[str(r.running), f"{r.steps:,}", f"{r.p50_ms:g}", f"{r.p90_ms:g}"] for r in t.rows])
         out += ["", f"prefill ms / 1k tokens: {prefill}"]

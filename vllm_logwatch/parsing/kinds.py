@@ -3,11 +3,8 @@
 
 from __future__ import annotations
 
-__all__ = ["EVENT_KIND", "RECORD_KINDS"]
+__all__ = ["RECORD_KINDS"]
 
 RECORD_KINDS: tuple[str, ...] = (
     "stats", "spec", "transfer", "mfu", "info", "access", "log", "iterations", "requests", "all")
 """`all` is every kind at once."""
-
-EVENT_KIND: dict[str, str] = {"iterations": "iteration", "requests": "request"}
-"""The event kind of a `--kind` whose name is not its events' (`iterations` are `iteration` events)."""

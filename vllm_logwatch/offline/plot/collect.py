@@ -14,7 +14,6 @@ when a plot is drawn; the figure is built on the Agg canvas, without pyplot and 
 from __future__ import annotations
 
 import importlib.util
-import math
 import os
 from collections.abc import Iterable
 from datetime import datetime, tzinfo
@@ -33,16 +32,8 @@ if TYPE_CHECKING:
     from .facets import Facet
     from .points import PlotData
 
-__all__ = ["PANEL_TITLES", "build_figure", "collect", "draw", "parse_when", "require_matplotlib"]
+__all__ = ["PANEL_TITLES", "collect", "draw", "parse_when", "require_matplotlib"]
 
-PANEL_TITLES = (
-    "Throughput",
-    "Requests",
-    "KV cache usage",
-    "Cache hit rates",
-    "Generation throughput by running requests",
-)
-_NAN = math.nan
 _MARKERS_UP_TO = 60
 """Lines with at most this many points get a dot per point (a lone line is still visible)."""
 _INSTANT_DAYS = 1 / 86400
@@ -64,6 +55,7 @@ _PANELS: tuple[tuple[str, str, tuple[tuple[str, str, str], ...]], ...] = (
     ("KV cache usage", "% of KV cache", (("kv", "KV cache usage", "-"),)),
     ("Cache hit rates", "hit rate, %", (("prefix", "prefix cache", "-"), ("mm", "MM cache", "--"))),
 )
+PANEL_TITLES = (*(title for title, _, _ in _PANELS), "Generation throughput by running requests")
 
 
 def _engine_name(e: EngineStats) -> str:
@@ -95,27 +87,16 @@ def require_matplotlib() -> None:
         raise UsageError(_MISSING_MATPLOTLIB)
 
 
-def build_figure(
-    records: Iterable[tuple[Launch, EngineStats | SpecDecodeStats | TransferStats]],
-) -> Figure:
-    """The figure of `records` (in file order; lines without a time are left out): `draw(collect(...))`.
-
-    Pure apart from matplotlib: nothing is written. Axes 0-3 are the time panels, axis 4 the scatter.
-    `records` are streamed, and the figure
-    keeps no more than its pixels (offline/plot/decimate.py): a line with at most `FIGSIZE[0] * DPI` points
-    holds one point per stats line of its engine (NaN where the line lacks the value, and one NaN row
-    between launches); a longer one the first, lowest, highest and last point of each pixel column.
-    The scatter keeps every dot while few, then one per pixel cell; its medians are exact.
-    """
-    require_matplotlib()
-    return draw(collect(records))
-
-
 def collect(
     records: Iterable[tuple[Launch, EngineStats | SpecDecodeStats | TransferStats]],
 ) -> PlotData:
-    """What the figure of `records` draws (`build_figure`), without matplotlib: numpy alone, so the
-    drawing's imports can be made elsewhere meanwhile (`offline/plot/drawer.py`)."""
+    """What the figure of `records` draws (in file order; lines without a time are left out), without
+    matplotlib: numpy alone, so the drawing's imports can be made elsewhere meanwhile
+    (`offline/plot/drawer.py`). `records` are streamed, and no more than the figure's pixels kept
+    (offline/plot/decimate.py): a line with at most `FIGSIZE[0] * DPI` points holds one point per stats
+    line of its engine (NaN where the line lacks the value, and one NaN row between launches); a longer
+    one the first, lowest, highest and last point of each pixel column. The scatter keeps every dot
+    while few, then one per pixel cell; its medians are exact."""
     from .points import PlotData
 
     data = PlotData(int(FIGSIZE[0] * DPI), 0.0)  # times in days since 1970; `draw` shifts them

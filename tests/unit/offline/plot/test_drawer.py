@@ -15,7 +15,7 @@ from support import TESTS, poll_until
 pytest.importorskip("matplotlib")
 
 from vllm_logwatch.errors import OutputError
-from vllm_logwatch.offline.plot.collect import build_figure, collect
+from vllm_logwatch.offline.plot.collect import collect, draw
 from vllm_logwatch.offline.plot.drawer import Drawer
 from vllm_logwatch.offline.reading.launches import iter_launch_records
 from vllm_logwatch.parsing.stamps import local_zone
@@ -44,7 +44,7 @@ def test_the_image_is_the_figure_drawn_here() -> None:
     import io
 
     here = io.BytesIO()
-    build_figure(iter_launch_records([str(REAL_CPU_LOG)], tz="UTC")).savefig(here, format="png", dpi=100)
+    draw(collect(iter_launch_records([str(REAL_CPU_LOG)], tz="UTC"))).savefig(here, format="png", dpi=100)
     with Drawer() as drawer:
         image = drawer.image(data(), "png", dpi=100)  # type: ignore[arg-type]
     assert image == here.getvalue()

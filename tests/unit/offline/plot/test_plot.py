@@ -23,7 +23,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from vllm_logwatch.cli import main
-from vllm_logwatch.offline.plot.collect import PANEL_TITLES, build_figure
+from vllm_logwatch.offline.plot.collect import PANEL_TITLES, collect, draw
 from vllm_logwatch.offline.reading.launches import iter_launch_records
 from vllm_logwatch.parsing.events import EngineStats
 
@@ -37,8 +37,8 @@ def stats_of(*paths: Path, year: str | None = None) -> list[EngineStats]:
 
 
 def figure_of(*paths: Path, year: str | None = None) -> Figure:
-    return build_figure(iter_launch_records([str(p) for p in paths], tz="UTC",
-                                            year=int(year) if year else None))
+    return draw(collect(iter_launch_records([str(p) for p in paths], tz="UTC",
+                                            year=int(year) if year else None)))
 
 
 def data_lines(ax: object) -> dict[str, Line2D]:

@@ -36,40 +36,17 @@ class Series:
         self.launch: int | None = None
         self.times: list[float] = []
         self.rows: list[tuple[float | None, ...]] = []
-        self.chunks: list[tuple[Any, Any]] = []  # (times in days, rows) not yet fed
-        self.held = 0
         self.lines = {c: Decimator(columns) for c in COLUMNS}
         self.dots = Dots(4 * columns, columns, columns // 2)
 
-    def _pack(self, data: PlotData) -> None:
-        if self.rows:
-            self.chunks.append((data.epoch + np.array(self.times, dtype=np.float64) / _DAY,
-                                np.array(self.rows, dtype=np.float64)))  # None is NaN
-            self.held += len(self.rows)
-            self.times.clear()
-            self.rows.clear()
-
-    def add_rows(self, data: PlotData, x: Any, m: Any) -> None:
-        """Rows `m` (a column per `COLUMNS`) at times `x` (days), after the records before them."""
-        self._pack(data)
-        self.chunks.append((x, m))
-        self.held += len(x)
-        if self.held >= _CHUNK:
-            self.flush(data)
-
     def flush(self, data: PlotData) -> None:
-        """The held rows to the decimators, the dots and the medians' values."""
-        self._pack(data)
-        if self.chunks:
-            chunks = self.chunks
-            x, m = (chunks[0] if len(chunks) == 1 else
-                    (np.concatenate([c[0] for c in chunks]), np.concatenate([c[1] for c in chunks])))
-            self.chunks.clear()
-            self.held = 0
-            self.feed(data, x, m)
-
-    def feed(self, data: PlotData, x: Any, m: Any) -> None:
-        """Rows `m` (one column per `COLUMNS`) at times `x` (matplotlib's date unit: days)."""
+        """The held rows, as numpy columns, to the decimators, the dots and the medians' values."""
+        if not self.rows:
+            return
+        x = data.epoch + np.array(self.times, dtype=np.float64) / _DAY  # matplotlib's date unit: days
+        m = np.array(self.rows, dtype=np.float64)  # None is NaN
+        self.times.clear()
+        self.rows.clear()
         m[~np.isfinite(m)] = math.nan
         for i, line in enumerate(self.lines.values()):
             line.extend(x, m[:, i])
@@ -98,7 +75,7 @@ class PlotData:
         self.zone: tzinfo | None = None
         self._names: dict[int, str] = {}
 
-    def _series(self, launch: Launch, name: str, t: datetime) -> Series:
+    def _series(self, launch: Launch, name: str) -> Series:
         key = (launch.index, name)
         s = self.series.get(key)
         if s is None:
@@ -106,15 +83,14 @@ class PlotData:
             s.launch = launch.index
         return s
 
-    def _seen(self, launch: Launch, t: datetime, last: datetime | None = None) -> None:
+    def _seen(self, launch: Launch, t: datetime) -> None:
         if self.zone is None:
             self.zone = t.tzinfo
         if launch.index not in self.launches:
             self.launches[launch.index] = (launch, t)
         end = self.ends.get(launch.index)
-        last = last or t
-        if end is None or utc(last) > utc(end):
-            self.ends[launch.index] = last
+        if end is None or utc(t) > utc(end):
+            self.ends[launch.index] = t
 
     def add(self, launch: Launch, e: EngineStats, name: str | None) -> None:
         """One record with a time; `name` its engine's (None: `engine N`)."""
@@ -124,11 +100,11 @@ class PlotData:
         if name is None:
             index = e.engine
             name = self._names.get(index) or self._names.setdefault(index, f"engine {index}")  # type: ignore[arg-type]
-        s = self._series(launch, name, t)
+        s = self._series(launch, name)
         s.times.append(t.timestamp())
         s.rows.append((e.generation_throughput, e.prompt_throughput, e.running, e.waiting,
                        e.kv_cache_usage_pct, e.prefix_cache_hit_rate_pct, e.mm_cache_hit_rate_pct))
-        if len(s.rows) + s.held >= _CHUNK:
+        if len(s.rows) >= _CHUNK:
             s.flush(self)
 
     def finish(self) -> None:

@@ -23,16 +23,16 @@ from .events import (
     Event,
     HttpAccess,
     LogMessage,
+    MfuStats,
     PrefixCacheRates,
     Unparsed,
     UnparsedKind,
     stats_record,
 )
 from .fields import MAX_EXTRA, STATS_FIELDS, Unreadable, as_kind, read_number, slug, split_fields
-from .mfu import MFU_START, parse_mfu
 from .needles import STATS_MARK, kind_of
 from .requests import ITERATION_START, REQUEST_STARTS, parse_iteration, parse_request_line
-from .shapes import CANONICAL_STATS
+from .shapes import CANONICAL_STATS, MFU_BODY, MFU_START
 from .spec import SPEC_START, parse_spec
 from .startup import parse_info, problem_of
 from .transfer import TRANSFER_START, parse_transfer
@@ -75,6 +75,8 @@ _V0_PREFIX = re.compile(  # on a stripped message; a number has one point at mos
     r"Prefix cache hit rate: GPU: (-?(?:\d+(?:\.\d+)?|\.\d+)|nan)%, CPU: (-?(?:\d+(?:\.\d+)?|\.\d+)|nan)%"
     r"(?:\s*\.)?$"
 )
+_MFU = re.compile(MFU_START)
+_MFU_BODY = re.compile(rf"{MFU_BODY}\s*$")
 _KV_USAGE = re.compile(r"^([A-Za-z]+(?: \+ host)?) kv cache (?:usage|used)$", re.IGNORECASE)
 _KV_FETCH = re.compile(r"(\d+) waiting to start, (\d+) in progress, (\d+) completed waiting")
 
@@ -206,9 +208,9 @@ def _parse_message(
     tm = TRANSFER_START.match(msg)
     if tm is not None:
         return parse_transfer(msg, tm, common)
-    mm = MFU_START.match(msg) if "MFU: " in msg else None
+    mm = _MFU.match(msg) if "MFU: " in msg else None
     if mm is not None:
-        return parse_mfu(msg, mm, common)
+        return _parse_mfu(msg, mm, common)
     info = parse_info(msg, common)
     if info is not None:
         return info
@@ -368,3 +370,22 @@ def _canonical_stats(cm: re.Match[str], common: dict[str, Any]) -> EngineStats:
                         float(prompt), float(generation), int(running), int(waiting), device, float(kv),
                         None if prefix is None else float(prefix), None if mm is None else float(mm),
                         common["pid"])
+
+
+def _parse_mfu(msg: str, start: re.Match[str], common: dict[str, Any]) -> MfuStats | Unparsed:
+    """The MFU event of a message that `_MFU` matched at its start: the line of
+    `--enable-mfu-metrics` (vLLM 0.14+), after its engine's stats line each interval, `Engine 000: MFU:
+    123.4 TF/s/GPU 456.7 GB/s/GPU` (0.14-0.29; the Rust front end's has no engine), `TF/s/device` and
+    `GB/s/device` from 0.30.
+
+    >>> m = "Engine 001: MFU: 12.5 TF/s/device 300.1 GB/s/device"
+    >>> e = _parse_mfu(m, _MFU.match(m), {})
+    >>> e.engine, e.tflops_per_device, e.gbps_per_device
+    (1, 12.5, 300.1)
+    """
+    body = _MFU_BODY.match(msg, start.end())
+    if body is None:
+        return Unparsed(what="mfu", **common)
+    engine = start.group(1)
+    return MfuStats(engine=int(engine) if engine else None, tflops_per_device=float(body.group(1)),
+                    gbps_per_device=float(body.group(2)), **common)

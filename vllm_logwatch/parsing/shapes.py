@@ -1,5 +1,5 @@
 """The common shapes of vLLM's lines, each written once as pattern text: the parser compiles them as
-str (`line.py`, `mfu.py`), the offline range workers as bytes behind the common header (`HEADER`).
+str (`line.py`), the offline range workers as bytes behind the common header (`HEADER`).
 
 Pure constants, no import: the range workers load no parser.
 """

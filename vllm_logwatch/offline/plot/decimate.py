@@ -9,8 +9,7 @@ shows, and the line between columns runs as it did. The columns are aligned on t
 point and only ever double in width, so a column's kept points are always its first / min / max /
 last over every point it has been given (`decimate` of the kept points and the new ones is
 `decimate` of all of them): the memory is at most four points a column, whatever the file size.
-The columns are set at the series' `columns + 1`-th point, however the points were chunked, so the
-fast lane (runs of lines) and the general path (a record at a time) keep the same points.
+The columns are set at the series' `columns + 1`-th point, however the points were chunked.
 
 In column mode a point with no value (NaN) is left out (the line joins its neighbours), and the
 figure draws each column's median as the line and its lowest-to-highest as a band (`Decimator.band`):

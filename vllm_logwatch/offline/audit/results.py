@@ -249,12 +249,6 @@ class AIPerfResult(_Loose):
     itl_ms: float | None = at("inter_token_latency", "avg")
 
 
-def is_aiperf(doc: Any) -> bool:
-    """Does `doc` look like AIPerf's aggregate export?"""
-    return isinstance(doc, dict) and "input_config" in doc and "start_time" in doc and (
-        "aiperf_version" in doc or "request_throughput" in doc or "schema_version" in doc)
-
-
 def aiperf_run(result: AIPerfResult, where: str, zone: tzinfo, path: str | None) -> Run:
     """The run of an AIPerf export; `path`: the file (its folder's `profile_export.jsonl` gives the
     requests' ids)."""
@@ -352,10 +346,6 @@ class BenchmarkReport(_Loose):
     request_rate: float | None = at(*_AGGREGATE, "throughput", "request_rate", "mean")
 
 
-def is_benchmark_report(doc: Any) -> bool:
-    return isinstance(doc, dict) and str(doc.get("version", "")).startswith("0.2") and "results" in doc
-
-
 _MS = {"ms": 1.0, "ms/token": 1.0, "s": 1000.0, "s/token": 1000.0, "us": 0.001, "us/token": 0.001}
 
 
@@ -421,10 +411,6 @@ class InferencePerfStage(_Loose):
     output_tok_s: float | None = at("successes", "throughput", "output_tokens_per_sec")
     itl_s: float | None = at("successes", "latency", "inter_token_latency", "mean")
     tpot_s: float | None = at("successes", "latency", "time_per_output_token", "mean")
-
-
-def is_inference_perf_stage(doc: Any) -> bool:
-    return isinstance(doc, dict) and "load_summary" in doc and "successes" in doc
 
 
 _STAGE = re.compile(r"stage_(\d+)_lifecycle_metrics\.json$")
@@ -553,19 +539,22 @@ def _yaml(path: str, shown: str) -> Any:
 
 
 def _runs_of(doc: Any, where: str, zone: tzinfo, path: str | None = None) -> list[Run]:
-    if is_benchmark_report(doc):
+    """The runs of one document, its format told by the keys it has."""
+    d = doc if isinstance(doc, dict) else {}
+    if str(d.get("version", "")).startswith("0.2") and "results" in d:
         return [report_run(_valid(BenchmarkReport, doc, where, "Benchmark Report"), where)]
-    if is_inference_perf_stage(doc):
+    if {"load_summary", "successes"} <= d.keys():
         partial = partial_report_path(path) if path else None
         report = _valid(BenchmarkReport, _yaml(partial, shown_path(partial)), shown_path(partial),
                         "Benchmark Report") if partial else None
         stage = _valid(InferencePerfStage, doc, where, "inference-perf stage")
         return [stage_run(stage, where, path, report)]
-    if is_aiperf(doc):
+    if {"input_config", "start_time"} <= d.keys() and not d.keys().isdisjoint(
+            {"aiperf_version", "request_throughput", "schema_version"}):  # AIPerf's aggregate export
         return [aiperf_run(_valid(AIPerfResult, doc, where, "AIPerf export"), where, zone, path)]
-    if isinstance(doc, dict) and "benchmarks" in doc:
+    if "benchmarks" in d:
         return guidellm_runs(_valid(GuideLLMFile, doc, where, "GuideLLM benchmarks JSON"), where)
-    if isinstance(doc, dict) and {"date", "duration", "model_id"} <= doc.keys():
+    if {"date", "duration", "model_id"} <= d.keys():
         return [_valid(VllmBenchResult, doc, where, "vllm bench serve result").run(where, zone)]
     if isinstance(doc, list) and doc and all(isinstance(d, dict) and "date" in d for d in doc):
         return [run for n, d in enumerate(doc) for run in _runs_of(d, f"{where} [{n}]", zone)]

@@ -15,6 +15,7 @@ import pytest
 from vllm_logwatch.cli import main
 from vllm_logwatch.errors import InputError
 from vllm_logwatch.offline.audit.measures import measure
+from vllm_logwatch.offline.audit.observability import observability_partial
 from vllm_logwatch.offline.audit.results import Run
 from vllm_logwatch.offline.audit.tables import Audited, render_audit
 from vllm_logwatch.offline.audit.verdicts import judge
@@ -134,6 +135,8 @@ def test_a_fall_back_s_repeated_hour_is_told_apart() -> None:
     both = Run("r.json", "vllm bench serve", "m", at(30, 0), at(50, 1), 4, None, 100.0, 10, 0)
     [w], _ = find_windows([both], records)
     assert measure(w).samples == 4
+    [component] = observability_partial(w)["results"]["observability"]["components"]
+    assert len(component["time_series"]["num_requests_running"]["series"]) == 4  # its samples too
 
 
 def test_real_runs_of_three_clients_against_the_server_log(capsys: pytest.CaptureFixture[str]) -> None:

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import get_args
-
-from pydantic import BaseModel
+from typing import get_args, get_type_hints
 
 from .events import EngineStats, SpecDecodeStats, TransferStats
 
@@ -76,10 +74,11 @@ def as_kind(kind: type, value: float) -> float | int:
     return value
 
 
-def typed(record: type[BaseModel], names: dict[str, str]) -> dict[str, tuple[str, type]]:
+def typed(record: type, names: dict[str, str]) -> dict[str, tuple[str, type]]:
     """`names` (a field's name on the line, lower case -> the record's attribute), each with the type the
     record declares for it: int (`as_kind` refuses a fraction) or float."""
-    return {name: (attribute, int if int in get_args(record.model_fields[attribute].annotation) else float)
+    hints = get_type_hints(record)
+    return {name: (attribute, int if int in get_args(hints[attribute]) else float)
             for name, attribute in names.items()}
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -40,13 +40,21 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.integration)
 
 
-@pytest.fixture(autouse=True)
-def _keep_sigpipe() -> Iterator[None]:
-    """`main` of an offline command restores the default SIGPIPE action (right for a CLI: `| head`);
-    give the test process its own back, or a later test writing to a closed socket dies of it."""
-    saved = signal.getsignal(signal.SIGPIPE)
-    yield
-    signal.signal(signal.SIGPIPE, saved)
+_SIGPIPE = signal.getsignal(signal.SIGPIPE)
+"""The test process's own SIGPIPE action (Python ignores it: a write to a closed pipe is an OSError)."""
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(
+        item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, object, object]:
+    """`main` of an offline command restores the default SIGPIPE action (right for a CLI: `| head`). Give
+    the test process its own back after every test, its fixtures included: a module's fixture that ran
+    `main` once left the default in place for every later test, and the next one writing to a closed
+    pipe or socket killed the process (a pytest-xdist worker "not properly terminated")."""
+    try:
+        return (yield)
+    finally:
+        signal.signal(signal.SIGPIPE, _SIGPIPE)
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ is tokens/s. No model ever carries free log text: logs hold users' prompts.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from datetime import datetime
 from math import isfinite
 from operator import attrgetter
@@ -650,7 +650,7 @@ def event_to_dict(e: Event) -> dict[str, Any]:
         if e.repeated is not None:
             row["repeated"] = e.repeated
         return row
-    data = asdict(e)
+    data = {name: _plain(getattr(e, name)) for name in _FIELDS[type(e)]}
     for name in _DROP if e.kind != "log" else _DROP - {"level"}:
         del data[name]
     if e.repeated is None:
@@ -659,6 +659,14 @@ def event_to_dict(e: Event) -> dict[str, Any]:
     if isinstance(e, ServerInfo):
         data = {k: v for k, v in data.items() if v is not None and k != "args"}
     return {"kind": e.kind, **json_safe(data)}
+
+
+def _plain(value: Any) -> Any:
+    """A field's value as `asdict` gives it, without its deep copy of every value (a time whose zone was
+    read from a file, `--tz` or /etc/localtime, cannot be copied)."""
+    if isinstance(value, tuple):
+        return tuple(_plain(v) for v in value)
+    return asdict(value) if is_dataclass(value) and not isinstance(value, type) else value
 
 
 def json_fields(e: Event, exclude: set[str]) -> dict[str, Any]:

@@ -8,10 +8,10 @@ lint:
 	mypy
 
 test: lint
-	python -m pytest
+	python -m pytest -n 2 --dist loadfile
 
 test-long: lint
-	LOGWATCH_LONG_E2E=1 python -m pytest
+	LOGWATCH_LONG_E2E=1 python -m pytest -n 2 --dist loadfile
 
 smoke:
 	python -m pytest tests/unit -q -m "not integration and not e2e" -p no:cacheprovider

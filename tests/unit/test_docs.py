@@ -129,7 +129,8 @@ def test_the_readme_test_command_is_what_ci_runs() -> None:
     assert TEST_COMMAND in readme
     assert ci[-1] == TEST_COMMAND, ci[-1]
     make = (REPO / "Makefile").read_text(encoding="utf-8")
-    assert re.search(r"^test:.*\n\tpython -m pytest$", make, re.M), "make test runs the whole suite"
+    whole = r"^test:.*\n\tpython -m pytest -n 2 --dist loadfile$"
+    assert re.search(whole, make, re.M), "make test runs the whole suite"
 
 
 def test_ci_refuses_to_run_while_goldens_would_be_regenerated(tmp_path: Path) -> None:

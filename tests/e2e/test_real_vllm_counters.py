@@ -149,7 +149,7 @@ def offline_counters(launch_file: Path, interval: float | None) -> tuple[float, 
     for event in iter_events(lines, str(launch_file), YearClock(year, local_zone())):
         if isinstance(event, EngineStats):
             state.apply_stats(event, 0.0)
-    return state.prompt_tokens.value, state.generation_tokens.value, state.stats_lines
+    return state.tokens.prompt_tokens.value, state.tokens.generation_tokens.value, state.stats_lines
 
 
 def computed_prompt(text: str) -> float:

@@ -68,9 +68,9 @@ def run_run(
         stack.callback(sock.close)
         history = History()
         try:
-            metrics = ExporterMetrics(stats_interval=settings.stats_interval, const_labels=settings.labels,
-                                      on_stats=history.record, exact_times=True,
-                                      interval_prior=vllm_stats_interval(os.environ))
+            interval = settings.stats_interval or vllm_stats_interval(os.environ)  # --stats-interval first
+            metrics = ExporterMetrics(stats_interval=interval, const_labels=settings.labels,
+                                      on_stats=history.record)
         except (UsageError, ValueError) as exc:
             raise UsageError(str(exc)) from None
         registry = CollectorRegistry()

@@ -108,11 +108,9 @@ class EngineState:
     """What one engine label knows. Counters survive `reset()` (a new launch): Prometheus counters
     must not go down within our process. Gauges, intervals and the held first line do not."""
 
-    def __init__(
-        self, stats_interval: float | None = None, *, exact_times: bool = False, prior: float | None = None
-    ) -> None:
-        """`stats_interval`, `prior`, `exact_times`: the token rule's (`TokenWindows`)."""
-        self.tokens = TokenWindows(stats_interval, exact_times=exact_times, prior=prior)
+    def __init__(self, stats_interval: float | None = None) -> None:
+        """`stats_interval`: the token rule's (`TokenWindows`)."""
+        self.tokens = TokenWindows(stats_interval)
         """The token windows of the process that wrote the last stats line (`Writers`)."""
         self.writers = Writers(self.tokens)
         self.steps = StepTokens()  # the step lines' counts, once the engine prints them
@@ -134,42 +132,10 @@ class EngineState:
         self.transfer = TransferState()
         self.mfu: MfuStats | None = None  # the last MFU line (--enable-mfu-metrics)
 
-    # -- the interval and the token counters (`tokens`) ----------------------------------------
-
-    @property
-    def prompt_tokens(self) -> RunningTotal:
-        return self.tokens.prompt_tokens
-
-    @property
-    def generation_tokens(self) -> RunningTotal:
-        return self.tokens.generation_tokens
-
-    @property
-    def busy_seconds(self) -> RunningTotal:
-        """The windows in which tokens were computed."""
-        return self.tokens.busy_seconds
-
-    @property
-    def counting(self) -> bool:
-        """Whether the stats lines' throughputs add tokens (False once step lines count them)."""
-        return self.tokens.counting
-
-    @counting.setter
-    def counting(self, counting: bool) -> None:
-        self.writers.set_counting(counting)
-
     def processes(self) -> int:
         """How many processes wrote this engine label's stats lines at once in this launch (1: one at a
         time, or none yet)."""
         return max(1, len(self.writers.together))
-
-    def typical_interval(self) -> float | None:
-        """The configured interval, else the measured one, else the prior, else None (`TokenWindows`)."""
-        return self.tokens.typical_interval()
-
-    def interval(self) -> float:
-        """The typical interval, or vLLM's default before one is known."""
-        return self.tokens.interval()
 
     # -- events ---------------------------------------------------------------------------------
 
@@ -208,7 +174,7 @@ class EngineState:
         if not self.steps.started:
             return
         self.step_lines += 1
-        self.counting = False
+        self.writers.set_counting(False)
         self.tokens.prompt_tokens.add(prompt)
         self.tokens.generation_tokens.add(generation)
 
@@ -243,7 +209,7 @@ class EngineState:
         with vLLM's default interval rather than lost)."""
         self.writers.restart()
         self.tokens = self.writers.template
-        self.counting = True
+        self.writers.set_counting(True)
         self.steps.restart()
         self.last = None
         self.last_arrival = None
@@ -265,7 +231,7 @@ class EngineState:
         if last is None or self.last_arrival is None or not last.running or self.asleep:
             return False
         since = self.last_arrival if self.woke_at is None else max(self.last_arrival, self.woke_at)
-        return now - since > intervals * self.interval()
+        return now - since > intervals * self.tokens.interval()
 
     def set_asleep(self, asleep: bool, now: float) -> None:
         """A sleep-mode line: asleep, or awake again (at wall time `now`)."""
@@ -278,7 +244,7 @@ class EngineState:
         last = self.last
         if last is not None and last.running == 0 and self.last_arrival is not None:
             quiet = not last.prompt_throughput and not last.generation_throughput
-            if quiet or now - self.last_arrival > intervals * self.interval():
+            if quiet or now - self.last_arrival > intervals * self.tokens.interval():
                 return "idle"
         return "ok"
 
@@ -294,9 +260,9 @@ class EngineState:
             last=json_safe(values),
             age_seconds=round(now - self.last_arrival, 3),
             state=self.state(now, intervals),
-            interval_seconds=finite(self.typical_interval()),
-            prompt_tokens=self.prompt_tokens.value,
-            generation_tokens=self.generation_tokens.value,
+            interval_seconds=finite(self.tokens.typical_interval()),
+            prompt_tokens=self.tokens.prompt_tokens.value,
+            generation_tokens=self.tokens.generation_tokens.value,
             stats_lines=self.stats_lines,
             transfers={cache: TransferSnapshot(
                 transfers=t["transfers"], expired_requests=t["expired_requests"],
@@ -324,7 +290,7 @@ class EngineState:
             _put(out, "mm_cache_hit_ratio", last.mm_cache_hit_rate_pct, 100.0)
             stamp = last.time.timestamp() if last.time is not None else self.last_arrival
             _put(out, "last_stats_timestamp_seconds", stamp)
-            _put(out, "stats_interval_seconds", self.typical_interval())
+            _put(out, "stats_interval_seconds", self.tokens.typical_interval())
         if spec is not None:
             _put(out, "spec_decode_mean_acceptance_length", spec.mean_acceptance_length)
             ratio: float | None = None
@@ -360,10 +326,10 @@ class EngineState:
         """Short metric name -> total, for the counters this engine has data for."""
         out: dict[str, float] = {}
         if self.stats_lines or self.step_lines:
-            out["prompt_tokens"] = self.prompt_tokens.value
-            out["generation_tokens"] = self.generation_tokens.value
+            out["prompt_tokens"] = self.tokens.prompt_tokens.value
+            out["generation_tokens"] = self.tokens.generation_tokens.value
         if self.stats_lines:
-            out["busy_seconds"] = self.busy_seconds.value
+            out["busy_seconds"] = self.tokens.busy_seconds.value
             out["stats_lines"] = float(self.stats_lines)
         if self.has_preemptions:
             out["preemptions"] = self.preemptions.value

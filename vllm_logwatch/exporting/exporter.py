@@ -71,15 +71,12 @@ class ExporterMetrics(Collector):
         self, *, stats_interval: float | None = None, const_labels: Mapping[str, str] | None = None,
         max_engines: int = 64, max_paths: int = len(VLLM_ROUTES) + 1, clock: Callable[[], float] = time.time,
         stall_intervals: float = 3.0, on_stats: Callable[[str, EngineStats, float], None] | None = None,
-        exact_times: bool = False, interval_prior: float | None = None,
     ) -> None:
-        """`stats_interval`: vLLM's `VLLM_LOG_STATS_INTERVAL` when known (else measured per engine);
+        """`stats_interval`: vLLM's `VLLM_LOG_STATS_INTERVAL` when known (else the spacing of the stamps);
         `const_labels`: `--label k=v` pairs added to every series; `clock`: wall time (tests inject);
         `stall_intervals`: silent intervals, with requests running, before an engine counts as stalled;
         `on_stats(engine_label, stats, arrival)`: told of each stats line, with the bounded engine label
-        of its series (the status page's `history.History.record`); called under the lock, keep it short;
-        `exact_times`, `interval_prior`: precise arrival times and the configured interval (run
-        mode), see `EngineState`."""
+        of its series (the status page's `history.History.record`); called under the lock, keep it short."""
         for what, number in (("stats interval", stats_interval), ("stall intervals", stall_intervals)):
             if number is not None and not (math.isfinite(number) and number > 0):
                 raise UsageError(f"{what} must be a positive number, not {number}")
@@ -93,8 +90,7 @@ class ExporterMetrics(Collector):
         self._stall_intervals = stall_intervals
         self._on_stats = on_stats
         self._lock = threading.Lock()
-        self._ledgers = Ledgers(  # by model
-            lambda: EngineState(stats_interval, exact_times=exact_times, prior=interval_prior), max_engines)
+        self._ledgers = Ledgers(lambda: EngineState(stats_interval), max_engines)  # by model
         self._engines = self._ledgers.current.engines
         self._latency = self._ledgers.current.latency  # iteration and request lines
         self._http = HttpCounts(max_paths)
@@ -284,7 +280,7 @@ class ExporterMetrics(Collector):
             arrival = min(arrival, event.time.timestamp())  # a backlog line: its own stamp
         state = self._engines[label]
         if label == "aggregated":  # data parallel: the engines' step lines count their tokens, not this
-            state.counting = not any(e.steps.started for e in self._engines.values())
+            state.writers.set_counting(not any(e.steps.started for e in self._engines.values()))
         if not state.apply_stats(event, arrival):
             self._parse_errors["stats"] += 1
         if self._on_stats is not None:

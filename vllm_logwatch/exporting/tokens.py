@@ -24,24 +24,15 @@ from statistics import fmean
 from ..parsing.events import IterationStats
 from .totals import RunningTotal
 
-__all__ = [
-    "DEFAULT_INTERVAL", "EXACT_IDLE_GAP_FACTOR", "GAP_HISTORY", "IDLE_GAP_FACTOR", "MAX_FIRST_GAP",
-    "MAX_TOKENS_PER_SECOND", "TokenWindows", "readable", "readable_step",
-]
-
 DEFAULT_INTERVAL = 10.0
 """vLLM's default `VLLM_LOG_STATS_INTERVAL`, used until an engine's own spacing is known."""
 IDLE_GAP_FACTOR = 1.5
 """A gap longer than this many typical intervals held hidden all-zero windows (an idle silence)."""
-EXACT_IDLE_GAP_FACTOR = 1.9
-"""The same with exact times: a hidden window makes a gap of two intervals or more, so up to that
-a longer gap is vLLM's timer running late (under load), and still the line's own window."""
 MAX_FIRST_GAP = 60.0
 """The first gap of an engine is believed as its interval only up to this (nothing to compare with)."""
 MAX_TOKENS_PER_SECOND = 1e9
 """No engine computes a billion tokens a second (a whole 8-GPU node prefills about a million): a line
 saying more (a throughput, or a step's tokens over its time) is unreadable, and counts no token."""
-_MIN_GAPS = 3
 GAP_HISTORY = 9
 """Gaps kept for the interval: their mean resolves 1/9 s from whole-second stamps."""
 
@@ -50,17 +41,9 @@ class TokenWindows:
     """One engine's token counters and the spacing of its lines. The counters survive `restart()` (a
     new launch): Prometheus counters must not go down within our process; the spacing does not."""
 
-    def __init__(
-        self, stats_interval: float | None = None, *, exact_times: bool = False, prior: float | None = None
-    ) -> None:
-        """`stats_interval`: the configured interval, always the window. `prior`: the interval vLLM was
-        configured with (run mode reads VLLM_LOG_STATS_INTERVAL from the child's environment): the
-        window, unless 3+ gaps between the lines disagree by more than 25% (the variable was set inside
-        the command). Without either the window is the mean gap. `exact_times`: the lines' times are
-        precise (read live), so gaps up to 1.9 intervals are a late logging loop, not an idle silence."""
+    def __init__(self, stats_interval: float | None = None) -> None:
+        """`stats_interval`: the configured interval, always the window; without it, the mean gap."""
         self.stats_interval = stats_interval
-        self.exact_times = exact_times
-        self.prior = prior
         self.prompt_tokens = RunningTotal()
         self.generation_tokens = RunningTotal()
         self.busy_seconds = RunningTotal()  # the windows in which tokens were computed
@@ -86,7 +69,7 @@ class TokenWindows:
     def sibling(self) -> TokenWindows:
         """Windows of their own (spacing, held line) with the same settings, adding to the same counters:
         another process's lines under the same engine label (two servers writing one log)."""
-        twin = TokenWindows(self.stats_interval, exact_times=self.exact_times, prior=self.prior)
+        twin = TokenWindows(self.stats_interval)
         twin.prompt_tokens, twin.generation_tokens = self.prompt_tokens, self.generation_tokens
         twin.busy_seconds, twin.counting = self.busy_seconds, self.counting
         return twin
@@ -103,14 +86,8 @@ class TokenWindows:
         self._after_zero = False
 
     def typical_interval(self) -> float | None:
-        """The configured interval, else the measured one (see `__init__`), else the prior, else None."""
-        if self.stats_interval is not None:
-            return self.stats_interval
-        measured = self._mean
-        if self.prior is not None:
-            trusted = len(self._gaps) < _MIN_GAPS or abs(measured - self.prior) <= 0.25 * self.prior  # type: ignore[operator]
-            return self.prior if trusted else measured
-        return measured
+        """The configured interval, else the mean gap, else None."""
+        return self.stats_interval if self.stats_interval is not None else self._mean
 
     def interval(self) -> float:
         """The typical interval, or vLLM's default before one is known."""
@@ -129,24 +106,20 @@ class TokenWindows:
             return self.interval()
         previous, self._last_time = self._last_time, time
         if previous is None:
-            return self.prior  # None: hold the first line until a gap tells
+            return None  # hold the first line until a gap tells
         try:
             gap: float | None = (time - previous).total_seconds()
         except TypeError:  # naive next to aware: not comparable
             gap = None
-        typical = before = self.typical_interval()
-        # A hidden (idle) window makes a gap of at least two intervals; with exact times anything
-        # shorter is a late timer and still this line's own window.
-        limit = MAX_FIRST_GAP if typical is None else (
-            EXACT_IDLE_GAP_FACTOR if self.exact_times else IDLE_GAP_FACTOR) * typical
+        typical = before = self._mean
+        limit = MAX_FIRST_GAP if typical is None else IDLE_GAP_FACTOR * typical
         usable = gap is not None and 0 < gap <= limit and not after_zero
         if usable:
             gaps = self._gaps
             same = len(gaps) == gaps.maxlen and gaps[0] == gap  # the same gaps after it: the same mean
             gaps.append(gap)  # type: ignore[arg-type]
             if not same:
-                self._mean = fmean(gaps)
-                typical = self.typical_interval()
+                self._mean = typical = fmean(gaps)
         if self._held is not None:  # its window, best known now: the next true gap
             self._credit(*self._held, gap if usable and gap is not None else before or DEFAULT_INTERVAL)
             self._held = None

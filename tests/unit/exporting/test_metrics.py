@@ -652,31 +652,13 @@ def test_exposition_text_of_a_small_state() -> None:
     assert generate_latest(reg).decode() == EXPECTED_EXPOSITION
 
 
-def test_exact_times_measure_a_late_timer() -> None:
-    """Run mode times lines when read: a vLLM timer running late under load (2.1 s windows for a 2 s
-    interval) is measured by the median gap; whole-second stamps would have said 2 s."""
-    from vllm_logwatch.exporting.engine_state import EngineState
-
-    exact = EngineState(exact_times=True)
-    for i in range(11):
-        stats = parse_line(
-            "(APIServer pid=1) INFO 11-29 19:26:05 [loggers.py:335] Engine 000: Avg prompt throughput: "
-            "0.0 tokens/s, Avg generation throughput: 100.0 tokens/s, Running: 1 reqs, Waiting: 0 reqs, "
-            "CPU KV cache usage: 1.0%")
-        assert isinstance(stats, EngineStats)
-        exact.apply_stats(replace(stats, time=T0 + timedelta(seconds=2.1 * i)), 0.0)
-    assert exact.typical_interval() == pytest.approx(2.1)
-    assert exact.generation_tokens.value == pytest.approx(11 * 100.0 * 2.1)
-
-
-@pytest.mark.parametrize("exact", [False, True])
-def test_gap_after_an_all_zero_line_is_not_an_interval(exact: bool) -> None:
+def test_gap_after_an_all_zero_line_is_not_an_interval() -> None:
     """vLLM prints one all-zero line, then hides zero windows: the gap after a zero line may span
     hidden windows. A busy line after it is credited with one interval (learned from the next gap),
     not with the silence (a start-up zero line 12 s before the load made the counter 5x too high)."""
     from vllm_logwatch.exporting.engine_state import EngineState
 
-    state = EngineState(exact_times=exact)
+    state = EngineState()
 
     def line(at: float, gen: float) -> EngineStats:
         e = parse_line(
@@ -690,31 +672,7 @@ def test_gap_after_an_all_zero_line_is_not_an_interval(exact: bool) -> None:
     for i in range(5):  # the load: a line every 2 s from t=12 s
         state.apply_stats(line(12.0 + 2 * i, 100.0), 0.0)
     state.apply_stats(line(22.0, 0.0), 0.0)  # load over: one zero line
-    assert state.generation_tokens.value == pytest.approx(5 * 100.0 * 2.0)
-
-
-def test_configured_interval_is_the_window_unless_the_gaps_disagree() -> None:
-    """Run mode knows VLLM_LOG_STATS_INTERVAL: exact while vLLM keeps time (read-time jitter does
-    not count); gaps that disagree by more than 25% mean the configuration is not what we were told."""
-    from vllm_logwatch.exporting.engine_state import EngineState
-
-    def feed(state: EngineState, gaps: list[float]) -> None:
-        at = 0.0
-        for gap in [0.0, *gaps]:
-            at += gap
-            e = parse_line(
-                "(APIServer pid=1) INFO 11-29 19:26:05 [loggers.py:335] Engine 000: Avg prompt throughput: "
-                "0.0 tokens/s, Avg generation throughput: 100.0 tokens/s, Running: 1 reqs, Waiting: 0 reqs, "
-                "CPU KV cache usage: 1.0%")
-            assert isinstance(e, EngineStats)
-            state.apply_stats(replace(e, time=T0 + timedelta(seconds=at)), 0.0)
-
-    jittery = EngineState(exact_times=True, prior=2.0)
-    feed(jittery, [2.3, 1.7, 2.2, 1.8, 2.0])  # our reads jitter; vLLM's windows were 2 s
-    assert jittery.generation_tokens.value == pytest.approx(6 * 100.0 * 2.0)
-    misled = EngineState(exact_times=True, prior=10.0)
-    feed(misled, [2.0] * 5)  # the child set the variable itself: 2 s, not 10
-    assert misled.typical_interval() == pytest.approx(2.0)
+    assert state.tokens.generation_tokens.value == pytest.approx(5 * 100.0 * 2.0)
 
 
 def _launch(model: str) -> list[Event]:

@@ -61,16 +61,16 @@ def test_a_dummy_step_counts_nothing_and_does_not_start_the_count() -> None:
 def test_the_first_step_line_switches_the_counters_to_the_steps() -> None:
     state = EngineState(5.0)
     state.apply_stats(_stats(0, 100.0, 200.0), 0.0)  # before: throughput x 5 s
-    assert (state.prompt_tokens.value, state.generation_tokens.value) == (500.0, 1000.0)
+    assert (state.tokens.prompt_tokens.value, state.tokens.generation_tokens.value) == (500.0, 1000.0)
     state.apply_step(_step(1, 480, 3, 3))
     state.apply_stats(_stats(5, 100.0, 200.0), 5.0)  # after: the line adds no tokens, only its busy window
-    assert (state.prompt_tokens.value, state.generation_tokens.value) == (980.0, 1004.0)
-    assert state.busy_seconds.value == 10.0
+    assert (state.tokens.prompt_tokens.value, state.tokens.generation_tokens.value) == (980.0, 1004.0)
+    assert state.tokens.busy_seconds.value == 10.0
     state.apply_spec(SpecDecodeStats(format="v1", engine=0, accepted_tokens=7, drafted_tokens=12))
-    assert state.generation_tokens.value == 1011.0  # accepted draft tokens: on no step line
+    assert state.tokens.generation_tokens.value == 1011.0  # accepted draft tokens: on no step line
     state.reset()  # a new launch without step lines: throughput x window again
     state.apply_stats(_stats(100, 10.0, 20.0), 100.0)
-    assert (state.prompt_tokens.value, state.generation_tokens.value) == (1030.0, 1111.0)
+    assert (state.tokens.prompt_tokens.value, state.tokens.generation_tokens.value) == (1030.0, 1111.0)
 
 
 def test_the_exporter_counts_steps_per_engine_with_the_launch_budget() -> None:

@@ -30,7 +30,7 @@ def test_a_throughput_past_any_engines_counts_no_token(huge: float) -> None:
     lines = _lines([(10, huge, huge)] * 3 + [(10, 3.0, 3.0)] * 3)
     one = EngineState()
     read = [one.apply_stats(e, 0.0) for e in lines]
-    assert one.generation_tokens.value == 90.0  # the good lines, 10 s each
+    assert one.tokens.generation_tokens.value == 90.0  # the good lines, 10 s each
     assert read == [False] * 3 + [True] * 3
 
 
@@ -44,4 +44,4 @@ def test_restarts_without_a_banner_keep_the_writers_bounded() -> None:
             time = T0 + timedelta(seconds=100 * pid + 10 * step)
             state.apply_stats(EngineStats(time=time, pid=pid, generation_throughput=100.0, running=1), 0.0)
     assert len(state.writers.windows) == MAX_WRITERS and state.processes() == 1
-    assert state.generation_tokens.value == 20 * 2 * 100 * 10
+    assert state.tokens.generation_tokens.value == 20 * 2 * 100 * 10

@@ -64,7 +64,7 @@ def test_lines_read_live_are_credited_the_configured_interval() -> None:
     """A 5 s interval whose loop runs 5.2 s: each line is credited the configured 5 s, however it was
     read (the counters run low by the loop's lateness, the documented bound), as watch credits them."""
     clocks = Clocks()
-    metrics = ExporterMetrics(interval_prior=5.0)
+    metrics = ExporterMetrics(stats_interval=5.0)
     live = reader(metrics, clocks.timer())
     for i in range(20):
         printed = START + 0.1 + 5.2 * i
@@ -100,7 +100,7 @@ def test_lines_read_late_take_the_configured_interval() -> None:
     (past the second) through ten busy lines, then 50 ms again: the counter is throughput x 2 s, our
     late reads carried into no line."""
     clocks = Clocks()
-    metrics = ExporterMetrics(interval_prior=2.0)
+    metrics = ExporterMetrics(stats_interval=2.0)
     live = reader(metrics, clocks.timer())
     rates = [100.0] * 10 + [900.0] * 10 + [100.0] * 10
     for i, gen in enumerate(rates):

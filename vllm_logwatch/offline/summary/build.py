@@ -270,7 +270,7 @@ def _last_hits(g: _Group) -> tuple[float | None, float | None]:
 
 
 def _finish(g: _Group) -> GroupSummary:
-    intervals = [i for e in g.estimates.values() if (i := e.typical_interval()) is not None]
+    intervals = [i for e in g.estimates.values() if (i := e.tokens.typical_interval()) is not None]
     processes = max((e.processes() for e in g.estimates.values()), default=1)
     for estimate in g.estimates.values():
         estimate.reset()  # end of the launch: a lone first line is credited with the default interval
@@ -300,8 +300,8 @@ def _finish(g: _Group) -> GroupSummary:
         lines=g.lines,
         intervals=n,
         busy_intervals=n_busy,
-        prompt_tokens=sum(t.prompt_tokens.value for t in g.estimates.values()),
-        generation_tokens=sum(t.generation_tokens.value for t in g.estimates.values()),
+        prompt_tokens=sum(t.tokens.prompt_tokens.value for t in g.estimates.values()),
+        generation_tokens=sum(t.tokens.generation_tokens.value for t in g.estimates.values()),
         peak_generation=max(g.generation) if n else None,
         median_generation=median_generation,
         mean_kv_cache_usage_pct=math.fsum(compress(g.kv, busy_kv)) / n_busy_kv if n_busy_kv else None,

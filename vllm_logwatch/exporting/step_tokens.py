@@ -30,8 +30,6 @@ SpecDecoding lines (`EngineState.apply_spec`).
 
 from __future__ import annotations
 
-__all__ = ["StepTokens"]
-
 
 class StepTokens:
     """One engine's token counts from its step lines, since its first one (`started`)."""

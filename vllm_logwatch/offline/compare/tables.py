@@ -7,6 +7,7 @@ import json
 from dataclasses import asdict
 from typing import Any
 
+from ...shown import json_safe
 from ...shown import shown_number as _f
 from ..summary.answers import Asked, answer_lines, answer_notes, answers_json
 from ..summary.build import ConcurrencyRow
@@ -19,7 +20,6 @@ from ..summary.tables import (
     TABLE_COLUMNS,
     TABLE_HEAD,
     concurrency_cells,
-    json_ready,
     table_lines,
     tbt_lines,
 )
@@ -97,7 +97,7 @@ def _json(cmp: Comparison, asked: Asked, scripts: dict[int, str]) -> str:
         "against_previous": [_regression_json(r) for r in regressions(cmp, scripts)],
         "answers": answers_json(comparison_summary(cmp), asked),
     }
-    return json.dumps(json_ready(doc), indent=2, default=str) + "\n"
+    return json.dumps(json_safe(doc), indent=2, default=str) + "\n"
 
 
 def _differences(cmp: Comparison, markdown: bool, h: str) -> list[str]:

@@ -20,9 +20,6 @@ from ..reading.details import REQUEST_COLUMNS, source_rows
 from ..reading.inputs import resolve_inputs
 from ..reading.stream import ScanStats
 
-__all__ = ["ADAPTER_COLUMNS", "BASE_MODEL", "AdapterRow", "adapters_json", "adapters_lines",
-           "collect_adapters"]
-
 BASE_MODEL = "(base model)"
 """The row of the requests that name no adapter."""
 ADAPTER_COLUMNS = {

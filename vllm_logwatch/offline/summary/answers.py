@@ -17,22 +17,6 @@ from .build import GroupSummary, Summary
 from .capacity import KV_FULL_PCT, CapacityAnswer, answer
 from .cost import CostRow, cost_row, daily_rows
 
-__all__ = [
-    "ANSWER_NOTES",
-    "CAPACITY_HEAD",
-    "COST_HEAD",
-    "Asked",
-    "answer_lines",
-    "answer_notes",
-    "answers_json",
-    "capacity_answers",
-    "capacity_table",
-    "cost_cells",
-    "cost_rows",
-    "launch_gpus",
-    "pareto",
-]
-
 ANSWER_NOTES: dict[str, str] = {
     "capacity": "the largest running count whose median stream (generation tok/s / running, over the "
     "intervals with nothing waiting) gets the target; limit: speed (a higher count was seen with "

@@ -34,15 +34,10 @@ from .capacity import CapacityCurve, capacity_curves
 from .connectors import SpecSummary, TransferSummary
 from .facts import MfuSummary, MfuTotals
 from .groups import _Group
-from .matrix import Matrix, build_matrix
-from .sorting import sorted_ratios, sorted_selected
-from .tbt import DECODE_MIN_SHARE, TbtFrom, little
+from .matrix import Matrix, bucket_label, bucket_of, build_matrix
+from .sorting import median_sorted, quantile_sorted, sorted_ratios, sorted_selected
+from .tbt import TbtFrom, little
 
-__all__ = [
-    "DECODE_MIN_SHARE", "FEW_INTERVALS", "ConcurrencyRow", "GroupSummary",
-    "SpecSummary", "Summary", "TransferSummary",
-    "bucket_of", "quantile", "summarize",
-]
 Record = EngineStats | SpecDecodeStats | TransferStats | MfuStats | IterationStats
 
 By = Literal["launch", "engine", "none"]
@@ -51,51 +46,6 @@ FEW_INTERVALS = 3
 _FEW_DISTINCT = 8
 """Up to this many distinct running counts: one row each instead of power-of-two buckets."""
 _Key = tuple[int, ...]
-
-
-def quantile(values: Iterable[float], q: float) -> float:
-    """The q-quantile with linear interpolation between closest ranks (numpy's default).
-
-    >>> quantile([1.0, 2.0, 3.0, 4.0], 0.9)
-    3.7
-    """
-    return _quantile_sorted(sorted(values), q)
-
-
-def _quantile_sorted(ordered: Sequence[float], q: float) -> float:
-    pos = q * (len(ordered) - 1)
-    lo = math.floor(pos)
-    if lo + 1 >= len(ordered):
-        return float(ordered[-1])
-    return round(float(ordered[lo]) + (float(ordered[lo + 1]) - float(ordered[lo])) * (pos - lo), 10)
-
-
-def _median_sorted(ordered: Sequence[float]) -> float:
-    """`statistics.median` of an already sorted sequence (the same arithmetic, no second copy)."""
-    n = len(ordered)
-    if n % 2 == 1:
-        return float(ordered[n // 2])
-    return (float(ordered[n // 2 - 1]) + float(ordered[n // 2])) / 2
-
-
-def bucket_of(running: int) -> tuple[int, int | None]:
-    """The power-of-two bucket of a running count: 1, 2, 3-4, 5-8, ..., 65-128, >128 (hi None).
-
-    >>> bucket_of(2), bucket_of(3), bucket_of(16), bucket_of(17), bucket_of(200)
-    ((2, 2), (3, 4), (9, 16), (17, 32), (129, None))
-    """
-    if running <= 2:
-        return running, running
-    hi = 1 << (running - 1).bit_length()
-    if hi > 128:
-        return 129, None
-    return hi // 2 + 1, hi
-
-
-def _bucket_label(lo: int, hi: int | None) -> str:
-    if hi is None:
-        return f">{lo - 1}"
-    return str(lo) if lo == hi else f"{lo}-{hi}"
 
 
 @dataclass
@@ -236,21 +186,21 @@ def _concurrency(g: _Group, codes: bytes, keys: list[tuple[int, int | None]],
         if not intervals:
             continue
         gen = sorted_selected(g.generation, rows)
-        median, p90, p10 = _median_sorted(gen), _quantile_sorted(gen, 0.9), _quantile_sorted(gen, 0.1)
+        median, p90, p10 = median_sorted(gen), quantile_sorted(gen, 0.9), quantile_sorted(gen, 0.1)
         del gen
         kv = sorted_selected(g.kv, _mask(codes, number, flag | _KV))
         tbt = little(g.generation, g.prompt, g.running, g.streams, rows)
         out.append(ConcurrencyRow(
-            running=_bucket_label(lo, hi),
+            running=bucket_label(lo, hi),
             lo=lo,
             hi=hi,
             intervals=intervals,
             generation_median=median,
             generation_p90=p90,
             generation_p10=p10,
-            per_request_median=_median_sorted(sorted_ratios(g.generation, g.running, rows)),
-            prompt_median=_median_sorted(sorted_selected(g.prompt, rows)),
-            kv_cache_usage_median_pct=_median_sorted(kv) if len(kv) else None,
+            per_request_median=median_sorted(sorted_ratios(g.generation, g.running, rows)),
+            prompt_median=median_sorted(sorted_selected(g.prompt, rows)),
+            kv_cache_usage_median_pct=median_sorted(kv) if len(kv) else None,
             waiting_share=_mask(codes, number, flag | _WAITING).count(1) / intervals,
             decode_intervals=tbt.intervals,
             per_request_tps=tbt.per_request_tps,
@@ -281,7 +231,7 @@ def _finish(g: _Group) -> GroupSummary:
     # The running counts of the held intervals, 0 for the others (the matrix and capacity read no others).
     held = array("q", (r if c & _HELD else 0 for r, c in zip(g.running, codes, strict=True)))
     every = sorted_selected(g.generation, _mask(codes, 0))  # the busy intervals, all of them
-    median_generation = _median_sorted(every) if len(every) else None
+    median_generation = median_sorted(every) if len(every) else None
     del every
     n_busy = _mask(codes, 0).count(1)
     tbt = little(g.generation, g.prompt, g.running, g.streams, _mask(codes, 0, _HELD), _mask(codes, 0))
@@ -337,8 +287,8 @@ def _matrix(g: _Group, launches: list[Launch], held: Sequence[int]) -> Matrix | 
     tokens = launches[0].facts.get("kv_cache_tokens") if len(launches) == 1 else None
     if not isinstance(tokens, int):
         return None
-    return build_matrix(held, g.kv, g.generation, tokens, max(1, len(g.engines)), bucket_of,
-                        prompt=g.prompt, streams=g.streams)
+    return build_matrix(held, g.kv, g.generation, tokens, max(1, len(g.engines)), prompt=g.prompt,
+                        streams=g.streams)
 
 
 def summarize(records: Iterable[tuple[Launch, Record | IterationStats]], by: By = "launch",

@@ -25,8 +25,6 @@ import numpy as np
 
 from .matrix import as_column, context_label, context_rows
 
-__all__ = ["KV_FULL_PCT", "CapacityAnswer", "CapacityCurve", "CapacityPoint", "answer", "capacity_curves"]
-
 KV_FULL_PCT = 90.0
 """KV usage (median of the intervals with requests waiting above the answer) from which the KV cache binds."""
 

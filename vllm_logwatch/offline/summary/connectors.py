@@ -17,8 +17,6 @@ from dataclasses import dataclass
 from ...exporting.engine_state import EngineState
 from ...parsing.events import SpecDecodeStats, TransferStats
 
-__all__ = ["SpecSummary", "SpecTotals", "TransferSummary", "TransferTotals"]
-
 
 @dataclass
 class SpecSummary:

@@ -19,8 +19,6 @@ from typing import Any
 
 from ...parsing.stamps import seconds_between
 
-__all__ = ["CostRow", "cost_row", "daily_rows"]
-
 
 @dataclass
 class CostRow:

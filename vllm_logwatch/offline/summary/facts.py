@@ -7,14 +7,12 @@ Pure: `Launch.facts` (offline/reading/launches.py) in, rows and medians out.
 from __future__ import annotations
 
 import math
-import statistics
 from array import array
 from dataclasses import dataclass
 from typing import Any
 
 from ..reading.launches import Launch
-
-__all__ = ["FACT_COLUMNS", "MFU_COLUMNS", "MfuSummary", "MfuTotals", "fact_text", "launch_facts"]
+from .sorting import median_sorted, quantile_sorted
 
 FACT_COLUMNS: dict[str, tuple[str, str]] = {
     "vllm_version": ("vLLM", "vLLM version (banner or engine config line)"),
@@ -85,14 +83,6 @@ class MfuSummary:
     gbps_p90: float
 
 
-def _p90(ordered: list[float]) -> float:
-    pos = 0.9 * (len(ordered) - 1)
-    lo = math.floor(pos)
-    if lo + 1 >= len(ordered):
-        return ordered[-1]
-    return round(ordered[lo] + (ordered[lo + 1] - ordered[lo]) * (pos - lo), 10)
-
-
 class MfuTotals:
     """MFU lines of one group as they are read."""
 
@@ -110,5 +100,6 @@ class MfuTotals:
         if not self.tflops:
             return None
         tflops, gbps = sorted(self.tflops), sorted(self.gbps)
-        return MfuSummary(lines=len(tflops), tflops_median=statistics.median(tflops), tflops_p90=_p90(tflops),
-                          gbps_median=statistics.median(gbps), gbps_p90=_p90(gbps))
+        return MfuSummary(lines=len(tflops), tflops_median=median_sorted(tflops),
+                          tflops_p90=quantile_sorted(tflops, 0.9), gbps_median=median_sorted(gbps),
+                          gbps_p90=quantile_sorted(gbps, 0.9))

@@ -11,9 +11,6 @@ from ..reading.launches import Launch
 from .facts import FACT_COLUMNS, fact_text, launch_facts
 from .matrix import Matrix
 
-__all__ = ["Table", "fact_notes", "facts_table", "launch_json", "matrix_cells", "matrix_table",
-           "matrix_title", "mfu_table"]
-
 Table = tuple[tuple[str, ...], list[list[str]]]
 
 

@@ -13,15 +13,12 @@ intervals, the concurrency table's definition). Pure: columns of numbers in, a `
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from .tbt import TbtFrom, little
-
-__all__ = ["MATRIX_CAVEAT", "Matrix", "MatrixCell", "add_step_times", "as_column", "build_matrix",
-           "context_label", "context_rows"]
 
 MATRIX_CAVEAT = (
     "Context is an estimate: KV cache usage x KV cache size in tokens / running requests, per interval. "
@@ -91,6 +88,26 @@ class Matrix:
         return None
 
 
+def bucket_of(running: int) -> tuple[int, int | None]:
+    """The power-of-two bucket of a running count: 1, 2, 3-4, 5-8, ..., 65-128, >128 (hi None).
+
+    >>> bucket_of(2), bucket_of(3), bucket_of(16), bucket_of(17), bucket_of(200)
+    ((2, 2), (3, 4), (9, 16), (17, 32), (129, None))
+    """
+    if running <= 2:
+        return running, running
+    hi = 1 << (running - 1).bit_length()
+    if hi > 128:
+        return 129, None
+    return hi // 2 + 1, hi
+
+
+def bucket_label(lo: int, hi: int | None) -> str:
+    if hi is None:
+        return f">{lo - 1}"
+    return str(lo) if lo == hi else f"{lo}-{hi}"
+
+
 def as_column(values: Sequence[float] | Sequence[int], dtype: type[np.generic]) -> np.ndarray:
     """A summary column as numpy sees it: the array's own memory for an `array` (no copy of months of
     intervals), else a new array."""
@@ -116,16 +133,14 @@ def context_rows(running: Sequence[int], kv_pct: Sequence[float], generation: Se
 
 
 def build_matrix(running: Sequence[int], kv_pct: Sequence[float], generation: Sequence[float],
-                 kv_cache_tokens: int, engines: int,
-                 column: Callable[[int], tuple[int, int | None]], *, prompt: Sequence[float] | None = None,
+                 kv_cache_tokens: int, engines: int, *, prompt: Sequence[float] | None = None,
                  streams: Sequence[float] | None = None) -> Matrix | None:
     """The matrix of the intervals (running count, mean KV usage % over the engines, aggregate
-    generation tok/s), `column` the running-count bucket; None without a busy interval with KV usage.
+    generation tok/s); None without a busy interval with KV usage.
     `prompt` (prompt tok/s; None: 0) and `streams` (the steps' mean generation requests, NaN or None:
     no iteration line) are the rest of what a cell's time between tokens reads (`tbt.little`).
 
-    >>> from vllm_logwatch.offline.summary.build import bucket_of
-    >>> m = build_matrix([4, 4, 1], [50.0, 50.0, 3.0], [900.0, 1100.0, 400.0], 8192, 1, bucket_of)
+    >>> m = build_matrix([4, 4, 1], [50.0, 50.0, 3.0], [900.0, 1100.0, 400.0], 8192, 1)
     >>> [(c.context, c.running, c.intervals, c.gen_tps_median) for c in m.cells]
     [('256', '1', 1, 400.0), ('1K', '3-4', 2, 1000.0)]
     """
@@ -136,7 +151,7 @@ def build_matrix(running: Sequence[int], kv_pct: Sequence[float], generation: Se
         return None
     gens = as_column(generation, np.float64)[index]
     r = as_column(running, np.int64)[index]
-    buckets = {int(n): column(int(n)) for n in np.unique(r)}
+    buckets = {int(n): bucket_of(int(n)) for n in np.unique(r)}
     lows = np.fromiter((buckets[n][0] for n in r.tolist()), dtype=np.int64, count=len(r))
     matrix = Matrix(kv_cache_tokens=kv_cache_tokens, engines=engines,
                     tokens_per_request_median=round(float(np.median(estimates)), 1))
@@ -152,19 +167,19 @@ def build_matrix(running: Sequence[int], kv_pct: Sequence[float], generation: Se
         tbt = little(generation, prompts, running, means, members)
         matrix.cells.append(MatrixCell(
             context=context_label(power), context_tokens=1 << power,
-            running=_running_label(lo, hi), running_lo=lo, running_hi=hi, intervals=int(pick.sum()),
+            running=bucket_label(lo, hi), running_lo=lo, running_hi=hi, intervals=int(pick.sum()),
             gen_tps_median=float(np.median(gens[pick])),
             tokens_per_request_median=round(float(np.median(estimates[pick])), 1),
             per_request_tps=None if tbt.per_request_tps is None else round(tbt.per_request_tps, 1),
             tbt_ms=None if tbt.ms is None else round(tbt.ms, 2), tbt_from=tbt.source,
         ))
     matrix.rows = [context_label(p) for p in sorted({p for p, _ in cells})]
-    matrix.columns = [_running_label(lo, his[lo]) for lo in sorted({lo for _, lo in cells})]
+    matrix.columns = [bucket_label(lo, his[lo]) for lo in sorted({lo for _, lo in cells})]
     return matrix
 
 
 def add_step_times(matrix: Matrix, running: Sequence[int], kv_pct: Sequence[float],
-                   elapsed_ms: Sequence[float], column: Callable[[int], tuple[int, int | None]]) -> None:
+                   elapsed_ms: Sequence[float]) -> None:
     """The decode-only steps of the matrix's launch (`--enable-logging-iteration-details`: each step's
     generation requests, its own KV usage, its elapsed ms) into the cells: each step's estimate by the
     matrix's rule (`context_rows`, the KV cache of the one engine that printed it), its column by its
@@ -175,16 +190,10 @@ def add_step_times(matrix: Matrix, running: Sequence[int], kv_pct: Sequence[floa
         return
     ms = as_column(elapsed_ms, np.float64)[index]
     r = as_column(running, np.int64)[index]
-    lows = np.fromiter((column(n)[0] for n in r.tolist()), dtype=np.int64, count=len(r))
+    lows = np.fromiter((bucket_of(n)[0] for n in r.tolist()), dtype=np.int64, count=len(r))
     for cell in matrix.cells:
         pick = (powers == cell.context_tokens.bit_length() - 1) & (lows == cell.running_lo)
         if pick.any():
             cell.decode_steps = int(pick.sum())
             cell.step_ms_median = round(float(np.median(ms[pick])), 2)
     matrix.steps_elsewhere = len(index) - sum(c.decode_steps for c in matrix.cells)
-
-
-def _running_label(lo: int, hi: int | None) -> str:
-    if hi is None:
-        return f">{lo - 1}"
-    return str(lo) if lo == hi else f"{lo}-{hi}"

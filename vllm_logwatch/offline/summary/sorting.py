@@ -16,12 +16,11 @@ finite numbers, or masks the NaN out), the one value whose place in `sorted` dep
 
 from __future__ import annotations
 
+import math
 from array import array
 from collections.abc import Sequence
 from itertools import compress
 from operator import truediv
-
-__all__ = ["NUMPY_FROM", "sorted_ratios", "sorted_selected"]
 
 NUMPY_FROM = 50_000
 """Columns of at least this many values are sorted by numpy."""
@@ -50,3 +49,24 @@ def sorted_ratios(numerators: array[float], denominators: array[int], mask: byte
     top = np.frombuffer(numerators, dtype=np.float64)[keep]
     bottom = np.frombuffer(denominators, dtype=np.int64)[keep].astype(np.float64)
     return np.sort(top / bottom, kind="stable")  # type: ignore[return-value]
+
+
+def quantile_sorted(ordered: Sequence[float], q: float) -> float:
+    """The q-quantile of a sorted sequence, linear between closest ranks (numpy's default).
+
+    >>> quantile_sorted([1.0, 2.0, 3.0, 4.0], 0.9)
+    3.7
+    """
+    pos = q * (len(ordered) - 1)
+    lo = math.floor(pos)
+    if lo + 1 >= len(ordered):
+        return float(ordered[-1])
+    return round(float(ordered[lo]) + (float(ordered[lo + 1]) - float(ordered[lo])) * (pos - lo), 10)
+
+
+def median_sorted(ordered: Sequence[float]) -> float:
+    """`statistics.median` of an already sorted sequence (the same arithmetic, no second copy)."""
+    n = len(ordered)
+    if n % 2 == 1:
+        return float(ordered[n // 2])
+    return (float(ordered[n // 2 - 1]) + float(ordered[n // 2])) / 2

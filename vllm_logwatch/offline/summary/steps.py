@@ -19,10 +19,8 @@ import numpy as np
 from ...parsing.columns import step_phase
 from ...parsing.events import IterationStats
 from ..reading.launches import Launch
-from .build import Summary, bucket_of
+from .build import Summary
 from .matrix import add_step_times
-
-__all__ = ["STEP_COLUMNS", "STEP_NOTE", "StepCollector", "StepRow", "StepTable", "steps_json", "steps_lines"]
 
 STEP_COLUMNS = {
     "running": "the step's generation requests (streams decoding at once)",
@@ -109,7 +107,7 @@ class StepCollector:
                 continue
             if summary.by == "engine" and len(self._engines(file)) > 1:
                 continue  # one engine's group: the file's steps are every engine's
-            add_step_times(g.matrix, *self._kv[file], bucket_of)
+            add_step_times(g.matrix, *self._kv[file])
 
     def _engines(self, file: str) -> set[int | None]:
         return {engine for f, engine in self._decode if f == file}

@@ -19,11 +19,6 @@ from .matrix import MATRIX_CAVEAT
 from .steps import STEP_COLUMNS, STEP_NOTE, StepTable, steps_json, steps_lines
 from .tbt import tbt_note, tbt_source
 
-__all__ = [
-    "LAUNCH_COLUMNS", "NOT_IN_LOG", "SPEC_COLUMNS", "TABLE_COLUMNS", "TABLE_HEAD", "TRANSFER_COLUMNS",
-    "concurrency_cells", "json_ready", "render", "table_lines", "tbt_lines",
-]
-
 LAUNCH_COLUMNS: dict[str, str] = {
     "launch": "the log file; '#2', '#3': a restart inside it (a new start-up banner)",
     "engine": "vLLM's engine index ('-': lines without one, e.g. V0); several: summed per interval",
@@ -92,7 +87,7 @@ _HEAD = (
     "launch", "engine", "model", "start", "span", "lines", "busy", "prompt tokens", "gen tokens",
     "peak gen tok/s", "median gen tok/s", "mean KV %", "waiting %", "TBT ms", "prefix hit %", "MM hit %",
 )
-_TABLE_HEAD = (
+TABLE_HEAD = (
     "running", "intervals", "gen tok/s median", "gen tok/s p90", "per-req tok/s", "TBT ms", "prompt tok/s",
     "KV %", "waiting %",
 )
@@ -136,7 +131,8 @@ def _launch_row(g: GroupSummary) -> list[str]:
     ]
 
 
-def _table_row(r: ConcurrencyRow) -> list[str]:
+def concurrency_cells(r: ConcurrencyRow) -> list[str]:
+    """A concurrency row's cells, as the summary prints them (`TABLE_HEAD`)."""
     return [
         r.running, f"{r.intervals}{'*' if r.few else ''}", _f(r.generation_median), _f(r.generation_p90),
         _f(r.per_request_tps), _f(r.tbt_ms, 2), _f(r.prompt_median), _f(r.kv_cache_usage_median_pct),
@@ -193,14 +189,6 @@ def _md_table(head: tuple[str, ...], rows: list[list[str]]) -> list[str]:
             for cells in (list(head), align, *rows)]
 
 
-TABLE_HEAD = _TABLE_HEAD
-
-
-def concurrency_cells(r: ConcurrencyRow) -> list[str]:
-    """A concurrency row's cells, as the summary prints them (`TABLE_HEAD`)."""
-    return _table_row(r)
-
-
 def tbt_lines(g: GroupSummary, markdown: bool) -> list[str]:
     """After a group's tables: where their TBT ms came from (`tbt.tbt_note`; none without a figure)."""
     cells = g.matrix.cells if g.matrix is not None else []
@@ -214,11 +202,6 @@ def table_lines(head: tuple[str, ...], rows: list[list[str]], markdown: bool,
     """A table as aligned text or Markdown, the summary's way; text wider than `width` in parts
     (`_text_table`)."""
     return _md_table(head, rows) if markdown else _text_table(head, rows, width)
-
-
-def json_ready(value: Any) -> Any:
-    """`value` with NaN and infinities as None (JSON has neither)."""
-    return json_safe(value)
 
 
 def _spec_row(g: GroupSummary) -> list[str] | None:
@@ -275,8 +258,8 @@ def _render_tables(summary: Summary, markdown: bool, asked: Asked, steps: list[S
     out += answer_lines(summary, asked, table, h)
     for g in summary.groups:
         out += ["", f"{h}Throughput by concurrency: {_title(g, summary.by)}", ""]
-        rows = [_table_row(r) for r in g.concurrency]
-        out += table(_TABLE_HEAD, rows) if rows else ["(nothing ran)"]
+        rows = [concurrency_cells(r) for r in g.concurrency]
+        out += table(TABLE_HEAD, rows) if rows else ["(nothing ran)"]
         if g.matrix is not None:
             out += ["", f"{h}Context x concurrency (estimated): {_title(g, summary.by)}", "",
                     f"cells: {matrix_cells(g.matrix)}", "", *table(*matrix_table(g.matrix))]
@@ -363,7 +346,7 @@ def render(summary: Summary, fmt: str = "text", asked: Asked | None = None, *,
             "matrix_caveat": MATRIX_CAVEAT,
             "columns": {**LAUNCH_COLUMNS, **TABLE_COLUMNS, **SPEC_COLUMNS, **TRANSFER_COLUMNS},
             "not_in_log": NOT_IN_LOG,
-            "answers": json_ready(answers_json(summary, asked)),
+            "answers": json_safe(answers_json(summary, asked)),
             "notes": _notes(summary),
         }
         if steps:

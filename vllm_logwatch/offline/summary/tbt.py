@@ -26,8 +26,6 @@ from typing import Literal
 
 import numpy as np
 
-__all__ = ["DECODE_MIN_SHARE", "TBT_HOW", "TBT_SHORT", "Tbt", "TbtFrom", "little", "tbt_note", "tbt_source"]
-
 DECODE_MIN_SHARE = 0.5
 """Decode-dominated: generation tok/s at least this share of prompt tok/s (an interval mostly spent in
 prefills has requests counted in Running that produce no token yet)."""

@@ -92,8 +92,8 @@ def test_mfu_columns(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None
 
 
 def test_build_matrix_rows_and_columns() -> None:
-    m = build_matrix([1, 2, 16, 0], [0.4, 3.2, 100.0, 5.0], [10.0, 20.0, 30.0, 40.0], 4096, 1, bucket_of)
+    m = build_matrix([1, 2, 16, 0], [0.4, 3.2, 100.0, 5.0], [10.0, 20.0, 30.0, 40.0], 4096, 1)
     assert m is not None
     assert [(c.context, c.running, c.tokens_per_request_median) for c in m.cells] == [
         ("128", "1", 16.4), ("128", "2", 65.5), ("256", "9-16", 256.0)]
-    assert build_matrix([0], [1.0], [1.0], 4096, 1, bucket_of) is None
+    assert build_matrix([0], [1.0], [1.0], 4096, 1) is None

@@ -11,7 +11,8 @@ from operator import truediv
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vllm_logwatch.offline.summary.build import _median_sorted, _quantile_sorted
+from vllm_logwatch.offline.summary.sorting import median_sorted as _median_sorted
+from vllm_logwatch.offline.summary.sorting import quantile_sorted as _quantile_sorted
 from vllm_logwatch.offline.summary.sorting import sorted_ratios, sorted_selected
 
 VALUE = st.one_of(st.sampled_from([0.0, -0.0, 1.0, 1e300, -1e-300]),

@@ -31,9 +31,8 @@ from ...parsing.events import EngineStats, IterationStats, MfuStats, SpecDecodeS
 from ...parsing.stamps import seconds_between
 from ..reading.launches import Launch
 from .capacity import CapacityCurve, capacity_curves
-from .connectors import SpecSummary, TransferSummary
 from .facts import MfuSummary, MfuTotals
-from .groups import _Group
+from .groups import SpecSummary, TransferSummary, _Group
 from .matrix import Matrix, bucket_label, bucket_of, build_matrix
 from .sorting import median_sorted, quantile_sorted, sorted_ratios, sorted_selected
 from .tbt import TbtFrom, little

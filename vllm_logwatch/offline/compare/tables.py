@@ -12,7 +12,6 @@ from ...shown import shown_number as _f
 from ..summary.answers import Asked, answer_lines, answer_notes, answers_json
 from ..summary.build import ConcurrencyRow
 from ..summary.facts import FACT_COLUMNS, fact_text, launch_facts
-from ..summary.launch_tables import launch_json, matrix_table, matrix_title
 from ..summary.matrix import MATRIX_CAVEAT
 from ..summary.steps import STEP_COLUMNS, steps_json, steps_lines
 from ..summary.tables import (
@@ -20,6 +19,9 @@ from ..summary.tables import (
     TABLE_COLUMNS,
     TABLE_HEAD,
     concurrency_cells,
+    launch_json,
+    matrix_table,
+    matrix_title,
     table_lines,
     tbt_lines,
 )

@@ -105,7 +105,7 @@ class GroupSummary:
     launch_index: int | None = None
     """`Launch.index` of the group's launch (None: a group of several launches)."""
     busy_windows: int = 0
-    """Intervals in which tokens were computed (prompt or generation tok/s above 0): `cost.py`'s busy time."""
+    """Intervals in which tokens were computed (prompt or generation tok/s above 0): the cost's busy time."""
     interval_seconds: float | None = None
     """The engines' mean stats interval (None: not known)."""
     capacity: list[CapacityCurve] = field(default_factory=list)

@@ -6,7 +6,7 @@ and they are pure given the records' times, so they read (and are tested) withou
 
 The token counters and the spacing of the engine's lines are `tokens.TokenWindows` (the token rule);
 from the engine's first step line on (`--enable-logging-iteration-details`), the counters add the
-steps' own counts instead (`step_tokens.StepTokens`), and the stats lines only time the busy windows.
+steps' own counts instead (`tokens.StepTokens`), and the stats lines only time the busy windows.
 
 Two servers writing one log (`>>` from two launches, `kubectl logs --prefix`, one journald stream) both
 print `Engine 000`: their lines interleave under one engine label. The spacing of the lines, and so
@@ -31,8 +31,7 @@ from ..parsing.events import (
 )
 from ..shown import finite, json_safe
 from .snapshot import EngineSnapshot, EngineStateName, TransferSnapshot
-from .step_tokens import StepTokens
-from .tokens import TokenWindows, readable
+from .tokens import StepTokens, TokenWindows, readable
 from .totals import RunningTotal
 from .transfer_state import TransferState
 

@@ -104,7 +104,7 @@ def test_every_token_gap_vllm_counts_is_a_generating_stream_of_a_step(phase: str
 
 @pytest.mark.parametrize("phase", [*LOADS, "abort"])
 def test_generation_tokens_from_the_steps_are_vllms(phase: str, phases: Any) -> None:
-    """Counted from the step lines (exporting/step_tokens.py): vLLM's generation_tokens_total exactly
+    """Counted from the step lines (exporting/tokens.py): vLLM's generation_tokens_total exactly
     in each phase (1024, 3048, 4940), and 3 more in the abort phase (287): vLLM aborted 3 requests
     while a step ran for them, and dropped that step's token."""
     aborted = 3 if phase == "abort" else 0

@@ -10,7 +10,7 @@ from prometheus_client import CollectorRegistry
 
 from vllm_logwatch.exporting.engine_state import EngineState
 from vllm_logwatch.exporting.exporter import ExporterMetrics
-from vllm_logwatch.exporting.step_tokens import StepTokens
+from vllm_logwatch.exporting.tokens import StepTokens
 from vllm_logwatch.parsing.events import EngineStats, IterationStats, ServerInfo, SpecDecodeStats
 
 T0 = datetime(2026, 12, 2, 4, 0, tzinfo=timezone.utc)

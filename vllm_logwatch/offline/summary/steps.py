@@ -66,15 +66,10 @@ class StepCollector:
 
     def add(self, launch: Launch, e: IterationStats) -> None:
         """A step record of the summary's pass (`summarize`'s `on_step`)."""
-        kv = e.kv_cache_usage_pct
-        self._step(launch.file, e.engine, e.context_requests, e.context_tokens, e.generation_requests,
-                   e.elapsed_ms, e.dummy, math.nan if kv is None else kv)
-
-    def _step(self, file: str, engine: int | None, ctx: int, ctx_tokens: int, gen: int, ms: float,
-              dummy: bool, kv: float) -> None:
-        if dummy:
+        if e.dummy:
             return
-        key = (file, engine)
+        ctx, gen, ms = e.context_requests, e.generation_requests, e.elapsed_ms
+        key = (launch.file, e.engine)
         decode = self._decode.get(key)
         if decode is None:
             decode = self._decode[key] = {}
@@ -84,15 +79,15 @@ class StepCollector:
             if times is None:
                 times = decode[gen] = array("d")  # 8 bytes a step (a list of floats took 32)
             times.append(ms)
-            columns = self._kv.get(file)
+            columns = self._kv.get(launch.file)
             if columns is None:
-                columns = self._kv[file] = (array("q"), array("d"), array("d"))
+                columns = self._kv[launch.file] = (array("q"), array("d"), array("d"))
             columns[0].append(gen)
-            columns[1].append(kv)
+            columns[1].append(math.nan if e.kv_cache_usage_pct is None else e.kv_cache_usage_pct)
             columns[2].append(ms)
-        elif phase == "prefill" and ctx_tokens:
+        elif phase == "prefill" and e.context_tokens:
             acc = self._prefill.setdefault(key, [0, 0.0, 0.0])
-            acc[0], acc[1], acc[2] = acc[0] + 1, acc[1] + ms, acc[2] + ctx_tokens
+            acc[0], acc[1], acc[2] = acc[0] + 1, acc[1] + ms, acc[2] + e.context_tokens
 
     def add_to_matrices(self, summary: Summary) -> None:
         """Each matrix of a launch that is its file's only one gets its decode steps' times

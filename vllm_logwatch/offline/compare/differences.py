@@ -18,8 +18,8 @@ from typing import Any
 
 from ..reading.launches import Launch
 from ..summary.build import ConcurrencyRow, GroupSummary, Summary
-from ..summary.facts import FACT_COLUMNS, fact_text, launch_facts
 from ..summary.steps import StepTable
+from ..summary.tables import FACT_COLUMNS, fact_text, launch_facts
 
 __all__ = ["DEFAULT", "IGNORED_ARGS", "LOGGING_ARGS", "Comparison", "LaunchComparison", "compare"]
 

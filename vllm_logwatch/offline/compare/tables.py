@@ -11,14 +11,16 @@ from ...shown import json_safe
 from ...shown import shown_number as _f
 from ..summary.answers import Asked, answer_lines, answer_notes, answers_json
 from ..summary.build import ConcurrencyRow
-from ..summary.facts import FACT_COLUMNS, fact_text, launch_facts
 from ..summary.matrix import MATRIX_CAVEAT
 from ..summary.steps import STEP_COLUMNS, steps_json, steps_lines
 from ..summary.tables import (
+    FACT_COLUMNS,
     NOT_IN_LOG,
     TABLE_COLUMNS,
     TABLE_HEAD,
     concurrency_cells,
+    fact_text,
+    launch_facts,
     launch_json,
     matrix_table,
     matrix_title,

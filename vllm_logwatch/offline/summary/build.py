@@ -31,8 +31,7 @@ from ...parsing.events import EngineStats, IterationStats, MfuStats, SpecDecodeS
 from ...parsing.stamps import seconds_between
 from ..reading.launches import Launch
 from .capacity import CapacityCurve, capacity_curves
-from .facts import MfuSummary, MfuTotals
-from .groups import SpecSummary, TransferSummary, _Group
+from .groups import MfuSummary, MfuTotals, SpecSummary, TransferSummary, _Group
 from .matrix import Matrix, bucket_label, bucket_of, build_matrix
 from .sorting import median_sorted, quantile_sorted, sorted_ratios, sorted_selected
 from .tbt import TbtFrom, little

@@ -4,7 +4,7 @@ where the log has iteration lines (`add_step`), each interval's streams: its ste
 
 Spec-decode and KV-transfer counts come from the exporter's own per-engine state (`EngineState`), so the
 summary counts exactly as `/metrics` does: V1 spec counts are summed, V0's cumulative ones taken as
-totals; transfers are summed by result.
+totals; transfers are summed by result. MFU lines (`--enable-mfu-metrics`): medians and p90s per device.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from ...exporting.engine_state import EngineState
 from ...parsing.events import EngineStats, IterationStats, SpecDecodeStats, TransferStats
 from ...parsing.stamps import utc
 from ..reading.launches import Launch
+from .sorting import median_sorted, quantile_sorted
 
 
 @dataclass
@@ -113,6 +114,39 @@ class TransferTotals:
             avg_transfer_ms_median=statistics.median(avg_ms) if avg_ms else None,
             p90_transfer_ms_median=statistics.median(p90_ms) if p90_ms else None,
         )
+
+
+@dataclass
+class MfuSummary:
+    """A group's MFU lines: medians and 90th percentiles per device."""
+
+    lines: int
+    tflops_median: float
+    tflops_p90: float
+    gbps_median: float
+    gbps_p90: float
+
+
+class MfuTotals:
+    """MFU lines of one group as they are read."""
+
+    def __init__(self) -> None:
+        self.tflops = array("d")
+        self.gbps = array("d")
+
+    def add(self, tflops: float, gbps: float) -> None:
+        """An MFU line's TF/s and GB/s per device."""
+        if math.isfinite(tflops) and math.isfinite(gbps):
+            self.tflops.append(tflops)
+            self.gbps.append(gbps)
+
+    def finish(self) -> MfuSummary | None:
+        if not self.tflops:
+            return None
+        tflops, gbps = sorted(self.tflops), sorted(self.gbps)
+        return MfuSummary(lines=len(tflops), tflops_median=median_sorted(tflops),
+                          tflops_p90=quantile_sorted(tflops, 0.9), gbps_median=median_sorted(gbps),
+                          gbps_p90=quantile_sorted(gbps, 0.9))
 
 
 class _Group:

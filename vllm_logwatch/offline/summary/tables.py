@@ -1,5 +1,6 @@
 """Render a `Summary` as aligned text, Markdown or JSON, with what each column means; the tables of
-launch facts, MFU and the context x concurrency matrix as (head, rows), which compare renders too."""
+launch facts (a launch's start-up facts in a fixed order, with short column names), MFU and the context
+x concurrency matrix as (head, rows), which compare renders too."""
 
 from __future__ import annotations
 
@@ -15,10 +16,67 @@ from ...shown import shown_number as _f
 from ..reading.launches import Launch
 from .answers import Asked, answer_lines, answer_notes, answers_json
 from .build import ConcurrencyRow, GroupSummary, Summary
-from .facts import FACT_COLUMNS, MFU_COLUMNS, fact_text, launch_facts
 from .matrix import MATRIX_CAVEAT, Matrix
 from .steps import STEP_COLUMNS, STEP_NOTE, StepTable, steps_json, steps_lines
 from .tbt import tbt_note, tbt_source
+
+FACT_COLUMNS: dict[str, tuple[str, str]] = {
+    "vllm_version": ("vLLM", "vLLM version (banner or engine config line)"),
+    "model": ("model", "the model as given to vllm serve"),
+    "served_model_name": ("served", "--served-model-name"),
+    "dtype": ("dtype", "weights and activations dtype (the engine's resolved one when it is logged)"),
+    "quantization": ("quant", "--quantization (or the one the engine config resolved)"),
+    "kv_cache_dtype": ("KV dtype", "--kv-cache-dtype"),
+    "tensor_parallel_size": ("TP", "tensor parallel size"),
+    "pipeline_parallel_size": ("PP", "pipeline parallel size"),
+    "data_parallel_size": ("DP", "data parallel size"),
+    "max_model_len": ("max len", "maximum model length in tokens"),
+    "max_num_seqs": ("max seqs", "--max-num-seqs: most requests running at once"),
+    "max_num_batched_tokens": ("batched tokens", "--max-num-batched-tokens"),
+    "enable_prefix_caching": ("prefix caching", "prefix caching on or off, as the arguments or config say"),
+    "speculative_method": ("spec", "speculative decoding method (eagle, mtp, ngram, draft_model, ...)"),
+    "num_speculative_tokens": ("spec tokens", "tokens drafted per step"),
+    "attention_backend": ("attention", "the attention backend vLLM chose or was given"),
+    "gpu_memory_utilization": ("GPU mem", "--gpu-memory-utilization, 0-1"),
+    "kv_cache_tokens": ("KV tokens", "KV cache size in tokens (`KV cache size: N tokens`)"),
+    "kv_cache_extended_gib": ("KV GiB", "KV cache memory per worker after warm-up (0.34: `Extended KV cache "
+                              "to N blocks (X GiB)`)"),
+    "max_concurrency": ("max conc", "maximum concurrency for max-length requests (`Maximum concurrency`)"),
+}
+"""Fact key -> (column name, what it is), in the order the tables show them."""
+
+MFU_COLUMNS: dict[str, str] = {
+    "MFU lines": "MFU lines read (--enable-mfu-metrics; vLLM prints none for an interval without work)",
+    "TF/s median, p90": "estimated model TFLOP/s per device (GPU) over the MFU lines",
+    "GB/s median, p90": "estimated memory traffic per device, GB/s (10^9 bytes) read and written",
+}
+
+
+def fact_text(value: Any) -> str:
+    """A fact or argument value as a table shows it.
+
+    >>> fact_text(True), fact_text(0.9), fact_text(524288), fact_text(None), fact_text(["a", "b"])
+    ('on', '0.9', '524,288', '-', 'a,b')
+    """
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, list):
+        return ",".join(fact_text(v) for v in value)
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {fact_text(v)}" for k, v in value.items()) + "}"
+    return str(value)
+
+
+def launch_facts(launch: Launch) -> dict[str, Any]:
+    """The launch's facts that `FACT_COLUMNS` names, in that order (absent ones left out)."""
+    return {key: launch.facts[key] for key in FACT_COLUMNS if key in launch.facts}
+
 
 Table = tuple[tuple[str, ...], list[list[str]]]
 

@@ -38,7 +38,6 @@ from .transfer_state import TransferState
 MAX_POSITIONS = 32
 """Draft positions exported from a spec line's per-position rates (the `position` label's bound)."""
 
-State = EngineStateName
 MAX_WRITERS = 8
 """Processes an engine label keeps windows for in a launch; one more forgets the one silent longest
 (its held first line credited). Restarts without a banner change the pid: the map stays bounded."""
@@ -236,7 +235,7 @@ class EngineState:
         """A sleep-mode line: asleep, or awake again (at wall time `now`)."""
         self.woke_at, self.asleep = now if self.asleep and not asleep else self.woke_at, asleep
 
-    def state(self, now: float, intervals: float) -> State:
+    def state(self, now: float, intervals: float) -> EngineStateName:
         """`stalled`, `idle` (nothing running and nothing flowing, or silent) or `ok`."""
         if self.stalled(now, intervals):
             return "stalled"

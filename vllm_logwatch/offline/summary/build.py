@@ -245,7 +245,7 @@ def _finish(g: _Group) -> GroupSummary:
         model_name=", ".join(models) or None,
         start=g.first,
         end=g.last,
-        lines=g.lines,
+        lines=sum(e.stats_lines for e in g.estimates.values()),
         intervals=n,
         busy_intervals=n_busy,
         prompt_tokens=sum(t.tokens.prompt_tokens.value for t in g.estimates.values()),

@@ -158,7 +158,6 @@ class _Group:
         self.first: datetime | None = None
         self.last: datetime | None = None
         self._first_utc = self._last_utc = datetime.min  # `first` and `last` in UTC, once set
-        self.lines = 0
         self.estimates: dict[tuple[int, int | None], EngineState] = {}
         self.prefix_hits: dict[tuple[int, int | None], float] = {}  # each member's last prefix hit rate
         self.mm_hits: dict[tuple[int, int | None], float] = {}
@@ -212,7 +211,6 @@ class _Group:
             self.launches[index] = launch
         if engine not in self.engines:
             self.engines[engine] = e.engines_aggregated
-        self.lines += 1
         if t is not None:
             self._stretch(t)
         # The live exporter's own per-engine state: the same token estimate (throughput x interval).

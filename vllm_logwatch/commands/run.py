@@ -26,15 +26,21 @@ if TYPE_CHECKING:
 log = logging.getLogger("vllm_logwatch.run")
 
 
-def vllm_stats_interval(environ: Mapping[str, str]) -> float:
+def vllm_stats_interval(environ: Mapping[str, str]) -> float | None:
     """The stats interval the child vLLM will use: `VLLM_LOG_STATS_INTERVAL` (vLLM >= 0.10.1; values
-    <= 0 mean 10), else vLLM's default of 10 s.
+    <= 0 mean vLLM's default of 10 s). None when logwatch's environment does not set it: the command
+    may set it itself (`env VLLM_LOG_STATS_INTERVAL=2 vllm serve`), so the lines' spacing tells, as in
+    `watch`.
 
-    >>> vllm_stats_interval({"VLLM_LOG_STATS_INTERVAL": "2"}), vllm_stats_interval({})
-    (2.0, 10.0)
+    >>> [vllm_stats_interval({"VLLM_LOG_STATS_INTERVAL": v}) for v in ("2", "0", "x")]
+    [2.0, 10.0, 10.0]
+    >>> vllm_stats_interval({}) is None
+    True
     """
+    if "VLLM_LOG_STATS_INTERVAL" not in environ:
+        return None
     try:
-        value = float(environ.get("VLLM_LOG_STATS_INTERVAL", "10"))
+        value = float(environ["VLLM_LOG_STATS_INTERVAL"])
     except ValueError:
         return 10.0
     return value if math.isfinite(value) and value > 0 else 10.0

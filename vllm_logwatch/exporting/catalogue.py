@@ -128,7 +128,9 @@ METRICS: tuple[MetricSpec, ...] = (
     _m("corrupted_requests", "counter", _ENGINE, "Requests with corrupted output, summed from the Corrupted field."),
     # Engine health.
     _m("last_stats_timestamp_seconds", "gauge", _ENGINE, "Unix time of the engine's last stats line."),
-    _m("stats_interval_seconds", "gauge", _ENGINE, "Typical spacing of the engine's stats lines."),
+    _m("stats_interval_seconds", "gauge", _ENGINE,
+       "The interval its tokens are counted with: the configured one (`--stats-interval`; in run mode "
+       "`VLLM_LOG_STATS_INTERVAL` when set), else the typical spacing of the engine's stats lines."),
     _m("stats_processes", "gauge", _ENGINE,
        "vLLM processes writing this engine's stats lines at once in the launch (2+: servers share one log; "
        "served only then): tokens are counted per process, the gauges hold whichever wrote last."),

@@ -561,7 +561,9 @@ vllm_logwatch_busy_seconds_total{engine="0",host="h",model_name="unknown"} 5.0
 # HELP vllm_logwatch_last_stats_timestamp_seconds Unix time of the engine's last stats line.
 # TYPE vllm_logwatch_last_stats_timestamp_seconds gauge
 vllm_logwatch_last_stats_timestamp_seconds{engine="0",host="h",model_name="unknown"} 1.795980365e+09
-# HELP vllm_logwatch_stats_interval_seconds Typical spacing of the engine's stats lines.
+# HELP vllm_logwatch_stats_interval_seconds The interval its tokens are counted with: the configured one \
+(`--stats-interval`; in run mode `VLLM_LOG_STATS_INTERVAL` when set), else the typical spacing of the \
+engine's stats lines.
 # TYPE vllm_logwatch_stats_interval_seconds gauge
 vllm_logwatch_stats_interval_seconds{engine="0",host="h",model_name="unknown"} 5.0
 # HELP vllm_logwatch_engine_stalled 1 when requests were running and no stats line came for 3 intervals \

@@ -119,7 +119,7 @@ def test_many_log_targets_are_read_by_one_thread(tmp_path: Path) -> None:
         last = _parse_last(REAL)
 
         def shown() -> bool:
-            gen = {v.name: v.engines[0].gen_tps for v in board.refresh() if v.engines}
+            gen = {v.name: v.engines[0].get("gen_tps") for v in board.refresh() if v.engines}
             return gen.get("server3.log") == float(last["generation_throughput"])
 
         poll_until(shown, 10, "the appended lines read")

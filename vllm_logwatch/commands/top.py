@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import os
+import ssl
 import sys
 import time
 from collections.abc import Iterable
@@ -24,7 +25,6 @@ if TYPE_CHECKING:
     from prometheus_client.core import Metric
 
     from ..terminal.board import Board, LogSource
-    from ..terminal.fetch import ClientOptions
     from ..terminal.render import Shown
     from ..terminal.view import StatsBook
 
@@ -135,9 +135,8 @@ class _LogTarget:
         self.pipeline.follower.close()
 
 
-def _client(options: TopOptions) -> ClientOptions:
-    from ..terminal.fetch import ClientOptions
-
+def _client(options: TopOptions) -> tuple[tuple[str, str] | None, ssl.SSLContext]:
+    """How URL targets are read: basic auth's user and password, and the TLS context."""
     password = None
     if options.password_file is not None:
         try:
@@ -150,14 +149,16 @@ def _client(options: TopOptions) -> ClientOptions:
         raise UsageError("--basic-auth-password-file needs --basic-auth-user")
     if options.key_file and not options.cert_file:
         raise UsageError("--tls-key-file needs --tls-cert-file")
-    client = ClientOptions(user=options.user, password=password, ca_file=options.ca_file,
-                           cert_file=options.cert_file, key_file=options.key_file, insecure=options.insecure,
-                           timeout=options.timeout)
     try:
-        client.context()
+        context = ssl.create_default_context(cafile=options.ca_file)
+        if options.insecure:
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+        if options.cert_file:
+            context.load_cert_chain(options.cert_file, options.key_file)
     except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
         raise UsageError(f"--tls-*: cannot load the CA or certificate: {printable(str(exc))}") from None
-    return client
+    return (None if options.user is None else (options.user, password or "")), context
 
 
 def _url(target: str) -> str:
@@ -189,8 +190,8 @@ def build_board(options: TopOptions) -> Board:
         except ValueError:
             raise UsageError(f"--at {printable(options.at)}: not a time such as "
                              "2026-11-29T19:25:00") from None
-    client = _client(options) if urls else None
-    url_targets = [UrlTarget(_url(u), client) for u in urls] if client is not None else []
+    auth, context = _client(options) if urls else (None, None)
+    url_targets = [UrlTarget(_url(u), auth, context) for u in urls]
     names = {u: t.name for u, t in zip(urls, url_targets, strict=True)}
 
     def make_logs(when: float | None) -> list[LogSource]:

@@ -32,7 +32,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from ..shown import printable
 from .series import ServerKey, ServerSnap, read_families, read_line
 
-__all__ = ["ClientOptions", "Fetcher", "Reading", "UrlTarget", "is_url", "url_name"]
+__all__ = ["Fetcher", "Reading", "UrlTarget", "is_url", "url_name"]
 
 MAX_BODY = 32 << 20
 """A /metrics body past this is refused (an exporter's is tens of KiB, a vLLM server's a few hundred)."""
@@ -40,28 +40,6 @@ MAX_BODY = 32 << 20
 
 def is_url(target: str) -> bool:
     return target.startswith(("http://", "https://"))
-
-
-@dataclass(frozen=True)
-class ClientOptions:
-    """How URL targets are read: the `--basic-auth-*` and `--tls-*` options of `logwatch top`."""
-
-    user: str | None = None
-    password: str | None = None
-    ca_file: str | None = None
-    cert_file: str | None = None
-    key_file: str | None = None
-    insecure: bool = False
-    timeout: float = 2.0
-
-    def context(self) -> ssl.SSLContext:
-        context = ssl.create_default_context(cafile=self.ca_file)
-        if self.insecure:
-            context.check_hostname = False
-            context.verify_mode = ssl.CERT_NONE
-        if self.cert_file:
-            context.load_cert_chain(self.cert_file, self.key_file)
-        return context
 
 
 @dataclass
@@ -86,20 +64,19 @@ def url_name(url: str) -> str:
 class UrlTarget:
     """One `/metrics` URL: its request, and what its last body was read into."""
 
-    def __init__(self, url: str, options: ClientOptions, context: ssl.SSLContext | None = None) -> None:
+    def __init__(self, url: str, auth: tuple[str, str] | None = None,
+                 context: ssl.SSLContext | None = None) -> None:
+        """`auth`: basic auth's user and password; `context`: the TLS context of an https URL (one for
+        every target: the `--tls-*` options), the default one if not given."""
         self.url = url
         self.name = url_name(url)
-        self.options = options
         parts = urlsplit(url)
         self.host, self.port = parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)
-        if context is None and parts.scheme == "https":
-            context = options.context()
-        self.context = context
+        self.context = (context or ssl.create_default_context()) if parts.scheme == "https" else None
         self.request = h11.Request(method="GET", target=(parts.path or "/") + (
             f"?{parts.query}" if parts.query else ""), headers=[
             ("Host", parts.netloc.rpartition("@")[2]), ("Accept", "text/plain"),
-            *([("Authorization", "Basic " + base64.b64encode(
-                f"{options.user}:{options.password or ''}".encode()).decode())] if options.user is not None
+            *([("Authorization", "Basic " + base64.b64encode(":".join(auth).encode()).decode())] if auth
               else [])])
         self._seen: set[str] = set()
         """The lines of the last body."""

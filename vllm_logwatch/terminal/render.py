@@ -95,12 +95,11 @@ def flat_rows(views: Sequence[ServerView], shown: Shown) -> list[Row]:
         if len(v.engines) == 1:
             rows.append(Row(v, v.engines[0], printable(v.name), v.engines[0]))
             continue
+        values = {what: v.total(what) for what in ("prompt_tps", "gen_tps", "running", "waiting")}
+        ages = [a for e in v.engines if (a := e.get("age")) is not None]
+        values.update(preemptions=v.total("preemptions"), kv=v.worst("kv"), age=min(ages, default=None))
         total = EngineRow(engine="", model=", ".join(sorted({e.model for e in v.engines if e.model})),
-                          state=v.state,
-                          age=min((e.age for e in v.engines if e.age is not None), default=None),
-                          prompt_tps=v.total("prompt_tps"), gen_tps=v.total("gen_tps"),
-                          running=v.total("running"), waiting=v.total("waiting"), kv=v.worst("kv"),
-                          preemptions=v.total("preemptions"), preempting=any(e.preempting for e in v.engines))
+                          state=v.state, values=values, preempting=any(e.preempting for e in v.engines))
         rows.append(Row(v, None, printable(v.name), total))
         rows.extend(Row(v, e, f"  #{printable(e.engine)}", e) for e in v.engines)
     return rows
@@ -168,7 +167,7 @@ def _state(row: Row) -> Cell:
 
 
 def _preempt(row: Row) -> Cell:
-    return count(row.values.preemptions), "bold yellow reverse" if row.values.preempting else ""
+    return count(row.values.get("preemptions")), "bold yellow reverse" if row.values.preempting else ""
 
 
 def _problems(row: Row) -> Cell:
@@ -182,15 +181,15 @@ def _problems(row: Row) -> Cell:
 
 _COLUMNS = (
     _Column("state", 8, _state, right=False),
-    _Column("age", 4, lambda r: age(r.values.age)),
-    _Column("gen/s", 7, lambda r: tps(r.values.gen_tps)),
+    _Column("age", 4, lambda r: age(r.values.get("age"))),
+    _Column("gen/s", 7, lambda r: tps(r.values.get("gen_tps"))),
     _Column("gen last 5m", 12, lambda r: (sparkline(r.values.spark, 12), "cyan"), 100, False),
-    _Column("prompt/s", 8, lambda r: tps(r.values.prompt_tps)),
-    _Column("run", 4, lambda r: count(r.values.running)),
-    _Column("wait", 4, lambda r: count(r.values.waiting)),
-    _Column("KV%", 4, lambda r: pct(r.values.kv)),
-    _Column("hit%", 4, lambda r: pct(r.values.prefix)),
-    _Column("TBT", 6, lambda r: duration(r.values.tbt)),
+    _Column("prompt/s", 8, lambda r: tps(r.values.get("prompt_tps"))),
+    _Column("run", 4, lambda r: count(r.values.get("running"))),
+    _Column("wait", 4, lambda r: count(r.values.get("waiting"))),
+    _Column("KV%", 4, lambda r: pct(r.values.get("kv"))),
+    _Column("hit%", 4, lambda r: pct(r.values.get("prefix"))),
+    _Column("TBT", 6, lambda r: duration(r.values.get("tbt"))),
     _Column("preempt", 7, _preempt),
     _Column("model", 16, lambda r: printable(r.values.model), 130, False),
     _Column("problems", 20, _problems, 130, False),

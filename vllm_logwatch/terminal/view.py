@@ -36,23 +36,19 @@ STATES = ("down", "stalled", "starting", "serving", "idle")
 
 @dataclass
 class EngineRow:
-    """One engine of a server, as a row shows it (None: not known)."""
+    """One engine of a server, as a row shows it: its numbers by the snap's names (`series.py`) and
+    `age`, `tbt`; one missing or None is not known."""
 
     engine: str
     model: str
     state: str
-    age: float | None = None
-    prompt_tps: float | None = None
-    gen_tps: float | None = None
-    running: float | None = None
-    waiting: float | None = None
-    kv: float | None = None
-    prefix: float | None = None
-    tbt: float | None = None
-    preemptions: float | None = None
+    values: dict[str, float | None] = field(default_factory=dict)
     preempting: bool = False
     """Preemptions went up since the refresh before."""
     spark: tuple[float, ...] = ()
+
+    def get(self, what: str) -> float | None:
+        return self.values.get(what)
 
 
 @dataclass
@@ -86,11 +82,11 @@ class ServerView:
     """The throughput-by-concurrency table so far (computed when shown)."""
 
     def total(self, what: str) -> float | None:
-        values = [v for e in self.engines if (v := getattr(e, what)) is not None]
+        values = [v for e in self.engines if (v := e.get(what)) is not None]
         return math.fsum(values) if values else None
 
     def worst(self, what: str) -> float | None:
-        values = [v for e in self.engines if (v := getattr(e, what)) is not None]
+        values = [v for e in self.engines if (v := e.get(what)) is not None]
         return max(values) if values else None
 
 
@@ -111,14 +107,14 @@ def fleet_of(views: Sequence[ServerView]) -> Fleet:
     rows = [(f"{v.name} #{e.engine}" if len(v.engines) > 1 else v.name, e) for v in views for e in v.engines]
 
     def worst(what: str) -> tuple[str, float] | None:
-        found = [(value, name) for name, e in rows if (value := getattr(e, what)) is not None]
+        found = [(value, name) for name, e in rows if (value := e.get(what)) is not None]
         if not found:
             return None
         value, name = max(found, key=lambda pair: pair[0])
         return name, value
 
     def total(what: str) -> float:
-        return math.fsum(getattr(e, what) or 0.0 for _, e in rows)
+        return math.fsum(e.get(what) or 0.0 for _, e in rows)
 
     return Fleet(servers=len(views), down=sum(v.state == "down" for v in views),
                  gen_tps=total("gen_tps"), prompt_tps=total("prompt_tps"), running=total("running"),
@@ -252,8 +248,8 @@ class Tracker:
             view.state = min((e.state for e in engines), key=STATES.index)
         view.latency = [lat for short in HISTOGRAMS if (lat := self._latency(target, key, short, snap, now))]
         tbt = next((lat.p50 for lat in view.latency if lat.name == "tbt"), None)
-        for e in engines:
-            e.tbt = tbt if len(engines) == 1 else None  # the histogram is the server's, merged
+        if len(engines) == 1:  # else the histogram is the servers', merged: in the pane only
+            engines[0].values["tbt"] = tbt
         spec = [(s.values["spec_drafted"], s.values.get("spec_accepted", 0.0))
                 for s in snap.engines.values() if "spec_drafted" in s.values]
         if spec:
@@ -270,23 +266,21 @@ class Tracker:
         s = snap.engines[label]
         v = s.values
         seen = self._engines.setdefault((target, key, label), _Seen())
-        row = EngineRow(engine=label, model=s.model, state="idle", running=v.get("running"),
-                        waiting=v.get("waiting"), kv=v.get("kv"), prefix=v.get("prefix"),
-                        preemptions=v.get("preemptions"))
+        shown = ("running", "waiting", "kv", "prefix", "preemptions")
+        row = EngineRow(engine=label, model=s.model, state="idle", values={k: v.get(k) for k in shown})
         if snap.kind == "vllm":
             self._rates(row, seen, v, now)
         else:
-            row.prompt_tps, row.gen_tps = v.get("prompt_tps"), v.get("gen_tps")
+            row.values.update(prompt_tps=v.get("prompt_tps"), gen_tps=v.get("gen_tps"))
             last = v.get("last")
-            row.age = max(0.0, now - last) if last is not None else None
+            row.values["age"] = max(0.0, now - last) if last is not None else None
             if last is not None and last != seen.last and lines is None:
                 self._point(target, key, label, row, last)
-                seen.spark.append((last, row.gen_tps or 0.0))
+                seen.spark.append((last, row.get("gen_tps") or 0.0))
             seen.last = last
-        before = seen.preemptions
-        if row.preemptions is not None and before is not None and row.preemptions > before:
-            row.preempting = True
-        seen.preemptions = row.preemptions
+        before, preemptions = seen.preemptions, row.get("preemptions")
+        row.preempting = preemptions is not None and before is not None and preemptions > before
+        seen.preemptions = preemptions
         if lines is not None:
             row.spark = _spark([e.generation_throughput or 0.0 for e in lines
                                 if engine_label(e.engine, e.engines_aggregated) == label])
@@ -294,7 +288,7 @@ class Tracker:
             row.spark = _spark([gen for at, gen in seen.spark if at >= now - self.window])
         if v.get("stalled"):
             row.state = "stalled"
-        elif (row.running or 0) > 0 or (row.gen_tps or 0) > 0 or (row.prompt_tps or 0) > 0:
+        elif any((row.get(what) or 0) > 0 for what in ("running", "gen_tps", "prompt_tps")):
             row.state = "serving"
         return row
 
@@ -311,13 +305,13 @@ class Tracker:
                 return delta if delta >= 0 else counters[name]  # a restart: counting from 0 again
 
             gen, prompt = rise("gen_total"), rise("prompt_total")
-            row.gen_tps = None if gen is None else gen / span
-            row.prompt_tps = None if prompt is None else prompt / span
+            row.values["gen_tps"] = None if gen is None else gen / span
+            row.values["prompt_tps"] = None if prompt is None else prompt / span
             hits, queries = rise("prefix_hits"), rise("prefix_queries")
             if hits is not None and queries:
-                row.prefix = hits / queries
-            seen.spark.append((now, row.gen_tps or 0.0))
-        row.age = 0.0
+                row.values["prefix"] = hits / queries
+            seen.spark.append((now, row.get("gen_tps") or 0.0))
+        row.values["age"] = 0.0
         seen.at, seen.counters = now, counters
 
     def _point(self, target: str, key: ServerKey, label: str, row: EngineRow, last: float) -> None:
@@ -325,10 +319,10 @@ class Tracker:
         points = self._points.setdefault((target, key), deque(maxlen=MAX_BOOK))
         points.append(EngineStats(
             time=datetime.fromtimestamp(last, timezone.utc), engine=int(label) if label.isdigit() else None,
-            prompt_throughput=row.prompt_tps, generation_throughput=row.gen_tps,
-            running=None if row.running is None else int(row.running),
-            waiting=None if row.waiting is None else int(row.waiting),
-            gpu_kv_cache_usage_pct=None if row.kv is None else row.kv * 100))
+            prompt_throughput=row.get("prompt_tps"), generation_throughput=row.get("gen_tps"),
+            running=None if (running := row.get("running")) is None else int(running),
+            waiting=None if (waiting := row.get("waiting")) is None else int(waiting),
+            gpu_kv_cache_usage_pct=None if (kv := row.get("kv")) is None else kv * 100))
 
     def _latency(self, target: str, key: ServerKey, short: str, snap: ServerSnap,
                  now: float) -> Latency | None:

@@ -15,7 +15,7 @@ import pytest
 from support import poll_until
 
 from vllm_logwatch.terminal import fetch
-from vllm_logwatch.terminal.fetch import ClientOptions, Fetcher, Reading, UrlTarget
+from vllm_logwatch.terminal.fetch import Fetcher, Reading, UrlTarget
 
 BODY = (b"# TYPE vllm_logwatch_requests_running gauge\n"
         b'vllm_logwatch_requests_running{engine="0",model_name="m"} 3\n'
@@ -83,7 +83,7 @@ def test_a_target_that_never_answers_holds_up_no_other(serve: Serve) -> None:
     fast = serve()
     silent = socket.create_server(("127.0.0.1", 0))  # connections complete (the backlog), no answer ever
     slow = f"http://127.0.0.1:{silent.getsockname()[1]}/metrics"
-    fetcher = Fetcher([UrlTarget(u, ClientOptions()) for u in (slow, fast)], timeout=1.0)
+    fetcher = Fetcher([UrlTarget(u) for u in (slow, fast)], timeout=1.0)
     try:
         start = time.monotonic()
         first = _readings(fetcher, 3)  # the fast one read three times while the slow one says nothing
@@ -103,9 +103,9 @@ def test_basic_auth_a_refused_port_and_a_server_closing_each_connection(serve: S
     refused = socket.create_server(("127.0.0.1", 0))
     down = f"http://127.0.0.1:{refused.getsockname()[1]}/metrics"
     refused.close()
-    with_auth = Fetcher([UrlTarget(url, ClientOptions(user="prometheus", password="pw")),
-                         UrlTarget(down, ClientOptions())], timeout=2.0)
-    without = Fetcher([UrlTarget(url, ClientOptions())], timeout=2.0)
+    with_auth = Fetcher([UrlTarget(url, ("prometheus", "pw")),
+                         UrlTarget(down)], timeout=2.0)
+    without = Fetcher([UrlTarget(url)], timeout=2.0)
     try:
         for readings in _readings(with_auth, 3):  # a new connection for each read: the server closes it
             if url in readings:
@@ -123,7 +123,7 @@ def test_basic_auth_a_refused_port_and_a_server_closing_each_connection(serve: S
 def test_a_body_over_the_limit_is_refused(serve: Serve, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(fetch, "MAX_BODY", 40)
     url = serve()
-    fetcher = Fetcher([UrlTarget(url, ClientOptions())], timeout=2.0)
+    fetcher = Fetcher([UrlTarget(url)], timeout=2.0)
     try:
         assert (fetcher.wait(time.monotonic() + 5)[url].error or "").startswith("body over")
     finally:
@@ -131,7 +131,7 @@ def test_a_body_over_the_limit_is_refused(serve: Serve, monkeypatch: pytest.Monk
 
 
 def test_a_body_is_read_again_only_when_a_line_top_reads_changed() -> None:
-    target = UrlTarget("http://127.0.0.1:9/metrics", ClientOptions())
+    target = UrlTarget("http://127.0.0.1:9/metrics")
     first = target.reading(200, BODY, 1.0).snaps
     assert first is not None and first[()].engines["0"].values["running"] == 3.0
     moved = BODY.replace(b"lines_total 17", b"lines_total 18")  # the exporter's own counter: not read

@@ -11,7 +11,6 @@ Each chunk's arrival is read when the supervisor hands it over, before the queue
 
 from __future__ import annotations
 
-import logging
 from collections import deque
 from collections.abc import Callable
 from dataclasses import replace
@@ -21,14 +20,12 @@ from typing import Any
 from ..exporting.exporter import ExporterMetrics
 from ..following.openfile import FollowerStats, LineBlock, OpenFile
 from ..parsing.assemble import Assembler
-from ..parsing.events import EngineStats, Event, ServerInfo, Unparsed
+from ..parsing.events import EngineStats, Event, ServerInfo
 from ..parsing.framing import MAX_LINE_BYTES
 from ..parsing.stamps import YearClock
 from ..supervising.tee import QUEUE_BYTES, QueuedWorker
 from .arrival import Arrival, ArrivalTimer
-from .ingest import LaunchReader
-
-log = logging.getLogger(__name__)
+from .ingest import LaunchReader, LineErrors
 
 _GAP = "\0gap"  # queue markers: output was dropped here, in the middle of a line
 _GAP_AT_LINE = "\0gap at a line"  # ... after a newline
@@ -59,7 +56,7 @@ class LineFeeder(QueuedWorker):
         self._arrivals: deque[Arrival] = deque()  # read time of each queued chunk, in queue order
         self._arrived = self.timer.now()
         self._counts = FollowerStats()  # lines, bytes and lines cut, over all launches
-        self.internal_errors = 0
+        self.errors = LineErrors()
         self.new_source(source)
         super().__init__("logwatch-parse", max_bytes)
 
@@ -68,7 +65,7 @@ class LineFeeder(QueuedWorker):
         self._source = source
         self._frame = OpenFile.framing(source or "-")  # the partial last line, the cap: as watch frames
         assembler = Assembler(source, YearClock.for_source(source, self.zone), hold=False, repeats=True)
-        self._reader = LaunchReader(self.metrics, assembler, self._internal_error, numbered=False,
+        self._reader = LaunchReader(self.metrics, assembler, self.errors, numbered=False,
                                     retime=self._retime, envelopes=False,  # vLLM's own output
                                     timer=self.timer, records=self._records)
 
@@ -91,7 +88,7 @@ class LineFeeder(QueuedWorker):
             self._frame.buf.clear()  # the partial line before the gap has lost its end
             self._frame.discarding = source == _GAP  # and the bytes after it start in a line's middle
             return
-        self._flush_carry()
+        self._finish()
         self.metrics.new_launch(source)
         if self.facts:
             self.metrics.apply(ServerInfo(**self.facts))
@@ -104,15 +101,14 @@ class LineFeeder(QueuedWorker):
         self._frame.consume(data, blocks, MAX_LINE_BYTES, self._counts)
         self._read(blocks)
 
-    def _flush_carry(self) -> None:
+    def _finish(self) -> None:
+        """The end of a launch's output (a relaunch, the child gone): its partial last line, then a
+        record the assembler holds."""
         blocks: list[LineBlock] = []
         self._frame.flush_partial(blocks, self._counts)
         self._read(blocks)
         self._reader.flush()
         self._report()
-
-    def _finish(self) -> None:
-        self._flush_carry()
 
     def _read(self, blocks: list[LineBlock]) -> None:
         for block in blocks:
@@ -126,14 +122,6 @@ class LineFeeder(QueuedWorker):
         if isinstance(event, EngineStats):
             return replace(event, time=datetime.fromtimestamp(self._arrived.wall, self.zone))
         return event
-
-    def _internal_error(self, source: str | None, number: int | None, exc: Exception) -> None:
-        """A bug on one line: counted as a parse error, logged once, never raised."""
-        self.internal_errors += 1
-        self.metrics.apply(Unparsed(what="stats", file=source, line=number))
-        if self.internal_errors == 1:
-            log.error("internal error on a line of %s: %s (message withheld: it may hold log text)",
-                      source, type(exc).__name__)
 
     def _report(self) -> None:
         self.metrics.set_follower_stats(

@@ -11,6 +11,9 @@ changes nothing but the moment a first request is seen (by at most a block).
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import traceback
 from collections.abc import Callable
 from datetime import datetime
 
@@ -24,14 +27,38 @@ from ..parsing.line import parse_line
 from ..parsing.shutdown import shutdown_at
 from .arrival import Arrival, ArrivalTimer
 
-__all__ = ["LaunchReader"]
+__all__ = ["LaunchReader", "LineErrors"]
+
+log = logging.getLogger(__name__)
+
+
+class LineErrors:
+    """What a reader's lines cost, over all its launches: a bug on one line (in the parser, the
+    assembler or the metrics), counted as a parse error and logged once (our traceback: the message may
+    hold log text), never raised, so a reader that runs for months goes on; and a container log's
+    joined lines cut at the cap (the follower cuts the others)."""
+
+    def __init__(self) -> None:
+        self.internal = 0
+        self.cut = 0
+
+    def internal_error(self, metrics: ExporterMetrics, source: str | None, number: int | None,
+                       exc: Exception) -> None:
+        self.internal += 1
+        with contextlib.suppress(Exception):  # the metrics themselves broken: `internal` still tells
+            metrics.apply(Unparsed(what="stats", file=source, line=number))
+        if self.internal == 1:
+            log.error(
+                "internal error on %s line %s: %s (message withheld: it may hold log text); the line is "
+                "counted as a parse error and later ones are only counted\n%s",
+                source, number, type(exc).__name__,
+                "".join(traceback.format_tb(exc.__traceback__)).rstrip())
 
 
 class LaunchReader:
     """Reads one launch's lines into `metrics` through its own `assembler`.
 
-    `on_error(file, line, exc)`: a bug
-    on one line (in the parser, the assembler or the metrics), counted by the caller; never raised.
+    `errors`: where a bug on a line and a cut joined line are counted (the reader's, over its launches).
     `numbered=False`: events get no line numbers (run mode). `retime`: applied to each complete event
     before the metrics take it. `timer`: the source is read as it is written, so each block's stats
     lines are timed by its arrival (`arrival.py`: latency, ages); `read` reads the clocks unless given
@@ -41,7 +68,7 @@ class LaunchReader:
     A container log (Docker json-file, CRI, `docker logs --timestamps`: `parsing/envelope.py`) is told
     from the first block that holds a line, once; its blocks are unwrapped before the scan, its events
     numbered by their envelope lines and timed by their container stamps, a record that is not of its
-    format is a parse error of kind `envelope`, and a joined line cut at the cap is told to `on_cut`.
+    format is a parse error of kind `envelope`, and a joined line cut at the cap is counted in `errors`.
     A plain log pays one attribute test a block. `envelopes=False` (run mode: vLLM's own output) reads
     every block as plain.
     """
@@ -50,22 +77,20 @@ class LaunchReader:
         self,
         metrics: ExporterMetrics,
         assembler: Assembler,
-        on_error: Callable[[str | None, int | None, Exception], None],
+        errors: LineErrors | None = None,
         *,
         numbered: bool = True,
         retime: Callable[[Event], Event] | None = None,
         envelopes: bool = True,
-        on_cut: Callable[[int], None] | None = None,
         timer: ArrivalTimer | None = None,
         records: Callable[[list[Event]], None] | None = None,
     ) -> None:
         self.metrics = metrics
         self._records = records
         self.assembler = assembler
-        self._on_error = on_error
+        self.errors = errors or LineErrors()
         self._numbered = numbered
         self._retime = retime
-        self._on_cut = on_cut
         self._timer = timer
         self.format: Format | None = None if envelopes else "plain"
         """The source's format, once told (None: not yet)."""
@@ -116,8 +141,7 @@ class LaunchReader:
                 ended_from = len(events)
             number = got.numbers[index - 1] if self._numbered else None
             self._feed(events, text, number, container_time(got.stamps[index - 1]))
-        if got.cut and self._on_cut is not None:
-            self._on_cut(got.cut)
+        self.errors.cut += got.cut
         self._apply(events, access, arrival, ended_from if shutdown is None or ended_from is not None
                     else len(events))
 
@@ -127,7 +151,7 @@ class LaunchReader:
             if event is not None:
                 events.extend(self.assembler.feed(event, line, when))
         except Exception as exc:
-            self._on_error(self.assembler.file, line, exc)
+            self.errors.internal_error(self.metrics, self.assembler.file, line, exc)
 
     def _apply(self, events: list[Event], access: dict[tuple[str, str, int], int] | None,
                arrival: Arrival | None, ended_from: int | None = None) -> None:
@@ -142,7 +166,7 @@ class LaunchReader:
             events = [self._retime(event) for event in events]
         failed = self.metrics.apply_many(events, access, measured, ended_from=ended_from)
         for event, exc in failed:
-            self._on_error(event.file, event.line, exc)
+            self.errors.internal_error(self.metrics, event.file, event.line, exc)
 
 
 def _shutdown_line(data: bytes, first: int) -> int | None:

@@ -8,7 +8,7 @@ Why it is built like this:
 * Each launch file gets its own `Assembler` and `YearClock` (the year comes from that file's name), and
   a new file in a folder is a new vLLM launch: `metrics.new_launch()` resets the per-engine gauges.
 * A bug on one line (in the parser, the assembler or the metrics) must not stop an exporter that runs
-  for months: it is counted as a parse error and logged once, and the thread goes on.
+  for months: it is counted as a parse error and logged once, and the thread goes on (`ingest.py`).
 * Logs hold users' prompts: nothing here logs or returns line text, not even in an exception message
   (those are withheld; the traceback of our own code is logged instead).
 * The follower's own counters (lines, bytes, rotations, read errors, ...) reach the metrics after
@@ -21,7 +21,6 @@ Why it is built like this:
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import threading
@@ -39,11 +38,11 @@ from ..following.openfile import LineBlock
 from ..following.source import LineSource, Start
 from ..following.statefile import SavedState
 from ..parsing.assemble import Assembler
-from ..parsing.events import Event, Unparsed
+from ..parsing.events import Event
 from ..parsing.stamps import local_zone
 from ..shown import json_safe, shown_path
 from .arrival import ArrivalTimer
-from .ingest import LaunchReader
+from .ingest import LaunchReader, LineErrors
 from .sources import MetricsFactory, SourceReaders, over_sources, withhold_extra
 from .startfacts import launch_facts
 from .statekeeper import StateKeeper
@@ -100,8 +99,7 @@ class Pipeline:
         self._sync_lock = threading.Lock()
         self._lines_applied = 0
         self._batches = 0
-        self._internal_errors = 0
-        self._joined_cut = 0  # a container log's joined lines cut at the cap (the follower cuts the others)
+        self.errors = LineErrors()
         self._last_batch: float | None = None
         self._last_poll = time.monotonic()  # when the worker last completed a poll (or started)
         self._started_at: float | None = None
@@ -256,27 +254,7 @@ class Pipeline:
 
     def _new_reader(self, assembler: Assembler, metrics: ExporterMetrics) -> LaunchReader:
         """The reader of a new file (`SourceReaders` makes one a launch)."""
-        def internal_error(source: str | None, number: int | None, exc: Exception) -> None:
-            self._internal_error(source, number, exc, metrics)
-
-        return LaunchReader(metrics, assembler, internal_error, on_cut=self._count_cut, timer=self._timer,
-                            records=self._records)
-
-    def _count_cut(self, lines: int) -> None:
-        self._joined_cut += lines
-
-    def _internal_error(self, source: str | None, number: int | None, exc: Exception,
-                        metrics: ExporterMetrics) -> None:
-        self._internal_errors += 1
-        # If the metrics themselves are broken, the count in status() still tells.
-        with contextlib.suppress(Exception):
-            metrics.apply(Unparsed(what="stats", file=source, line=number))
-        if self._internal_errors == 1:
-            log.error(
-                "internal error on %s line %s: %s (message withheld: it may hold log text); the line is "
-                "counted as a parse error and later ones are only counted\n%s",
-                source, number, type(exc).__name__,
-                "".join(traceback.format_tb(exc.__traceback__)).rstrip())
+        return LaunchReader(metrics, assembler, self.errors, timer=self._timer, records=self._records)
 
     # -- the follower's counters ----------------------------------------------------------------
 
@@ -296,7 +274,7 @@ class Pipeline:
                 self.metrics.set_follower_stats(
                     lines=applied.lines, bytes=applied.bytes, rotations=stats.rotations,
                     truncations=stats.truncations, read_errors=stats.read_errors,
-                    lines_cut=stats.lines_cut + self._joined_cut,
+                    lines_cut=stats.lines_cut + self.errors.cut,
                     state_errors=stats.state_errors,
                 )
             for what, count in (("files_opened", stats.files_opened), ("file_switches", stats.file_switches),
@@ -350,7 +328,7 @@ class Pipeline:
                 "batches": self._batches,
                 "last_batch_age_seconds": (
                     None if self._last_batch is None else round(now - self._last_batch, 3)),
-                "internal_errors": self._internal_errors,
+                "internal_errors": self.errors.internal,
                 "state_writes": self.keeper.writes,
                 "state_file": self.keeper.saving(),
                 "source": self.readers.current(),

@@ -40,12 +40,6 @@ _OWN = frozenset(catalogue.name(short) for short in ("read_errors", "state_error
 """The only series of a many-source watch's own (unlabelled) metrics: its listing and state file errors."""
 
 
-class _Reader:
-    def __init__(self, source: str, reader: LaunchReader) -> None:
-        self.source = source
-        self.reader = reader
-
-
 def described(labels: SourceKey) -> str:
     """`namespace=vllm pod=vllm-0 container=vllm`, for the log."""
     return " ".join(f"{name}={value}" for name, value in labels)
@@ -68,7 +62,7 @@ class SourceReaders:
         self._labels_of = labels_of or (lambda key: key)
         self._counts = counts
         self._const = dict(const_labels or {})
-        self._readers: dict[SourceKey, _Reader] = {}
+        self._readers: dict[SourceKey, LaunchReader] = {}  # each source's, of its file read last
         self._metrics: dict[SourceKey, ExporterMetrics] = {}
         self._retired: dict[SourceKey, dict[str, int]] = {}  # what dropped folded sources counted
         self._last: dict[SourceKey, dict[str, int]] = {}  # each source's totals at the last sync
@@ -95,21 +89,21 @@ class SourceReaders:
             metrics.set_replay(replay)
 
     def read(self, block: LineBlock) -> None:
-        entry = self._readers.get(block.key)
-        if entry is None or entry.source != block.source:
-            entry = self._switch(block.key, block.source)
-        entry.reader.read(block.data, block.number)
+        reader = self._readers.get(block.key)
+        if reader is None or reader.assembler.file != block.source:
+            reader = self._switch(block.key, block.source)
+        reader.read(block.data, block.number)
 
     def current(self) -> str | None:
         """The file read last of a one-source watch (its status shows it)."""
-        entry = self._readers.get(())
-        return entry.source if entry is not None else None
+        reader = self._readers.get(())
+        return reader.assembler.file if reader is not None else None
 
-    def _switch(self, key: SourceKey, source: str) -> _Reader:
+    def _switch(self, key: SourceKey, source: str) -> LaunchReader:
         """A new file of a source: a new vLLM launch, with its own clock (the year is in its name)."""
         old = self._readers.get(key)
         if old is not None:
-            old.reader.flush()
+            old.flush()
         elif key and self._labels_of(key) == key:
             log.info("new source %s: reading %s", described(key), source)
         elif key and not self._folded_said:  # beyond the cap: said once, not once a source
@@ -123,21 +117,21 @@ class SourceReaders:
 
         metrics = self.metrics_of(key)
         reader = self._make_reader(Assembler(source, clock, hold=False, repeats=True), metrics)
-        entry = self._readers[key] = _Reader(source, reader)
+        self._readers[key] = reader
         self.files_seen += 1
         metrics.new_launch(source)
-        return entry
+        return reader
 
     def flush_all(self) -> None:
         """The end of every source (a stream's writer is gone): records the assemblers still hold."""
-        for entry in self._readers.values():
-            entry.reader.flush()
+        for reader in self._readers.values():
+            reader.flush()
 
     def drop(self, key: SourceKey) -> None:
         """A source gone past its grace: its series go (a folded one's counts stay in the folded series)."""
-        entry = self._readers.pop(key, None)
-        if entry is not None:
-            entry.reader.flush()
+        reader = self._readers.pop(key, None)
+        if reader is not None:
+            reader.flush()
         labels = self._labels_of(key)
         last = self._last.pop(key, None)
         self._seen.pop(key, None)

@@ -128,7 +128,7 @@ def test_live_requests_are_timed_by_their_arrival_not_their_whole_second_stamps(
     timer = ArrivalTimer(monotonic=lambda: now[0][0], wall=lambda: now[0][1])
     metrics, registry = _setup()
     assembler = Assembler("f", YearClock(2026, timezone.utc))
-    reader = LaunchReader(metrics, assembler, lambda *a: None, timer=timer)
+    reader = LaunchReader(metrics, assembler, timer=timer)
     reader.read((HDR + "Received request r: params: x, lora_request: None.\n").encode())
     now[0] = next(clocks)
     reader.read((HDR + "Generated response r: output: 'y', finish_reason: stop\n").encode())

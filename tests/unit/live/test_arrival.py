@@ -40,8 +40,7 @@ class Clocks:
 
 def reader(metrics: ExporterMetrics, timer: ArrivalTimer | None) -> LaunchReader:
     clock = YearClock.for_source("serve_20261129_192600.log", UTC)
-    return LaunchReader(metrics, Assembler("serve_20261129_192600.log", clock, hold=False),
-                        lambda *_: None, timer=timer)
+    return LaunchReader(metrics, Assembler("serve_20261129_192600.log", clock, hold=False), timer=timer)
 
 
 def generation(metrics: ExporterMetrics) -> float | None:

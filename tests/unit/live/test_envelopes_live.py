@@ -136,6 +136,6 @@ def test_run_mode_reads_every_block_as_plain() -> None:
     from vllm_logwatch.live.ingest import LaunchReader
     from vllm_logwatch.parsing.assemble import Assembler
 
-    reader = LaunchReader(ExporterMetrics(), Assembler("x"), lambda *a: None, envelopes=False)
+    reader = LaunchReader(ExporterMetrics(), Assembler("x"), envelopes=False)
     reader.read(b"2025-07-05T11:29:01Z stdout F INFO a line of a child that prints stamps\n")
     assert reader.format == "plain"

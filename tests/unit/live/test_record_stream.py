@@ -31,8 +31,7 @@ def real_events() -> list[Event]:
     """The real log's events as watch reads them (`LaunchReader`, blocks of 64 KiB)."""
     blocks: list[list[Event]] = []
     reader = LaunchReader(ExporterMetrics(clock=lambda: 1000.0),
-                          Assembler(str(REAL_CPU_LOG), YearClock(2026, timezone.utc)),
-                          lambda *_: None, records=blocks.append)
+                          Assembler(str(REAL_CPU_LOG), YearClock(2026, timezone.utc)), records=blocks.append)
     data, first = REAL_CPU_LOG.read_bytes(), 1
     while data:
         cut = data.rfind(b"\n", 0, 65536) + 1 or len(data)

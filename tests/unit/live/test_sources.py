@@ -32,7 +32,7 @@ def readers() -> tuple[SourceReaders, dict[tuple[tuple[str, str], ...], Exporter
         return key if key == A else FOLDED
 
     def reader(assembler, metrics):  # type: ignore[no-untyped-def]
-        return LaunchReader(metrics, assembler, lambda *_: None)
+        return LaunchReader(metrics, assembler)
 
     return SourceReaders(ExporterMetrics(), timezone.utc, reader, metrics_for=metrics_for,
                          labels_of=fold), made

@@ -28,8 +28,6 @@ if TYPE_CHECKING:
     from ..terminal.render import Shown
     from ..terminal.view import StatsBook
 
-__all__ = ["TopOptions", "default_targets", "run_top"]
-
 
 @dataclass(frozen=True)
 class TopOptions:

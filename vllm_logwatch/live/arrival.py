@@ -23,8 +23,6 @@ from dataclasses import dataclass
 
 from ..parsing.events import EngineStats, Event, IterationStats, RequestLine
 
-__all__ = ["BACKLOG_SECONDS", "CLOCK_SKEW_SECONDS", "Arrival", "ArrivalTimer", "print_time"]
-
 BACKLOG_SECONDS = 2.0
 """A line read more than this after its stamp's second ended was not read as it was written."""
 CLOCK_SKEW_SECONDS = 0.5

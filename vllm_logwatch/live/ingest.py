@@ -27,8 +27,6 @@ from ..parsing.line import parse_line
 from ..parsing.shutdown import shutdown_at
 from .arrival import Arrival, ArrivalTimer
 
-__all__ = ["LaunchReader", "LineErrors"]
-
 log = logging.getLogger(__name__)
 
 

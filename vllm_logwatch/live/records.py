@@ -42,8 +42,6 @@ from ..following.statefile import saved_extra
 from ..parsing.events import EngineStats, Event, event_to_dict, json_line
 from ..shown import shown_path
 
-__all__ = ["QUEUED", "ROTATE_BYTES", "RecordStream", "open_records"]
-
 log = logging.getLogger("vllm_logwatch.records")
 
 QUEUED = 1 << 16

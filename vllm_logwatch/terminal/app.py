@@ -18,8 +18,6 @@ from .board import Board
 from .render import SORTS, Row, Shown, detail, flat_rows, fleet_text, help_table, rows_table, status_text
 from .view import ServerView, fleet_of
 
-__all__ = ["TopApp"]
-
 _FOOTER = "q quit  ? help  s sort  / filter  enter detail  p pause  \u2190 \u2192 time"
 
 

@@ -22,8 +22,6 @@ from .fetch import Fetcher, Reading
 from .series import ServerKey, ServerSnap, read_families
 from .view import ServerView, StatsBook, Tracker
 
-__all__ = ["Board", "LogSource"]
-
 
 class LogSource(Protocol):
     """A log target read in this process (made by `commands/top.py` through `watch.follow`)."""

@@ -32,8 +32,6 @@ from prometheus_client.parser import text_string_to_metric_families
 from ..shown import printable
 from .series import ServerKey, ServerSnap, read_families, read_line
 
-__all__ = ["Fetcher", "Reading", "UrlTarget", "is_url", "url_name"]
-
 MAX_BODY = 32 << 20
 """A /metrics body past this is refused (an exporter's is tens of KiB, a vLLM server's a few hundred)."""
 

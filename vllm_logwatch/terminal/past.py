@@ -28,8 +28,6 @@ from typing import Any
 from ..exporting.exporter import ExporterMetrics
 from ..parsing.events import Event
 
-__all__ = ["CutMetrics", "parse_at"]
-
 
 class CutMetrics(ExporterMetrics):
     """The exporter's state of one source as of `at` (epoch seconds)."""

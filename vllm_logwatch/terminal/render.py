@@ -23,8 +23,6 @@ from ..offline.summary.tables import TABLE_HEAD, concurrency_cells
 from ..shown import printable, shown_number
 from .view import EngineRow, Fleet, ServerView, sparkline
 
-__all__ = ["KEYS", "SORTS", "Row", "Shown", "detail", "flat_rows", "fleet_text", "help_table", "rows_table"]
-
 SORTS = ("name", "gen", "waiting", "kv", "state")
 """The orders `s` steps through."""
 KEYS = (

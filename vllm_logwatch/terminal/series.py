@@ -25,9 +25,6 @@ from typing import Literal
 
 from prometheus_client.core import Metric
 
-__all__ = ["SOURCE_LABELS", "Buckets", "EngineSnap", "ServerKey", "ServerSnap", "merge_buckets", "quantile",
-           "read_families", "read_line"]
-
 ServerKey = tuple[tuple[str, str], ...]
 """The labels that tell a server of a target from the others: () for a target of one server."""
 SOURCE_LABELS = ("script", "namespace", "pod", "container")

@@ -23,8 +23,6 @@ from ..offline.summary.build import ConcurrencyRow, summarize
 from ..parsing.events import EngineStats
 from .series import HISTOGRAMS, Buckets, ServerKey, ServerSnap, merge_buckets, quantile
 
-__all__ = ["EngineRow", "Fleet", "ServerView", "StatsBook", "Tracker", "fleet_of"]
-
 WINDOW_SECONDS = 300.0
 """Sparklines and latency percentiles cover the last five minutes."""
 SPARK_POINTS = 24

@@ -6,7 +6,7 @@ modes' one ingest core (`ingest.LaunchReader`): access lines counted by one patt
 can carry something else (stats, spec, start-up facts, warnings) through the full parser.
 
 Each chunk's arrival is read when the supervisor hands it over, before the queue, and times its lines
-(`arrival.py`): a detail line's latency, a stats line's age.
+(`ingest.ArrivalTimer`): a detail line's latency, a stats line's age.
 """
 
 from __future__ import annotations
@@ -24,8 +24,7 @@ from ..parsing.events import EngineStats, Event, ServerInfo
 from ..parsing.framing import MAX_LINE_BYTES
 from ..parsing.stamps import YearClock
 from ..supervising.tee import QUEUE_BYTES, QueuedWorker
-from .arrival import Arrival, ArrivalTimer
-from .ingest import LaunchReader, LineErrors
+from .ingest import Arrival, ArrivalTimer, LaunchReader, LineErrors
 
 _GAP = "\0gap"  # queue markers: output was dropped here, in the middle of a line
 _GAP_AT_LINE = "\0gap at a line"  # ... after a newline

@@ -41,8 +41,7 @@ from ..parsing.assemble import Assembler
 from ..parsing.events import Event
 from ..parsing.stamps import local_zone
 from ..shown import json_safe, shown_path
-from .arrival import ArrivalTimer
-from .ingest import LaunchReader, LineErrors
+from .ingest import ArrivalTimer, LaunchReader, LineErrors
 from .sources import MetricsFactory, SourceReaders, over_sources, withhold_extra
 from .startfacts import launch_facts
 from .statekeeper import StateKeeper
@@ -89,7 +88,7 @@ class Pipeline:
                             else max(STALL_POLLS * follower.poll_interval, STALL_FLOOR))
         self.metrics = metrics
         self.zone = zone if zone is not None else local_zone()
-        self._timer = ArrivalTimer()  # a line read as it is written times vLLM's window (`arrival.py`)
+        self._timer = ArrivalTimer()  # a line read as it is written times vLLM's window (`ingest.py`)
         self.readers = SourceReaders(metrics, self.zone, self._new_reader, metrics_for=metrics_for,
                                      labels_of=follower.labels_of, counts=follower.source_counts,
                                      const_labels=labels)

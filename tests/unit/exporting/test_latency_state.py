@@ -117,8 +117,7 @@ def test_requests_read_by_whole_second_stamps_are_counted_not_timed() -> None:
 def test_live_requests_are_timed_by_their_arrival_not_their_whole_second_stamps() -> None:
     """Read as written (a `LaunchReader` with an `ArrivalTimer`), a request's lines are timed by when
     their blocks arrived: 0.7 s between them although both are stamped the same second."""
-    from vllm_logwatch.live.arrival import ArrivalTimer
-    from vllm_logwatch.live.ingest import LaunchReader
+    from vllm_logwatch.live.ingest import ArrivalTimer, LaunchReader
     from vllm_logwatch.parsing.assemble import Assembler
     from vllm_logwatch.parsing.stamps import YearClock
 

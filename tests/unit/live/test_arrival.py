@@ -1,4 +1,4 @@
-"""Live lines timed by their arrival (`live/arrival.py`), through the ingest core into the metrics: the
+"""Live lines timed by their arrival (`live/ingest.py`), through the ingest core into the metrics: the
 token counters credit every stats line the configured interval however late it was read, a backlog
 is timed by its stamps, and only lines read as they were written are measured."""
 
@@ -10,8 +10,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from vllm_logwatch.exporting.exporter import ExporterMetrics
-from vllm_logwatch.live.arrival import Arrival, ArrivalTimer, print_time
-from vllm_logwatch.live.ingest import LaunchReader
+from vllm_logwatch.live.ingest import Arrival, ArrivalTimer, LaunchReader, print_time
 from vllm_logwatch.parsing.assemble import Assembler
 from vllm_logwatch.parsing.events import EngineStats
 from vllm_logwatch.parsing.stamps import YearClock

@@ -150,7 +150,7 @@ class LineSource:
 
     def starts(self) -> list[Start] | None:
         """Where each source began reading its file, once known (None: not yet), for its launch's
-        start-up facts from before that point (`live/startfacts.py`); [] when read from its start."""
+        start-up facts from before that point (`live/pipeline.py`); [] when read from its start."""
         return []
 
     def labels_of(self, key: SourceKey) -> SourceKey:

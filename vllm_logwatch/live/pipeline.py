@@ -14,6 +14,11 @@ Why it is built like this:
 * The follower's own counters (lines, bytes, rotations, read errors, ...) reach the metrics after
   every batch, at scrape time (`register`), and once a poll interval from a small second thread, so a
   read error or a file switch is logged and counted while no line flows.
+* A file read from its end gets its launch's start-up facts (model, version, arguments, KV cache
+  size: printed long before) from the bytes before that end (`launch_facts`): from the last launch
+  banner on, start-up lines only, read in large chunks framed as the follower frames a file, at most
+  `FACTS_BYTES` after the banner. Nothing is counted there (no stats line, message or launch), so the
+  state file's exactly-once promise is untouched (docs/watch.md).
 * The state file, exactly once: a line a scrape shows is never counted again after a restart, even
   after `kill -9` (`statekeeper.py`). A poll reads at most `POLL_BYTES`, so a scrape never waits long
   for a backlog being applied.
@@ -23,27 +28,29 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import threading
 import time
 import traceback
 from collections.abc import Callable, Iterable, Mapping
 from datetime import tzinfo
-from typing import Any
+from typing import IO, Any
 
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from ..exporting.exporter import ExporterMetrics
-from ..following.openfile import LineBlock
+from ..following.openfile import FollowerStats, LineBlock, OpenFile
 from ..following.source import LineSource, Start
 from ..following.statefile import SavedState
 from ..parsing.assemble import Assembler
-from ..parsing.events import Event
+from ..parsing.events import Event, ServerInfo
+from ..parsing.framing import MAX_LINE_BYTES
+from ..parsing.line import parse_line
 from ..parsing.stamps import local_zone
 from ..shown import json_safe, shown_path
 from .ingest import ArrivalTimer, LaunchReader, LineErrors
 from .sources import MetricsFactory, SourceReaders, over_sources, withhold_extra
-from .startfacts import launch_facts
 from .statekeeper import StateKeeper
 
 log = logging.getLogger(__name__)
@@ -110,7 +117,7 @@ class Pipeline:
         # the state file in step with what scrapes show; a many-source file, rewritten whole, less often
         self.keeper = StateKeeper(follower)
         # A backlog is timed by its stamps until a poll finds nothing new (`set_replay`); a file read
-        # from its end gets its launch's start-up facts from before that end (`startfacts.py`).
+        # from its end gets its launch's start-up facts from before that end (`launch_facts`).
         self._replaying, self._had_lines, self._started = True, False, time.monotonic()
         self.readers.set_replay(True)
         self._facts_read = False
@@ -242,7 +249,7 @@ class Pipeline:
         self._read_facts(starts)
 
     def _read_facts(self, starts: list[Start]) -> None:
-        """Each source's launch facts from before where it started reading (`startfacts.py`)."""
+        """Each source's launch facts from before where it started reading (`launch_facts`)."""
         for key, path, start in starts:
             if not start:
                 continue
@@ -356,3 +363,43 @@ class _SyncedCollector(Collector):
 
     def describe(self) -> Iterable[Metric]:
         return self._pipeline.metrics.describe()
+
+
+FACTS_BYTES = 4 << 20
+"""Start-up lines are read from at most this many bytes after the launch's banner."""
+_CHUNK = 8 << 20
+_BANNER = re.compile(  # the banners of parsing/startup.py: the version line, or the logo's (UTF-8 blocks)
+    rb"(?m)^[^\n]*(?:vLLM (?:API )?server version|\xe2\x96[\x80-\x9f][^\n]* version )[^\n]*$")
+
+
+def launch_facts(path: str, end: int) -> dict[str, Any]:
+    """The start-up facts of the last launch in `path`'s first `end` bytes ({} when none; an
+    unreadable file gives none: the follower says why)."""
+    try:
+        with open(path, "rb") as file:
+            start = _last_banner(file, end)
+            file.seek(start)
+            data = file.read(min(end - start, FACTS_BYTES))
+    except OSError:
+        return {}
+    facts: dict[str, Any] = {}
+    lines = data.split(b"\n")
+    for index, raw in enumerate(lines[:-1]):  # complete lines only
+        event = parse_line(raw.decode("utf-8", "replace"))
+        if isinstance(event, ServerInfo):
+            if event.new_launch and index:
+                facts = {}  # a later banner within the window: the newer launch's facts
+            facts.update(event.facts("server"))
+    return facts
+
+
+def _last_banner(file: IO[bytes], end: int) -> int:
+    """The offset of the last launch banner's line before `end` (0: none, read from the start)."""
+    frame, counts, last = OpenFile.framing(file.name), FollowerStats(), 0
+    while frame.pos < end and (chunk := file.read(min(_CHUNK, end - frame.pos))):
+        blocks: list[LineBlock] = []
+        frame.consume(chunk, blocks, MAX_LINE_BYTES, counts)  # complete lines; the rest starts the next
+        for block in blocks:
+            for found in _BANNER.finditer(block.data):
+                last = block.offset + found.start()
+    return last

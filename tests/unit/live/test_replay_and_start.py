@@ -17,7 +17,7 @@ from support import TESTS, ManualWaker
 from vllm_logwatch.exporting.exporter import ExporterMetrics
 from vllm_logwatch.following.follower import Follower
 from vllm_logwatch.following.many import ManyFollower
-from vllm_logwatch.live import startfacts
+from vllm_logwatch.live import pipeline as pipeline_module
 from vllm_logwatch.live.pipeline import Pipeline
 from vllm_logwatch.web.page import render
 
@@ -73,8 +73,8 @@ def test_the_last_banner_is_found_across_chunk_boundaries(tmp_path: Path, chunk:
     log = tmp_path / "serve.log"
     second = REAL_LOG.read_bytes().replace(b"0.32.0", b"0.33.1")
     log.write_bytes(REAL_LOG.read_bytes() + second)
-    monkeypatch.setattr(startfacts, "_CHUNK", chunk)
-    assert startfacts.launch_facts(str(log), log.stat().st_size)["vllm_version"] == "0.33.1"
+    monkeypatch.setattr(pipeline_module, "_CHUNK", chunk)
+    assert pipeline_module.launch_facts(str(log), log.stat().st_size)["vllm_version"] == "0.33.1"
 
 
 def test_facts_read_before_the_start_are_the_facts_the_exporter_keeps(tmp_path: Path) -> None:
@@ -87,7 +87,7 @@ def test_facts_read_before_the_start_are_the_facts_the_exporter_keeps(tmp_path: 
     ft = [line for line in (data / "serve_20261120_100000.log").read_bytes().split(b"\n")
           if b"status -> HEALTHY" in line]
     log.write_bytes(b"\n".join([*LINES, *runtime, *ft]) + b"\n")
-    facts = startfacts.launch_facts(str(log), log.stat().st_size)
+    facts = pipeline_module.launch_facts(str(log), log.stat().st_size)
     assert facts["vllm_version"] == "0.32.0"
     assert not {"eplb_rearrange_seconds", "eplb_async", "ft_status", "ft_engine"} & facts.keys()
 

@@ -2,7 +2,7 @@
 (their pipelines' families, as `/metrics` would serve them) and takes the URL targets' readings that
 came in (`fetch.Fetcher`, never waiting on one), and turns them into views (`view.Tracker`), in the
 order the targets were given. Stepping through a log's history (`step`) remakes the log targets as
-they were at another time (`past.py`); URL targets show now only.
+they were at another time (`commands/top.py`); URL targets show now only.
 
 The log targets followed live are read by one thread (`start`): each second it polls every one in
 turn (a `stat` of its file when nothing was written), instead of a watch's threads per target (its

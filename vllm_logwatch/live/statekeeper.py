@@ -15,7 +15,7 @@ reads them again. If the state file cannot be written, scrapes are answered anyw
 cannot hold then) and the failure is counted by the follower; it is retried every `save_retry`.
 
 With a record stream to a file (`records.py`), each write also names where the records file was after
-the records of the lines written as read (`RecordMarks.mark`, fsync'd first), so a restart writes
+the records of the lines written as read (`RecordStream.mark`, fsync'd first), so a restart writes
 each record once. The records are handed over with the lines (`pend` takes their count), and a write
 first waits for the records' writer to have taken them: the writer thread up to `RECORDS_WAIT`, a
 scrape (holding the gate) up to the follower's save interval; a sink slower than that is not waited for longer
@@ -29,23 +29,13 @@ import math
 import threading
 import time
 from collections.abc import Iterator
-from typing import Protocol
 
 from ..following.source import LineSource
 from ..following.statefile import Checkpoint, Position
+from .records import RecordStream
 
 SAVE_RETRY = 1.0  # after a failed write
 RECORDS_WAIT = 1.0  # the writer thread waits this long at most for the records' writer
-
-
-class RecordMarks(Protocol):
-    """What the keeper needs of the record stream (`records.RecordStream`)."""
-
-    def handed(self) -> int: ...
-
-    def wait_written(self, handed: int, timeout: float) -> None: ...
-
-    def mark(self, handed: int) -> dict[str, int] | None: ...
 
 
 class StateKeeper:
@@ -59,7 +49,7 @@ class StateKeeper:
         self.save_retry = save_retry
         self.gate = threading.Lock()  # held to apply a poll's lines, and to collect a scrape
         self.pending: Checkpoint = follower.checkpoint()  # after the lines applied so far
-        self.records: RecordMarks | None = None  # set before `start`
+        self.records: RecordStream | None = None  # set before `start`
         self._latest: tuple[Checkpoint, int] = (self.pending, 0)  # `pending` and the records handed
         # over with its lines, in one: the writer thread reads it without the gate
         self.writes = 0

@@ -225,15 +225,13 @@ def merge_buckets(series: Iterable[Buckets]) -> Buckets:
     """
     every = list(series)
     bounds = sorted({b for s in every for b in s})
-    merged: Buckets = {}
-    for bound in bounds:
-        total = 0.0
-        for s in every:
-            below = [b for b in s if b <= bound]
-            if below:
-                total += s[max(below)]
-        merged[bound] = total
-    return merged
+    return {bound: sum((count_at(s, bound) for s in every), 0.0) for bound in bounds}
+
+
+def count_at(buckets: Buckets, bound: float) -> float:
+    """A cumulative histogram's count at `bound`: at its own largest bound at or below it (0 below all)."""
+    below = [b for b in buckets if b <= bound]
+    return buckets[max(below)] if below else 0.0
 
 
 def quantile(q: float, buckets: Mapping[float, float]) -> float | None:

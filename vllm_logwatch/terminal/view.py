@@ -21,7 +21,7 @@ from ..exporting.engine_state import engine_label
 from ..offline.reading.launches import Launch
 from ..offline.summary.build import ConcurrencyRow, summarize
 from ..parsing.events import EngineStats
-from .series import HISTOGRAMS, Buckets, ServerKey, ServerSnap, merge_buckets, quantile
+from .series import HISTOGRAMS, Buckets, ServerKey, ServerSnap, count_at, merge_buckets, quantile
 
 WINDOW_SECONDS = 300.0
 """Sparklines and latency percentiles cover the last five minutes."""
@@ -336,17 +336,12 @@ class Tracker:
         counts = merged
         if len(ring) > 1:
             old = ring[0][1]
-            delta = {b: c - _at(old, b) for b, c in merged.items()}
+            delta = {b: c - count_at(old, b) for b, c in merged.items()}
             if all(d >= 0 for d in delta.values()) and max(delta.values(), default=0) > 0:
                 counts, window = delta, f"{round(min(now - ring[0][0], self.window) / 60) or 1}m"
         total = max(counts.values(), default=0.0)
         return Latency(short, quantile(0.5, counts), quantile(0.95, counts), quantile(0.99, counts), total,
                        window)
-
-
-def _at(buckets: Buckets, bound: float) -> float:
-    below = [b for b in buckets if b <= bound]
-    return buckets[max(below)] if below else 0.0
 
 
 def _engine_order(label: str) -> tuple[int, str]:

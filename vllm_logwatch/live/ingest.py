@@ -176,17 +176,8 @@ class LaunchReader:
                 self._unwrapper = Unwrapper(self.format, cap=cap or MAX_LINE_BYTES)
         if self._unwrapper is not None:
             self._read_unwrapped(self._unwrapper.unwrap(data, first), cap, arrival)
-            return
-        access, hits = scan_block(data, first, cap=cap)
-        shutdown = _shutdown_line(data, first)
-        events: list[Event] = []
-        ended_from = None
-        for number, text in hits:
-            if ended_from is None and shutdown is not None and number > shutdown:
-                ended_from = len(events)
-            self._feed(events, text, number if self._numbered else None, None)
-        self._apply(events, access, arrival, ended_from if shutdown is None or ended_from is not None
-                    else len(events))
+        else:
+            self._read_lines(data, first, cap, arrival, [])
 
     def flush(self) -> None:
         """The end of the launch: a part of a line still open (a container log's), then a record the
@@ -197,18 +188,27 @@ class LaunchReader:
 
     def _read_unwrapped(self, got: Unwrapped, cap: int | None, arrival: Arrival | None) -> None:
         """The lines a container log's block held, with their envelope numbers and container times."""
-        access, hits = scan_block(got.data, 1, cap=cap)
         file = self.assembler.file
         events: list[Event] = [Unparsed(what="envelope", file=file, line=n if self._numbered else None)
                                for n in got.malformed]
-        shutdown = _shutdown_line(got.data, 1)
-        ended_from = None
-        for index, text in hits:
-            if ended_from is None and shutdown is not None and index > shutdown:
-                ended_from = len(events)
-            number = got.numbers[index - 1] if self._numbered else None
-            self._feed(events, text, number, container_time(got.stamps[index - 1]))
         self.errors.cut += got.cut
+        self._read_lines(got.data, 1, cap, arrival, events, got)
+
+    def _read_lines(self, data: bytes, first: int, cap: int | None, arrival: Arrival | None,
+                    events: list[Event], got: Unwrapped | None = None) -> None:
+        """The complete lines of `data` (numbered from `first`; `got`: their envelopes' numbers and
+        times) after `events`, into the metrics."""
+        access, hits = scan_block(data, first, cap=cap)
+        shutdown = _shutdown_line(data, first)
+        ended_from = None
+        for number, text in hits:
+            if ended_from is None and shutdown is not None and number > shutdown:
+                ended_from = len(events)
+            when = None
+            if got is not None:
+                when = container_time(got.stamps[number - 1])
+                number = got.numbers[number - 1]
+            self._feed(events, text, number if self._numbered else None, when)
         self._apply(events, access, arrival, ended_from if shutdown is None or ended_from is not None
                     else len(events))
 

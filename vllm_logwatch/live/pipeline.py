@@ -86,13 +86,11 @@ class Pipeline:
         zone: tzinfo | None = None,
         metrics_for: MetricsFactory | None = None,
         labels: Mapping[str, str] | None = None,
-        stall_after: float | None = None,
         records: Callable[[list[Event]], None] | None = None,
     ) -> None:
         self.follower = follower
         self._records = records
-        self.stall_after = (stall_after if stall_after is not None
-                            else max(STALL_POLLS * follower.poll_interval, STALL_FLOOR))
+        self.stall_after = max(STALL_POLLS * follower.poll_interval, STALL_FLOOR)
         self.metrics = metrics
         self.zone = zone if zone is not None else local_zone()
         self._timer = ArrivalTimer()  # a line read as it is written times vLLM's window (`ingest.py`)

@@ -45,14 +45,13 @@ Remake = Callable[[float | None], list[LogSource]]
 
 class Board:
     def __init__(self, logs: list[LogSource], fetcher: Fetcher, order: list[str], *,
-                 remake: Remake | None = None, clock: Callable[[], float] = time.time) -> None:
+                 remake: Remake | None = None) -> None:
         """`order`: every target's name as given (log targets' and URLs'), the order of the rows."""
         self.logs = logs
         self.fetcher = fetcher
         self.order = order
         self.tracker = Tracker()
         self.remake = remake
-        self.clock = clock
         self.views: dict[str, list[ServerView]] = {}
         self._lock = threading.Lock()
         self._polling = threading.Lock()  # held while the logs are polled: `step` closes none under way
@@ -108,7 +107,7 @@ class Board:
         with self._lock:
             logs = list(self.logs)
         for source in logs:
-            now = source.at if source.at is not None else self.clock()
+            now = source.at if source.at is not None else time.time()
             families = source.families()
             read = self._read.get(source)
             if read is None or read[0] is not families:  # the same list: what was read from it holds
@@ -117,23 +116,17 @@ class Board:
             with self._lock:
                 self.views[source.name] = views
 
-    def latest(self) -> float | None:
-        """The newest stats line's time over the log targets."""
-        times = [t for source in self.logs if (t := source.book.latest()) is not None]
-        return max(times) if times else None
-
-    def step(self, seconds: float) -> float | None:
+    def step(self, seconds: float) -> None:
         """Move the log targets `seconds` back (negative) or forward in their history, reading them
-        again up to that time; past the newest line, back to following them live. The time shown
-        now (None: live). Blocking: the app runs it in a worker thread."""
-        if self.remake is None or not self.logs:
-            return self.at
-        newest = self.latest()
+        again up to that time; past the newest line, back to following them live. Blocking: the app
+        runs it in a worker thread."""
+        times = [t for source in self.logs if (t := source.book.latest()) is not None]
+        newest = max(times, default=None)
         start = self.at if self.at is not None else newest
-        if start is None:
-            return self.at
+        if self.remake is None or start is None:
+            return
         at: float | None = start + seconds
-        if newest is not None and at is not None and at >= newest and seconds > 0:
+        if newest is not None and start + seconds >= newest and seconds > 0:
             at = None
         fresh = self.remake(at)
         with self._polling:
@@ -145,7 +138,6 @@ class Board:
                 self._read.pop(source, None)
                 source.close()
         self._read_logs()
-        return at
 
     def close(self) -> None:
         self._stop.set()

@@ -124,9 +124,8 @@ class StatsBook:
     through `watch.follow`), for the concurrency table and the sparkline; a server's book starts over
     when its stamps go back (a new launch)."""
 
-    def __init__(self, limit: int = MAX_BOOK) -> None:
+    def __init__(self) -> None:
         self._books: dict[ServerKey, deque[EngineStats]] = {}
-        self._limit = limit
         self._lock = threading.Lock()  # fed by the pipeline's thread, read by the screen's
         self._counts: dict[ServerKey, int] = {}
         self._tables: dict[ServerKey, tuple[int, list[ConcurrencyRow]]] = {}
@@ -140,7 +139,7 @@ class StatsBook:
     def _add(self, key: ServerKey, stats: EngineStats) -> None:
         book = self._books.get(key)
         if book is None:
-            book = self._books[key] = deque(maxlen=self._limit)
+            book = self._books[key] = deque(maxlen=MAX_BOOK)
         elif book and stats.time is not None and book[-1].time is not None and stats.time < book[-1].time:
             book.clear()
         book.append(stats)
@@ -203,8 +202,7 @@ class _Seen:
 class Tracker:
     """Turns each refresh's snaps into views, remembering what it needs across refreshes."""
 
-    def __init__(self, window: float = WINDOW_SECONDS) -> None:
-        self.window = window
+    def __init__(self) -> None:
         self._engines: dict[tuple[str, ServerKey, str], _Seen] = {}
         self._histograms: dict[tuple[str, ServerKey, str], deque[tuple[float, Buckets]]] = {}
         self._points: dict[tuple[str, ServerKey], deque[EngineStats]] = {}
@@ -233,7 +231,7 @@ class Tracker:
 
     def _server(self, target: str, key: ServerKey, name: str, snap: ServerSnap, now: float,
                 book: StatsBook | None) -> ServerView:
-        lines = book.recent(key, self.window) if book is not None else None
+        lines = book.recent(key, WINDOW_SECONDS) if book is not None else None
         engines = [self._engine(target, key, label, snap, now, lines)
                    for label in sorted(snap.engines, key=_engine_order)]
         view = ServerView(target=target, name=name, kind=snap.kind, state="idle", engines=engines,
@@ -283,7 +281,7 @@ class Tracker:
             row.spark = _spark([e.generation_throughput or 0.0 for e in lines
                                 if engine_label(e.engine, e.engines_aggregated) == label])
         else:
-            row.spark = _spark([gen for at, gen in seen.spark if at >= now - self.window])
+            row.spark = _spark([gen for at, gen in seen.spark if at >= now - WINDOW_SECONDS])
         if v.get("stalled"):
             row.state = "stalled"
         elif any((row.get(what) or 0) > 0 for what in ("running", "gen_tps", "prompt_tps")):
@@ -330,7 +328,7 @@ class Tracker:
         merged = merge_buckets(series)
         ring = self._histograms.setdefault((target, key, short), deque())
         ring.append((now, merged))
-        while len(ring) > 2 and ring[1][0] <= now - self.window:
+        while len(ring) > 2 and ring[1][0] <= now - WINDOW_SECONDS:
             ring.popleft()
         window = "all"
         counts = merged
@@ -338,7 +336,7 @@ class Tracker:
             old = ring[0][1]
             delta = {b: c - count_at(old, b) for b, c in merged.items()}
             if all(d >= 0 for d in delta.values()) and max(delta.values(), default=0) > 0:
-                counts, window = delta, f"{round(min(now - ring[0][0], self.window) / 60) or 1}m"
+                counts, window = delta, f"{round(min(now - ring[0][0], WINDOW_SECONDS) / 60) or 1}m"
         total = max(counts.values(), default=0.0)
         return Latency(short, quantile(0.5, counts), quantile(0.95, counts), quantile(0.99, counts), total,
                        window)

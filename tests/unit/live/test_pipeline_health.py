@@ -32,7 +32,8 @@ def test_a_poll_that_does_not_end_makes_the_pipeline_unhealthy_until_it_ends(tmp
         return real_poll()
 
     follower.poll_blocks = poll  # type: ignore[method-assign]
-    pipeline = Pipeline(follower, ExporterMetrics(), stall_after=0.3)
+    pipeline = Pipeline(follower, ExporterMetrics())
+    pipeline.stall_after = 0.3
     assert pipeline.healthy()
     pipeline.start()
     try:

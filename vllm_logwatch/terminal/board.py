@@ -19,8 +19,7 @@ from typing import Protocol
 from prometheus_client.core import Metric
 
 from .fetch import Fetcher, Reading
-from .series import ServerKey, ServerSnap, read_families
-from .view import ServerView, StatsBook, Tracker
+from .view import ServerKey, ServerSnap, ServerView, StatsBook, Tracker, read_families
 
 
 class LogSource(Protocol):

@@ -30,7 +30,7 @@ from prometheus_client.core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
 from ..shown import printable
-from .series import ServerKey, ServerSnap, read_families, read_line
+from .view import ServerKey, ServerSnap, read_families, read_line
 
 MAX_BODY = 32 << 20
 """A /metrics body past this is refused (an exporter's is tens of KiB, a vLLM server's a few hundred)."""

@@ -1,4 +1,4 @@
-"""`logwatch top`'s rows from scrapes (`terminal/series.py`, `terminal/view.py`): windowed latency
+"""`logwatch top`'s rows from scrapes (`terminal/view.py`): windowed latency
 percentiles over buckets merged across engines, a vLLM server's rates, a preemption that just
 happened, a target that went down, the fleet line."""
 
@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from vllm_logwatch.terminal.series import ServerKey, ServerSnap, read_families
-from vllm_logwatch.terminal.view import Tracker, fleet_of
+from vllm_logwatch.terminal.view import ServerKey, ServerSnap, Tracker, fleet_of, read_families
 
 
 def _snaps(text: str) -> dict[ServerKey, ServerSnap]:

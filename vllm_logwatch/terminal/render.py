@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from rich import box
 from rich.cells import cell_len, set_cell_size
@@ -62,7 +62,6 @@ class Shown:
     help: bool = False
     paused: bool = False
     at_label: str = ""
-    extra: list[str] = field(default_factory=list)
 
 
 def _sort_key(sort: str) -> Callable[[ServerView], tuple[float, str]]:
@@ -270,10 +269,9 @@ def fleet_text(fleet: Fleet, shown: Shown, width: int, *, status: bool = True) -
 
 def status_text(shown: Shown) -> str:
     """`[at ..., paused, sort gen, filter word]`: what the view shows now."""
-    extra = [*([shown.at_label] if shown.at_label else []), *(["paused"] if shown.paused else []),
-             f"sort {shown.sort}", *([f"filter {printable(shown.filter)}"] if shown.filter else []),
-             *shown.extra]
-    return "[" + ", ".join(extra) + "]"
+    said = [*([shown.at_label] if shown.at_label else []), *(["paused"] if shown.paused else []),
+            f"sort {shown.sort}", *([f"filter {printable(shown.filter)}"] if shown.filter else [])]
+    return "[" + ", ".join(said) + "]"
 
 
 def _short(name: str, most: int = 20) -> str:

@@ -18,7 +18,7 @@ ones), so these are not written twice (`_resume`). The file is never cut back (a
 read it: it would see a truncation), except a record left half written by the kill. Records handed
 over but never written (the process killed with them queued) are lost only if the state was saved
 past their lines meanwhile: the state keeper waits a little for the writer first
-(`live/statekeeper.py`); what is lost is counted as dropped at the restart. Standard output and
+(`live/pipeline.py` `StateKeeper`); what is lost is counted as dropped at the restart. Standard output and
 other sinks that are not regular files hold no mark: a restart writes again what was read after the
 last save.
 """

@@ -5,8 +5,7 @@ order the targets were given. Stepping through a log's history (`step`) remakes 
 they were at another time (`commands/top.py`); URL targets show now only.
 
 The log targets followed live are read by one thread (`start`): each second it polls every one in
-turn (a `stat` of its file when nothing was written), instead of a watch's threads per target (its
-follower's, its housekeeping's, its file notifications'), which cost 50 targets 4.3% of a core idle.
+turn, not a watch's threads per target (bench/RESULTS.md).
 """
 
 from __future__ import annotations

@@ -7,9 +7,7 @@ library's, each connection's HTTP spoken by h11 (uvicorn's HTTP/1.1 library). `F
 over the readings that came in and asks the loop to start the next read of each target whose last one
 ended; a read still going after `--timeout` seconds is given up (its target shown down, "no answer in
 N s") and the next starts on a new connection, so a target that is down or slow never holds up the
-others. Read every second, 50 exporters' /metrics cost 1.4% of a core read by a pool of threads with
-http.client, 0.7 to 0.8% so (bench/RESULTS.md): one `send` and about one `recv` a read, the reads' waits
-one `epoll` for all.
+others; one `send` and about one `recv` a read, one `epoll` for all the waits (bench/RESULTS.md).
 Only a line not in the target's body before is given to the parser (each line is a sample), and the
 servers are read again only when a line they are read from changed.
 """

@@ -6,7 +6,7 @@ modes' one ingest core (`ingest.LaunchReader`): access lines counted by one patt
 can carry something else (stats, spec, start-up facts, warnings) through the full parser.
 
 Each chunk's arrival is read when the supervisor hands it over, before the queue, and times its lines
-(`ingest.ArrivalTimer`): a detail line's latency, a stats line's age.
+(`ingest.measure`): a detail line's latency, a stats line's age.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from ..parsing.events import EngineStats, Event, ServerInfo
 from ..parsing.framing import MAX_LINE_BYTES
 from ..parsing.stamps import YearClock
 from ..supervising.tee import QUEUE_BYTES, QueuedWorker
-from .ingest import Arrival, ArrivalTimer, LaunchReader, LineErrors
+from .ingest import Arrival, LaunchReader, LineErrors
 
 _GAP = "\0gap"  # queue markers: output was dropped here, in the middle of a line
 _GAP_AT_LINE = "\0gap at a line"  # ... after a newline
@@ -51,9 +51,8 @@ class LineFeeder(QueuedWorker):
         self._records = records
         self.zone = zone
         self.facts: dict[str, Any] = dict(facts or {})
-        self.timer = ArrivalTimer()
         self._arrivals: deque[Arrival] = deque()  # read time of each queued chunk, in queue order
-        self._arrived = self.timer.now()
+        self._arrived = Arrival.now()
         self._counts = FollowerStats()  # lines, bytes and lines cut, over all launches
         self.errors = LineErrors()
         self.new_source(source)
@@ -61,18 +60,17 @@ class LineFeeder(QueuedWorker):
 
     def new_source(self, source: str | None) -> None:
         """A new launch (a restarted child writes a new log file)."""
-        self._source = source
         self._frame = OpenFile.framing(source or "-")  # the partial last line, the cap: as watch frames
         assembler = Assembler(source, YearClock.for_source(source, self.zone), hold=False, repeats=True)
         self._reader = LaunchReader(self.metrics, assembler, self.errors, numbered=False,
                                     retime=self._retime, envelopes=False,  # vLLM's own output
-                                    timer=self.timer, records=self._records)
+                                    records=self._records)
 
     def put(self, data: bytes) -> None:
         """Hand a chunk over; if the parser is too far behind it is dropped (counted), and the parser
         is told so it does not join the lines on both sides of the gap."""
         dropped = self.stats.bytes_dropped
-        self._arrivals.append(self.timer.now())  # read time, before any queueing: it times vLLM's lines
+        self._arrivals.append(Arrival.now())  # read time, before any queueing: it times vLLM's lines
         super().put(data)
         if self.stats.bytes_dropped != dropped:
             self._arrivals.pop()
@@ -94,7 +92,7 @@ class LineFeeder(QueuedWorker):
         self.new_source(source)
 
     def _write(self, data: bytes) -> None:
-        self._arrived = self._arrivals.popleft() if self._arrivals else self.timer.now()
+        self._arrived = self._arrivals.popleft() if self._arrivals else Arrival.now()
         self._counts.bytes += len(data)
         blocks: list[LineBlock] = []
         self._frame.consume(data, blocks, MAX_LINE_BYTES, self._counts)

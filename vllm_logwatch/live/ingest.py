@@ -8,7 +8,7 @@ read through `LaunchReader`, so the same bytes give the same metrics in both. Ac
 state through the Assembler and their counters do not depend on order, so counting them per block
 changes nothing but the moment a first request is seen (by at most a block).
 
-A line read as it is written is timed by its arrival (`ArrivalTimer`): a detail line's latency, a
+A line read as it is written is timed by its arrival (`Arrival`, `measure`): a detail line's latency, a
 stats line's age. vLLM's stamps have whole seconds; the line was printed a few milliseconds before
 we read it, so the moment of the read, on our monotonic clock, times it to about our own scheduling
 delay (the latency state takes it from there; the token counters do not: `exporting/tokens.py`). The
@@ -53,6 +53,10 @@ class Arrival:
     monotonic: float
     wall: float
 
+    @classmethod
+    def now(cls) -> Arrival:
+        return cls(time.monotonic(), time.time())
+
 
 def print_time(stamp: float, arrival: Arrival) -> float | None:
     """When a line stamped `stamp` (wall seconds) and read at `arrival` was printed, on the monotonic
@@ -72,31 +76,16 @@ def print_time(stamp: float, arrival: Arrival) -> float | None:
     return arrival.monotonic - max(0.0, late - resolution)
 
 
-class ArrivalTimer:
-    """Reads the clocks when a block arrives (`now`) and times its stats lines (`measure`).
-
-    `monotonic`, `wall`: the clocks (tests inject)."""
-
-    def __init__(self, monotonic: Callable[[], float] = time.monotonic,
-                 wall: Callable[[], float] = time.time) -> None:
-        self._monotonic = monotonic
-        self._wall = wall
-
-    def now(self) -> Arrival:
-        """The moment now, on both clocks."""
-        return Arrival(self._monotonic(), self._wall())
-
-    def measure(self, events: Sequence[Event], arrival: Arrival) -> dict[int, float]:
-        """Index of each stats, iteration or request event read live -> when it was printed
-        (monotonic); for `ExporterMetrics.apply_many`."""
-        out: dict[int, float] = {}
-        for index, event in enumerate(events):
-            if isinstance(event, (EngineStats, IterationStats, RequestLine)) and event.time is not None:
-                printed = print_time(event.time.timestamp(), arrival)
-                if printed is not None:
-                    out[index] = printed
-        return out
-
+def measure(events: Sequence[Event], arrival: Arrival) -> dict[int, float]:
+    """Index of each stats, iteration or request event of a block read at `arrival` that was read live
+    -> when it was printed (monotonic); for `ExporterMetrics.apply_many`."""
+    out: dict[int, float] = {}
+    for index, event in enumerate(events):
+        if isinstance(event, (EngineStats, IterationStats, RequestLine)) and event.time is not None:
+            printed = print_time(event.time.timestamp(), arrival)
+            if printed is not None:
+                out[index] = printed
+    return out
 
 
 class LineErrors:
@@ -127,10 +116,10 @@ class LaunchReader:
 
     `errors`: where a bug on a line and a cut joined line are counted (the reader's, over its launches).
     `numbered=False`: events get no line numbers (run mode). `retime`: applied to each complete event
-    before the metrics take it. `timer`: the source is read as it is written, so each block's stats
-    lines are timed by its arrival (`ArrivalTimer`: latency, ages); `read` reads the clocks unless given
-    the `arrival` (run mode reads them before its queue). `records`: given each block's complete events
-    as the metrics take them (the record stream, `records.py`).
+    before the metrics take it. `timed`: the source is read as it is written, so `read` reads the
+    clocks unless given the `arrival` (run mode reads them before its queue); a block read with an
+    arrival has its lines timed by it (`measure`: latency, ages). `records`: given each block's
+    complete events as the metrics take them (the record stream, `records.py`).
 
     A container log (Docker json-file, CRI, `docker logs --timestamps`: `parsing/envelope.py`) is told
     from the first block that holds a line, once; its blocks are unwrapped before the scan, its events
@@ -149,7 +138,7 @@ class LaunchReader:
         numbered: bool = True,
         retime: Callable[[Event], Event] | None = None,
         envelopes: bool = True,
-        timer: ArrivalTimer | None = None,
+        timed: bool = False,
         records: Callable[[list[Event]], None] | None = None,
     ) -> None:
         self.metrics = metrics
@@ -158,7 +147,7 @@ class LaunchReader:
         self.errors = errors or LineErrors()
         self._numbered = numbered
         self._retime = retime
-        self._timer = timer
+        self._timed = timed
         self.format: Format | None = None if envelopes else "plain"
         """The source's format, once told (None: not yet)."""
         self._unwrapper: Unwrapper | None = None
@@ -167,9 +156,9 @@ class LaunchReader:
         self, data: bytes, first: int = 1, *, cap: int | None = None, arrival: Arrival | None = None
     ) -> None:
         """Apply the complete lines in `data` (`first`: the number of the first; `cap`: lines longer
-        are read cut to it; `arrival`: when the block was read, for the `timer`)."""
-        if arrival is None and self._timer is not None:
-            arrival = self._timer.now()
+        are read cut to it; `arrival`: when the block was read)."""
+        if arrival is None and self._timed:
+            arrival = Arrival.now()
         if self.format is None:
             self.format = detect(data[:512])
             if self.format is not None and self.format != "plain":
@@ -225,8 +214,8 @@ class LaunchReader:
         """`ended_from`: the index of the first event after the block's shutdown line (the launch ends
         there: `ExporterMetrics.apply_many`)."""
         measured = None
-        if self._timer is not None and arrival is not None:
-            measured = self._timer.measure(events, arrival)  # from the stamps, before any retime
+        if arrival is not None:
+            measured = measure(events, arrival)  # from the stamps, before any retime
         if self._records is not None and events:
             self._records(events)  # with the log's own stamps, as `parse --jsonl` reads them
         if self._retime is not None:

@@ -51,7 +51,7 @@ from ..parsing.framing import MAX_LINE_BYTES
 from ..parsing.line import parse_line
 from ..parsing.stamps import local_zone
 from ..shown import json_safe, shown_path
-from .ingest import ArrivalTimer, LaunchReader, LineErrors
+from .ingest import LaunchReader, LineErrors
 from .records import RecordStream
 from .sources import MetricsFactory, SourceReaders, over_sources, withhold_extra
 
@@ -97,7 +97,6 @@ class Pipeline:
         self.stall_after = max(STALL_POLLS * follower.poll_interval, STALL_FLOOR)
         self.metrics = metrics
         self.zone = zone if zone is not None else local_zone()
-        self._timer = ArrivalTimer()  # a line read as it is written times vLLM's window (`ingest.py`)
         self.readers = SourceReaders(metrics, self.zone, self._new_reader, metrics_for=metrics_for,
                                      labels_of=follower.labels_of, counts=follower.source_counts,
                                      const_labels=labels)
@@ -262,7 +261,7 @@ class Pipeline:
 
     def _new_reader(self, assembler: Assembler, metrics: ExporterMetrics) -> LaunchReader:
         """The reader of a new file (`SourceReaders` makes one a launch)."""
-        return LaunchReader(metrics, assembler, self.errors, timer=self._timer, records=self._records)
+        return LaunchReader(metrics, assembler, self.errors, timed=True, records=self._records)
 
     # -- the follower's counters ----------------------------------------------------------------
 

@@ -115,22 +115,20 @@ def test_requests_read_by_whole_second_stamps_are_counted_not_timed() -> None:
 
 
 def test_live_requests_are_timed_by_their_arrival_not_their_whole_second_stamps() -> None:
-    """Read as written (a `LaunchReader` with an `ArrivalTimer`), a request's lines are timed by when
+    """Read as written (a `LaunchReader` given each block's `Arrival`), a request's lines are timed by when
     their blocks arrived: 0.7 s between them although both are stamped the same second."""
-    from vllm_logwatch.live.ingest import ArrivalTimer, LaunchReader
+    from vllm_logwatch.live.ingest import Arrival, LaunchReader
     from vllm_logwatch.parsing.assemble import Assembler
     from vllm_logwatch.parsing.stamps import YearClock
 
     wall = datetime(2026, 12, 2, 2, 9, 4, tzinfo=timezone.utc).timestamp()
-    clocks = iter([(50.1, wall + 0.1), (50.8, wall + 0.8)])
-    now = [next(clocks)]
-    timer = ArrivalTimer(monotonic=lambda: now[0][0], wall=lambda: now[0][1])
     metrics, registry = _setup()
     assembler = Assembler("f", YearClock(2026, timezone.utc))
-    reader = LaunchReader(metrics, assembler, timer=timer)
-    reader.read((HDR + "Received request r: params: x, lora_request: None.\n").encode())
-    now[0] = next(clocks)
-    reader.read((HDR + "Generated response r: output: 'y', finish_reason: stop\n").encode())
+    reader = LaunchReader(metrics, assembler)
+    reader.read((HDR + "Received request r: params: x, lora_request: None.\n").encode(),
+                arrival=Arrival(50.1, wall + 0.1))
+    reader.read((HDR + "Generated response r: output: 'y', finish_reason: stop\n").encode(),
+                arrival=Arrival(50.8, wall + 0.8))
     assert registry.get_sample_value("vllm_logwatch_request_duration_seconds_sum",
                                      {"model_name": "unknown"}) == pytest.approx(0.7)
 

@@ -10,7 +10,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from vllm_logwatch.exporting.exporter import ExporterMetrics
-from vllm_logwatch.live.ingest import Arrival, ArrivalTimer, LaunchReader, print_time
+from vllm_logwatch.live.ingest import Arrival, LaunchReader, measure, print_time
 from vllm_logwatch.parsing.assemble import Assembler
 from vllm_logwatch.parsing.events import EngineStats
 from vllm_logwatch.parsing.stamps import YearClock
@@ -33,13 +33,13 @@ class Clocks:
     def __init__(self) -> None:
         self.wall = START
 
-    def timer(self) -> ArrivalTimer:
-        return ArrivalTimer(monotonic=lambda: self.wall - 1000.0, wall=lambda: self.wall)
+    def now(self) -> Arrival:
+        return Arrival(monotonic=self.wall - 1000.0, wall=self.wall)
 
 
-def reader(metrics: ExporterMetrics, timer: ArrivalTimer | None) -> LaunchReader:
+def reader(metrics: ExporterMetrics) -> LaunchReader:
     clock = YearClock.for_source("serve_20261129_192600.log", UTC)
-    return LaunchReader(metrics, Assembler("serve_20261129_192600.log", clock, hold=False), timer=timer)
+    return LaunchReader(metrics, Assembler("serve_20261129_192600.log", clock, hold=False))
 
 
 def generation(metrics: ExporterMetrics) -> float | None:
@@ -63,11 +63,11 @@ def test_lines_read_live_are_credited_the_configured_interval() -> None:
     read (the counters run low by the loop's lateness, the documented bound), as watch credits them."""
     clocks = Clocks()
     metrics = ExporterMetrics(stats_interval=5.0)
-    live = reader(metrics, clocks.timer())
+    live = reader(metrics)
     for i in range(20):
         printed = START + 0.1 + 5.2 * i
         clocks.wall = printed + 0.01  # read 10 ms after it was printed
-        live.read(stats_line(printed))
+        live.read(stats_line(printed), arrival=clocks.now())
     assert generation(metrics) == pytest.approx(100.0 * 5.0 * 20, rel=1e-6)
 
 
@@ -78,8 +78,8 @@ def test_a_backlog_is_timed_by_its_stamps() -> None:
     data = b"".join(stats_line(START + 0.1 + 5.2 * i) for i in range(20))
     clocks.wall = START + 3600.0
     timed, untimed = ExporterMetrics(), ExporterMetrics()
-    reader(timed, clocks.timer()).read(data)
-    reader(untimed, None).read(data)
+    reader(timed).read(data, arrival=clocks.now())
+    reader(untimed).read(data)
     assert generation(timed) == generation(untimed)
     assert generation(timed) == pytest.approx(100.0 * 20 * 5.2, rel=0.02)
 
@@ -90,7 +90,7 @@ def test_measure_names_only_live_stats_lines() -> None:
     old = EngineStats(time=datetime.fromtimestamp(START - 60, UTC), generation_throughput=1.0)
     new = EngineStats(time=datetime.fromtimestamp(START, UTC), generation_throughput=1.0)
     unstamped = EngineStats(time=None, generation_throughput=1.0)
-    assert clocks.timer().measure([old, new, unstamped], clocks.timer().now()) == {1: START + 0.3 - 1000.0}
+    assert measure([old, new, unstamped], clocks.now()) == {1: START + 0.3 - 1000.0}
 
 
 def test_lines_read_late_take_the_configured_interval() -> None:
@@ -99,10 +99,10 @@ def test_lines_read_late_take_the_configured_interval() -> None:
     late reads carried into no line."""
     clocks = Clocks()
     metrics = ExporterMetrics(stats_interval=2.0)
-    live = reader(metrics, clocks.timer())
+    live = reader(metrics)
     rates = [100.0] * 10 + [900.0] * 10 + [100.0] * 10
     for i, gen in enumerate(rates):
         printed = START + 0.6 + 2.0 * i
         clocks.wall = printed + (0.5 if gen > 100 else 0.05)
-        live.read(stats_line(printed, gen=gen))
+        live.read(stats_line(printed, gen=gen), arrival=clocks.now())
     assert generation(metrics) == pytest.approx(2.0 * sum(rates), rel=0.003)

@@ -284,16 +284,15 @@ class Pipeline:
                     lines_cut=stats.lines_cut + self.errors.cut,
                     state_errors=stats.state_errors,
                 )
-            for what, count in (("files_opened", stats.files_opened), ("file_switches", stats.file_switches),
-                                ("rotations", stats.rotations), ("truncations", stats.truncations)):
-                if count > self._logged_counts[what]:
-                    first = self._logged_counts[what] == 0
+            for what, logged in self._logged_counts.items():
+                count = getattr(stats, what)
+                if count > logged:
                     self._logged_counts[what] = count
                     if per_source is not None:
                         continue  # a many-source watch: each source says what it reads (`sources.py`)
                     follower = self.follower.status()
                     if what == "files_opened":
-                        if first:
+                        if logged == 0:
                             log.info("reading %s from offset %s", follower["path"], follower["start_offset"])
                     else:
                         log.info(_FILE_EVENTS[what], follower["path"])

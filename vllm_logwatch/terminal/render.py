@@ -21,7 +21,7 @@ from rich.text import Span, Text
 
 from ..offline.summary.tables import TABLE_HEAD, concurrency_cells
 from ..shown import printable, shown_number
-from .view import EngineRow, Fleet, ServerView, sparkline
+from .view import STATES, EngineRow, Fleet, ServerView, sparkline
 
 SORTS = ("name", "gen", "waiting", "kv", "state")
 """The orders `s` steps through."""
@@ -65,8 +65,6 @@ class Shown:
 
 
 def _sort_key(sort: str) -> Callable[[ServerView], tuple[float, str]]:
-    from .view import STATES
-
     def key(v: ServerView) -> tuple[float, str]:
         if sort == "gen":
             return (-(v.total("gen_tps") or 0.0), v.name)

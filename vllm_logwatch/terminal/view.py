@@ -392,32 +392,26 @@ class StatsBook:
     def record(self, labels: Mapping[str, str], _engine: str, stats: EngineStats, _arrival: float) -> None:
         key = tuple(labels.items())
         with self._lock:
-            self._add(key, stats)
+            book = self._books.get(key)
+            if book is None:
+                book = self._books[key] = deque(maxlen=MAX_BOOK)
+            elif book and stats.time is not None and book[-1].time is not None and stats.time < book[-1].time:
+                book.clear()
+            book.append(stats)
             self._counts[key] = self._counts.get(key, 0) + 1
-
-    def _add(self, key: ServerKey, stats: EngineStats) -> None:
-        book = self._books.get(key)
-        if book is None:
-            book = self._books[key] = deque(maxlen=MAX_BOOK)
-        elif book and stats.time is not None and book[-1].time is not None and stats.time < book[-1].time:
-            book.clear()
-        book.append(stats)
 
     def table(self, key: ServerKey, name: str) -> list[ConcurrencyRow]:
         """The concurrency table of a server's lines, computed again only once a line came."""
         with self._lock:
             count = self._counts.get(key, 0)
             cached = self._tables.get(key)
-        if cached is not None and cached[0] == count:
-            return cached[1]
-        rows = concurrency(name, self.lines(key))
+            if cached is not None and cached[0] == count:
+                return cached[1]
+            lines = list(self._books.get(key, ()))
+        rows = concurrency(name, lines)
         with self._lock:
             self._tables[key] = (count, rows)
         return rows
-
-    def lines(self, key: ServerKey) -> list[EngineStats]:
-        with self._lock:
-            return list(self._books.get(key, ()))
 
     def recent(self, key: ServerKey, seconds: float) -> list[EngineStats]:
         """The lines of the last `seconds` before the newest (for the sparkline), oldest first."""

@@ -70,7 +70,7 @@ _FILE_EVENTS = {
 }
 
 
-class Pipeline:
+class Pipeline(Collector):
     """Wires a `LineSource` (a `Follower`, a `ManyFollower`, stdin) to an `ExporterMetrics` in one worker
     thread, and reports its state. When a source ends (a stream's writer is gone), its last record is
     applied, that is said once, and the metrics stay served.
@@ -80,6 +80,7 @@ class Pipeline:
     watch's own errors; `labels`: the `--label` pairs, for the series of the pipeline's own (the
     sources' count). `records`: the record stream's `put` (`records.py`), given each block's events.
     `step()` does one poll in the caller's thread (`top`, and tests stepping the follower by hand).
+    A prometheus_client collector of the metrics (`register`).
     """
 
     def __init__(
@@ -183,7 +184,16 @@ class Pipeline:
     def register(self, registry: CollectorRegistry) -> None:
         """Serve the metrics from `registry`, with the follower's counters brought up to date at each
         scrape. Use it instead of `metrics.register(registry)`, not with it."""
-        registry.register(_SyncedCollector(self))
+        registry.register(self)
+
+    def collect(self) -> Iterable[Metric]:
+        """The metrics' families, the follower's counters brought up to date first."""
+        with self.keeper.published():
+            self.sync()
+            return self.readers.collect()
+
+    def describe(self) -> Iterable[Metric]:
+        return self.metrics.describe()
 
     def _housekeep(self) -> None:
         """While no line flows the worker has nothing to report: a file opened, a read error or a
@@ -496,21 +506,6 @@ class StateKeeper:
                 self._due.set()
                 if self._stop.wait(wait):
                     return
-
-
-class _SyncedCollector(Collector):
-    """The metrics' collector, with the follower's counters brought up to date first."""
-
-    def __init__(self, pipeline: Pipeline) -> None:
-        self._pipeline = pipeline
-
-    def collect(self) -> Iterable[Metric]:
-        with self._pipeline.keeper.published():
-            self._pipeline.sync()
-            return self._pipeline.readers.collect()
-
-    def describe(self) -> Iterable[Metric]:
-        return self._pipeline.metrics.describe()
 
 
 FACTS_BYTES = 4 << 20

@@ -26,11 +26,9 @@ from ..parsing.events import Event
 from ..shown import printable
 
 if TYPE_CHECKING:
-    from prometheus_client.core import Metric
-
     from ..terminal.board import Board, LogSource
     from ..terminal.render import Shown
-    from ..terminal.view import StatsBook
+    from ..terminal.view import ServerKey, ServerSnap, StatsBook
 
 
 @dataclass(frozen=True)
@@ -82,7 +80,7 @@ def log_name(target: str) -> str:
 POLLS = 8
 """Polls of a log target at most each time the board reads the logs (each up to `POLL_BYTES`)."""
 RECOLLECT = 5.0
-"""Seconds a log target's families are kept while no line comes (ages are the tracker's, from `now`)."""
+"""Seconds a log target's servers are kept while no line comes (ages are the tracker's, from `now`)."""
 
 
 class CutMetrics(ExporterMetrics):
@@ -161,7 +159,7 @@ class _LogTarget:
         self.pipeline = followed.pipeline
         self.registry = CollectorRegistry()
         self.pipeline.register(self.registry)
-        self._families: list[Metric] | None = None
+        self._snaps: dict[ServerKey, ServerSnap] | None = None
         self._moved: tuple[int, int] = (0, 0)
 
     def read_to_end(self) -> None:
@@ -177,13 +175,15 @@ class _LogTarget:
             if not self.pipeline.step():
                 break
 
-    def families(self) -> Iterable[Metric]:
-        """The families `/metrics` would serve now; collected again once a line was applied, else
-        every `RECOLLECT` seconds (a stall, an age: what the clock alone changes)."""
+    def snaps(self) -> dict[ServerKey, ServerSnap]:
+        """Its servers as `/metrics` would show them now; collected and read again once a line was
+        applied, else every `RECOLLECT` seconds (a stall, an age: what the clock alone changes)."""
+        from ..terminal.view import read_families
+
         moved = (self.pipeline.keeper.pending.lines, int(time.monotonic() / RECOLLECT))
-        if self._families is None or moved != self._moved:
-            self._families, self._moved = list(self.registry.collect()), moved
-        return self._families
+        if self._snaps is None or moved != self._moved:
+            self._snaps, self._moved = read_families(self.registry.collect()), moved
+        return self._snaps
 
     def close(self) -> None:
         self.pipeline.follower.close()

@@ -12,13 +12,11 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Protocol
 
-from prometheus_client.core import Metric
-
 from .fetch import Fetcher, Reading
-from .view import ServerKey, ServerSnap, ServerView, StatsBook, Tracker, read_families
+from .view import ServerKey, ServerSnap, ServerView, StatsBook, Tracker
 
 
 class LogSource(Protocol):
@@ -29,7 +27,8 @@ class LogSource(Protocol):
     at: float | None
     """None: followed live; else the time it is shown at."""
 
-    def families(self) -> Iterable[Metric]: ...
+    def snaps(self) -> dict[ServerKey, ServerSnap]:
+        """Its servers as its `/metrics` would show them now."""
 
     def poll(self) -> None:
         """Read what was written since the last poll (in the board's reading thread)."""
@@ -55,7 +54,6 @@ class Board:
         self._polling = threading.Lock()  # held while the logs are polled: `step` closes none under way
         self._stop = threading.Event()
         self._reader: threading.Thread | None = None
-        self._read: dict[LogSource, tuple[Iterable[Metric], dict[ServerKey, ServerSnap]]] = {}
         self.at: float | None = logs[0].at if logs else None
 
     def start(self, interval: float) -> None:
@@ -106,11 +104,7 @@ class Board:
             logs = list(self.logs)
         for source in logs:
             now = source.at if source.at is not None else time.time()
-            families = source.families()
-            read = self._read.get(source)
-            if read is None or read[0] is not families:  # the same list: what was read from it holds
-                read = self._read[source] = (families, read_families(families))
-            views = self.tracker.update(source.name, read[1], now, book=source.book)
+            views = self.tracker.update(source.name, source.snaps(), now, book=source.book)
             with self._lock:
                 self.views[source.name] = views
 
@@ -133,7 +127,6 @@ class Board:
                 self.tracker = Tracker()  # the sparklines and windows of another time are not these
                 self.views = {k: v for k, v in self.views.items() if k not in {s.name for s in old}}
             for source in old:
-                self._read.pop(source, None)
                 source.close()
         self._read_logs()
 

@@ -515,12 +515,10 @@ class Tracker:
         s = snap.engines[label]
         v = s.values
         seen = self._engines.setdefault((target, key, label), _Seen())
-        shown = ("running", "waiting", "kv", "prefix", "preemptions")
-        row = EngineRow(engine=label, model=s.model, state="idle", values={k: v.get(k) for k in shown})
+        row = EngineRow(engine=label, model=s.model, state="idle", values=dict(v))
         if snap.kind == "vllm":
             self._rates(row, seen, v, now)
         else:
-            row.values.update(prompt_tps=v.get("prompt_tps"), gen_tps=v.get("gen_tps"))
             last = v.get("last")
             row.values["age"] = max(0.0, now - last) if last is not None else None
             if last is not None and last != seen.last and lines is None:

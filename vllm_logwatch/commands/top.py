@@ -10,6 +10,7 @@ it was at TIME: the same reader and exporter state as `watch`, with `CutMetrics`
 from __future__ import annotations
 
 import functools
+import math
 import os
 import ssl
 import sys
@@ -162,18 +163,15 @@ class _LogTarget:
         self._snaps: dict[ServerKey, ServerSnap] | None = None
         self._moved: tuple[int, int] = (0, 0)
 
-    def read_to_end(self) -> None:
-        """Every line there is now, in this thread (`--once`, `--at`)."""
-        while self.pipeline.step():  # with --at, lines past it are read and left out (`CutMetrics`)
-            pass
-
-    def poll(self) -> None:
+    def poll(self, polls: float = POLLS) -> None:
         """What was written since the last poll, in the board's reading thread: one thread reads every
         log target (`Board.start`), no pipeline of a watch's threads each. A burst is read a few polls'
-        worth at a time (`POLL_BYTES` a poll), so one busy target does not hold up the others long."""
-        for _ in range(POLLS):
-            if not self.pipeline.step():
-                break
+        worth at a time (`POLL_BYTES` a poll), so one busy target does not hold up the others long.
+        `polls=math.inf`: every line there is now (`--once`, `--at`: lines past it are read and left out,
+        `CutMetrics`)."""
+        done = 0
+        while done < polls and self.pipeline.step():
+            done += 1
 
     def snaps(self) -> dict[ServerKey, ServerSnap]:
         """Its servers as `/metrics` would show them now; collected and read again once a line was
@@ -265,7 +263,7 @@ def build_board(options: TopOptions) -> Board:
         made: list[LogSource] = []
         for target in files:
             log_target = _LogTarget(target, options, when)
-            log_target.read_to_end()
+            log_target.poll(math.inf)
             made.append(log_target)
         return made
 

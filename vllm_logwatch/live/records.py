@@ -131,13 +131,11 @@ class RecordStream:
     def _written_before(self, record: EngineStats) -> bool:
         """A record the process before a restart wrote after the state file's mark: not again."""
         line = json_line(event_to_dict(record))
-        left = self._skip[line]
-        if not left:
+        if not self._skip[line]:
             return False
-        if left == 1:
+        self._skip[line] -= 1
+        if not self._skip[line]:
             del self._skip[line]  # an empty Counter ends the comparing
-        else:
-            self._skip[line] = left - 1
         return True
 
     def handed(self) -> int:

@@ -183,6 +183,9 @@ def read_families(families: Iterable[Metric]) -> dict[ServerKey, ServerSnap]:
 
 _STARTUP = {"model_load": "model load s", "engine_init": "engine init s", "torch_compile": "compile s",
             "graph_capture": "graph capture s", "weights_load": "weights load s"}
+_NUMBER_FACTS = {"kv_cache_capacity_tokens": ("KV tokens", "{:,.0f}"),
+                 "kv_cache_blocks": ("KV blocks", "{:,.0f}"),
+                 "max_concurrency": ("max conc", "{:,.1f}"), "gpus": ("GPUs", "{:.0f}")}
 
 
 def _logwatch_other(snap: ServerSnap, name: str, labels: Mapping[str, str], value: float) -> None:
@@ -193,23 +196,16 @@ def _logwatch_other(snap: ServerSnap, name: str, labels: Mapping[str, str], valu
         for label, fact in (("version", "vLLM"), ("model", "model"), ("model_name", "served")):
             if labels.get(label):
                 snap.facts[fact] = labels[label]
-    elif name == "kv_cache_capacity_tokens":
-        snap.facts["KV tokens"] = f"{value:,.0f}"
-    elif name == "kv_cache_blocks":
-        snap.facts["KV blocks"] = f"{value:,.0f}"
-    elif name == "max_concurrency":
-        snap.facts["max conc"] = f"{value:,.1f}"
-    elif name == "gpus":
-        snap.facts["GPUs"] = f"{value:.0f}"
+    elif name in _NUMBER_FACTS:
+        fact, form = _NUMBER_FACTS[name]
+        snap.facts[fact] = form.format(value)
     elif name == "startup_seconds" and labels.get("phase") in _STARTUP:
         snap.facts[_STARTUP[labels["phase"]]] = f"{value:.1f}"
     elif name == "launches_total":
         snap.launches = value
-    elif name == "transfers_total":
-        where = f"{labels.get('cache', '?')} {labels.get('result', '?')}"
-        snap.connector[where] = snap.connector.get(where, 0.0) + value
-    elif name == "transfer_bytes_total":
-        where = f"{labels.get('cache', '?')} bytes"
+    elif name in ("transfers_total", "transfer_bytes_total"):
+        what = labels.get("result", "?") if name == "transfers_total" else "bytes"
+        where = f"{labels.get('cache', '?')} {what}"
         snap.connector[where] = snap.connector.get(where, 0.0) + value
 
 

@@ -360,11 +360,8 @@ def fleet_of(views: Sequence[ServerView]) -> Fleet:
     rows = [(f"{v.name} #{e.engine}" if len(v.engines) > 1 else v.name, e) for v in views for e in v.engines]
 
     def worst(what: str) -> tuple[str, float] | None:
-        found = [(value, name) for name, e in rows if (value := e.get(what)) is not None]
-        if not found:
-            return None
-        value, name = max(found, key=lambda pair: pair[0])
-        return name, value
+        found = [(name, value) for name, e in rows if (value := e.get(what)) is not None]
+        return max(found, key=lambda pair: pair[1], default=None)
 
     def total(what: str) -> float:
         return math.fsum(e.get(what) or 0.0 for _, e in rows)

@@ -74,8 +74,7 @@ class RecordStream:
     at the end (what is queued is written first). A prometheus_client collector of its two counters
     (no `describe`: the exporter's own describes every name of the catalogue, these two included)."""
 
-    def __init__(self, path: str, *, rotate_bytes: int = ROTATE_BYTES, queued: int = QUEUED,
-                 resume: object = None) -> None:
+    def __init__(self, path: str, *, resume: object = None) -> None:
         """`path`: the file (made if missing, appended to), or `-` for standard output; OSError if it
         cannot be opened. `resume`: the mark the state file was saved with (`mark`), for a restart."""
         self._handler: _File | _Stdout
@@ -87,9 +86,9 @@ class RecordStream:
             _cut_half_record(path)
             if isinstance(resume, dict):
                 self._skip, lost = _resume(path, resume)
-            self._handler = _File(path, maxBytes=rotate_bytes, backupCount=BACKUPS, encoding="utf-8")
+            self._handler = _File(path, maxBytes=ROTATE_BYTES, backupCount=BACKUPS, encoding="utf-8")
         self._handler.setFormatter(logging.Formatter("%(message)s"))
-        self._limit = queued
+        self._limit = QUEUED
         self._queue: deque[list[EngineStats]] = deque()
         self._queued = 0
         self._handed = 0  # records queued so far (`handed`); the writer has taken `_done` of them

@@ -17,6 +17,7 @@ from support import TESTS
 from vllm_logwatch.commands.parse import run_parse
 from vllm_logwatch.errors import UsageError
 from vllm_logwatch.exporting.exporter import ExporterMetrics
+from vllm_logwatch.live import records
 from vllm_logwatch.live.feed import LineFeeder
 from vllm_logwatch.live.ingest import LaunchReader
 from vllm_logwatch.live.records import RecordStream, open_records
@@ -67,9 +68,10 @@ def test_the_records_are_parse_jsonl_and_no_log_text(tmp_path: Path) -> None:
                                 "vllm_logwatch_records_dropped_total": 0.0}
 
 
-def test_the_file_rotates_and_keeps_every_record(tmp_path: Path) -> None:
+def test_the_file_rotates_and_keeps_every_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "records.jsonl"
-    stream = RecordStream(str(path), rotate_bytes=8192)
+    monkeypatch.setattr(records, "ROTATE_BYTES", 8192)
+    stream = RecordStream(str(path))
     stream.start()
     for event in real_events():
         stream.put([event])
@@ -96,7 +98,8 @@ class StalledSink(io.StringIO):
 def test_a_sink_that_stops_reading_costs_the_reader_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     sink = StalledSink()
     monkeypatch.setattr("sys.stdout", sink)
-    stream = RecordStream("-", queued=20)
+    monkeypatch.setattr(records, "QUEUED", 20)
+    stream = RecordStream("-")
     stream.start()
     events = real_events()
     for event in events:  # never waits: 78 stats records into a queue of 20 and a stalled writer
@@ -160,12 +163,15 @@ def family(path: Path) -> str:
 
 
 @pytest.mark.parametrize("behind", [0, 6])
-def test_a_restart_at_the_state_files_mark_writes_each_record_once(tmp_path: Path, behind: int) -> None:
+def test_a_restart_at_the_state_files_mark_writes_each_record_once(
+    tmp_path: Path, behind: int, monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """A state file saved after record 30 (with its mark) and the process killed after record 60, the
     file rotated in between: the restart reads records 31 ... again and writes only those after 60. With
     the writer `behind` at the mark (records 25-30 queued, then written), the same."""
     path, stats = tmp_path / "records.jsonl", [e for e in real_events() if isinstance(e, EngineStats)]
-    first = RecordStream(str(path), rotate_bytes=8192)
+    monkeypatch.setattr(records, "ROTATE_BYTES", 8192)
+    first = RecordStream(str(path))
     for at in range(0, 30, 3):
         first.put(stats[at:at + 3])
     assert first.mark(first.handed()) == {**first.mark(0), "behind": 30}  # nothing written: not started
@@ -179,7 +185,7 @@ def test_a_restart_at_the_state_files_mark_writes_each_record_once(tmp_path: Pat
     assert path.with_name("records.jsonl.1").exists(), "rotated after the mark"
     with path.open("a", encoding="utf-8") as f:
         f.write('{"kind": "stats", "ti')  # and killed in the middle of a write
-    second = RecordStream(str(path), rotate_bytes=8192, resume=mark)
+    second = RecordStream(str(path), resume=mark)
     second.start()
     for at in range(30, len(stats), 7):  # the lines after the state file's position, read again
         second.put(stats[at:at + 7])

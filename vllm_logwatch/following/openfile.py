@@ -1,11 +1,6 @@
-"""One open file of the follower and the lines in it: read bytes in, blocks of complete lines out.
-
-A read becomes one `LineBlock`: the bytes up to its last newline, as read, with their first line's
-number and offset and a SIMD count of their lines; no per-line work. A half-written last line waits
-for its newline; a line longer than the cap (found by a strided search, `framing.long_lines`) is cut at
-a character boundary, counted and handed over alone, the rest of it skipped, so memory stays bounded
-whatever the file holds. `\\r` and bad UTF-8 (replaced, never fatal) are dealt with only for the lines
-that become text. No log text is kept beyond the block being handed over.
+"""One open file of the follower and the lines in it: read bytes in, blocks of complete lines out, by
+the one framer (`parsing/framing.py` `Framer`). `\\r` and bad UTF-8 (replaced, never fatal) are dealt
+with only for the lines that become text. No log text is kept beyond the block being handed over.
 
 A file may be parked, for a watch of more files than it may keep open (`many.py`, `Follower.park`): its
 descriptor closed, its place kept. Parking rewinds to the end of the last line handed out (a partial line
@@ -25,30 +20,10 @@ import os
 import stat
 from dataclasses import dataclass
 
-from ..parsing.framing import long_lines, trim_partial_utf8
-from ..parsing.simd import simd_count
+from ..parsing.framing import Framer
+from ..parsing.framing import LineBlock as LineBlock  # its readers import it from here
 
 FINGERPRINT_BYTES = 1024  # the state file recognises a file by the hash of its first bytes
-
-
-@dataclass(frozen=True, slots=True)
-class LineBlock:
-    """Complete lines of one followed file, as read: `count` lines in `data`, each ending in `\\n`.
-
-    `offset` is the byte offset of the first line in `source` (its path), `number` its line number
-    (1-based, counted from the file start when read from there, else from where reading started). `cut`:
-    one line, longer than the cap, truncated to it (its `data` is no slice of the file then). The lines'
-    `\\r` and UTF-8 are left as read: the block scan sees to them.
-    """
-
-    source: str
-    offset: int
-    number: int
-    data: bytes
-    count: int
-    cut: bool = False
-    key: tuple[tuple[str, str], ...] = ()
-    """The labels of the source it came from (a many-source watch: `following/many.py`), else ()."""
 
 
 @dataclass(slots=True)
@@ -69,7 +44,7 @@ class FollowerStats:
 
 
 @dataclass(slots=True)
-class OpenFile:
+class OpenFile(Framer):
     """The open file and where we are in it."""
 
     fd: int
@@ -93,77 +68,6 @@ class OpenFile:
     def committed(self) -> int:
         """Offset just after the last line delivered: where a restart must resume."""
         return self.pos if self.discarding else self.line_start
-
-    def consume(self, data: bytes, out: list[LineBlock], cap: int, stats: FollowerStats) -> None:
-        """Hand the complete lines of `data` (read at `self.pos`) to `out` as blocks; hold a partial last
-        line, never more than the cap of it."""
-        base = self.pos
-        self.pos += len(data)
-        i, n = 0, len(data)
-        if self.discarding:
-            nl = data.find(b"\n")
-            if nl < 0:
-                return
-            self.discarding = False
-            i = nl + 1
-            self.line_start = base + i
-        if self.buf:  # the line begun in an earlier read
-            nl = data.find(b"\n", i)
-            end, held = n if nl < 0 else nl, len(self.buf)
-            if held + end - i > cap:
-                raw = bytes(self.buf) + data[i : i + cap - held]
-                self.buf.clear()
-                self.emit(raw, True, out, stats)
-                if nl < 0:
-                    self.discarding = True
-                    return
-            elif nl < 0:
-                self.buf += data[i:]
-                return
-            else:
-                raw = bytes(self.buf) + data[i:nl]
-                self.buf.clear()
-                self.emit(raw, False, out, stats)
-            i = nl + 1
-            self.line_start = base + i
-        last = data.rfind(b"\n", i) + 1
-        for long in (*long_lines(data, i, last, cap), last):
-            if long > i:
-                block = data if i == 0 and long == n else data[i:long]
-                self.emit_block(block, simd_count(block, b"\n", 0, len(block)), out, stats)
-                self.line_start = base + long
-            if long == last:
-                break
-            self.emit(data[long : long + cap], True, out, stats)
-            i = data.find(b"\n", long + cap) + 1
-            self.line_start = base + i
-        i = max(i, last)
-        if n - i > cap:  # a line over the cap without its newline yet: cut now, skip its rest
-            self.emit(data[i : i + cap], True, out, stats)
-            self.discarding = True
-        elif i < n:
-            self.buf += data[i:]
-
-    def flush_partial(self, out: list[LineBlock], stats: FollowerStats) -> None:
-        """The file is done (rotated, truncated, superseded): a held partial line is all there is."""
-        if self.buf and not self.discarding:
-            self.emit(bytes(self.buf), False, out, stats)
-            self.buf.clear()
-            self.line_start = self.pos
-        self.discarding = False
-
-    def emit(self, raw: bytes, cut: bool, out: list[LineBlock], stats: FollowerStats) -> None:
-        """One line (without its newline) as a block of its own: cut at the cap, or assembled."""
-        if cut:
-            raw = trim_partial_utf8(raw)
-            stats.lines_cut += 1
-        self.emit_block(raw + b"\n", 1, out, stats, cut=cut)
-
-    def emit_block(self, data: bytes, count: int, out: list[LineBlock], stats: FollowerStats, *,
-                   cut: bool = False) -> None:
-        out.append(LineBlock(self.path, self.line_start, self.next_number, data, count, cut))
-        self.next_number += count
-        stats.lines += count
 
     def rewind(self) -> None:
         """Read again from offset 0, line 1 (the file was truncated)."""

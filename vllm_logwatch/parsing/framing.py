@@ -1,15 +1,18 @@
-"""Bytes to lines, the parts every reader shares: the line cap, the one rule for finding the lines of
-a block that hold a needle (`hit_lines`), finding the lines over the cap without a step per line, and
-cutting one there without splitting a UTF-8 character. Pure, and light: the offline scanner imports
-it without loading the parser."""
+"""Bytes to lines, the parts every reader shares: the line cap, the one framer (`Framer`), the one
+rule for finding the lines of a block that hold a needle (`hit_lines`), finding the lines over the cap
+without a step per line, and cutting one there without splitting a UTF-8 character. Pure, and light: the
+offline scanner imports it without loading the parser."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Protocol
 
-from .simd import simd_find
+from .simd import simd_count, simd_find
 
-__all__ = ["MAX_LINE_BYTES", "TEXT_MESSAGES", "hit_lines", "long_lines", "trim_partial_utf8"]
+__all__ = ["MAX_LINE_BYTES", "TEXT_MESSAGES", "Counts", "Framer", "LineBlock", "hit_lines", "long_lines",
+           "trim_partial_utf8"]
 
 MAX_LINE_BYTES = 1 << 20
 """The line cap: a longer line is cut and counted (live) or left out (offline); it is never a stats
@@ -93,3 +96,120 @@ def hit_lines(
                         starts.add(nxt)
             pos = simd_find(data, needle, stop + 1, hi) if stop + 1 < hi else -1
     return sorted(starts), len(cut)
+
+
+@dataclass(frozen=True, slots=True)
+class LineBlock:
+    """Complete lines of one source, as read: `count` lines in `data`, each ending in `\\n`.
+
+    `offset` is the byte offset of the first line in `source` (its path), `number` its line number
+    (1-based, counted from the file start when read from there, else from where reading started). `cut`:
+    one line, longer than the cap, truncated to it (its `data` is no slice of the file then). The lines'
+    `\\r` and UTF-8 are left as read: the block scan sees to them.
+    """
+
+    source: str
+    offset: int
+    number: int
+    data: bytes
+    count: int
+    cut: bool = False
+    key: tuple[tuple[str, str], ...] = ()
+    """The labels of the source it came from (a many-source watch: `following/many.py`), else ()."""
+
+
+class Counts(Protocol):
+    """What the framer counts: lines handed over, and those cut at the cap."""
+
+    lines: int
+    lines_cut: int
+
+
+class Framer:
+    """The one framer of every reader (a followed file, run mode's pipe, the offline stream and range
+    readers): read bytes in, blocks of complete lines out.
+
+    A read becomes one `LineBlock`: the bytes up to its last newline, as read, with their first line's
+    number and offset and a SIMD count of their lines; no per-line work. A partial last line waits for
+    its newline; a line longer than the cap (found by a strided search, `long_lines`) is cut at a
+    character boundary, counted and handed over alone, the rest of it skipped, so memory stays bounded
+    whatever the source holds. The state lives in the subclass's fields.
+    """
+
+    path: str
+    pos: int  # next byte a read returns
+    line_start: int  # offset of the first byte in buf (the next line to deliver)
+    next_number: int
+    discarding: bool  # inside a line already delivered cut (or begun before reading started)
+    buf: bytearray
+
+    def consume(self, data: bytes, out: list[LineBlock], cap: int, stats: Counts) -> None:
+        """Hand the complete lines of `data` (read at `self.pos`) to `out` as blocks; hold a partial last
+        line, never more than the cap of it."""
+        base = self.pos
+        self.pos += len(data)
+        i, n = 0, len(data)
+        if self.discarding:
+            nl = data.find(b"\n")
+            if nl < 0:
+                return
+            self.discarding = False
+            i = nl + 1
+            self.line_start = base + i
+        if self.buf:  # the line begun in an earlier read
+            nl = data.find(b"\n", i)
+            end, held = n if nl < 0 else nl, len(self.buf)
+            if held + end - i > cap:
+                raw = bytes(self.buf) + data[i : i + cap - held]
+                self.buf.clear()
+                self.emit(raw, True, out, stats)
+                if nl < 0:
+                    self.discarding = True
+                    return
+            elif nl < 0:
+                self.buf += data[i:]
+                return
+            else:
+                raw = bytes(self.buf) + data[i:nl]
+                self.buf.clear()
+                self.emit(raw, False, out, stats)
+            i = nl + 1
+            self.line_start = base + i
+        last = data.rfind(b"\n", i) + 1
+        for long in (*long_lines(data, i, last, cap), last):
+            if long > i:
+                block = data if i == 0 and long == n else data[i:long]
+                self.emit_block(block, simd_count(block, b"\n", 0, len(block)), out, stats)
+                self.line_start = base + long
+            if long == last:
+                break
+            self.emit(data[long : long + cap], True, out, stats)
+            i = data.find(b"\n", long + cap) + 1
+            self.line_start = base + i
+        i = max(i, last)
+        if n - i > cap:  # a line over the cap without its newline yet: cut now, skip its rest
+            self.emit(data[i : i + cap], True, out, stats)
+            self.discarding = True
+        elif i < n:
+            self.buf += data[i:]
+
+    def flush_partial(self, out: list[LineBlock], stats: Counts) -> None:
+        """The file is done (rotated, truncated, superseded): a held partial line is all there is."""
+        if self.buf and not self.discarding:
+            self.emit(bytes(self.buf), False, out, stats)
+            self.buf.clear()
+            self.line_start = self.pos
+        self.discarding = False
+
+    def emit(self, raw: bytes, cut: bool, out: list[LineBlock], stats: Counts) -> None:
+        """One line (without its newline) as a block of its own: cut at the cap, or assembled."""
+        if cut:
+            raw = trim_partial_utf8(raw)
+            stats.lines_cut += 1
+        self.emit_block(raw + b"\n", 1, out, stats, cut=cut)
+
+    def emit_block(self, data: bytes, count: int, out: list[LineBlock], stats: Counts, *,
+                   cut: bool = False) -> None:
+        out.append(LineBlock(self.path, self.line_start, self.next_number, data, count, cut))
+        self.next_number += count
+        stats.lines += count

@@ -20,7 +20,7 @@ from ...parsing.stamps import YearClock
 from .containers import enveloped_events
 from .inputs import Source, input_error, open_source, read_errors
 from .route import sniff
-from .stream import ScanStats, read_lines, scan_stream
+from .stream import ScanStats, scan_lines
 
 __all__ = [
     "KINDS", "ParseResult", "iter_source_events", "no_stats_hint", "repeats_note",
@@ -60,11 +60,11 @@ def iter_source_events(
             yield from _enveloped(raw, fmt, kind, assembler, scan, extra_needles, source)
             return
         want = WANTS.get(kind)
-        lines = (read_lines(raw, scan) if want is None
-                 else scan_stream(raw, want.needles + extra_needles, scan, followers=want.followers))
+        needles = None if want is None else want.needles + extra_needles
+        followers = () if want is None else want.followers
         try:
-            for number, text in lines:
-                event = parse_line(text)
+            for number, raw_line in scan_lines(raw, needles, scan, followers=followers):
+                event = parse_line(raw_line.decode("utf-8", "replace"))
                 if event is not None:
                     yield from assembler.feed(event, number)
         except read_errors as exc:
@@ -112,8 +112,8 @@ def no_rows_hint(sources: list[Source], kind: str, otherwise: str) -> str:
             continue
         try:
             with open_source(source) as stream:
-                for number, text in scan_stream(stream, WANTS[kind].needles, followers=()):
-                    event = parse_line(text)
+                for number, raw in scan_lines(stream, WANTS[kind].needles, followers=()):
+                    event = parse_line(raw.decode("utf-8", "replace"))
                     if isinstance(event, Unparsed) and event.what == what:
                         unreadable += 1
                         first = first or (source.name, number)
@@ -154,8 +154,8 @@ def _no_stats_hint(sources: list[Source], result: ParseResult) -> str:
             continue
         try:
             with open_source(source) as stream:
-                for number, text in scan_stream(stream, needles, followers=()):
-                    event = parse_line(text)
+                for number, raw in scan_lines(stream, needles, followers=()):
+                    event = parse_line(raw.decode("utf-8", "replace"))
                     if isinstance(event, ServerInfo) and event.stats_logging_disabled:
                         disabled = True
                     elif isinstance(event, Unparsed) and event.what == "stats":

@@ -21,7 +21,7 @@ from ...parsing.framing import MAX_LINE_BYTES, hit_lines
 from ...parsing.needles import STATS_FOLLOWER_NEEDLES, STATS_NEEDLES, VARIANT_NEEDLES, with_variants
 from ..children import exit_with_parent
 from .rows import STATS_LANE, Chunk, Lane, keeps_all, render
-from .stream import ScanStats, scan_stream_bytes, simd_count, simd_find
+from .stream import ScanStats, scan_lines, simd_count, simd_find
 
 __all__ = ["DEFAULT_TUNING", "Tuning", "scan_file_chunks", "stream_chunks"]
 
@@ -221,7 +221,7 @@ def stream_chunks(stream: BinaryIO, stats: ScanStats, batch: int = 4096, lane: L
     numbers = array("Q")
     parts: list[bytes] = []
     every = keeps_all(lane, with_variants(needles, b"".join(VARIANT_NEEDLES)))  # whatever the stream holds
-    for number, raw in scan_stream_bytes(stream, needles, stats, followers=lane.followers):
+    for number, raw in scan_lines(stream, needles, stats, followers=lane.followers):
         numbers.append(number)
         parts.append(raw)
         if len(parts) >= batch:

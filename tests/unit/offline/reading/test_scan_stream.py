@@ -1,4 +1,4 @@
-"""`scan_stream` (the block scanner behind `logwatch parse`) against a naive line-by-line filter: the same
+"""`scan_lines` (the block scanner behind `logwatch parse`) against a naive line-by-line filter: the same
 (line number, text) pairs whatever the block size, at every block boundary, with CRLF, without a final
 newline, and with over-long lines."""
 
@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support import TESTS
 
-from vllm_logwatch.offline.reading.stream import ScanStats, read_lines, scan_stream, simd_count, simd_find
+from vllm_logwatch.offline.reading.stream import ScanStats, scan_lines, simd_count, simd_find
 from vllm_logwatch.parsing.needles import FOLLOWER_NEEDLES, SPEC_NEEDLES, STATS_NEEDLES, VARIANT_NEEDLES
 
 DATA = TESTS / "data"
@@ -39,7 +39,7 @@ def naive(
     followers: tuple[bytes, ...] = FOLLOWER_NEEDLES,
     block_size: int = 8 << 20,
 ) -> tuple[list[tuple[int, str]], int, int]:
-    """What `scan_stream` promises, one line at a time: (pairs, lines, over-long lines among the hits).
+    """What `scan_lines` promises, one line at a time: (pairs, lines, over-long lines among the hits).
 
     A line is wanted when it holds a needle, or when it holds a follower and the line before it was
     wanted for a needle. Lines over 1 MiB are never wanted. The variant needles (0.7.0 stub, Rust
@@ -68,7 +68,8 @@ def naive(
 def scan(data: bytes, block_size: int, needles: tuple[bytes, ...] = STATS_NEEDLES,
          followers: tuple[bytes, ...] = FOLLOWER_NEEDLES) -> tuple[list[tuple[int, str]], ScanStats]:
     stats = ScanStats()
-    pairs = list(scan_stream(io.BytesIO(data), needles, stats, followers=followers, block_size=block_size))
+    pairs = [(n, raw.decode("utf-8", "replace")) for n, raw in
+             scan_lines(io.BytesIO(data), needles, stats, followers=followers, block_size=block_size)]
     return pairs, stats
 
 
@@ -219,22 +220,22 @@ def test_simd_find_and_count_answer_as_bytes_methods(
     assert simd_count(subject, needle, start, end) == text.count(needle, start, end)
 
 
-# --- read_lines: every line, numbered ------------------------------------------------------------------
+# --- every line, numbered (no needles) ------------------------------------------------------------------
 
 
-def test_read_lines_numbers_crlf_and_last_line() -> None:
+def test_every_line_numbers_crlf_and_last_line() -> None:
     data = join(STATS, b"", ACCESS, eol=b"\r\n") + b"tail"
     stats = ScanStats()
-    got = list(read_lines(io.BytesIO(data), stats))
+    got = list(scan_lines(io.BytesIO(data), None, stats))
     assert [n for n, _ in got] == [1, 2, 3, 4]
-    assert got[0][1].endswith("\r\n") and got[3][1] == "tail"
+    assert got[0][1].endswith(b"\r") and got[3][1] == b"tail"
     assert (stats.lines, stats.bytes, stats.lines_cut) == (4, len(data), 0)
 
 
-def test_read_lines_cuts_over_long_lines() -> None:
+def test_every_line_cuts_over_long_lines() -> None:
     data = join(STATS, b"q" * (3 * MAX_LINE), ACCESS)
     stats = ScanStats()
-    got = list(read_lines(io.BytesIO(data), stats))
+    got = list(scan_lines(io.BytesIO(data), None, stats))
     assert [n for n, _ in got] == [1, 2, 3]
-    assert len(got[1][1]) == MAX_LINE and got[2][1].startswith("INFO:")
+    assert len(got[1][1]) == MAX_LINE and got[2][1].startswith(b"INFO:")
     assert (stats.lines, stats.lines_cut, stats.bytes) == (3, 1, len(data))

@@ -19,45 +19,15 @@ from typing import BinaryIO
 from ...parsing.assemble import Assembler
 from ...parsing.envelope import Format, Unwrapped, Unwrapper, container_time
 from ...parsing.events import Event, Unparsed
-from ...parsing.framing import MAX_LINE_BYTES, hit_lines
+from ...parsing.framing import MAX_LINE_BYTES, LineBlock, hit_lines
 from ...parsing.line import parse_line
-from ...parsing.needles import WANTS, with_variants
-from .inputs import Source, input_error, open_source, read_errors
-from .stream import ScanStats
+from ...parsing.needles import with_variants
+from .stream import Frame, ScanStats
 
-__all__ = ["ENVELOPE_NEEDLES", "enveloped_events", "source_events"]
+__all__ = ["enveloped_events"]
 
-ENVELOPE_NEEDLES = WANTS["stats"].needles + WANTS["stats"].followers
-"""The lines of a container log the stats lanes parse (the followers too: a line after a stats line
-may sit in the next block)."""
 _BLOCK = 4 << 20
 _RECORD_CAP = MAX_LINE_BYTES + (64 << 10)  # a record holds at most a capped line and its envelope
-
-
-def _blocks(stream: BinaryIO, scan: ScanStats) -> Iterator[tuple[bytes, int]]:
-    """(blocks of complete envelope lines, the number of the first); an over-long line skipped."""
-    carry, number, skipping = b"", 1, False
-    while True:
-        data = stream.read(_BLOCK)
-        if not data:
-            break
-        scan.bytes += len(data)
-        if skipping:
-            nl = data.find(b"\n")
-            if nl < 0:
-                continue
-            data, skipping, number = data[nl + 1 :], False, number + 1
-        buf = carry + data if carry else data
-        end = buf.rfind(b"\n") + 1
-        if end:
-            yield buf[:end], number
-            number += buf.count(b"\n", 0, end)
-        carry = buf[end:]
-        if len(carry) > _RECORD_CAP:
-            scan.lines_cut += 1
-            carry, skipping = b"", True
-    if carry:
-        yield carry + b"\n", number
 
 
 def enveloped_events(
@@ -65,11 +35,23 @@ def enveloped_events(
 ) -> Iterator[Event]:
     """Every event of a container log (after `route.sniff`), in order. `needles`: parse only the lines that
     hold one (give the followers' needles too); None: every line."""
-    unwrapper = Unwrapper(fmt)
-    for block, first in _blocks(stream, scan):
-        scan.lines += block.count(b"\n")
-        yield from _events(unwrapper.unwrap(block, first), assembler, needles)
+    unwrapper, frame, blocks = Unwrapper(fmt), Frame(), list[LineBlock]()
+    while data := stream.read(_BLOCK):
+        scan.bytes += len(data)
+        frame.consume(data, blocks, _RECORD_CAP, scan)
+        yield from _unwrapped(unwrapper, blocks, assembler, needles)
+    frame.flush_partial(blocks, scan)
+    yield from _unwrapped(unwrapper, blocks, assembler, needles)
     yield from _events(unwrapper.flush(), assembler, needles)
+
+
+def _unwrapped(unwrapper: Unwrapper, blocks: list[LineBlock], assembler: Assembler,
+               needles: tuple[bytes, ...] | None) -> Iterator[Event]:
+    """The events of the framer's blocks; an envelope line over the cap (cut) is no record: skipped."""
+    for block in blocks:
+        if not block.cut:
+            yield from _events(unwrapper.unwrap(block.data, block.number), assembler, needles)
+    blocks.clear()
 
 
 def _events(got: Unwrapped, assembler: Assembler, needles: tuple[bytes, ...] | None) -> Iterator[Event]:
@@ -106,16 +88,3 @@ def _numbers(data: bytes, starts: list[int]) -> Iterator[int]:
         number += data.count(b"\n", counted, start)
         counted = start
         yield number
-
-
-def source_events(
-    source: Source, fmt: Format, assembler: Assembler, scan: ScanStats, needles: tuple[bytes, ...] | None,
-) -> Iterator[Event]:
-    """`enveloped_events` of a regular file in format `fmt` (`route.container_format`), the assembler's held
-    record flushed at its end. Raises `InputError`."""
-    with open_source(source) as raw:
-        try:
-            yield from enveloped_events(raw, fmt, assembler, scan, needles)
-        except read_errors as exc:
-            raise input_error(exc, source) from None
-    yield from assembler.flush()

@@ -173,27 +173,6 @@ def _open_file(source: Source) -> tuple[BinaryIO, bytes, BinaryIO | None]:
     return raw, head, raw
 
 
-class _Counted:
-    """A stream whose `read` and `readline` move a progress bar by the bytes they return; the rest
-    passes through (tqdm's own `CallbackIOWrapper` wraps `read` or `write`, not `readline`)."""
-
-    def __init__(self, stream: BinaryIO, update: Any) -> None:
-        self._stream, self._update = stream, update
-
-    def read(self, size: int = -1) -> bytes:
-        data = self._stream.read(size)
-        self._update(len(data))
-        return data
-
-    def readline(self, size: int = -1) -> bytes:
-        data = self._stream.readline(size)
-        self._update(len(data))
-        return data
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._stream, name)
-
-
 PROGRESS_MIN_BYTES = 64 << 20
 """A file from this size on shows a progress bar while it is read, when stderr is a terminal."""
 
@@ -228,7 +207,9 @@ def open_source(source: Source, *, progress: bool = False) -> Iterator[BinaryIO]
         raise input_error(exc, source) from None
     bar = progress_bar(source) if progress else None
     if bar is not None:
-        raw = cast(BinaryIO, _Counted(raw, bar.update))
+        from tqdm.utils import CallbackIOWrapper
+
+        raw = cast(BinaryIO, CallbackIOWrapper(bar.update, raw))
     try:
         if head == _GZIP_MAGIC:
             with gzip.GzipFile(fileobj=raw) as gz:

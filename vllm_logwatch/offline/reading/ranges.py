@@ -11,22 +11,23 @@ from __future__ import annotations
 
 import os
 from array import array
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from multiprocessing import get_context
 from typing import BinaryIO
 
-from ...parsing.framing import MAX_LINE_BYTES, hit_lines
-from ...parsing.needles import STATS_FOLLOWER_NEEDLES, STATS_NEEDLES, VARIANT_NEEDLES, with_variants
+from ...parsing.framing import MAX_LINE_BYTES, LineBlock, hit_lines
+from ...parsing.needles import STATS_FOLLOWER_NEEDLES, STATS_NEEDLES, with_variants
 from ..children import exit_with_parent
 from .rows import STATS_LANE, Chunk, Lane, keeps_all, render
-from .stream import ScanStats, scan_lines, simd_count, simd_find
+from .stream import Frame, ScanStats, simd_count, simd_find
 
 __all__ = ["DEFAULT_TUNING", "Tuning", "scan_file_chunks", "stream_chunks"]
 
 _WORKER_BLOCK = 1 << 20  # find + count twice over a block that stays in the CPU cache
 _MAX_FOLLOWER = 64 << 10
+_STREAM_BLOCK = 8 << 20
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,8 @@ def _scan_range(path: str, start: int, end: int, needles: tuple[bytes, ...], ins
 
     `inside_long_line`: the range was cut inside a line over `MAX_LINE_BYTES` bytes (never a stats line):
     its first bytes, up to a newline, are the rest of that line. A range that does not end the file
-    may end inside such a line too: those last bytes belong to it as well."""
+    may end inside such a line too: those last bytes belong to it as well. Ranges are cut at line
+    ends (`_ranges`), so no partial line is carried: the framer's work here is these two edges."""
     global _buffer
     want = end - start
     if len(_buffer) < want + 1:
@@ -71,24 +73,40 @@ def _scan_range(path: str, start: int, end: int, needles: tuple[bytes, ...], ins
     complete = data.rfind(b"\n", 0, size) + 1  # whole lines end here (a long line's start may follow)
     if inside_long_line and first == 0:
         first = complete = 0  # all of the range is inside the long line
-    probe = min(complete, first + dense_probe)
+    chunk = chunk_of(data, first, complete, 1, needles, lane, dense_probe)
+    if not lane.numbers:
+        return chunk
+    return chunk._replace(lines=chunk.lines + simd_count(data, b"\n", complete, size))
+
+
+def chunk_of(data: bytes | bytearray, first: int, complete: int, number: int, needles: tuple[bytes, ...],
+             lane: Lane, dense_probe: int, follows_hit: bool = False) -> Chunk:
+    """The chunk of the whole lines of `data[first:complete]` that hold `needles` (and their followers),
+    the line at `data[0]` numbered `number`: the one chunk reader of the range workers and of a stream
+    (`stream_chunks`). `follows_hit`: the line before `data` held a needle, so the first line is a
+    follower's place. Without `lane.numbers` no newline is counted: the numbers and `lines` are 0."""
+    first_number, probe = number, min(complete, first + dense_probe)
     if simd_count(data, needles[0], first, probe) * 2 > simd_count(data, b"\n", first, probe):
-        # A stats-dense range: every line, read in bulk.
+        # A stats-dense block: every line, read in bulk.
         if not lane.numbers:
             return render(data, complete, None, start=first, first_number=0, lane=lane)._replace(lines=0)
         skipped = simd_count(data, b"\n", 0, first)
-        chunk = render(data, complete, None, start=first, first_number=skipped + 1, lane=lane)
-        return chunk._replace(lines=simd_count(data, b"\n", 0, size))
+        chunk = render(data, complete, None, start=first, first_number=number + skipped, lane=lane)
+        return chunk._replace(lines=skipped + chunk.lines)
     counting = lane.numbers  # without: the numbers stay 0 and no newline is counted
     numbers = array("Q")
     parts: list[bytes] = []
-    number, counted = 1, 0  # newlines are counted once, window by window, while the window is in cache
+    counted = 0  # newlines are counted once, window by window, while the window is in cache
     window = first
     while window < complete:
         # Windows of about 1 MiB, cut at a line end, so `find` and `count` read cached memory.
         stop = simd_find(data, b"\n", min(window + _WORKER_BLOCK, complete - 1), complete) + 1 or complete
         starts, _ = hit_lines(data, window, stop, needles, lane.followers, end=complete,
                               limit=MAX_LINE_BYTES)
+        if follows_hit and window == first and (not starts or starts[0] != first):
+            line_end = data.find(b"\n", first, complete)
+            if any(data.find(f, first, line_end) >= 0 for f in lane.followers):
+                starts.insert(0, first)
         for line_start in starts:
             if counting:
                 number += simd_count(data, b"\n", counted, line_start)
@@ -101,7 +119,7 @@ def _scan_range(path: str, start: int, end: int, needles: tuple[bytes, ...], ins
         window = stop
     parts.append(b"")
     blob = b"\n".join(parts)
-    lines = number - 1 + simd_count(data, b"\n", counted, size) if counting else 0
+    lines = number - first_number + simd_count(data, b"\n", counted, complete) if counting else 0
     return render(blob, len(blob), numbers, lane=lane, every=keeps_all(lane, needles))._replace(lines=lines)
 
 
@@ -214,22 +232,34 @@ def scan_file_chunks(
     stats.lines = base
 
 
-def stream_chunks(stream: BinaryIO, stats: ScanStats, batch: int = 4096, lane: Lane = STATS_LANE,
+def stream_chunks(stream: BinaryIO, stats: ScanStats, lane: Lane = STATS_LANE,
                   needles: tuple[bytes, ...] = STATS_NEEDLES) -> Iterator[tuple[Chunk, int]]:
-    """The same as `scan_file_chunks` for any stream (stdin, .gz, small files), in one process; the
-    numbers are absolute (base 0)."""
-    numbers = array("Q")
-    parts: list[bytes] = []
-    every = keeps_all(lane, with_variants(needles, b"".join(VARIANT_NEEDLES)))  # whatever the stream holds
-    for number, raw in scan_lines(stream, needles, stats, followers=lane.followers):
-        numbers.append(number)
-        parts.append(raw)
-        if len(parts) >= batch:
-            parts.append(b"")
-            blob = b"\n".join(parts)
-            yield render(blob, len(blob), numbers, lane=lane, every=every), 0
-            numbers, parts = array("Q"), []
-    if parts:
-        parts.append(b"")
-        blob = b"\n".join(parts)
-        yield render(blob, len(blob), numbers, lane=lane, every=every), 0
+    """The same as `scan_file_chunks` for any stream (stdin, .gz, small files), in one process: the
+    blocks of the one framer (`parsing/framing.py`), each read by `chunk_of`; the numbers are absolute
+    (base 0)."""
+    frame, blocks = Frame(), list[LineBlock]()
+    follows_hit = False  # the block before ended on a hit: a follower may start this one
+    while data := stream.read(_STREAM_BLOCK):
+        stats.bytes += len(data)
+        if frame.pos == 0:
+            needles = with_variants(needles, data)
+        frame.consume(data, blocks, MAX_LINE_BYTES, stats)
+        follows_hit = yield from _framed(blocks, needles, lane, follows_hit)
+    frame.flush_partial(blocks, stats)
+    yield from _framed(blocks, needles, lane, follows_hit)
+
+
+def _framed(blocks: list[LineBlock], needles: tuple[bytes, ...], lane: Lane,
+            follows_hit: bool) -> Generator[tuple[Chunk, int], None, bool]:
+    """The chunks of the framer's blocks (emptied); whether the last one ends on a hit."""
+    for block in blocks:
+        data = block.data
+        if block.cut:  # a line over the cap is never a stats line, nor a follower
+            follows_hit = False
+            continue
+        yield chunk_of(data, 0, len(data), block.number, needles, lane, DEFAULT_TUNING.dense_probe,
+                       follows_hit), 0
+        last = data.rfind(b"\n", 0, len(data) - 1) + 1
+        follows_hit = bool(lane.followers) and any(data.find(n, last) >= 0 for n in needles)
+    blocks.clear()
+    return follows_hit

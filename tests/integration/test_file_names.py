@@ -109,10 +109,10 @@ def test_input_errors_name_the_file_replaced(tmp_path: Path) -> None:
 def test_plot_titles_and_legends_show_the_name_replaced(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     from vllm_logwatch.offline.plot.collect import collect, draw
-    from vllm_logwatch.offline.reading.launches import iter_launch_records
+    from vllm_logwatch.offline.reading.launches import iter_summary_records
 
     name = odd_log(tmp_path)
-    figure = draw(collect(iter_launch_records([name], tz="UTC", year=None)))
+    figure = draw(collect(iter_summary_records([name], tz="UTC", year=None)))
     texts = [figure.get_suptitle()] + [t.get_text() for ax in figure.axes for t in ax.texts]
     assert any(SHOWN in text for text in texts), texts
     image = tmp_path / "run.png"

@@ -31,7 +31,7 @@ from matplotlib.text import Text
 from vllm_logwatch.cli import main
 from vllm_logwatch.commands.compare import run_compare
 from vllm_logwatch.offline.plot.collect import collect, draw
-from vllm_logwatch.offline.reading.launches import iter_launch_records
+from vllm_logwatch.offline.reading.launches import iter_summary_records
 
 DATA = TESTS / "data"
 REAL_CPU_LOG = next((DATA / "real-vllm-cpu").glob("serve_*.log"))
@@ -72,7 +72,7 @@ def multi_day_log(path: Path, days: int = 3) -> int:
 
 
 def figure(*paths: Path) -> Figure:
-    return draw(collect(iter_launch_records([str(p) for p in paths], tz="UTC", year=2026)))
+    return draw(collect(iter_summary_records([str(p) for p in paths], tz="UTC", year=2026)))
 
 
 def labels_do_not_overlap(fig: Figure, axes: list[Axes]) -> None:

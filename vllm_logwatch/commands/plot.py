@@ -13,7 +13,7 @@ from ..errors import InputError, NoStatsError, OutputError, UsageError
 from ..offline.plot.collect import DPI, collect, parse_when, require_matplotlib
 from ..offline.plot.drawer import Drawer
 from ..offline.plot.facets import facets, unrelated
-from ..offline.reading.launches import Launch, iter_launch_records, iter_summary_records
+from ..offline.reading.launches import Launch, iter_summary_records
 from ..offline.reading.ranges import DEFAULT_TUNING, Tuning
 from ..parsing.events import EngineStats
 from ..parsing.stamps import resolve_zone, utc
@@ -65,8 +65,7 @@ def run_plot(
 
     def selected() -> Iterator[tuple[Launch, EngineStats]]:
         nonlocal drawn
-        records = (iter_summary_records(inputs, year=year, tz=tz, fast=tuning, numbers=False)
-                   if tuning is not None else iter_launch_records(inputs, year=year, tz=tz))
+        records = iter_summary_records(inputs, year=year, tz=tz, fast=tuning, numbers=False)
         for launch, e in records:
             if isinstance(e, EngineStats) and within(e.time):
                 drawn += 1

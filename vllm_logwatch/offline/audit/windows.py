@@ -1,6 +1,6 @@
 """Each benchmark run's window in the server's logs: the stats lines vLLM printed while the run ran.
 
-The logs are read once through the offline reader (`iter_launch_records`: plain and container logs,
+The logs are read once through the offline reader (`iter_summary_records`: plain and container logs,
 many files, restarts as launches). A line belongs to a run when its time, moved by the clock offset,
 falls within the run's start and end (both ends included: the client's times have whole seconds). Of
 the launches with lines there, the run's window is the one of the launch serving the benchmark's model

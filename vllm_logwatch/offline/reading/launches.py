@@ -11,7 +11,7 @@ import os
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 from ...errors import NoStatsError
 from ...parsing.events import (
@@ -23,14 +23,13 @@ from ...parsing.events import (
     TransferStats,
     Unparsed,
 )
-from ...parsing.needles import LAUNCH_NEEDLES
-from .events import iter_source_events, no_stats_hint, repeats_note
+from .events import no_stats_hint, repeats_note
 from .inputs import resolve_inputs
 from .ranges import Tuning
 from .records import source_records
 from .stream import ScanStats
 
-__all__ = ["Launch", "iter_launch_records", "iter_summary_records"]
+__all__ = ["Launch", "iter_summary_records"]
 
 
 @dataclass
@@ -67,28 +66,6 @@ class Launch:
         return f"{base} #{self.restart + 1}" if self.restart else base
 
 
-def iter_launch_records(
-    inputs: list[str],
-    *,
-    year: int | None = None,
-    tz: str | None = None,
-    spec: bool = False,
-    fast: Tuning | None = None,
-) -> Iterator[tuple[Launch, EngineStats | SpecDecodeStats | TransferStats]]:
-    """Every stats record (and with `spec`, speculative-decoding and KV / EC transfer record) of
-    `inputs`, with its launch.
-
-    Raises `InputError` for unreadable inputs and `NoStatsError` (with the usual hint) when the
-    inputs hold no stats line at all.
-
-    `fast` (with `spec`): read by the range workers with these sizes (`offline/reading/records.py`).
-
-    Example: `for launch, e in iter_launch_records(["logs/serve_*.log"], tz="UTC"): ...`
-    """
-    records = _records(inputs, year, tz, spec, fast)
-    return cast(Iterator[tuple[Launch, EngineStats | SpecDecodeStats | TransferStats]], records)
-
-
 _Summarised = EngineStats | SpecDecodeStats | TransferStats | MfuStats | IterationStats
 
 
@@ -96,29 +73,26 @@ def iter_summary_records(
     inputs: list[str], *, year: int | None = None, tz: str | None = None, fast: Tuning | None = None,
     mfu: bool = False, numbers: bool = True, steps: bool = False,
 ) -> Iterator[tuple[Launch, _Summarised]]:
-    """`iter_launch_records(inputs, spec=True, ...)`; with `mfu`, the MFU lines (`MfuStats`) too; with
-    `steps`, the iteration lines (`IterationStats`: the summary's step tables, `offline/summary/steps.py`).
-    Without `numbers` the range workers count no lines: a restart's `Launch.line` is not its line (`plot`
-    shows none)."""
-    return _records(inputs, year, tz, True, fast, mfu=mfu, numbers=numbers, steps=steps)
+    """Every stats, speculative-decoding and KV / EC transfer record of `inputs`, with its launch; with
+    `mfu`, the MFU lines (`MfuStats`) too; with `steps`, the iteration lines (`IterationStats`: the
+    summary's step tables, `offline/summary/steps.py`).
 
+    Raises `InputError` for unreadable inputs and `NoStatsError` (with the usual hint) when the
+    inputs hold no stats line at all. `fast`: read by the range workers with these sizes
+    (`offline/reading/records.py`; None: the general parser). Without `numbers` the range workers
+    count no lines: a restart's `Launch.line` is not its line (`plot` shows none).
 
-def _records(
-    inputs: list[str], year: int | None, tz: str | None, spec: bool, fast: Tuning | None, *,
-    mfu: bool = False, numbers: bool = True, steps: bool = False,
-) -> Iterator[tuple[Launch, _Summarised]]:
+    Example: `for launch, e in iter_summary_records(["logs/serve_*.log"], tz="UTC"): ...`
+    """
     sources, zone = resolve_inputs(inputs, tz)
     scan = ScanStats()
-    kind = "spec" if spec else "stats"
     index = 0
     any_stats = False
     stats_disabled = False
     repeats = 0
     for source in sources:
         launch = Launch(index, source.name, 1)
-        events = (source_records(source, zone, year, scan, fast, numbers=numbers, steps=steps)
-                  if spec
-                  else iter_source_events(source, kind, zone, year, scan, LAUNCH_NEEDLES, repeats=True))
+        events = source_records(source, zone, year, scan, fast, numbers=numbers, steps=steps)
         for event in events:
             if isinstance(event, EngineStats):  # the most of them
                 launch.has_stats = any_stats = True

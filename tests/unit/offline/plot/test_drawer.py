@@ -17,7 +17,7 @@ pytest.importorskip("matplotlib")
 from vllm_logwatch.errors import OutputError
 from vllm_logwatch.offline.plot.collect import collect, draw
 from vllm_logwatch.offline.plot.drawer import Drawer
-from vllm_logwatch.offline.reading.launches import iter_launch_records
+from vllm_logwatch.offline.reading.launches import iter_summary_records
 from vllm_logwatch.parsing.stamps import local_zone
 
 REAL_CPU_LOG = next((TESTS / "data" / "real-vllm-cpu").glob("serve_*.log"))
@@ -36,7 +36,7 @@ def alive(pid: int) -> bool:
 
 
 def data(tz: str | None = "UTC") -> object:
-    return collect(iter_launch_records([str(REAL_CPU_LOG)], tz=tz))
+    return collect(iter_summary_records([str(REAL_CPU_LOG)], tz=tz))
 
 
 @pytest.mark.integration  # over 0.2 s (a process, or a day of lines): make test, not smoke
@@ -44,7 +44,7 @@ def test_the_image_is_the_figure_drawn_here() -> None:
     import io
 
     here = io.BytesIO()
-    draw(collect(iter_launch_records([str(REAL_CPU_LOG)], tz="UTC"))).savefig(here, format="png", dpi=100)
+    draw(collect(iter_summary_records([str(REAL_CPU_LOG)], tz="UTC"))).savefig(here, format="png", dpi=100)
     with Drawer() as drawer:
         image = drawer.image(data(), "png", dpi=100)  # type: ignore[arg-type]
     assert image == here.getvalue()

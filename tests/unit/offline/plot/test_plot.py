@@ -24,7 +24,7 @@ from matplotlib.lines import Line2D
 
 from vllm_logwatch.cli import main
 from vllm_logwatch.offline.plot.collect import PANEL_TITLES, collect, draw
-from vllm_logwatch.offline.reading.launches import iter_launch_records
+from vllm_logwatch.offline.reading.launches import iter_summary_records
 from vllm_logwatch.parsing.events import EngineStats
 
 DATA = TESTS / "data"
@@ -32,12 +32,12 @@ REAL_CPU_LOG = next((DATA / "real-vllm-cpu").glob("serve_*.log"))
 
 
 def stats_of(*paths: Path, year: str | None = None) -> list[EngineStats]:
-    records = iter_launch_records([str(p) for p in paths], tz="UTC", year=int(year) if year else None)
+    records = iter_summary_records([str(p) for p in paths], tz="UTC", year=int(year) if year else None)
     return [e for _, e in records if isinstance(e, EngineStats)]
 
 
 def figure_of(*paths: Path, year: str | None = None) -> Figure:
-    return draw(collect(iter_launch_records([str(p) for p in paths], tz="UTC",
+    return draw(collect(iter_summary_records([str(p) for p in paths], tz="UTC",
                                             year=int(year) if year else None)))
 
 

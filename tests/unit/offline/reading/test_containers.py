@@ -20,7 +20,7 @@ from vllm_logwatch.commands.parse import run_parse
 from vllm_logwatch.errors import NoStatsError
 from vllm_logwatch.offline.reading.events import iter_source_events
 from vllm_logwatch.offline.reading.inputs import Source
-from vllm_logwatch.offline.reading.launches import iter_launch_records
+from vllm_logwatch.offline.reading.launches import iter_summary_records
 from vllm_logwatch.offline.reading.ranges import DEFAULT_TUNING
 from vllm_logwatch.offline.reading.stream import ScanStats
 from vllm_logwatch.parsing.events import EngineStats
@@ -94,7 +94,7 @@ def test_answer_keys_at_container_instants(tmp_path: Path, name: str, fmt: str, 
 @pytest.mark.parametrize("name", [n for n in LOGS if (DATA / f"{n}.expected.jsonl").stat().st_size])
 def test_summary_reads_the_records_at_container_instants(tmp_path: Path, name: str, fmt: str) -> None:
     path, expected, instants = wrapped(tmp_path, name, fmt)
-    records = [r for _, r in iter_launch_records([str(path)], tz="America/New_York", spec=True,
+    records = [r for _, r in iter_summary_records([str(path)], tz="America/New_York",
                                                  fast=DEFAULT_TUNING) if r.kind == "stats"]
     assert [r.generation_throughput for r in records] == [e["generation_throughput"] for e in expected]
     assert [r.time for r in records] == instants

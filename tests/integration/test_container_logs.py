@@ -20,7 +20,6 @@ from support import TESTS, run_watch
 
 from vllm_logwatch.offline.reading.events import iter_source_events
 from vllm_logwatch.offline.reading.inputs import Source
-from vllm_logwatch.offline.reading.stream import ScanStats
 from vllm_logwatch.parsing.events import EngineStats
 from vllm_logwatch.parsing.stamps import resolve_zone
 
@@ -47,7 +46,7 @@ def lines_of(path: Path) -> list[bytes]:
 
 def instants(plain: Path, times: list[datetime]) -> list[datetime]:
     """The container instant of each stats record's line (numbered by the offline reader)."""
-    events = iter_source_events(Source(str(plain)), "stats", UTC, None, ScanStats())
+    events = iter_source_events(Source(str(plain)), "stats", UTC, None)
     return [times[e.line - 1] for e in events if isinstance(e, EngineStats) and e.line is not None]
 
 

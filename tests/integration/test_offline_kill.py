@@ -12,11 +12,10 @@ REAL_CPU_LOG = next((TESTS / "data" / "real-vllm-cpu").glob("serve_*.log"))
 
 DRIVER = """
 import multiprocessing, sys, time
-from vllm_logwatch.offline.reading.stream import ScanStats
 from vllm_logwatch.offline.reading.ranges import Tuning, scan_file_chunks
 from vllm_logwatch.parsing.needles import STATS_NEEDLES
 tuning = Tuning(parallel_min_bytes=1, range_bytes=4096, dense_probe=512)
-chunks = scan_file_chunks(sys.argv[1], STATS_NEEDLES, ScanStats(), workers=2, tuning=tuning)
+chunks = scan_file_chunks(sys.argv[1], STATS_NEEDLES, workers=2, tuning=tuning)
 next(chunks)  # the workers are up, ranges in flight
 print(" ".join(str(p.pid) for p in multiprocessing.active_children()), flush=True)
 time.sleep(60)

@@ -92,12 +92,11 @@ def _log_request_keys(logs: list[str], zone: tzinfo, year: int | None) -> set[st
     read them."""
     from ..offline.reading.details import REQUEST_COLUMNS, source_rows
     from ..offline.reading.inputs import resolve_inputs
-    from ..offline.reading.stream import ScanStats
 
     sources, _ = resolve_inputs(logs, None)
     at = REQUEST_COLUMNS.index("request_id")
     return log_request_keys(str(row[at]) for source in sources
-                            for row in source_rows(source, "requests", zone, year, ScanStats()))
+                            for row in source_rows(source, "requests", zone, year))
 
 
 def _write_observability(audits: list[Audited], folder: str) -> None:

@@ -15,7 +15,6 @@ from typing import IO, TYPE_CHECKING, Literal
 from ..errors import NoStatsError
 from ..offline.reading.inputs import Source, resolve_inputs
 from ..offline.reading.ranges import DEFAULT_TUNING, Tuning
-from ..offline.reading.stream import ScanStats
 
 if TYPE_CHECKING:
     from ..offline.output.openmetrics import OpenMetricsWriter
@@ -39,17 +38,17 @@ def _write(events: Iterator[Event], kind: str, writer: Writer, result: ParseResu
     return written
 
 
-def _events(source: Source, kind: str, zone: tzinfo, year: int | None, scan: ScanStats,
-            tuning: Tuning | None) -> Iterator[Event]:
+def _events(source: Source, kind: str, zone: tzinfo, year: int | None, tuning: Tuning | None
+            ) -> Iterator[Event]:
     """The records of `kind` of one source: stats and iteration lines on the range workers' routes
     (`records.py`; None `tuning`: the general parser, the reference the tests compare with)."""
     if kind in ("stats", "iterations") and tuning is not None:
         from ..offline.reading.records import source_records
 
-        return source_records(source, zone, year, scan, tuning, kind=kind)
+        return source_records(source, zone, year, tuning, kind=kind)
     from ..offline.reading.events import iter_source_events
 
-    return iter_source_events(source, kind, zone, year, scan)
+    return iter_source_events(source, kind, zone, year)
 
 
 def run_parse(
@@ -81,7 +80,7 @@ def run_parse(
     try:
         for source in sources:
             result.files += 1
-            events = _events(source, kind, zone, year, result.scan, tuning)
+            events = _events(source, kind, zone, year, tuning)
             if detail:  # a row per step or request (`offline/reading/details.py`)
                 for row in rows_of(kind, events):
                     writer.row(row)
@@ -144,12 +143,11 @@ def run_openmetrics(
     out = out if out is not None else sys.stdout
     sources, zone = resolve_inputs(inputs, tz)
     writer = OpenMetricsWriter(parse_labels(labels or []), millis=millis)
-    scan = ScanStats()
     disabled = False
     try:
         for source in sources:
             writer.new_launch(source.name)
-            events = source_records(source, zone, year, scan, tuning, numbers=False)
+            events = source_records(source, zone, year, tuning, numbers=False)
             for event in events:
                 if isinstance(event, ServerInfo) and event.stats_logging_disabled:
                     disabled = True

@@ -22,7 +22,6 @@ from vllm_logwatch.commands.parse import run_parse
 from vllm_logwatch.exporting.exporter import ExporterMetrics
 from vllm_logwatch.offline.reading.events import iter_source_events
 from vllm_logwatch.offline.reading.inputs import resolve_inputs
-from vllm_logwatch.offline.reading.stream import ScanStats
 from vllm_logwatch.parsing.events import Event
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "latency"
@@ -33,7 +32,7 @@ AFTER = 3.0
 
 def _events() -> list[Event]:
     sources, _ = resolve_inputs([str(DATA / "serve.cri.log.gz")], "UTC")
-    return list(iter_source_events(sources[0], "all", timezone.utc, None, ScanStats()))
+    return list(iter_source_events(sources[0], "all", timezone.utc, None))
 
 
 def _scrape(registry: CollectorRegistry) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

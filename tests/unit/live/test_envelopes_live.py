@@ -23,7 +23,6 @@ from vllm_logwatch.following.follower import Follower
 from vllm_logwatch.live.pipeline import Pipeline
 from vllm_logwatch.offline.reading.events import iter_source_events
 from vllm_logwatch.offline.reading.inputs import Source
-from vllm_logwatch.offline.reading.stream import ScanStats
 from vllm_logwatch.parsing.events import EngineStats, Event
 from vllm_logwatch.parsing.stamps import resolve_zone
 
@@ -77,7 +76,7 @@ def real_lines(name: str) -> list[bytes]:
 
 def stats_lines(name: str) -> list[int]:
     """The line number of each answer's stats line, from the offline reader of the plain log."""
-    events = iter_source_events(Source(str(DATA / f"{name}.log")), "stats", UTC, None, ScanStats())
+    events = iter_source_events(Source(str(DATA / f"{name}.log")), "stats", UTC, None)
     return [e.line for e in events if isinstance(e, EngineStats) and e.line is not None]
 
 

@@ -7,7 +7,8 @@ by byte ranges, and a part of a line may sit in another range): blocks of envelo
 the lines worth a parse found with the same needles the bulk scanner uses, and their events given the
 envelope line number and the container stamp as their time (not `--tz`, not the file's mtime). A line
 that is not a record of the format is an `Unparsed(what="envelope")` event; an envelope line past the
-cap (it is no record: the runtimes cut at 16 KiB) is skipped and counted in `lines_cut`.
+cap (it is no record: the runtimes cut at 16 KiB) is skipped (cut by the framer of every reader,
+`parsing/framing.py` `Framer`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from ...parsing.events import Event, Unparsed
 from ...parsing.framing import MAX_LINE_BYTES, LineBlock, hit_lines
 from ...parsing.line import parse_line
 from ...parsing.needles import with_variants
-from .stream import Frame, ScanStats
+from .stream import Frame
 
 __all__ = ["enveloped_events"]
 
@@ -31,16 +32,15 @@ _RECORD_CAP = MAX_LINE_BYTES + (64 << 10)  # a record holds at most a capped lin
 
 
 def enveloped_events(
-    stream: BinaryIO, fmt: Format, assembler: Assembler, scan: ScanStats, needles: tuple[bytes, ...] | None,
+    stream: BinaryIO, fmt: Format, assembler: Assembler, needles: tuple[bytes, ...] | None,
 ) -> Iterator[Event]:
     """Every event of a container log (after `route.sniff`), in order. `needles`: parse only the lines that
     hold one (give the followers' needles too); None: every line."""
     unwrapper, frame, blocks = Unwrapper(fmt), Frame(), list[LineBlock]()
     while data := stream.read(_BLOCK):
-        scan.bytes += len(data)
-        frame.consume(data, blocks, _RECORD_CAP, scan)
+        frame.consume(data, blocks, _RECORD_CAP, frame)
         yield from _unwrapped(unwrapper, blocks, assembler, needles)
-    frame.flush_partial(blocks, scan)
+    frame.flush_partial(blocks, frame)
     yield from _unwrapped(unwrapper, blocks, assembler, needles)
     yield from _events(unwrapper.flush(), assembler, needles)
 

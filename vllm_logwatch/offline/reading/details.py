@@ -24,7 +24,6 @@ from ...parsing.stamps import seconds_between
 from ...shown import finite
 from .events import iter_source_events
 from .inputs import Source
-from .stream import ScanStats
 
 __all__ = ["ITERATION_COLUMNS", "REQUEST_COLUMNS", "RequestRows", "iteration_row", "rows_of", "source_rows"]
 
@@ -145,7 +144,6 @@ def rows_of(kind: str, events: Iterable[Event]) -> Iterator[list[Any]]:
 
 
 def source_rows(
-    source: Source, kind: str, zone: tzinfo, year: int | None, scan: ScanStats
-) -> Iterator[list[Any]]:
+    source: Source, kind: str, zone: tzinfo, year: int | None) -> Iterator[list[Any]]:
     """The rows of `kind` of one source, through the general parser."""
-    yield from rows_of(kind, iter_source_events(source, kind, zone, year, scan))
+    yield from rows_of(kind, iter_source_events(source, kind, zone, year))

@@ -7,26 +7,19 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import tzinfo
 from functools import partial
-from typing import BinaryIO
 
 from ...errors import InputError
 from ...parsing.assemble import Assembler
-from ...parsing.envelope import Format
 from ...parsing.events import Event, ServerInfo, Unparsed
-from ...parsing.kinds import RECORD_KINDS
 from ...parsing.line import parse_line
 from ...parsing.needles import NO_STATS_NEEDLES, VARIANT_NEEDLES, WANTS
 from ...parsing.stamps import YearClock
 from .containers import enveloped_events
 from .inputs import Source, input_error, open_source, read_errors
 from .route import sniff
-from .stream import ScanStats, scan_lines
+from .stream import scan_lines
 
-__all__ = [
-    "KINDS", "ParseResult", "iter_source_events", "no_stats_hint", "repeats_note",
-]
-
-KINDS = RECORD_KINDS
+__all__ = ["ParseResult", "iter_source_events", "no_stats_hint", "repeats_note"]
 
 
 @dataclass
@@ -35,12 +28,11 @@ class ParseResult:
 
     files: int = 0
     counts: Counter[str] = field(default_factory=Counter)
-    scan: ScanStats = field(default_factory=ScanStats)
     stats_disabled: bool = False
 
 
 def iter_source_events(
-    source: Source, kind: str, zone: tzinfo, year: int | None, scan: ScanStats,
+    source: Source, kind: str, zone: tzinfo, year: int | None,
     extra_needles: tuple[bytes, ...] = (), *, repeats: bool = False,
 ) -> Iterator[Event]:
     """Every event of one source wanted for `kind`, in file order. Raises `InputError`.
@@ -52,37 +44,21 @@ def iter_source_events(
     path = None if source.is_stdin else source.path
     assembler = Assembler(source.name, partial(_clock_for_source, path, zone, year), repeats=repeats)
     with open_source(source, progress=True) as raw:
-        try:
-            fmt = sniff(raw)
-        except read_errors as exc:  # a corrupt .gz shows at its first bytes
-            raise input_error(exc, source) from None
-        if fmt != "plain":  # a container log: its envelopes, its stamps (offline/reading/containers.py)
-            yield from _enveloped(raw, fmt, kind, assembler, scan, extra_needles, source)
-            return
         want = WANTS.get(kind)
-        needles = None if want is None else want.needles + extra_needles
-        followers = () if want is None else want.followers
         try:
-            for number, raw_line in scan_lines(raw, needles, scan, followers=followers):
-                event = parse_line(raw_line.decode("utf-8", "replace"))
-                if event is not None:
-                    yield from assembler.feed(event, number)
-        except read_errors as exc:
+            if (fmt := sniff(raw)) != "plain":  # a container log: its envelopes, its stamps (containers.py);
+                # the followers as needles too: a line after a stats line may be in the next block
+                wanted = None if want is None else want.needles + want.followers + extra_needles
+                yield from enveloped_events(raw, fmt, assembler, wanted)
+            else:
+                needles = None if want is None else want.needles + extra_needles
+                followers = () if want is None else want.followers
+                for number, line in scan_lines(raw, needles, followers=followers):
+                    event = parse_line(line.decode("utf-8", "replace"))
+                    if event is not None:
+                        yield from assembler.feed(event, number)
+        except read_errors as exc:  # a corrupt .gz shows at its first bytes, or later
             raise input_error(exc, source) from None
-    yield from assembler.flush()
-
-
-def _enveloped(
-    raw: BinaryIO, fmt: Format, kind: str, assembler: Assembler, scan: ScanStats,
-    extra_needles: tuple[bytes, ...], source: Source,
-) -> Iterator[Event]:
-    """`iter_source_events` of a container log: the same needles for each kind, through its envelopes."""
-    want = WANTS.get(kind)  # the followers as needles too: a line after a stats line may be in the next block
-    wanted = None if want is None else want.needles + want.followers + extra_needles
-    try:
-        yield from enveloped_events(raw, fmt, assembler, scan, wanted)
-    except read_errors as exc:
-        raise input_error(exc, source) from None
     yield from assembler.flush()
 
 

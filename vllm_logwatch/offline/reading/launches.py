@@ -27,7 +27,6 @@ from .events import no_stats_hint, repeats_note
 from .inputs import resolve_inputs
 from .ranges import Tuning
 from .records import source_records
-from .stream import ScanStats
 
 __all__ = ["Launch", "iter_summary_records"]
 
@@ -85,14 +84,13 @@ def iter_summary_records(
     Example: `for launch, e in iter_summary_records(["logs/serve_*.log"], tz="UTC"): ...`
     """
     sources, zone = resolve_inputs(inputs, tz)
-    scan = ScanStats()
     index = 0
     any_stats = False
     stats_disabled = False
     repeats = 0
     for source in sources:
         launch = Launch(index, source.name, 1)
-        events = source_records(source, zone, year, scan, fast, numbers=numbers, steps=steps)
+        events = source_records(source, zone, year, fast, numbers=numbers, steps=steps)
         for event in events:
             if isinstance(event, EngineStats):  # the most of them
                 launch.has_stats = any_stats = True

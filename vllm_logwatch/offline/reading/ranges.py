@@ -21,7 +21,7 @@ from ...parsing.framing import MAX_LINE_BYTES, LineBlock, hit_lines
 from ...parsing.needles import STATS_FOLLOWER_NEEDLES, STATS_NEEDLES, with_variants
 from ..children import exit_with_parent
 from .rows import STATS_LANE, Chunk, Lane, keeps_all, render
-from .stream import Frame, ScanStats, simd_count, simd_find
+from .stream import Frame, simd_count, simd_find
 
 __all__ = ["DEFAULT_TUNING", "Tuning", "scan_file_chunks", "stream_chunks"]
 
@@ -188,7 +188,6 @@ def _steady_heap() -> None:
 def scan_file_chunks(
     path: str,
     needles: tuple[bytes, ...],
-    stats: ScanStats,
     workers: int | None = None,
     progress: Callable[[int], object] | None = None,
     tuning: Tuning = DEFAULT_TUNING,
@@ -228,11 +227,9 @@ def scan_file_chunks(
                 pending.append(submit(nxt))
             yield chunk, base
             base += chunk.lines
-    stats.bytes += size
-    stats.lines = base
 
 
-def stream_chunks(stream: BinaryIO, stats: ScanStats, lane: Lane = STATS_LANE,
+def stream_chunks(stream: BinaryIO, lane: Lane = STATS_LANE,
                   needles: tuple[bytes, ...] = STATS_NEEDLES) -> Iterator[tuple[Chunk, int]]:
     """The same as `scan_file_chunks` for any stream (stdin, .gz, small files), in one process: the
     blocks of the one framer (`parsing/framing.py`), each read by `chunk_of`; the numbers are absolute
@@ -240,12 +237,11 @@ def stream_chunks(stream: BinaryIO, stats: ScanStats, lane: Lane = STATS_LANE,
     frame, blocks = Frame(), list[LineBlock]()
     follows_hit = False  # the block before ended on a hit: a follower may start this one
     while data := stream.read(_STREAM_BLOCK):
-        stats.bytes += len(data)
         if frame.pos == 0:
             needles = with_variants(needles, data)
-        frame.consume(data, blocks, MAX_LINE_BYTES, stats)
+        frame.consume(data, blocks, MAX_LINE_BYTES, frame)
         follows_hit = yield from _framed(blocks, needles, lane, follows_hit)
-    frame.flush_partial(blocks, stats)
+    frame.flush_partial(blocks, frame)
     yield from _framed(blocks, needles, lane, follows_hit)
 
 

@@ -26,7 +26,6 @@ from .inputs import Source, input_error, read_errors
 from .ranges import Tuning, stream_chunks
 from .route import opened, range_chunks, route
 from .rows import STAMP, VALUES, Lane
-from .stream import ScanStats
 
 __all__ = ["source_records"]
 
@@ -74,10 +73,10 @@ class _Times:
 
 
 def source_records(
-    source: Source, zone: tzinfo, year: int | None, scan: ScanStats, tuning: Tuning | None, *,
+    source: Source, zone: tzinfo, year: int | None, tuning: Tuning | None, *,
     kind: str = "launches", numbers: bool = True, steps: bool = False,
 ) -> Iterator[Event]:
-    """What `iter_source_events(source, kind, zone, year, scan)` yields of one source (with `steps`, the
+    """What `iter_source_events(source, kind, zone, year)` yields of one source (with `steps`, the
     iteration lines' records too; a stats line written twice counted once for `launches`, the readers
     that count lines), in file order: on the routes of the range workers (`route.py`; `ranges`: on every
     core, `stream`: in this process) each common stats line's `EngineStats` made from the workers'
@@ -87,15 +86,15 @@ def source_records(
     way = route(source, tuning)
     repeats = kind == "launches"
     if way == "general" or tuning is None:
-        return iter_source_events(source, kind, zone, year, scan, ITERATION_NEEDLES if steps else (),
+        return iter_source_events(source, kind, zone, year, ITERATION_NEEDLES if steps else (),
                                   repeats=repeats)
     want = WANTS[kind]
     if steps:
         want = Want(want.needles + ITERATION_NEEDLES, want.followers)
-    return _routed(source, zone, year, scan, tuning, way == "ranges", numbers, want, repeats)
+    return _routed(source, zone, year, tuning, way == "ranges", numbers, want, repeats)
 
 
-def _routed(source: Source, zone: tzinfo, year: int | None, scan: ScanStats, tuning: Tuning, ranges: bool,
+def _routed(source: Source, zone: tzinfo, year: int | None, tuning: Tuning, ranges: bool,
             numbers: bool, want: Want, repeats: bool) -> Iterator[Event]:
     path = None if source.is_stdin else source.path
     clock: list[YearClock] = []
@@ -111,13 +110,13 @@ def _routed(source: Source, zone: tzinfo, year: int | None, scan: ScanStats, tun
     lane = Lane(keep=needles + VARIANT_NEEDLES + PREFIX_NEEDLES, followers=want.followers, numbers=numbers)
     try:
         if ranges:
-            yield from _rows(range_chunks(source, needles, scan, tuning, lane), assembler, times)
+            yield from _rows(range_chunks(source, needles, tuning, lane), assembler, times)
         else:
             with opened(source) as (raw, fmt):
                 if fmt != "plain":  # a container log on a stream: the general parser (route.py)
-                    yield from enveloped_events(raw, fmt, assembler, scan, needles + want.followers)
+                    yield from enveloped_events(raw, fmt, assembler, needles + want.followers)
                 else:
-                    yield from _rows(stream_chunks(raw, scan, lane=lane, needles=needles), assembler, times)
+                    yield from _rows(stream_chunks(raw, lane=lane, needles=needles), assembler, times)
         yield from assembler.flush()
     except read_errors as exc:
         raise input_error(exc, source) from None

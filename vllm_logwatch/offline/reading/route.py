@@ -24,7 +24,6 @@ from ...parsing.envelope import Format, detect
 from .inputs import Source, open_source, progress_bar
 from .ranges import Tuning, scan_file_chunks
 from .rows import Chunk, Lane
-from .stream import ScanStats
 
 __all__ = ["Route", "container_format", "opened", "plain_file_size", "range_chunks", "route", "sniff"]
 
@@ -57,13 +56,13 @@ def plain_file_size(path: str) -> int:
         return 0
 
 
-def range_chunks(source: Source, needles: tuple[bytes, ...], scan: ScanStats, tuning: Tuning,
-                 lane: Lane) -> Iterator[tuple[Chunk, int]]:
+def range_chunks(source: Source, needles: tuple[bytes, ...], tuning: Tuning, lane: Lane
+                 ) -> Iterator[tuple[Chunk, int]]:
     """The `ranges` route: `ranges.scan_file_chunks`, with a progress bar on a terminal."""
     bar = progress_bar(source)
     update: Callable[[int], object] | None = None if bar is None else bar.update
     try:
-        yield from scan_file_chunks(source.path, needles, scan, progress=update, tuning=tuning, lane=lane)
+        yield from scan_file_chunks(source.path, needles, progress=update, tuning=tuning, lane=lane)
     finally:
         if bar is not None:
             bar.close()

@@ -21,24 +21,15 @@ from ...parsing.needles import (
 )
 from ...parsing.simd import simd_count, simd_find
 
-__all__ = ["Frame", "ScanStats", "scan_lines", "simd_count", "simd_find"]
+__all__ = ["Frame", "scan_lines", "simd_count", "simd_find"]
 
 _BLOCK = 8 << 20
 
 
-@dataclass
-class ScanStats:
-    """What a scan read, for the summary line and the no-stats hint."""
-
-    bytes: int = 0
-    lines: int = 0
-    lines_cut: int = 0
-    kinds: dict[str, int] = field(default_factory=dict)
-
-
 @dataclass(slots=True)
 class Frame(Framer):
-    """The framer's state for bytes read once from the start (a stream, a range of a file)."""
+    """The framer's state for bytes read once from the start (a stream); it holds its own counts (the
+    framer's `Counts`: `frame.consume(data, out, cap, frame)`)."""
 
     path: str = ""
     pos: int = 0
@@ -46,12 +37,13 @@ class Frame(Framer):
     next_number: int = 1
     discarding: bool = False
     buf: bytearray = field(default_factory=bytearray)
+    lines: int = 0
+    lines_cut: int = 0
 
 
 def scan_lines(
     stream: BinaryIO,
     needles: tuple[bytes, ...] | None = STATS_NEEDLES,
-    stats: ScanStats | None = None,
     *,
     followers: tuple[bytes, ...] = FOLLOWER_NEEDLES,
     block_size: int = _BLOCK,
@@ -62,24 +54,22 @@ def scan_lines(
     `followers`.
 
     Constant memory: one block plus the partial line at its end, framed by the one framer
-    (`parsing/framing.py` `Framer`); a line longer than 1 MiB is cut and counted in `stats.lines_cut`,
-    and left out when looking for needles: it is never a stats line. The lines are found by
+    (`parsing/framing.py` `Framer`); a line longer than 1 MiB is cut, and left out when looking for
+    needles: it is never a stats line. The lines are found by
     `framing.hit_lines`, block by block (the first line of a block is a follower's place when the
     block before ended on a hit).
     """
-    stats = stats if stats is not None else ScanStats()
     frame = Frame()
     blocks: list[LineBlock] = []
     check_first = False  # the previous block ended on a hit: its next line may be a follower
     while chunk := stream.read(block_size):
-        stats.bytes += len(chunk)
         if frame.pos == 0 and needles is not None and detect_variants:
             needles = with_variants(needles, chunk)
-        frame.consume(chunk, blocks, MAX_LINE_BYTES, stats)
+        frame.consume(chunk, blocks, MAX_LINE_BYTES, frame)
         for block in blocks:
             check_first = yield from _block(block, needles, followers, check_first)
         blocks.clear()
-    frame.flush_partial(blocks, stats)
+    frame.flush_partial(blocks, frame)
     for block in blocks:
         yield from _block(block, needles, followers, check_first)
 

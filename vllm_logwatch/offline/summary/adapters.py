@@ -18,7 +18,6 @@ import numpy as np
 
 from ..reading.details import REQUEST_COLUMNS, source_rows
 from ..reading.inputs import resolve_inputs
-from ..reading.stream import ScanStats
 
 BASE_MODEL = "(base model)"
 """The row of the requests that name no adapter."""
@@ -59,7 +58,7 @@ def collect_adapters(inputs: list[str], year: int | None = None, tz: str | None 
     sources, zone = resolve_inputs(inputs, tz)
     rows: dict[str, AdapterRow] = {}
     for source in sources:
-        for row in source_rows(source, "requests", zone, year, ScanStats()):
+        for row in source_rows(source, "requests", zone, year):
             lora, end, reason, e2e, resolution = (row[i] for i in _COLUMNS)
             name = BASE_MODEL if lora is None else str(lora)
             acc = rows.setdefault(name, AdapterRow(name))

@@ -22,7 +22,6 @@ from vllm_logwatch.offline.reading.events import iter_source_events
 from vllm_logwatch.offline.reading.inputs import Source
 from vllm_logwatch.offline.reading.launches import iter_summary_records
 from vllm_logwatch.offline.reading.ranges import DEFAULT_TUNING
-from vllm_logwatch.offline.reading.stream import ScanStats
 from vllm_logwatch.parsing.events import EngineStats
 from vllm_logwatch.parsing.stamps import resolve_zone
 
@@ -44,7 +43,7 @@ def wrapped(tmp_path: Path, name: str, fmt: str) -> tuple[Path, list[dict[str, o
     path = tmp_path / f"{name}-{fmt}.log"
     path.write_bytes(data)
     expected = [json.loads(line) for line in (DATA / f"{name}.expected.jsonl").read_text().splitlines()]
-    lines = [e.line for e in iter_source_events(Source(str(plain)), "stats", UTC, None, ScanStats())
+    lines = [e.line for e in iter_source_events(Source(str(plain)), "stats", UTC, None)
              if isinstance(e, EngineStats)]
     assert len(lines) == len(expected)
     return path, expected, [times[n - 1] for n in lines if n is not None]
@@ -109,6 +108,6 @@ def test_a_bad_record_is_an_envelope_parse_error(tmp_path: Path) -> None:
         b'Prefix cache hit rate: 0.0%\\n","stream":"stdout","time":"2025-07-05T11:29:01.5Z"}\n'
         b'{"log":"cut off\n'
         b'{"log":"a dangling part","stream":"stderr","time":"2025-07-05T11:29:02Z"}\n')
-    events = list(iter_source_events(Source(str(path)), "all", UTC, None, ScanStats()))
+    events = list(iter_source_events(Source(str(path)), "all", UTC, None))
     assert [(e.kind, e.line) for e in events] == [("stats", 1), ("unparsed", 2)]
     assert events[0].time == datetime.fromisoformat("2025-07-05T11:29:01.5+00:00")

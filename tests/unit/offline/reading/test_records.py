@@ -14,7 +14,6 @@ from vllm_logwatch.offline.reading.events import iter_source_events
 from vllm_logwatch.offline.reading.inputs import resolve_inputs
 from vllm_logwatch.offline.reading.ranges import DEFAULT_TUNING
 from vllm_logwatch.offline.reading.records import source_records
-from vllm_logwatch.offline.reading.stream import ScanStats
 from vllm_logwatch.parsing.needles import ITERATION_NEEDLES
 
 LOGS = sorted((TESTS / "data").glob("*.log")) + sorted((TESTS / "data" / "real-vllm-cpu").glob("*.log"))
@@ -33,10 +32,10 @@ EDGES = (  # a CPU engine, a DEBUG line, no process, a line written twice, an MF
 def _records(path: Path, general: bool) -> list[str]:
     sources, _ = resolve_inputs([str(path)], "UTC")
     if general:
-        events = iter_source_events(sources[0], "launches", timezone.utc, None, ScanStats(),
+        events = iter_source_events(sources[0], "launches", timezone.utc, None,
                                     ITERATION_NEEDLES, repeats=True)
     else:
-        events = source_records(sources[0], timezone.utc, None, ScanStats(), DEFAULT_TUNING, steps=True)
+        events = source_records(sources[0], timezone.utc, None, DEFAULT_TUNING, steps=True)
     return [f"{type(e).__name__} {asdict(e)}" for e in events]
 
 

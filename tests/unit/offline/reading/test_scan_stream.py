@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support import TESTS
 
-from vllm_logwatch.offline.reading.stream import ScanStats, scan_lines, simd_count, simd_find
+from vllm_logwatch.offline.reading.stream import scan_lines, simd_count, simd_find
 from vllm_logwatch.parsing.needles import FOLLOWER_NEEDLES, SPEC_NEEDLES, STATS_NEEDLES, VARIANT_NEEDLES
 
 DATA = TESTS / "data"
@@ -38,8 +38,8 @@ def naive(
     needles: tuple[bytes, ...] = STATS_NEEDLES,
     followers: tuple[bytes, ...] = FOLLOWER_NEEDLES,
     block_size: int = 8 << 20,
-) -> tuple[list[tuple[int, str]], int, int]:
-    """What `scan_lines` promises, one line at a time: (pairs, lines, over-long lines among the hits).
+) -> list[tuple[int, str]]:
+    """What `scan_lines` promises, one line at a time: the (line number, text) pairs.
 
     A line is wanted when it holds a needle, or when it holds a follower and the line before it was
     wanted for a needle. Lines over 1 MiB are never wanted. The variant needles (0.7.0 stub, Rust
@@ -52,34 +52,27 @@ def naive(
         lines.pop()
     out: list[tuple[int, str]] = []
     prev_hit = False
-    long_hits = 0
     for number, line in enumerate(lines, 1):
         hit = any(n in line for n in needles)
         if len(line) > MAX_LINE:
-            long_hits += hit
             prev_hit = False
             continue
         if hit or (prev_hit and any(f in line for f in followers)):
             out.append((number, line.decode("utf-8", "replace")))
         prev_hit = hit
-    return out, len(lines), long_hits
+    return out
 
 
 def scan(data: bytes, block_size: int, needles: tuple[bytes, ...] = STATS_NEEDLES,
-         followers: tuple[bytes, ...] = FOLLOWER_NEEDLES) -> tuple[list[tuple[int, str]], ScanStats]:
-    stats = ScanStats()
-    pairs = [(n, raw.decode("utf-8", "replace")) for n, raw in
-             scan_lines(io.BytesIO(data), needles, stats, followers=followers, block_size=block_size)]
-    return pairs, stats
+         followers: tuple[bytes, ...] = FOLLOWER_NEEDLES) -> list[tuple[int, str]]:
+    return [(n, raw.decode("utf-8", "replace")) for n, raw in
+            scan_lines(io.BytesIO(data), needles, followers=followers, block_size=block_size)]
 
 
 def check(data: bytes, block_size: int, needles: tuple[bytes, ...] = STATS_NEEDLES,
           followers: tuple[bytes, ...] = FOLLOWER_NEEDLES) -> list[tuple[int, str]]:
-    pairs, stats = scan(data, block_size, needles, followers)
-    want, lines, _ = naive(data, needles, followers, block_size)
-    assert pairs == want
-    assert stats.lines == lines
-    assert stats.bytes == len(data)
+    pairs = scan(data, block_size, needles, followers)
+    assert pairs == naive(data, needles, followers, block_size)
     return pairs
 
 
@@ -127,19 +120,14 @@ def test_no_newline_at_eof(block_size: int) -> None:
 
 
 @pytest.mark.parametrize("block_size", [4096, 65536, 8 << 20])
-def test_over_long_lines_skipped_and_counted(block_size: int) -> None:
+def test_over_long_lines_skipped(block_size: int) -> None:
     long_hit = b"x" * (MAX_LINE + 5000) + STATS  # a stats needle at the end of a 1 MiB line
     just_over = STATS + b"y" * (MAX_LINE - len(STATS) + 1)
     data = join(STATS, long_hit, SPEC, OTHER, just_over, V0_PREFIX, STATS, b"z" * (2 * MAX_LINE), STATS,
                 final=False)
-    pairs, stats = scan(data, block_size)
-    want, lines, long_hits = naive(data, block_size=block_size)
-    assert pairs == want
+    pairs = scan(data, block_size)
+    assert pairs == naive(data, block_size=block_size)
     assert [n for n, _ in pairs] == [1, 7, 9]  # neither long line nor the lines after them as followers
-    assert stats.lines == lines == 9
-    assert stats.lines_cut >= long_hits == 2  # every over-long hit; long non-hits when they cross blocks
-    if block_size < MAX_LINE:
-        assert stats.lines_cut == 3
 
 
 @pytest.mark.parametrize("block_size", [83, 4096])
@@ -148,16 +136,12 @@ def test_over_long_follower_candidate_ends_the_follow(block_size: int) -> None:
     hit = STATS[: block_size - 1] if block_size < len(STATS) else STATS
     data = join(hit.replace(b"Avg prompt throughput: ", b"") + b" Avg prompt throughput: 1",
                 b"z" * (MAX_LINE + 100_000), SPEC, V0_PREFIX)
-    pairs, stats = scan(data, block_size)
-    assert [n for n, _ in pairs] == [1]
-    assert stats.lines_cut == 1 and stats.lines == 4
+    assert [n for n, _ in scan(data, block_size)] == [1]
 
 
-def test_over_long_last_line_without_newline_is_counted() -> None:
+def test_over_long_last_line_without_newline_is_skipped() -> None:
     data = join(STATS, b"z" * (MAX_LINE + 50_000), final=False)
-    pairs, stats = scan(data, 4096)
-    assert [n for n, _ in pairs] == [1]
-    assert (stats.lines, stats.lines_cut) == (2, 1)
+    assert [n for n, _ in scan(data, 4096)] == [1]
 
 
 def test_variant_needles_only_when_the_first_block_has_one() -> None:
@@ -225,17 +209,13 @@ def test_simd_find_and_count_answer_as_bytes_methods(
 
 def test_every_line_numbers_crlf_and_last_line() -> None:
     data = join(STATS, b"", ACCESS, eol=b"\r\n") + b"tail"
-    stats = ScanStats()
-    got = list(scan_lines(io.BytesIO(data), None, stats))
+    got = list(scan_lines(io.BytesIO(data), None))
     assert [n for n, _ in got] == [1, 2, 3, 4]
     assert got[0][1].endswith(b"\r") and got[3][1] == b"tail"
-    assert (stats.lines, stats.bytes, stats.lines_cut) == (4, len(data), 0)
 
 
 def test_every_line_cuts_over_long_lines() -> None:
     data = join(STATS, b"q" * (3 * MAX_LINE), ACCESS)
-    stats = ScanStats()
-    got = list(scan_lines(io.BytesIO(data), None, stats))
+    got = list(scan_lines(io.BytesIO(data), None))
     assert [n for n, _ in got] == [1, 2, 3]
     assert len(got[1][1]) == MAX_LINE and got[2][1].startswith(b"INFO:")
-    assert (stats.lines, stats.lines_cut, stats.bytes) == (3, 1, len(data))

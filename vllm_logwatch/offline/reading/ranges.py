@@ -3,8 +3,9 @@ core, and render them (`rows.py`).
 
 Finding the few wanted lines among millions of access lines (and counting lines for their numbers)
 costs most on big logs: SIMD `find` and `count` (StringZilla) over big blocks, one forked process per
-range of the file, each range's lines rendered in its worker (`rows.render`). `stream_chunks` gives the
-same chunks from any stream in this process.
+range of the file, each range's lines rendered in its worker (`rows.render`). `chunk_of` is the one
+chunk reader: a worker's range, or each block of the one framer over any stream in this process
+(`stream_chunks`).
 """
 
 from __future__ import annotations

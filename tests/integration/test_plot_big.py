@@ -110,7 +110,7 @@ def test_a_plot_of_many_lines_is_a_median_per_pixel_column_and_a_band(tmp_path: 
     (ten times more lines than columns, read by the range workers as a big log is)."""
     log = tmp_path / "serve_20261101_000000.log"
     count = write_stats_log(log, 8 << 20)
-    fig = draw(collect(iter_summary_records([str(log)], spec=True, fast=SMALL, tz="UTC")))
+    fig = draw(collect(iter_summary_records([str(log)], fast=SMALL, tz="UTC")))
     generation = next(line for line in fig.axes[0].get_lines() if line.get_label() == "generation, median")
     ys = list(generation.get_ydata())
     assert count > 10 * int(FIGSIZE[0] * DPI) and len(ys) <= int(FIGSIZE[0] * DPI)

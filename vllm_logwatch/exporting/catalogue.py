@@ -220,6 +220,15 @@ METRICS: tuple[MetricSpec, ...] = (
     _m("stdout_bytes_dropped", "counter", (), "Bytes of child output not echoed to stdout (its reader went away or fell behind; the log file still got them)."),
 )
 
+STARTUP_PHASES: dict[str, str] = {
+    "model_load": "model_load_seconds",
+    "weights_load": "weights_load_seconds",
+    "torch_compile": "torch_compile_seconds",
+    "graph_capture": "graph_capture_seconds",
+    "engine_init": "init_engine_seconds",
+}
+"""`startup_seconds{phase}` -> the start-up fact (`parsing/startup.py`) it comes from."""
+
 _BY_SHORT = {m.name[len(PREFIX):]: m for m in METRICS}
 
 

@@ -30,7 +30,7 @@ from ..parsing.events import (
     json_fields,
 )
 from ..shown import finite, json_safe
-from .snapshot import EngineSnapshot, EngineStateName, TransferSnapshot
+from .snapshot import EngineSnapshot, EngineStateName
 from .tokens import StepTokens, TokenWindows, readable
 from .totals import RunningTotal
 from .transfer_state import TransferState
@@ -253,7 +253,6 @@ class EngineState:
             return None
         values = json_fields(last, {"file", "line", "stamp", "level", "process", "pid", "kind"})
         values["kv_cache_usage_pct"] = last.kv_cache_usage_pct
-        transfers = self.transfer.snapshot()
         return EngineSnapshot(
             last=json_safe(values),
             age_seconds=round(now - self.last_arrival, 3),
@@ -262,10 +261,7 @@ class EngineState:
             prompt_tokens=self.tokens.prompt_tokens.value,
             generation_tokens=self.tokens.generation_tokens.value,
             stats_lines=self.stats_lines,
-            transfers={cache: TransferSnapshot(
-                transfers=t["transfers"], expired_requests=t["expired_requests"],
-                last=None if t["last"] is None else json_safe(t["last"]))
-                for cache, t in transfers.items()} or None,
+            transfers=self.transfer.snapshot() or None,
         )
 
     def gauges(self) -> dict[str, float]:

@@ -43,20 +43,22 @@ from ..parsing.events import (
     TransferStats,
     Unparsed,
 )
+from ..parsing.launchargs import gpu_count
 from ..parsing.startup import PROBLEM_TAGS
 from ..shown import json_safe
-from .catalogue import METRICS, check_const_labels
+from .catalogue import METRICS, STARTUP_PHASES, check_const_labels
 from .engine_state import EngineState, engine_label
-from .facts import add_fact_series
 from .families import Families, new_family
 from .latency_state import DETAIL_EVENTS, LatencyState
 from .routes import VLLM_ROUTES, HttpCounts
 from .snapshot import ChildMetrics, Counters, ExporterStatus, StatsMissing
 from .tokens import DEFAULT_INTERVAL, readable_step
 from .totals import RunningTotal
+from .transfer_state import Sample
 
 LEVELS = ("WARNING", "ERROR", "CRITICAL")
 """Levels counted in `log_messages` (always exported, from 0, so `increase()` sees the first one)."""
+STALL_INTERVALS = 3.0  # silent intervals, with requests running, before an engine counts as stalled
 _DEATHS = frozenset({"engine_dead", "engine_fatal"})  # after these the launch's engines serve no more
 AT_SHUTDOWN = "engine_dead_at_shutdown"
 """The problem tag of an engine's death logged after its launch's shutdown line: vLLM stopped on purpose
@@ -70,16 +72,14 @@ class ExporterMetrics(Collector):
     def __init__(
         self, *, stats_interval: float | None = None, const_labels: Mapping[str, str] | None = None,
         max_engines: int = 64, max_paths: int = len(VLLM_ROUTES) + 1, clock: Callable[[], float] = time.time,
-        stall_intervals: float = 3.0, on_stats: Callable[[str, EngineStats, float], None] | None = None,
+        on_stats: Callable[[str, EngineStats, float], None] | None = None,
     ) -> None:
         """`stats_interval`: vLLM's `VLLM_LOG_STATS_INTERVAL` when known (else the spacing of the stamps);
         `const_labels`: `--label k=v` pairs added to every series; `clock`: wall time (tests inject);
-        `stall_intervals`: silent intervals, with requests running, before an engine counts as stalled;
         `on_stats(engine_label, stats, arrival)`: told of each stats line, with the bounded engine label
         of its series (the status page's `history.History.record`); called under the lock, keep it short."""
-        for what, number in (("stats interval", stats_interval), ("stall intervals", stall_intervals)):
-            if number is not None and not (math.isfinite(number) and number > 0):
-                raise UsageError(f"{what} must be a positive number, not {number}")
+        if stats_interval is not None and not (math.isfinite(stats_interval) and stats_interval > 0):
+            raise UsageError(f"stats interval must be a positive number, not {stats_interval}")
         if max_engines < 1 or max_paths < 1:
             raise UsageError("max_engines and max_paths must be at least 1")
         check_const_labels(const_labels or {})
@@ -87,7 +87,6 @@ class ExporterMetrics(Collector):
         self._const_values = tuple((const_labels or {}).values())
         self._interval = stats_interval
         self._clock = clock
-        self._stall_intervals = stall_intervals
         self._on_stats = on_stats
         self._lock = threading.Lock()
         self._ledgers = Ledgers(lambda: EngineState(stats_interval), max_engines)  # by model
@@ -262,7 +261,7 @@ class ExporterMetrics(Collector):
         elif isinstance(event, ServerInfo):
             self._apply_info(event)
         elif isinstance(event, HttpAccess):
-            self._apply_access(event)
+            self._count_access(event.method, event.path, event.status, 1)
         elif isinstance(event, LogMessage):
             if event.problem is not None:
                 problem = event.problem
@@ -305,9 +304,6 @@ class ExporterMetrics(Collector):
         self._facts.update(info.facts("server"))
         self._name_model()
 
-    def _apply_access(self, access: HttpAccess) -> None:
-        self._count_access(access.method, access.path, access.status, 1)
-
     def _count_access(self, method: str, raw_path: str, status: int, count: int) -> None:
         if self._http.add(method, raw_path, status, count):
             self._overflow["path"] += 1
@@ -347,7 +343,7 @@ class ExporterMetrics(Collector):
             for short, labels, value in state.samples():
                 out.add(short, (label, model, *labels), value)
             if state.last is not None:
-                stalled = state.stalled(now, self._stall_intervals) and not self._ended
+                stalled = state.stalled(now, STALL_INTERVALS) and not self._ended
                 out.add("engine_stalled", (label, model), float(stalled))
         missing = self._stats_missing(now)
         for reason in ("stats_logging_disabled", "requests_without_stats"):
@@ -390,7 +386,7 @@ class ExporterMetrics(Collector):
         with self._lock:
             now = self._clock()
             engines = {label: snap for label, state in self._engines.items()
-                       if (snap := state.snapshot(now, self._stall_intervals)) is not None}
+                       if (snap := state.snapshot(now, STALL_INTERVALS)) is not None}
             for snap in engines.values():  # a shut-down launch ended (its engine-dead lines with it)
                 if self._ended or self._dead:
                     snap["state"] = "ended" if self._ended else "dead"
@@ -494,10 +490,8 @@ class Ledgers:
     aside when another is named and taken up again, with its totals, when it is named again. A set-aside
     ledger's counters are still served (counters do not go down); its gauges ended with its launch."""
 
-    def __init__(self, new_state: Callable[[], EngineState], max_engines: int,
-                 max_models: int = MAX_MODELS) -> None:
+    def __init__(self, new_state: Callable[[], EngineState], max_engines: int) -> None:
         self._new_state, self._max_engines = new_state, max_engines
-        self.max_models = max_models
         self.model = "unknown"
         self.current = Ledger(new_state, max_engines)
         self._aside: dict[str, Ledger] = {}
@@ -511,7 +505,7 @@ class Ledgers:
         aside = self._aside.pop(model, None)
         self.current = aside if aside is not None else Ledger(self._new_state, self._max_engines)
         self.model = model
-        while len(self._aside) >= self.max_models:
+        while len(self._aside) >= MAX_MODELS:
             del self._aside[next(iter(self._aside))]
         return True
 
@@ -539,14 +533,11 @@ class Ledgers:
             ledger.latency.add_to(out, model)
 
 
-"""The `ServerInfo` fields read here rather than kept as start-up facts."""
 FT_STATUSES = ("healthy", "diagnosing", "unhealthy", "dead")
 """vLLM's engine statuses under fault tolerance (`EngineStatusType`), each a series of the state gauge."""
 _MAX_BREAKERS = 8
 """Circuit breakers named in `kv_connector_breaker_openings` (vLLM has one; more fold into `other`)."""
 _TRANSITIONS = (("sleep", "sleep_seconds"), ("wake_up", "wake_seconds"), ("discard", "discard_seconds"))
-
-Sample = tuple[str, tuple[str, ...], float]
 
 
 class RuntimeState:
@@ -635,3 +626,34 @@ class RuntimeState:
         for (short, labels), value in self.counts.items():
             yield short, labels, value
 
+
+def add_fact_series(out: Families, facts: Mapping[str, Any], model: str) -> None:
+    """`server` info, KV cache capacity and blocks, maximum concurrency, GPU count, start-up durations:
+    each once its line was read (a new launch starts its facts over)."""
+    if any(k in facts for k in ("vllm_version", "model", "served_model_name")):
+        out.info(
+            "server",
+            {"version": facts.get("vllm_version", ""), "model_name": model, "model": facts.get("model", "")},
+        )
+    if "kv_cache_tokens" in facts:
+        out.add("kv_cache_capacity_tokens", (model,), facts["kv_cache_tokens"])
+    blocks = facts.get("kv_cache_extended_blocks", facts.get("gpu_blocks"))
+    if blocks is not None:
+        out.add("kv_cache_blocks", (model,), blocks)
+    if "max_concurrency" in facts:
+        per_request = facts.get("max_concurrency_tokens_per_request")
+        out.add(
+            "max_concurrency",
+            (model, "" if per_request is None else str(per_request)),
+            facts["max_concurrency"],
+        )
+    if "kv_cache_extended_gib" in facts:  # 0.34: measured after warm-up; the estimate before overstates it
+        out.add("kv_cache_capacity_bytes", (model, "after_warmup"), facts["kv_cache_extended_gib"] * 2**30)
+    elif "available_kv_cache_gib" in facts:
+        out.add("kv_cache_capacity_bytes", (model, "estimate"), facts["available_kv_cache_gib"] * 2**30)
+    gpus = gpu_count(dict(facts))
+    if gpus is not None:
+        out.add("gpus", (model,), gpus)
+    for phase, key in STARTUP_PHASES.items():
+        if key in facts:
+            out.add("startup_seconds", (model, phase), facts[key])

@@ -47,19 +47,7 @@ class RunningTotal:
             return True
         if not math.isfinite(amount):
             return False
-        if amount <= 0:
-            return True
-        # `_accumulate(amount, self._raw)` written out: a stats line adds to three totals.
-        base = self._base
-        total = base + amount
-        if not math.isfinite(total + self._compensation + self._raw):
-            return False
-        if abs(base) >= amount:
-            self._compensation += (base - total) + amount
-        else:
-            self._compensation += (amount - total) + base
-        self._base = total
-        return True
+        return amount <= 0 or self._accumulate(amount, self._raw)
 
     def _accumulate(self, amount: float, raw: float) -> bool:
         """Add `amount` to the base; False (nothing added) when the total with the source's `raw` reading

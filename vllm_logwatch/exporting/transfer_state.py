@@ -16,8 +16,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from ..parsing.events import OffloadSample, TransferStats, json_fields
+from ..shown import json_safe
 from .snapshot import TransferSnapshot
 
 MIB = float(1 << 20)
@@ -105,9 +107,9 @@ class TransferState:
             out[cache] = TransferSnapshot(
                 transfers={r: totals.transfers[r] for r in sorted(totals.seen)},
                 expired_requests=totals.expired_requests if totals.reports_expiry else None,
-                last=None if last is None else json_fields(
+                last=None if last is None else json_safe(json_fields(
                     last, {"file", "line", "stamp", "level", "process", "pid", "kind", "cache", "engine",
-                             "time", "offload"}),
+                             "time", "offload"})),
             )
         return out
 
@@ -120,25 +122,28 @@ _FAILURE_REASONS = frozenset(
 )
 
 
-# vLLM name (after `vllm:`), suffix -> (metric, fixed label values); `None` in a label slot is the tier.
-_PLAIN: dict[tuple[str, str], tuple[str, tuple[str, ...]]] = {
-    ("kv_offload_load_bytes", ""): ("offload_bytes", ("load",)),
-    ("kv_offload_store_bytes", ""): ("offload_bytes", ("store",)),
-    ("kv_offload_load_time", ""): ("offload_time_seconds", ("load",)),
-    ("kv_offload_store_time", ""): ("offload_time_seconds", ("store",)),
-    ("kv_offload_load_size", "count"): ("offload_operations", ("load",)),
-    ("kv_offload_store_size", "count"): ("offload_operations", ("store",)),
-    ("kv_offload_allocation_failure", ""): ("offload_failures", ("allocation",)),
-    ("kv_offload_stores_skipped", ""): ("offload_failures", ("store_skipped",)),
-    ("kv_offload_tiering_promotion_allocation_failures", ""): ("offload_failures", ("promotion_allocation",)),
-}
-_TIERED: dict[tuple[str, str], tuple[str, tuple[str, ...]]] = {
-    ("kv_offload_tiering_read_bytes", ""): ("offload_tier_bytes", ("read",)),
-    ("kv_offload_tiering_write_bytes", ""): ("offload_tier_bytes", ("write",)),
-    ("kv_offload_tiering_read_time", ""): ("offload_tier_time_seconds", ("read",)),
-    ("kv_offload_tiering_write_time", ""): ("offload_tier_time_seconds", ("write",)),
-    ("kv_offload_tiering_promotion_job_failures", ""): ("offload_tier_job_failures", ("promotion",)),
-    ("kv_offload_tiering_cascade_job_failures", ""): ("offload_tier_job_failures", ("cascade",)),
+class _Series(NamedTuple):
+    metric: str
+    label: str
+    """The label value after the tier label of an `offload_tier_*` metric."""
+
+
+_OFFLOAD: dict[str, _Series] = {  # by vLLM's series name (after `vllm:`)
+    "kv_offload_load_bytes": _Series("offload_bytes", "load"),
+    "kv_offload_store_bytes": _Series("offload_bytes", "store"),
+    "kv_offload_load_time": _Series("offload_time_seconds", "load"),
+    "kv_offload_store_time": _Series("offload_time_seconds", "store"),
+    "kv_offload_load_size_count": _Series("offload_operations", "load"),
+    "kv_offload_store_size_count": _Series("offload_operations", "store"),
+    "kv_offload_allocation_failure": _Series("offload_failures", "allocation"),
+    "kv_offload_stores_skipped": _Series("offload_failures", "store_skipped"),
+    "kv_offload_tiering_promotion_allocation_failures": _Series("offload_failures", "promotion_allocation"),
+    "kv_offload_tiering_read_bytes": _Series("offload_tier_bytes", "read"),
+    "kv_offload_tiering_write_bytes": _Series("offload_tier_bytes", "write"),
+    "kv_offload_tiering_read_time": _Series("offload_tier_time_seconds", "read"),
+    "kv_offload_tiering_write_time": _Series("offload_tier_time_seconds", "write"),
+    "kv_offload_tiering_promotion_job_failures": _Series("offload_tier_job_failures", "promotion"),
+    "kv_offload_tiering_cascade_job_failures": _Series("offload_tier_job_failures", "cascade"),
 }
 _PROMOTION = "kv_offload_tiering_promotion_latency_seconds"
 
@@ -169,21 +174,21 @@ class OffloadState:
             self._gauges["hisparse_host_cache_usage_ratio"] = line.hisparse_host_cache_usage_pct / 100.0
 
     def _sample(self, sample: OffloadSample) -> None:
-        key = (sample.name, sample.suffix)
-        if key in _PLAIN and not sample.labels:
-            self._add(*_PLAIN[key], sample.value)
-        elif key in _TIERED and len(sample.labels) == 1:
-            short, fixed = _TIERED[key]
-            self._add(short, (self._tier(sample.labels[0]), *fixed), sample.value)
+        key = f"{sample.name}_{sample.suffix}" if sample.suffix else sample.name
+        series = _OFFLOAD.get(key)
+        tiered = series is not None and series.metric.startswith("offload_tier_")
+        if series is not None and len(sample.labels) == tiered:
+            labels = (self._tier(sample.labels[0]), series.label) if tiered else (series.label,)
+            self._add(series.metric, labels, sample.value)
         elif sample.name == _PROMOTION and sample.suffix and len(sample.labels) == 2:
             result = sample.labels[1] if sample.labels[1] in ("success", "failure") else "other"
             short = (
                 "offload_tier_promotions" if sample.suffix == "count" else "offload_tier_promotion_seconds"
             )
             self._add(short, (self._tier(sample.labels[0]), result), sample.value)
-        elif key == ("kv_offload_cpu_cache_usage_perc", "") and not sample.labels:
+        elif key == "kv_offload_cpu_cache_usage_perc" and not sample.labels:
             self._gauges["offload_cpu_cache_usage_ratio"] = sample.value  # vLLM's `perc` is 0-1
-        elif key == ("simple_kv_offload_save_outcomes_total", "") and len(sample.labels) == 1:
+        elif key == "simple_kv_offload_save_outcomes_total" and len(sample.labels) == 1:
             outcome = sample.labels[0]
             if outcome != "stored":
                 self._add(

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ...exporting.facts import STARTUP_PHASES
+from ...exporting.catalogue import STARTUP_PHASES
 from ..summary.build import Summary
 from .differences import Comparison, LaunchComparison
 

@@ -30,7 +30,6 @@ Only numbers are kept: never line text (logs hold users' prompts).
 from __future__ import annotations
 
 import itertools
-import math
 import secrets
 import threading
 from collections import deque
@@ -68,17 +67,12 @@ class History:
     exactly those of `/metrics`.
     """
 
-    def __init__(self, *, window_seconds: float = DEFAULT_WINDOW_SECONDS,
-                 max_points: int = DEFAULT_MAX_POINTS, max_series: int | None = None) -> None:
+    def __init__(self, *, max_series: int | None = None) -> None:
         """`max_series`: at most this many engine labels (a many-source watch: each source's engines);
         a label beyond them is not kept (counted in `series_left_out`) unless a kept one has had no
         point for the whole window (a source gone), which then makes room."""
-        if not (math.isfinite(window_seconds) and window_seconds > 0) or max_points < 1:
-            raise ValueError("the history needs a positive window and at least one point")
-        if max_series is not None and max_series < 1:
-            raise ValueError("the history needs room for at least one series")
-        self.window_seconds = window_seconds
-        self.max_points = max_points
+        self.window_seconds = DEFAULT_WINDOW_SECONDS
+        self.max_points = DEFAULT_MAX_POINTS
         self.max_series = max_series
         self._left_out: set[str] = set()
         self._lock = threading.Lock()

@@ -13,7 +13,7 @@ and LoRA adapter, and timed from their `Received request` line to that end (and 
 piece of output, when deltas are logged). Times come from when the lines were read live (monotonic),
 else from stamps precise below a second (a container's); vLLM's own stamps have whole seconds, so a
 request read only by them is counted, not timed (`requests_untimed`). Adapter labels come only from
-adapters the log loaded (`Loaded new LoRA adapter`), at most `max_adapters`, then `other`; a request
+adapters the log loaded (`Loaded new LoRA adapter`), at most `MAX_ADAPTERS`, then `other`; a request
 without an adapter has `lora=""`. No request id, prompt or output is ever a label.
 """
 
@@ -40,6 +40,7 @@ _BATCH_EDGES = (0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 FINISH_REASONS = frozenset({"stop", "length", "abort", "error", "repetition", "tool_calls", "unknown"})
 """The finish reasons kept as label values (vLLM's, plus `unknown`: a stream whose end was logged
 without one); any other is `other`."""
+MAX_ADAPTERS = 16
 MAX_PENDING = 65536
 """Requests in flight remembered; past it the oldest is forgotten (counted as `untimed` if it ends)."""
 
@@ -103,10 +104,9 @@ class LatencyState:
     """The exporter's latency state: fed under its lock, read at scrape time. Counters and
     histograms survive a new launch; the requests in flight, the last step lines and the gauge do not."""
 
-    def __init__(self, bound: Callable[[str], str] = str, max_adapters: int = 16) -> None:
+    def __init__(self, bound: Callable[[str], str] = str) -> None:
         """`bound`: an engine label -> the bounded label its series use (the exporter's cap)."""
         self._bound = bound
-        self.max_adapters = max_adapters
         self.steps: dict[tuple[str, str, str], Histogram] = {}
         self.between: dict[tuple[str, str], Histogram] = {}
         self.last_decode: dict[str, float] = {}
@@ -158,7 +158,7 @@ class LatencyState:
         event = line.event
         if event == "lora_loaded":
             if line.lora is not None and line.lora not in self.adapters:
-                if len(self.adapters) < self.max_adapters:
+                if len(self.adapters) < MAX_ADAPTERS:
                     self.adapters.add(line.lora)
                 else:
                     self.overflow += 1

@@ -1,22 +1,8 @@
 """The last hour of each engine's stats lines, for the status page's charts (`/api/v1/history`).
 
-A ring buffer per engine label: a `deque(maxlen=max_points)` of compact tuples, trimmed to
-`window_seconds` behind that engine's newest point. Memory is flat however long the exporter runs:
-at most `max_points` points per engine, and the engine labels are the metrics' own, which
-`ExporterMetrics` bounds (`max_engines`, then `other`).
-
-The time of a point is the line's own stamp (so a log read from its start keeps its shape), or the
-time it was read when the line has none. If an engine's time goes backwards (a launch with older
-stamps), its buffer starts over and `instance` changes, which tells a client fetching `since` its
-last point to fetch everything again.
-
-A silence longer than `GAP_INTERVALS` of an engine's usual interval (a restart, a replay's next pass,
-an idle engine that printed nothing) is a gap: the snapshot puts a row with every value null just
-after the point before it, and lists its time in the engine's `gaps`, so a chart breaks the line there
-instead of drawing a diagonal across the silence (the page's uPlot breaks on null, and joins over
-a value a line simply lacks).
-
-Only numbers are kept: never line text (logs hold users' prompts).
+A ring buffer per engine label, trimmed to the window behind that engine's newest point; a silence
+of several intervals is a gap (a row of nulls), where a chart breaks its line. What it serves and
+keeps: docs/status-api.md. Only numbers are kept: never line text (logs hold users' prompts).
 
 >>> from vllm_logwatch.parsing.line import parse_line
 >>> history = History()

@@ -13,32 +13,9 @@ runs late when vLLM is busy, so the counters run low by that lateness: a percent
 host (docs/metrics.md has the figures). With iteration lines (`--enable-logging-iteration-details`)
 the engine's own step lines count its tokens exactly (`StepTokens`, `EngineState.apply_step`).
 
-What vLLM's own counters count (vLLM 0.32, `v1/metrics/stats.py`, `v1/metrics/loggers.py`):
-
-* `vllm:generation_tokens_total` adds the new token ids of each request's output, step by step: one per
-  decoding request (one plus its accepted draft tokens with speculative decoding), and one for the
-  step that ends a request's prefill (its first token). A prefill chunk that does not end the prompt
-  yields none.
-* `vllm:prompt_tokens_by_source_total{source="local_compute"}` adds, when a request's first token
-  comes out, its prompt less the tokens its first scheduling found cached (`PrefillStats`); a request
-  preempted and scheduled again is not counted again.
-
-What a step line counts (`v1/utils.py` `compute_iteration_details`): the tokens scheduled in the step,
-split by request phase. A `context` request is a new one or one with no output yet (its prompt, or a
-chunk of it, past its cached prefix); every other request is a `generation` request, and its
-scheduled tokens are one (plus the draft tokens to verify), or, for a preempted request scheduled again
-with the V1 model runner, its whole recomputation. So, per step:
-
-* prompt tokens = the context tokens;
-* generation tokens = the generation requests (one token each; not their scheduled tokens, which hold
-  draft tokens and recomputations) + the context requests (the first token of each prefill), less one
-  when the step before filled the step budget (`max_num_batched_tokens`): its last context request was
-  cut there, this step goes on with it, and only one of the two steps yields its first token. The
-  budget is known when the launch's arguments name it; without it a prompt cut into chunks counts one
-  first token per chunk.
-
-Accepted draft tokens (speculative decoding) are not on the step line: the exporter adds them from the
-SpecDecoding lines (`EngineState.apply_spec`).
+What a step line counts, and how it compares with vLLM's counters: docs/metrics.md ("Token counters
+from the steps"); the step budget (`max_num_batched_tokens`) keeps a prompt cut between two steps from
+yielding two first tokens.
 """
 
 from __future__ import annotations
@@ -198,11 +175,9 @@ def readable_step(step: IterationStats) -> bool:
 class StepTokens:
     """One engine's token counts from its step lines, since its first one (`started`)."""
 
-    __slots__ = ("_cut", "generation", "prompt", "steps")
+    __slots__ = ("_cut", "steps")
 
     def __init__(self) -> None:
-        self.prompt = 0
-        self.generation = 0
         self.steps = 0
         self._cut = False  # the last step's last context request was cut by the step budget
 
@@ -228,10 +203,7 @@ class StepTokens:
         continued = 1 if self._cut and context_requests else 0  # the cut request of the step before
         self._cut = (budget is not None and context_requests > 0
                      and context_tokens + generation_tokens >= budget)
-        prompt, generation = context_tokens, generation_requests + context_requests - continued
-        self.prompt += prompt
-        self.generation += generation
-        return prompt, generation
+        return context_tokens, generation_requests + context_requests - continued
 
     def restart(self) -> None:
         """A new launch: its steps decide again (the counts so far stay in the counters)."""

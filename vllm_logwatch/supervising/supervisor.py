@@ -1,16 +1,11 @@
 """Run vLLM as a child: tee its output to a launch file and our stdout, feed the parser, stop it
-well, restart it if asked.
+well, restart it if asked (what it does for the user: docs/run.md). The tee is a process of its own
+(`tee.py`), so neither a slow log disk nor logwatch's parsing stalls vLLM; if logwatch dies the child
+gets SIGTERM (`_deathsig`).
 
-Like the launch script it replaces (`exec > >(tee -a logs/<name>_<date>.log) 2>&1; vllm serve ...`):
-stdout and stderr merged into one pipe, every byte written unchanged and in order, a new timestamped
-file per launch, by a tee process of its own (`tee.py`), which hands logwatch a copy to parse. Unlike
-the script's: a full or slow log disk never stalls vLLM, nor does logwatch's parsing (not in the tee's
-process), and if logwatch dies the child gets SIGTERM (see `_deathsig`).
-
-Signals only set a flag; the main loop (which must run in the main thread: the death signal is tied
-to the thread that forked the child) does the work, as the pure functions at the end decide it: what
-it knows goes in (no clock, no signal, no process there), `decide_stop` says which signals to send
-to whom and how long to wait before asking again, `after_exit` whether to launch vLLM again and when.
+Signals only set a flag; the main loop (in the main thread: the death signal is tied to the thread
+that forked the child) does the work, as the pure functions at the end decide it: `decide_stop` says
+which signals to send to whom and when to ask again, `after_exit` whether to launch vLLM again and when.
 """
 
 from __future__ import annotations

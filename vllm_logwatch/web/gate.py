@@ -1,34 +1,9 @@
 """The server's door: logwatch accepts its connections itself, keeps at most its share of the
-descriptors in them, and closes a connection whose request head does not come in time.
-
-uvicorn (h11) alone left three ways for clients that connect and never finish a request to take every
-descriptor of the process, the follower's included:
-
-* no deadline for a request head: a connection that sent nothing, or one header line every few
-  seconds, was held for ever (uvicorn's keep-alive timer starts only after an answer, and any byte
-  received stops it);
-* no cap at accept (uvicorn's `limit_concurrency` answers 503 only once a head is complete);
-* asyncio's accept loop, out of descriptors, schedules a retry for every failed `accept()` of a
-  wake-up (up to the backlog, 2048) and goes on failing: most of a core spent while it lasts, and each
-  retry still pending when the server closes is a traceback ("Invalid file descriptor: -1").
-
-So `Server` (a `uvicorn.Server`) accepts on each listening socket through a `Gate`, with asyncio's
-public calls (`add_reader`, `connect_accepted_socket`), and uvicorn's h11 protocol (`Connection`)
-tells the gate when a connection waits for a request head and when it closes:
-
-* At most `max_connections(limit)` connections under a limit of `limit` descriptors: the half the log
-  files leave (`following/many.py`), less `RESERVE` for the rest of the process. At the cap a
-  new connection closes the one that has waited longest for a request head; when every one is being
-  answered, accepting pauses (the kernel queues the newcomers) until one closes.
-* A request head must be complete `HEAD_TIMEOUT` seconds after the connection opened (after a TLS
-  handshake, itself bounded by as much) or after the previous answer was written; else the
-  connection is closed. An idle keep-alive connection closes sooner, after uvicorn's
-  `timeout_keep_alive` (5 s).
-* Out of descriptors all the same (other files): the error is counted (`AcceptErrors`:
-  `http.accept_errors` in `/api/v1/status`; the first said in one line, none with a traceback) and
-  accepting pauses for `RETRY_DELAY`, once, whatever the backlog.
-
-The checks run on uvicorn's tick (every 0.1 s): no timer per connection.
+descriptors in them, and closes a connection whose request head does not come in time (what it
+guarantees: docs/watch.md). uvicorn alone has no deadline for a request head and no cap at accept, and
+asyncio's accept loop, out of descriptors, retries once per waiting client; so `Server` accepts on
+each listening socket through a `Gate`, and uvicorn's h11 protocol (`Connection`) tells the gate when a
+connection waits for a request head and when it closes. The checks run on uvicorn's tick (0.1 s).
 
 Example::
 

@@ -1,15 +1,9 @@
 """The HTTP side: a small FastAPI app served by uvicorn (`commands/watch.py` and `run.py` wire it up).
 
-Routes, nothing else (FastAPI's /docs and /openapi.json are off; docs/watch.md, status-api.md say more):
-`/metrics` (Prometheus text, or OpenMetrics when `Accept` asks for it), `/healthz`, `/api/v1/status`,
-`/api/v1/history?since=`, the page at `/` (`page.py`) and its fixed list of `/static/<name>` files. Each
-answers HEAD as it answers GET, without the body. A path with a trailing slash is 404, never a redirect
-(Starlette's would name whatever host the client put in `Host:`). No response ever carries log text
-(logs hold users' prompts): bounded labels, numbers, paths, start-up facts, fixed error bodies.
-
-Life cycle: bind the socket first, so a port in use is a one-line error before anything starts; start the
-pipeline; uvicorn in the main thread until SIGTERM or SIGINT; then, in a `finally`, stop the pipeline,
-which writes the state file. Our signal handlers only set a flag and ask uvicorn to exit.
+Its routes and answers: docs/watch.md and docs/status-api.md; FastAPI's /docs and /openapi.json are
+off, and a trailing slash is 404, never a redirect (Starlette's would name the client's `Host:`). No
+response ever carries log text (logs hold users' prompts). The socket is bound first, so a port in use
+is a one-line error before anything starts; our signal handlers only set a flag and ask uvicorn to exit.
 
 Example::
 

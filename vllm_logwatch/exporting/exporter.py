@@ -100,7 +100,10 @@ class ExporterMetrics(Collector):
         self._unknown_fields = 0
         self._launches = 0
         self._launch_source: str | None = None
-        self._self = SelfMetrics()
+        # The tailer's and the child's totals: counters that never go down, whatever their source does.
+        self._follower = {key: RunningTotal() for key in FOLLOWER_COUNTERS}
+        self._child: dict[str, float | None] | None = None  # the child's gauges, from run mode's first report
+        self._child_totals = {key: RunningTotal() for key in CHILD_COUNTERS}
         self._runtime = RuntimeState()
         self._replay = False
         self._skipped_bytes: int | None = None
@@ -160,7 +163,8 @@ class ExporterMetrics(Collector):
         """The tailer's own totals (absolute values; a restarted tailer's smaller values add on)."""
         values = (lines, bytes, rotations, truncations, read_errors, lines_cut, state_errors)
         with self._lock:
-            self._self.observe_follower(values)
+            for key, value in zip(FOLLOWER_COUNTERS, values, strict=True):
+                self._follower[key].observe_total(value)
 
     def set_child(
         self, *, up: bool, pid: int | None, start_time: float | None, restarts: int,
@@ -168,12 +172,13 @@ class ExporterMetrics(Collector):
         parse_bytes_dropped: int = 0, stdout_bytes_dropped: int = 0,
     ) -> None:
         """The supervised vLLM process (run mode); its metrics appear from the first call on."""
+        totals = (restarts, bytes_written, write_errors, bytes_dropped, parse_bytes_dropped,
+                  stdout_bytes_dropped)
         with self._lock:
-            self._self.observe_child(
-                {"child_up": 1.0 if up else 0.0, "child_pid": pid, "child_start_time_seconds": start_time,
-                 "child_last_exit_code": last_exit_code},
-                (restarts, bytes_written, write_errors, bytes_dropped, parse_bytes_dropped,
-                 stdout_bytes_dropped))
+            self._child = {"child_up": 1.0 if up else 0.0, "child_pid": pid,
+                           "child_start_time_seconds": start_time, "child_last_exit_code": last_exit_code}
+            for key, value in zip(CHILD_COUNTERS, totals, strict=True):
+                self._child_totals[key].observe_total(value)
 
     def set_replay(self, replay: bool) -> None:
         """While `replay` (a backlog being read), a stats line not read as it was written is timed by
@@ -361,9 +366,11 @@ class ExporterMetrics(Collector):
                              ("parse_errors", errors), ("label_overflow", overflow)):
             for label_value, count in counts.items():
                 out.add(what, (label_value,), count)
-        for key, value in (*self._self.read().items(), ("unknown_fields", self._unknown_fields),
-                           *self._self.child_samples()):
-            out.add(key, (), value)
+        own: dict[str, float | None] = {**self._read(), "unknown_fields": self._unknown_fields,
+                                        **self._child_values()}
+        for key, amount in own.items():
+            if amount is not None:
+                out.add(key, (), amount)
         return out.families()
 
     def _counts(self) -> tuple[dict[str, int], dict[str, int]]:
@@ -390,7 +397,7 @@ class ExporterMetrics(Collector):
             for snap in engines.values():  # a shut-down launch ended (its engine-dead lines with it)
                 if self._ended or self._dead:
                     snap["state"] = "ended" if self._ended else "dead"
-            read = self._self.read()
+            read = self._read()
             errors, overflow = self._counts()
             counters = Counters(
                 log_lines=read["log_lines"], log_bytes=read["log_bytes"], log_rotations=read["log_rotations"],
@@ -404,7 +411,18 @@ class ExporterMetrics(Collector):
                 engines=engines, model_name=self._ledgers.model, server=json_safe(self._facts),
                 stats_missing=self._stats_missing(now), launches=self._launches,
                 launch_source=self._launch_source, stats_interval_seconds=self._interval,
-                skipped_bytes=self._skipped_bytes, counters=counters, child=self._self.child())
+                skipped_bytes=self._skipped_bytes, counters=counters,
+                child=None if self._child is None else cast(ChildMetrics, self._child_values()))
+
+    def _read(self) -> dict[str, float]:
+        """The follower's totals by name."""
+        return {key: total.value for key, total in self._follower.items()}
+
+    def _child_values(self) -> dict[str, float | None]:
+        """The child's metrics by name (none before run mode's first report)."""
+        if self._child is None:
+            return {}
+        return {**self._child, **{key: total.value for key, total in self._child_totals.items()}}
 
 
 FOLLOWER_COUNTERS = ("log_lines", "log_bytes", "log_rotations", "log_truncations", "read_errors", "lines_cut",
@@ -412,47 +430,6 @@ FOLLOWER_COUNTERS = ("log_lines", "log_bytes", "log_rotations", "log_truncations
 CHILD_COUNTERS = (
     "child_restarts", "log_file_bytes_written", "log_file_write_errors", "log_file_bytes_dropped",
     "parse_bytes_dropped", "stdout_bytes_dropped")
-
-
-class SelfMetrics:
-    """The tailer's totals and the child's state; counters that never go down, whatever their source
-    does (a restarted tailer's smaller totals add on). Not locked: the exporter holds its lock."""
-
-    def __init__(self) -> None:
-        self.follower = {key: RunningTotal() for key in FOLLOWER_COUNTERS}
-        self._child: dict[str, float | None] | None = None
-        self._child_totals = {key: RunningTotal() for key in CHILD_COUNTERS}
-
-    def observe_follower(self, values: tuple[int, ...]) -> None:
-        """The tailer's totals, in `FOLLOWER_COUNTERS` order."""
-        for key, value in zip(FOLLOWER_COUNTERS, values, strict=True):
-            self.follower[key].observe_total(value)
-
-    def observe_child(self, gauges: dict[str, float | None], totals: tuple[int, ...]) -> None:
-        """The child's gauges (by metric name) and its totals, in `CHILD_COUNTERS` order."""
-        self._child = gauges
-        for key, value in zip(CHILD_COUNTERS, totals, strict=True):
-            self._child_totals[key].observe_total(value)
-
-    def read(self) -> dict[str, float]:
-        """The follower's totals by name."""
-        return {key: total.value for key, total in self.follower.items()}
-
-    def child(self) -> ChildMetrics | None:
-        """The child's metrics by name (None before run mode's first report)."""
-        if self._child is None:
-            return None
-        totals = {key: total.value for key, total in self._child_totals.items()}
-        return cast(ChildMetrics, {**self._child, **totals})
-
-    def child_samples(self) -> Iterator[tuple[str, float]]:
-        """(short metric name, value) of the child's series (none before run mode's first report)."""
-        for key, value in (self._child or {}).items():
-            if value is not None:
-                yield key, value
-        if self._child is not None:
-            for key, total in self._child_totals.items():
-                yield key, total.value
 
 
 MAX_MODELS = 16

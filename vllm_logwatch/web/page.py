@@ -160,27 +160,24 @@ def skipped_text(skipped: Any) -> str:
             "read the older lines, start watch with --from-start.")
 
 
-_FACTS = (
-    ("Model", "server.served_model_name|server.model|model_name", "text", 0, ""),
-    ("vLLM", "server.vllm_version", "text", 0, ""),
-    ("KV cache", "server.kv_cache_tokens", "number", 0, "tokens"),
-    # 0.34 sizes it after warm-up (`Extended KV cache to N blocks (X GiB)`); before, the estimate
-    ("KV cache memory", "server.kv_cache_extended_gib|server.available_kv_cache_gib", "number", 2,
-     "GiB per worker"),
-    ("Max concurrency", "server.max_concurrency", "quantity", 1, "requests of max length"),
-    ("Max model length", "server.max_model_len", "number", 0, "tokens"),
-)
-_MANY_FACTS = (  # a watch of many sources: each one's facts are in the Sources table
-    ("Sources", "follower.sources", "number", 0, ""),
-    ("Models", "across_sources.models", "list", 0, ""),
-    ("vLLM", "across_sources.vllm_versions", "list", 0, ""),
-)
-SOURCE_COLUMNS: tuple[Column, ...] = (
+_FACT_COLUMNS = (
     Column("server.served_model_name|server.model|model_name", "Model", "", kind="text"),
     Column("server.vllm_version", "vLLM", "", kind="text"),
     Column("server.kv_cache_tokens", "KV cache", "tokens", 0),
     Column("server.max_concurrency", "Max concurrency", "requests of max length", 1, kind="quantity"),
     Column("server.max_model_len", "Max model length", "tokens", 0),
+)
+# 0.34 sizes the KV cache after warm-up (`Extended KV cache to N blocks (X GiB)`); before, the estimate
+_MEMORY = Column("server.kv_cache_extended_gib|server.available_kv_cache_gib", "KV cache memory",
+                 "GiB per worker", 2)
+_FACTS = (*_FACT_COLUMNS[:3], _MEMORY, *_FACT_COLUMNS[3:])
+_MANY_FACTS = (  # a watch of many sources: each one's facts are in the Sources table
+    Column("follower.sources", "Sources", "", 0),
+    Column("across_sources.models", "Models", "", kind="list"),
+    Column("across_sources.vllm_versions", "vLLM", "", kind="list"),
+)
+SOURCE_COLUMNS: tuple[Column, ...] = (
+    *_FACT_COLUMNS,
     Column("counters.log_lines", "Lines read", "", 0),
     Column("launches", "Launches", "", 0),
     Column("counters.log_messages.WARNING", "Warnings", "", 0),
@@ -194,12 +191,11 @@ def _facts(status: Mapping[str, Any]) -> str:
     """Start-up facts (of many sources: how many, their models and versions)."""
     items = _MANY_FACTS if isinstance(status.get("sources"), list) else _FACTS
     out = []
-    for label, key, kind, digits, unit in items:
-        value = _first(status, key)
-        shown = _shown(value, kind, digits)
-        unit_html = f' <span class="unit">{_e(unit)}</span>' if unit else ""
-        out.append(f'<div><dt>{_e(label)}</dt><dd><span data-key="{_e(key)}">{_e(shown)}</span>{unit_html}'
-                   "</dd></div>")
+    for c in items:
+        shown = _shown(_first(status, c.field), c.kind, c.digits)
+        unit_html = f' <span class="unit">{_e(c.unit)}</span>' if c.unit else ""
+        out.append(f'<div><dt>{_e(c.label)}</dt><dd><span data-key="{_e(c.field)}">{_e(shown)}</span>'
+                   f"{unit_html}</dd></div>")
     return "".join(out)
 
 

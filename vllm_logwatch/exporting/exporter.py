@@ -523,12 +523,10 @@ class RuntimeState:
     failures, the KV connectors' circuit breakers. Counters survive a new launch; gauges start over."""
 
     def __init__(self) -> None:
-        self.transitions: dict[str, int] = {}
-        self.rearrangements = 0
         self.counts: dict[tuple[str, tuple[str, ...]], float] = {
             ("rejected_requests", (status,)): 0.0 for status in (*FT_STATUSES[1:], "other")}
-        """Counters by (metric, labels): faults, rejected requests (from 0, so `increase()` sees the first),
-        offload failures, breaker openings."""
+        """Counters by (metric, labels): sleep transitions, rearrangements, faults, rejected requests (from
+        0, so `increase()` sees the first), offload failures, breaker openings."""
         self.reset()
 
     def reset(self) -> None:
@@ -551,7 +549,7 @@ class RuntimeState:
         for transition, attribute in _TRANSITIONS:
             seconds = getattr(info, attribute)
             if seconds is not None:
-                self.transitions[transition] = self.transitions.get(transition, 0) + 1
+                self._count("sleep_transitions", (transition,))
                 self.gauges[("sleep_transition_seconds", (transition,))] = seconds
         if info.asleep is not None:
             self.asleep = info.asleep
@@ -564,7 +562,7 @@ class RuntimeState:
             if value is not None:
                 self.gauges[(short, ())] = float(value)
         if info.eplb_rearrange_seconds is not None:
-            self.rearrangements += 1
+            self._count("eplb_rearrangements", ())
         self._apply_faults(info)
 
     def _count(self, short: str, labels: tuple[str, ...], by: float = 1.0) -> None:
@@ -591,12 +589,8 @@ class RuntimeState:
     def samples(self) -> Iterator[Sample]:
         if self.asleep is not None:
             yield "asleep", (), float(self.asleep)
-        for transition, count in self.transitions.items():
-            yield "sleep_transitions", (transition,), float(count)
         for (short, labels), value in self.gauges.items():
             yield short, labels, value
-        if self.rearrangements:
-            yield "eplb_rearrangements", (), float(self.rearrangements)
         for engine, current in self.ft_status.items():
             for status in (*FT_STATUSES, "other"):
                 yield "engine_fault_tolerance_status", (engine, status), float(status == current)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import bisect
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..parsing.events import Event, IterationStats, RequestLine
@@ -208,27 +208,19 @@ class LatencyState:
             self.e2e.observe(max(0.0, when[0] - start))
 
     def add_to(self, out: Families, model: str) -> None:
-        """Every series of this state into a scrape's families."""
-        for short, labels, value in self.samples(model):
-            if isinstance(value, Histogram):
-                out.histogram(short, labels, value.buckets(), value.total)
-            else:
-                out.add(short, labels, value)
-
-    def samples(self, model: str) -> Iterator[tuple[str, tuple[str, ...], float | Histogram]]:
-        """(short name, labels, value or Histogram) of every series; per-engine ones lead with the
-        engine label and `model`."""
+        """Every series of this state into a scrape's families; per-engine ones lead with the engine
+        label and `model`."""
         for (engine, phase, batch), hist in self.steps.items():
-            yield "step_duration_seconds", (engine, model, phase, batch), hist
+            out.histogram("step_duration_seconds", (engine, model, phase, batch), hist.buckets(), hist.total)
         for engine, seconds in self.last_decode.items():
-            yield "decode_step_seconds", (engine, model), seconds
+            out.add("decode_step_seconds", (engine, model), seconds)
         for (engine, batch), hist in self.between.items():
-            yield "time_between_tokens_seconds", (engine, model, batch), hist
+            out.histogram("time_between_tokens_seconds", (engine, model, batch), hist.buckets(), hist.total)
         for (reason, lora), count in self.requests.items():
-            yield "requests", (model, reason, lora), count
+            out.add("requests", (model, reason, lora), count)
         if self.e2e.counts:
-            yield "request_duration_seconds", (model,), self.e2e
+            out.histogram("request_duration_seconds", (model,), self.e2e.buckets(), self.e2e.total)
         if self.ttft.counts:
-            yield "time_to_first_token_seconds", (model,), self.ttft
+            out.histogram("time_to_first_token_seconds", (model,), self.ttft.buckets(), self.ttft.total)
         if self.requests:
-            yield "requests_untimed", (model,), self.untimed
+            out.add("requests_untimed", (model,), self.untimed)

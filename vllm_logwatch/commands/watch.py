@@ -125,7 +125,7 @@ def run_watch(
         announce(url)
     pipeline.start()
     try:
-        signum = serve(app, settings.listen, port, on_stop=pipeline.stop, sock=sock, web=web)
+        signum = serve(app, sock, pipeline.stop, web=web)
     finally:
         if records is not None:
             records.close()

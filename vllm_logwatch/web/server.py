@@ -8,7 +8,7 @@ is a one-line error before anything starts; our signal handlers only set a flag 
 Example::
 
     app = create_app(registry, pipeline.status)
-    signum = serve(app, "127.0.0.1", 9477, on_stop=pipeline.stop)   # blocks until SIGTERM/SIGINT
+    signum = serve(app, bind_socket("127.0.0.1", 9477), pipeline.stop)   # until SIGTERM/SIGINT
 """
 
 from __future__ import annotations
@@ -328,21 +328,11 @@ def _stop_signals(on_signal: Callable[[int], None]) -> Iterator[None]:
             signal.signal(sig, original)
 
 
-def serve(
-    app: FastAPI,
-    host: str,
-    port: int,
-    on_stop: Callable[[], None] | None = None,
-    *,
-    sock: socket.socket | None = None,
-    web: WebConfig | None = None,
-) -> int | None:
-    """Serve `app` until SIGTERM, SIGINT or SIGHUP (main thread); returns that signal's number, or None.
-
-    `on_stop` runs once the server is down, whatever happened (stop the pipeline there). Pass `sock`
-    from `bind_socket` to learn of a port in use before starting anything else; `web` for TLS."""
-    if sock is None:
-        sock = bind_socket(host, port)
+def serve(app: FastAPI, sock: socket.socket, on_stop: Callable[[], None], web: WebConfig | None,
+          ) -> int | None:
+    """Serve `app` on `sock` (from `bind_socket`) until SIGTERM, SIGINT or SIGHUP (main thread); returns
+    that signal's number, or None. `on_stop` runs once the server is down, whatever happened (stop the
+    pipeline there); `web` for TLS."""
     server = http_server(app, web)  # uvicorn, imported here: `logwatch parse` never pays for it
     received: list[int] = []
 
@@ -355,6 +345,5 @@ def serve(
             server.run(sockets=[sock])
     finally:
         sock.close()
-        if on_stop is not None:
-            on_stop()
+        on_stop()
     return received[0] if received else None

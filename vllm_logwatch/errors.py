@@ -2,11 +2,6 @@
 
 from __future__ import annotations
 
-__all__ = [
-    "EXIT_NO_STATS", "EXIT_OK", "EXIT_USAGE", "InputError", "LogwatchError", "NoStatsError", "OutputError",
-    "UsageError",
-]
-
 EXIT_OK = 0
 EXIT_NO_STATS = 1
 EXIT_USAGE = 2

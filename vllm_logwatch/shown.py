@@ -18,8 +18,6 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["ShownFormatter", "finite", "json_safe", "printable", "shown_number", "shown_path"]
-
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 

@@ -1,9 +1,6 @@
 """Per-engine state of the live exporter: the last stats values, the typical spacing of the engine's
 lines, and the token counters integrated from its throughputs.
 
-It lives apart from `exporting/exporter.py` because the integration rules are the subtle part of the exporter
-and they are pure given the records' times, so they read (and are tested) without Prometheus.
-
 The token counters and the spacing of the engine's lines are `tokens.TokenWindows` (the token rule);
 from the engine's first step line on (`--enable-logging-iteration-details`), the counters add the
 steps' own counts instead (`tokens.StepTokens`), and the stats lines only time the busy windows.

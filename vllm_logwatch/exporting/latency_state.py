@@ -1,20 +1,11 @@
 """Latency from vLLM's detail lines: engine steps (`--enable-logging-iteration-details`) and requests
-(`--enable-log-requests`, `--enable-log-outputs`), for the live exporter.
+(`--enable-log-requests`, `--enable-log-outputs`), for the live exporter; what each series measures and
+how it compares with vLLM's own: docs/metrics.md ("Latency").
 
-Steps: a histogram of each step's own elapsed time by phase (decode, prefill, mixed) and batch (the
-step's generation requests, bucketed: bounded labels), the last decode step's time per engine, and
-the time between tokens: from the line of an engine's step to the line of its next step that
-generates, counted once per generating stream (so its count is vLLM's `inter_token_latency` count):
-the step plus what vLLM does between steps, as vLLM's own figure holds both. vLLM's front end prints
-these lines in bursts, so only a long stretch's mean of it is a measure, never one gap.
-
-Requests: counted when they end (the stream's last line, a whole response, an abort) by finish reason
-and LoRA adapter, and timed from their `Received request` line to that end (and to the first streamed
-piece of output, when deltas are logged). Times come from when the lines were read live (monotonic),
-else from stamps precise below a second (a container's); vLLM's own stamps have whole seconds, so a
-request read only by them is counted, not timed (`requests_untimed`). Adapter labels come only from
-adapters the log loaded (`Loaded new LoRA adapter`), at most `MAX_ADAPTERS`, then `other`; a request
-without an adapter has `lora=""`. No request id, prompt or output is ever a label.
+Labels stay bounded: a step's batch is bucketed, adapters are those the log loaded (at most
+`MAX_ADAPTERS`, then `other`), and no request id, prompt or output is ever a label. Times come from
+when the lines were read live (monotonic), else from stamps finer than a second (a container's): a
+request read only by vLLM's whole-second stamps is counted, not timed.
 """
 
 from __future__ import annotations

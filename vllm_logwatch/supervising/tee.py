@@ -9,8 +9,7 @@ each behind a bounded queue and waiting in its own system call, so a slow disk, 
 only their own bytes (dropped, counted). It ends when vLLM's pipe does (every writer gone), after
 writing what its queues hold; a stop is logwatch's to send, to vLLM. Its totals go to STATS_FD as one
 JSON line (`[[written, errors, dropped, last error], ...]` for the file, the echo and the parser) every
-half second and at the end. A full or slow log disk never stalls vLLM: what does not fit a queue, or
-cannot be written (ENOSPC, EIO, ...), is dropped and counted, and the file retried later.
+half second and at the end.
 """
 
 from __future__ import annotations

@@ -1,11 +1,5 @@
-"""The status page at `/`, rendered here alone, and its static files (`static_files`).
-
-The page is complete without JavaScript: a table of the engines' current numbers, the run-mode
-child, the start-up facts and the exporter's counters, rendered from the same snapshot as
-`/api/v1/status` (with JavaScript off it reloads itself every 10 s). `static/page.js` fetches this
-page again each second and swaps in its parts marked `data-live` (it renders none of them), draws
-the last hour from `/api/v1/history` with the vendored uPlot (`static/uPlot.*`, MIT, see
-`static/uPlot.LICENSE`) and marks the numbers stale when the exporter stops answering.
+"""The status page at `/`, rendered here alone (`static/page.js` swaps in its `data-live` parts and
+draws the charts: docs/design.md), and its static files (`static_files`).
 
 Every value is escaped; nothing but numbers, states, labels bounded by the metrics, start-up facts
 (model, version) and the followed path reach the page: never log text.

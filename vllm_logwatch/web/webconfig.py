@@ -324,17 +324,10 @@ flood of wrong passwords can neither queue a good one for long nor grow a queue.
 
 
 class BasicAuth:
-    """Checks `Authorization: Basic ...` header values against bcrypt hashes, as exporter-toolkit does.
-
-    bcrypt is slow on purpose (about 70 ms at cost 10), so a user's last good password is remembered,
-    as an HMAC with a key of this process (not the password itself): a scrape every 10 s costs one bcrypt,
-    not one each, and `cached` answers it without bcrypt (the server asks it on the event loop). An
-    unknown user costs a bcrypt check too (on a hash of the same cost, made here, at start), so user
-    names cannot be told from the time an answer takes; comparisons are constant-time; one bcrypt runs
-    at a time, so a flood of wrong passwords takes at most one core; and at most `MAX_PENDING_CHECKS`
-    checks run or wait (`admit`, `release`): past them a request is refused without a check, so a good
-    password never waits behind more than that many.
-    """
+    """Checks `Authorization: Basic ...` header values against bcrypt hashes, as exporter-toolkit does
+    (what it costs and guarantees: docs/watch.md). A good password is remembered as an HMAC with a key
+    of this process, never itself; an unknown user is checked against a dummy hash of the same cost, so
+    user names cannot be told from the time an answer takes."""
 
     def __init__(self, users: Mapping[str, str]) -> None:
         import bcrypt

@@ -277,7 +277,7 @@ class Supervisor:
             tee, data_fd, stats_fd = self.spawn_tee(proc.stdout.fileno(), self.log_path, self.echo_fd)
         except OSError as exc:  # no process to drain vLLM's pipe: vLLM would soon block on it
             log.error("cannot start the tee of vLLM's output (%s): stopping vLLM", exc.strerror or exc)
-            self._signal_group(proc.pid, signal.SIGKILL)
+            _signal_group(proc.pid, signal.SIGKILL, self.killpg)
             proc.stdout.close()
             return exit_code_of(proc.wait()), False, self.clock() - started_at
         pipe = os.fstat(proc.stdout.fileno()).st_ino  # vLLM's pipe: who else holds it, at the end
@@ -377,18 +377,14 @@ class Supervisor:
         elif send.why == "forced":
             log.warning("a second Ctrl+C: SIGKILL to vLLM's group")
         if send.target == "group":
-            self._signal_group(pgid, send.signum)
+            _signal_group(pgid, send.signum, self.killpg)
         else:
             self._signal_leftovers(pgid, pipe, tee, send.signum)
-
-    def _signal_group(self, pgid: int, signum: int) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            self.killpg(pgid, signum)
 
     def _signal_leftovers(self, pgid: int, pipe: int, tee: int, signum: int) -> None:
         """vLLM is gone: its group, and whoever else but the tee still holds its pipe (a helper that left
         the group with `setsid()`), get `signum`."""
-        self._signal_group(pgid, signum)
+        _signal_group(pgid, signum, self.killpg)
         for pid in pipe_holders(pipe) - {tee}:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signum)
@@ -451,9 +447,9 @@ def pipe_holders(pipe: int, proc: str = "/proc") -> set[int]:
 JOB_STOP_SIGNALS = (signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU)
 
 
-def _signal_group(pgid: int, signum: int) -> None:
+def _signal_group(pgid: int, signum: int, killpg: Callable[[int, int], None] = os.killpg) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signum)
+        killpg(pgid, signum)
 
 
 class JobControl:

@@ -24,7 +24,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any, cast
+from typing import Any
 
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector, CollectorRegistry
@@ -51,7 +51,7 @@ from .engine_state import EngineState, engine_label
 from .families import Families, new_family
 from .latency_state import DETAIL_EVENTS, LatencyState
 from .routes import VLLM_ROUTES, HttpCounts
-from .snapshot import ChildMetrics, Counters, ExporterStatus, StatsMissing
+from .snapshot import Counters, ExporterStatus, StatsMissing
 from .tokens import DEFAULT_INTERVAL, readable_step
 from .totals import RunningTotal
 from .transfer_state import Sample
@@ -412,7 +412,7 @@ class ExporterMetrics(Collector):
                 stats_missing=self._stats_missing(now), launches=self._launches,
                 launch_source=self._launch_source, stats_interval_seconds=self._interval,
                 skipped_bytes=self._skipped_bytes, counters=counters,
-                child=None if self._child is None else cast(ChildMetrics, self._child_values()))
+                child=None if self._child is None else self._child_values())
 
     def _read(self) -> dict[str, float]:
         """The follower's totals by name."""

@@ -52,21 +52,6 @@ class Counters(TypedDict):
     http_requests: int
 
 
-class ChildMetrics(TypedDict, total=False):
-    """Run mode: the supervised vLLM process as the exporter's child metrics see it."""
-
-    child_up: float | None
-    child_pid: float | None
-    child_start_time_seconds: float | None
-    child_last_exit_code: float | None
-    child_restarts: float
-    log_file_bytes_written: float
-    log_file_write_errors: float
-    log_file_bytes_dropped: float
-    parse_bytes_dropped: float
-    stdout_bytes_dropped: float
-
-
 class ExporterStatus(TypedDict):
     """`ExporterMetrics.status()`."""
 
@@ -80,4 +65,5 @@ class ExporterStatus(TypedDict):
     skipped_bytes: int | None
     """Bytes of the file before where reading started, not read (watch started at its end)."""
     counters: Counters
-    child: ChildMetrics | None
+    child: dict[str, float | None] | None
+    """Run mode: the supervised vLLM process as the exporter's child metrics see it (by metric name)."""

@@ -31,13 +31,10 @@ Sample = tuple[str, tuple[str, ...], float]
 
 @dataclass
 class _Totals:
-    transfers: dict[str, int] = field(default_factory=lambda: {"succeeded": 0, "failed": 0, "failed_recv": 0})
-    seen: set[str] = field(default_factory=set)
-    """The results the lines reported at all (a connector without failure counts shows none)."""
-    expired_requests: int = 0
-    reports_expiry: bool = False
-    bytes: float = 0.0
-    reports_bytes: bool = False
+    transfers: dict[str, int] = field(default_factory=dict)
+    """By the results the lines reported at all (a connector without failure counts shows none)."""
+    expired_requests: int | None = None  # None: the lines never reported it
+    bytes: float | None = None
     last: TransferStats | None = None
     timed: TransferStats | None = None
     """The last line with successful transfers: a failures-only interval prints zeros for timings."""
@@ -58,14 +55,11 @@ class TransferState:
         for result, count in (("succeeded", line.successful_transfers), ("failed", line.failed_transfers),
                               ("failed_recv", line.failed_recvs)):
             if count is not None:
-                totals.transfers[result] += count
-                totals.seen.add(result)
+                totals.transfers[result] = totals.transfers.get(result, 0) + count
         if line.expired_requests is not None:
-            totals.expired_requests += line.expired_requests
-            totals.reports_expiry = True
+            totals.expired_requests = (totals.expired_requests or 0) + line.expired_requests
         if line.successful_transfers is not None and line.avg_mb_per_transfer is not None:
-            totals.bytes += line.successful_transfers * line.avg_mb_per_transfer * MIB
-            totals.reports_bytes = True
+            totals.bytes = (totals.bytes or 0.0) + line.successful_transfers * line.avg_mb_per_transfer * MIB
         totals.last = line
         if line.successful_transfers:
             totals.timed = line
@@ -80,11 +74,11 @@ class TransferState:
         """Every series this engine has data for, in base units (seconds, bytes)."""
         for cache, totals in sorted(self._caches.items()):
             for result in ("succeeded", "failed", "failed_recv"):
-                if result in totals.seen:
+                if result in totals.transfers:
                     yield "transfers", (cache, result), float(totals.transfers[result])
-            if totals.reports_expiry:
+            if totals.expired_requests is not None:
                 yield "transfer_expired_requests", (cache,), float(totals.expired_requests)
-            if totals.reports_bytes:
+            if totals.bytes is not None:
                 yield "transfer_bytes", (cache,), totals.bytes
             last = totals.timed
             if last is None:
@@ -105,8 +99,8 @@ class TransferState:
         for cache, totals in sorted(self._caches.items()):
             last = totals.last
             out[cache] = TransferSnapshot(
-                transfers={r: totals.transfers[r] for r in sorted(totals.seen)},
-                expired_requests=totals.expired_requests if totals.reports_expiry else None,
+                transfers=dict(sorted(totals.transfers.items())),
+                expired_requests=totals.expired_requests,
                 last=None if last is None else json_safe(json_fields(
                     last, {"file", "line", "stamp", "level", "process", "pid", "kind", "cache", "engine",
                              "time", "offload"})),

@@ -110,15 +110,12 @@ class EngineState:
         self.writers = Writers(self.tokens)
         self.steps = StepTokens()  # the step lines' counts, once the engine prints them
         self.step_lines = 0
-        self.preemptions = RunningTotal()
-        self.corrupted = RunningTotal()
-        self.has_corrupted = False
+        self.summed: dict[str, RunningTotal] = {}  # preemptions, corrupted_requests: once a line has them
         self.asleep = False  # sleep mode (the exporter sets it): a sleeping engine is never stalled
         self.woke_at: float | None = None  # when it woke up: its silence counts from then
         self.spec_accepted = RunningTotal()
         self.spec_drafted = RunningTotal()
         self.stats_lines = 0
-        self.has_preemptions = False
         self.has_spec_counts = False
         self.last: EngineStats | None = None
         self.last_arrival: float | None = None
@@ -147,14 +144,10 @@ class EngineState:
         self.stats_lines += 1
         extra = stats.extra
         if extra:  # most lines have no field without a column
-            preemptions = extra.get("preemptions")
-            if preemptions is not None:
-                self.has_preemptions = True
-                self.preemptions.add(preemptions)
-            corrupted = extra.get("corrupted")
-            if corrupted is not None:
-                self.has_corrupted = True
-                self.corrupted.add(corrupted)
+            for field, short in (("preemptions", "preemptions"), ("corrupted", "corrupted_requests")):
+                value = extra.get(field)
+                if value is not None:
+                    self.summed.setdefault(short, RunningTotal()).add(value)
         self.last = stats
         self.last_arrival = arrival
         return ok
@@ -322,10 +315,7 @@ class EngineState:
         if self.stats_lines:
             out["busy_seconds"] = self.tokens.busy_seconds.value
             out["stats_lines"] = float(self.stats_lines)
-        if self.has_preemptions:
-            out["preemptions"] = self.preemptions.value
-        if self.has_corrupted:
-            out["corrupted_requests"] = self.corrupted.value
+        out.update((short, total.value) for short, total in self.summed.items())
         if self.has_spec_counts:
             out["spec_decode_accepted_tokens"] = self.spec_accepted.value
             out["spec_decode_drafted_tokens"] = self.spec_drafted.value

@@ -23,7 +23,6 @@ from ..parsing.events import (
     IterationStats,
     MfuStats,
     SpecDecodeStats,
-    TransferStats,
     json_fields,
 )
 from ..shown import finite, json_safe
@@ -188,10 +187,6 @@ class EngineState:
         rates = spec.per_position_acceptance_rate or ()
         self.positions_folded += max(0, len(rates) - MAX_POSITIONS)
 
-    def apply_transfer(self, line: TransferStats) -> None:
-        """A KV / EC Transfer line of this engine's interval."""
-        self.transfer.apply(line)
-
     def reset(self) -> None:
         """A new launch: forget gauges and spacing; keep the counters (a held first line is credited
         with vLLM's default interval rather than lost)."""
@@ -283,7 +278,11 @@ class EngineState:
             elif spec.accepted_tokens is not None and spec.drafted_tokens:
                 ratio = spec.accepted_tokens / spec.drafted_tokens
             _put(out, "spec_decode_acceptance_ratio", ratio)
-        out.update(mfu_gauges(self.mfu))
+        if self.mfu is not None:
+            for short, value in (("mfu_flops_per_second", self.mfu.tflops_per_device * 1e12),
+                                 ("mfu_memory_bytes_per_second", self.mfu.gbps_per_device * 1e9)):
+                if math.isfinite(value):
+                    out[short] = value
         if self.writers.together:
             out["stats_processes"] = float(len(self.writers.together))
         return out
@@ -326,15 +325,3 @@ def _put(out: dict[str, float], key: str, value: float | None, divisor: float = 
     if value is not None:
         out[key] = value / divisor
 
-
-def mfu_gauges(line: MfuStats | None) -> dict[str, float]:
-    """Short metric name -> value: FLOP/s and bytes/s per device of the engine's last MFU line.
-
-    >>> mfu_gauges(MfuStats(engine=0, tflops_per_device=12.5, gbps_per_device=300.0))
-    {'mfu_flops_per_second': 12500000000000.0, 'mfu_memory_bytes_per_second': 300000000000.0}
-    """
-    if line is None:
-        return {}
-    out = {"mfu_flops_per_second": line.tflops_per_device * 1e12,
-           "mfu_memory_bytes_per_second": line.gbps_per_device * 1e9}
-    return {k: v for k, v in out.items() if math.isfinite(v)}

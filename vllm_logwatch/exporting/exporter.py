@@ -248,7 +248,7 @@ class ExporterMetrics(Collector):
             self._engine(engine_label(event.engine)).apply_spec(event)
             self._engine_line()
         elif isinstance(event, TransferStats):
-            self._engine(engine_label(event.engine)).apply_transfer(event)
+            self._engine(engine_label(event.engine)).transfer.apply(event)
             self._engine_line()
         elif isinstance(event, MfuStats):
             self._engine(engine_label(event.engine)).mfu = event

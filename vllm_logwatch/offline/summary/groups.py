@@ -87,7 +87,7 @@ class TransferTotals:
 
     def add(self, e: TransferStats, estimate: EngineState) -> None:
         self.lines += 1
-        estimate.apply_transfer(e)
+        estimate.transfer.apply(e)
         if e.successful_transfers:
             for values, ms in zip(self.ms, (e.avg_transfer_ms, e.p90_transfer_ms), strict=True):
                 if ms is not None and math.isfinite(ms):

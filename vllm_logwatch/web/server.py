@@ -131,7 +131,11 @@ def create_app(
             return Response(status_code=304, headers=headers)
         return Response(found.body, media_type=found.media_type, headers=headers)
 
-    _count_invalid_requests(registry, labels or {})
+    # uvicorn's warning for each malformed request into a counter of `registry` (one filter per process)
+    uvicorn_log = logging.getLogger("uvicorn.error")
+    if _INVALID not in uvicorn_log.filters:
+        uvicorn_log.addFilter(_INVALID)
+    registry.register(WithLabels(_INVALID, labels or {}))
     if web is not None and (web.basic_auth_users or web.headers):
         from .webconfig import BasicAuth
 
@@ -163,14 +167,6 @@ class _InvalidRequests(logging.Filter):
 
 
 _INVALID = _InvalidRequests()
-
-
-def _count_invalid_requests(registry: CollectorRegistry, labels: Mapping[str, str]) -> None:
-    """uvicorn's warning for each malformed request into a counter of `registry` (one filter per process)."""
-    logger = logging.getLogger("uvicorn.error")
-    if _INVALID not in logger.filters:
-        logger.addFilter(_INVALID)
-    registry.register(WithLabels(_INVALID, labels))
 
 
 _UNAUTHORIZED = b"Unauthorized\n"

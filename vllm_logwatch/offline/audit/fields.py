@@ -17,8 +17,6 @@ from typing import IO, Any, TypeAlias, cast, get_args, get_origin
 import ijson
 from pydantic import AliasChoices, AliasPath, BaseModel, Field
 
-__all__ = ["JSONError", "Keep", "at", "read_documents", "wanted"]
-
 JSONError = ijson.JSONError
 
 Keep: TypeAlias = "bool | dict[str | None, Keep]"

@@ -20,8 +20,6 @@ from .tables import Audited
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-__all__ = ["LABELLED_RUNS", "MAX_WIDTH_IN", "build_audit_figure"]
-
 LABELLED_RUNS = 16
 """Runs drawn each with its labels and verdicts; past them the figure keeps its width."""
 _RUN_IN = 1.6

@@ -23,8 +23,6 @@ from ..summary.build import summarize
 from ..summary.tbt import TbtFrom
 from .windows import Window
 
-__all__ = ["Measures", "Sample", "max_num_seqs", "measure", "samples"]
-
 
 @dataclass(frozen=True)
 class Measures:

@@ -20,8 +20,6 @@ from ...parsing.stamps import utc
 from .measures import samples
 from .windows import Window
 
-__all__ = ["COMPONENT", "observability_partial"]
-
 COMPONENT = "vllm"
 """The component's label (a report's `scenario.stack[].metadata.label` names it where it has one)."""
 

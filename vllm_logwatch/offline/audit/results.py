@@ -50,8 +50,6 @@ from ...parsing.stamps import utc
 from ...shown import shown_path
 from .fields import JSONError, Keep, at, read_documents, wanted
 
-__all__ = ["KNOWN_FORMATS", "Run", "join_share", "log_request_keys", "read_results"]
-
 KNOWN_FORMATS = ("vllm bench serve JSON (date, duration, completed, model_id), a vllm bench sweep folder "
                  "(run=N.json files), GuideLLM benchmarks JSON (benchmarks: [...]), AIPerf's "
                  "profile_export_aiperf.json (input_config, start_time, end_time), an llm-d Benchmark "

@@ -20,8 +20,6 @@ from .results import Run
 from .verdicts import Verdict, client_tbt
 from .windows import Window
 
-__all__ = ["Audited", "render_audit"]
-
 _HEAD = ("run", "asked", "model", "launch", "lines", "Running med", "p10", "p90", "waiting",
          "KV peak %", "preempt", "prefix hit %", "client tok/s", "server tok/s", "client TBT ms",
          "server TBT ms", "failed", "verdict")

@@ -32,9 +32,6 @@ from .measures import Measures
 from .results import Run
 from .windows import Window
 
-__all__ = ["CLIENT_BOUND_RATIO", "CLIENT_BOUND_WAITING", "KV_FULL_PCT", "SATURATED_SHARE", "TBT_DIFF_SHARE",
-           "Verdict", "client_tbt", "judge"]
-
 KV_FULL_PCT = 80.0
 SATURATED_SHARE = 0.5
 CLIENT_BOUND_RATIO = 0.75

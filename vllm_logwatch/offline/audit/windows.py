@@ -22,8 +22,6 @@ from ...parsing.stamps import utc
 from ..reading.launches import Launch
 from .results import Run
 
-__all__ = ["LogSpan", "Window", "find_windows", "same_model"]
-
 
 @dataclass
 class Window:

@@ -18,8 +18,6 @@ from ...exporting.catalogue import STARTUP_PHASES
 from ..summary.build import Summary
 from .differences import Comparison, LaunchComparison
 
-__all__ = ["MIN_INTERVALS", "SLOWER_SHARE", "Regression", "comparison_summary", "regressions", "startup_rows"]
-
 SLOWER_SHARE = 0.10
 """A row is slower when its median generation tok/s is this share or more below the previous launch's."""
 MIN_INTERVALS = 2

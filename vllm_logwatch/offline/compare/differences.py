@@ -21,8 +21,6 @@ from ..summary.build import ConcurrencyRow, GroupSummary, Summary
 from ..summary.steps import StepTable
 from ..summary.tables import FACT_COLUMNS, fact_text, launch_facts
 
-__all__ = ["DEFAULT", "IGNORED_ARGS", "LOGGING_ARGS", "Comparison", "LaunchComparison", "compare"]
-
 IGNORED_ARGS = ("host", "port", "model_tag")
 """Arguments never shown as differing: where the server listened, and `model_tag` (the model again)."""
 LOGGING_ARGS = frozenset({

@@ -25,9 +25,6 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-__all__ = ["COMPARE_FIGSIZE", "build_compare_figure", "frontier", "legend_names", "marker_alpha",
-           "marker_area", "row_x", "runs"]
-
 COMPARE_FIGSIZE = (11.0, 12.0)
 _MOST_INTERVALS = 100
 """Past this many intervals a row's dot grows no more."""

@@ -37,8 +37,6 @@ from .answers import (
 )
 from .differences import DEFAULT, IGNORED_ARGS, Comparison, LaunchComparison
 
-__all__ = ["render_comparison"]
-
 _HEAD = (*TABLE_HEAD, "preemptions")
 _PREEMPTIONS = ("preemptions: summed from the lines' Preemptions field ('-': the launch's lines have none; "
                 "vLLM 0.32 on CPU never prints it)")

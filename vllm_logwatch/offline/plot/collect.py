@@ -32,8 +32,6 @@ if TYPE_CHECKING:
     from .facets import Facet
     from .points import PlotData
 
-__all__ = ["PANEL_TITLES", "collect", "draw", "parse_when", "require_matplotlib"]
-
 _MARKERS_UP_TO = 60
 """Lines with at most this many points get a dot per point (a lone line is still visible)."""
 _INSTANT_DAYS = 1 / 86400

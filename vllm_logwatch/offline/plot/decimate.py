@@ -29,8 +29,6 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Band", "Decimator", "decimate"]
-
 Floats = Any
 """A 1-d float64 numpy array (numpy's own types are not worth the noise under --strict here)."""
 Band = tuple[Floats, Floats, Floats, Floats]
@@ -197,14 +195,12 @@ class Dots:
         self.limit, self.width, self.height = limit, width, height
         self._x = np.empty(0, dtype=np.float64)
         self._y = np.empty(0, dtype=np.float64)
-        self._reduced = False
 
     def extend(self, x: Floats, y: Floats) -> None:
         self._x = np.concatenate((self._x, np.asarray(x, dtype=np.float64)))
         self._y = np.concatenate((self._y, np.asarray(y, dtype=np.float64)))
         if len(self._x) <= self.limit:
             return
-        self._reduced = True
         cell_x = max(float(np.max(self._x)), 1.0) / self.width
         cell_y = max(float(np.max(self._y)), 1e-9) / self.height
         cells = np.floor(self._x / cell_x) * (self.height + 2) + np.floor(self._y / cell_y)

@@ -32,8 +32,6 @@ from ..children import exit_with_parent
 if TYPE_CHECKING:
     from .points import PlotData
 
-__all__ = ["Drawer"]
-
 _JOIN_SECONDS = 5.0
 
 

@@ -21,8 +21,6 @@ from datetime import datetime, timedelta
 from ...parsing.stamps import utc
 from ..reading.launches import Launch
 
-__all__ = ["FACET_GAP", "MAX_FACETS", "UNRELATED_GAP", "Facet", "facets", "unrelated"]
-
 FACET_GAP = timedelta(hours=6)
 """A silence longer than this between launches starts a facet of its own."""
 UNRELATED_GAP = timedelta(days=1)

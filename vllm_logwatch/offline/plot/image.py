@@ -14,8 +14,6 @@ from .collect import DPI, require_matplotlib
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-__all__ = ["IMAGE_KINDS", "check_image_output", "write_figure"]
-
 IMAGE_KINDS = ("png", "svg", "pdf")
 
 

@@ -20,8 +20,6 @@ from ...parsing.stamps import utc
 from ..reading.launches import Launch
 from .decimate import Decimator, Dots
 
-__all__ = ["COLUMNS", "PlotData", "Series"]
-
 COLUMNS = ("generation", "prompt", "running", "waiting", "kv", "prefix", "mm")
 _CHUNK = 32768
 _DAY = 86400.0

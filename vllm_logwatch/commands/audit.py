@@ -54,7 +54,7 @@ def run_audit(
     if fmt not in ("text", "markdown", "json"):
         raise UsageError(f"audit as {fmt!r}: text, markdown or json")
     if output is not None:
-        from ..offline.plot.image import check_image_output
+        from ..offline.plot.collect import check_image_output
 
         check_image_output(output)
     if not (math.isfinite(clock_offset) and abs(clock_offset) <= MAX_CLOCK_OFFSET):
@@ -141,6 +141,6 @@ def _draw(audits: list[Audited], output: str) -> None:
 
     matplotlib.use("Agg")
     from ..offline.audit.figure import build_audit_figure
-    from ..offline.plot.image import write_figure
+    from ..offline.plot.collect import write_figure
 
     write_figure(build_audit_figure(audits), output)

@@ -44,7 +44,7 @@ def run_compare(
     if fmt not in ("text", "markdown", "json"):
         raise UsageError(f"compare as {fmt!r}: text, markdown or json")
     if output is not None:
-        from ..offline.plot.image import check_image_output
+        from ..offline.plot.collect import check_image_output
 
         check_image_output(output)
     preemptions: dict[tuple[int, int], int] = {}
@@ -75,6 +75,6 @@ def _draw(comparison: Comparison, output: str, gpus: int | None) -> None:
 
     matplotlib.use("Agg")
     from ..offline.compare.figure import build_compare_figure
-    from ..offline.plot.image import write_figure
+    from ..offline.plot.collect import write_figure
 
     write_figure(build_compare_figure(comparison, gpus), output)

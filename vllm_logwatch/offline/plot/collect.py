@@ -14,12 +14,13 @@ when a plot is drawn; the figure is built on the Agg canvas, without pyplot and 
 from __future__ import annotations
 
 import importlib.util
+import io
 import os
 from collections.abc import Iterable
 from datetime import datetime, tzinfo
 from typing import TYPE_CHECKING, Any
 
-from ...errors import UsageError
+from ...errors import OutputError, UsageError
 from ...parsing.events import EngineStats, SpecDecodeStats, TransferStats
 from ...parsing.stamps import utc
 from ..reading.launches import Launch
@@ -83,6 +84,32 @@ def require_matplotlib() -> None:
         found = False
     if not found:
         raise UsageError(_MISSING_MATPLOTLIB)
+
+
+IMAGE_KINDS = ("png", "svg", "pdf")
+"""The kinds of image file `compare -o` and `audit -o` write."""
+
+
+def check_image_output(output: str) -> None:
+    """Raise `UsageError` for an output that is not an image file name, before any work; matplotlib
+    must be there."""
+    if output == "-":
+        raise UsageError("-o -: standard output carries the tables; give an image file name")
+    if os.path.splitext(output)[1][1:].lower() not in IMAGE_KINDS:
+        raise UsageError(f"{output}: the image is .png, .svg or .pdf")
+    require_matplotlib()
+
+
+def write_figure(fig: Figure, output: str) -> None:
+    """Render `fig` in memory in the kind its name says, then write it (matplotlib's own file writes
+    lose errors such as a full disk: the command would succeed with a cut image). Raises `OutputError`."""
+    image = io.BytesIO()
+    fig.savefig(image, dpi=DPI, format=os.path.splitext(output)[1][1:].lower())
+    try:
+        with open(output, "wb") as fh:
+            fh.write(image.getbuffer())
+    except OSError as exc:
+        raise OutputError(f"{output}: cannot write ({exc.strerror or exc})") from None
 
 
 def collect(

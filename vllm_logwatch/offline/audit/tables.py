@@ -52,7 +52,7 @@ def _row(n: int, a: Audited) -> list[str]:
 
 def _client_tbt(run: Run) -> str:
     found = client_tbt(run)
-    return "-" if found is None else f"{found[1]:,.2f} {found[0]}"
+    return "-" if found is None else f"{_f(found[1], 2)} {found[0]}"
 
 
 def _server_tbt(m: Measures) -> str:

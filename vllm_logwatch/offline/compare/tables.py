@@ -43,7 +43,7 @@ _PREEMPTIONS = ("preemptions: summed from the lines' Preemptions field ('-': the
 
 
 def _pct(value: float | None) -> str:
-    return "-" if value is None else f"{value:.1f}%"
+    return "-" if value is None else f"{_f(value)}%"
 
 
 def _value(value: Any) -> str:
@@ -143,14 +143,14 @@ def _launch_tables(c: LaunchComparison, markdown: bool) -> list[str]:
                f"{_pct(g.mm_cache_hit_rate_pct)} (vLLM: over its last ~1000 requests).")
     s = g.spec
     out.append("Speculative decoding: none logged." if s is None else (
-        f"Speculative decoding: {s.drafted_tokens:,.0f} drafted, {s.accepted_tokens:,.0f} accepted "
+        f"Speculative decoding: {_f(s.drafted_tokens, 0)} drafted, {_f(s.accepted_tokens, 0)} accepted "
         f"({_f(s.acceptance_pct)}%), mean acceptance length {_f(s.mean_acceptance_length_median, 2)}."))
     if g.mfu is not None:
         out.append(f"MFU: {_f(g.mfu.tflops_median)} TF/s and {_f(g.mfu.gbps_median)} GB/s per device "
                    "(median).")
     if not g.concurrency:
         return [*out, "", "(nothing ran)"]
-    rows = [[*concurrency_cells(r), _preempted(c.preemptions.get(r.running))] for r in g.concurrency]
+    rows = [[*concurrency_cells(r), _f(c.preemptions.get(r.running), 0)] for r in g.concurrency]
     out += ["", _heading("Throughput by concurrency", markdown, 3), "", *table_lines(_HEAD, rows, markdown)]
     if g.matrix is not None:
         title = matrix_title("Context x concurrency (estimated; median gen tok/s (intervals))", g.matrix)
@@ -167,10 +167,6 @@ def _step_tables(c: LaunchComparison, markdown: bool) -> list[str]:
                 "`logwatch summary` on it)."]
     return steps_lines(c.steps, lambda head, rows: table_lines(head, rows, markdown),
                        "### " if markdown else "", files=False)
-
-
-def _preempted(n: int | None) -> str:
-    return "-" if n is None else f"{n:,}"
 
 
 def _answers(cmp: Comparison, markdown: bool, h: str, asked: Asked, scripts: dict[int, str]) -> list[str]:

@@ -18,6 +18,7 @@ import numpy as np
 
 from ...parsing.columns import step_phase
 from ...parsing.events import IterationStats
+from ...shown import shown_number as _f
 from ..reading.launches import Launch
 from .build import Summary
 from .matrix import add_step_times
@@ -136,7 +137,7 @@ def steps_lines(tables: list[StepTable], table: Any, h: str, files: bool = True)
         prefill = "-" if t.prefill_ms_per_1k is None else f"{t.prefill_ms_per_1k:g} ({t.prefill_steps} steps)"
         out += ["", f"{h}Engine step time by running streams{f': {t.file}' if files else ''}{engine}", ""]
         out += table(("running", "steps", "step ms p50", "step ms p90"),
-                     [[str(r.running), f"{r.steps:,}", f"{r.p50_ms:g}", f"{r.p90_ms:g}"] for r in t.rows])
+                     [[str(r.running), _f(r.steps, 0), f"{r.p50_ms:g}", f"{r.p90_ms:g}"] for r in t.rows])
         out += ["", f"prefill ms / 1k tokens: {prefill}"]
     return out
 

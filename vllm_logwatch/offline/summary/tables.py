@@ -232,7 +232,7 @@ def _left(head: str) -> bool:
 
 
 def _pct(share: float | None) -> str:
-    return "-" if share is None else f"{share * 100:.0f}"
+    return _f(None if share is None else share * 100, 0)
 
 
 def _span(seconds: float | None) -> str:
@@ -343,7 +343,7 @@ def _transfer_row(g: GroupSummary) -> list[str] | None:
     if t is None:
         return None
     counts = (t.succeeded, t.failed, t.failed_recv, t.expired_requests)
-    return [g.launch, g.engine, str(t.lines), *("-" if n is None else f"{n:,}" for n in counts),
+    return [g.launch, g.engine, str(t.lines), *(_f(n, 0) for n in counts),
             _f(t.gib, 2), _f(t.avg_transfer_ms_median, 3), _f(t.p90_transfer_ms_median, 3)]
 
 

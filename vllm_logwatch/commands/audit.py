@@ -43,7 +43,7 @@ def run_audit(
     client's; finite, at most MAX_CLOCK_OFFSET either way). `year`: of the log's year-less stamps
     (default: as `summary`). `tz`: the zone of the log's stamps and of the result files' zone-less times
     (default: this machine's). `observability`: a folder to write each run's Benchmark Report partial
-    into (`run-N.observability.yaml`, N as in the table: offline/audit/observability.py).
+    into (`run-N.observability.yaml`, N as in the table: offline/audit/measures.py).
 
     Raises `UsageError` for a bad format, image name or clock offset, `InputError` for a result file that
     cannot be read or is of no known format, `NoStatsError` when the logs have no stats line or no run
@@ -106,7 +106,7 @@ def _write_observability(audits: list[Audited], folder: str) -> None:
 
     import yaml
 
-    from ..offline.audit.observability import observability_partial
+    from ..offline.audit.measures import observability_partial
 
     try:
         os.makedirs(folder, exist_ok=True)

@@ -14,8 +14,7 @@ import pytest
 
 from vllm_logwatch.cli import main
 from vllm_logwatch.errors import InputError
-from vllm_logwatch.offline.audit.measures import measure
-from vllm_logwatch.offline.audit.observability import observability_partial
+from vllm_logwatch.offline.audit.measures import measure, observability_partial
 from vllm_logwatch.offline.audit.results import Run
 from vllm_logwatch.offline.audit.tables import Audited, render_audit
 from vllm_logwatch.offline.audit.verdicts import judge

@@ -20,7 +20,6 @@ deep update), the report carries what the server ran.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -29,6 +28,7 @@ from ...parsing.events import EngineStats
 from ...parsing.stamps import utc
 from ..reading.launches import Launch
 from ..summary.build import summarize
+from ..summary.sorting import quantile_sorted
 from ..summary.tbt import TbtFrom
 from .windows import Window
 
@@ -164,21 +164,13 @@ COMPONENT = "vllm"
 """The component's label (a report's `scenario.stack[].metadata.label` names it where it has one)."""
 
 
-def _quantile(ordered: Sequence[float], q: float) -> float:
-    """Linear between the closest ranks (numpy's default), as the reports' clients compute theirs."""
-    pos = q * (len(ordered) - 1)
-    lo = int(pos)
-    hi = min(lo + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
-
-
 def _statistics(values: list[float], units: str) -> dict[str, Any] | None:
     if not values:
         return None
     ordered = sorted(values)
     out: dict[str, Any] = {"units": units, "mean": statistics.fmean(ordered), "min": ordered[0]}
     for name, q in (("p10", 0.1), ("p50", 0.5), ("p90", 0.9), ("p99", 0.99)):
-        out[name] = _quantile(ordered, q)
+        out[name] = quantile_sorted(ordered, q)
     out["max"] = ordered[-1]
     if len(ordered) > 1:
         out["stddev"] = statistics.stdev(ordered)

@@ -244,7 +244,7 @@ def test_compare_lines_break_at_counts_without_data_and_the_pareto_panel_is_a_fr
     rows at 1, 7 and 8: no line from 1 to 7), and the Pareto panel draws each launch's points with one
     line through its non-dominated ones (no other point has both more total and more per-stream tok/s),
     left to right: it falls and never crosses itself."""
-    from vllm_logwatch.offline.compare.answers import comparison_summary
+    from vllm_logwatch.offline.compare.differences import comparison_summary
     from vllm_logwatch.offline.compare.figure import build_compare_figure, row_x
     from vllm_logwatch.offline.summary.answers import pareto
 

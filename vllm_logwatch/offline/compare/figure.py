@@ -18,8 +18,7 @@ from typing import TYPE_CHECKING, Any
 from ..plot.collect import literal, require_matplotlib
 from ..summary.answers import pareto
 from ..summary.build import ConcurrencyRow
-from .answers import comparison_summary
-from .differences import Comparison
+from .differences import Comparison, comparison_summary
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

@@ -27,15 +27,18 @@ from ..summary.tables import (
     table_lines,
     tbt_lines,
 )
-from .answers import (
+from .differences import (
+    DEFAULT,
+    IGNORED_ARGS,
     MIN_INTERVALS,
     SLOWER_SHARE,
+    Comparison,
+    LaunchComparison,
     Regression,
     comparison_summary,
     regressions,
     startup_rows,
 )
-from .differences import DEFAULT, IGNORED_ARGS, Comparison, LaunchComparison
 
 _HEAD = (*TABLE_HEAD, "preemptions")
 _PREEMPTIONS = ("preemptions: summed from the lines' Preemptions field ('-': the launch's lines have none; "

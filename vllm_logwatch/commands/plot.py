@@ -10,9 +10,8 @@ from datetime import datetime
 from typing import Any
 
 from ..errors import InputError, NoStatsError, OutputError, UsageError
-from ..offline.plot.collect import DPI, collect, parse_when, require_matplotlib
+from ..offline.plot.collect import DPI, collect, facets, parse_when, require_matplotlib, unrelated
 from ..offline.plot.drawer import Drawer
-from ..offline.plot.facets import facets, unrelated
 from ..offline.reading.launches import Launch, iter_summary_records
 from ..offline.reading.ranges import DEFAULT_TUNING, Tuning
 from ..parsing.events import EngineStats

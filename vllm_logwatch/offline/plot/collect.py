@@ -17,7 +17,8 @@ import importlib.util
 import io
 import os
 from collections.abc import Iterable
-from datetime import datetime, tzinfo
+from dataclasses import dataclass
+from datetime import datetime, timedelta, tzinfo
 from typing import TYPE_CHECKING, Any
 
 from ...errors import OutputError, UsageError
@@ -30,7 +31,6 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from .decimate import Decimator
-    from .facets import Facet
     from .points import PlotData
 
 _MARKERS_UP_TO = 60
@@ -136,7 +136,7 @@ def draw(data: PlotData) -> Figure:
     """The figure of `collect`'s data (UsageError without matplotlib).
 
     Axes 0-3 are the time panels of the first facet, axis 4 the scatter, then 4 more per further facet
-    (`offline/plot/facets.py`: launches hours apart or of another model side by side). A line past the
+    (`facets`: launches hours apart or of another model side by side). A line past the
     pixel budget is drawn as its median per pixel column with a band from its lowest to its highest
     value (`Decimator.band`); a facet whose records are all at one instant gets a ten-minute window
     and says there is nothing to draw over time.
@@ -148,8 +148,6 @@ def draw(data: PlotData) -> Figure:
         from matplotlib.ticker import MaxNLocator
     except ImportError:
         raise UsageError(_MISSING_MATPLOTLIB) from None
-
-    from .facets import facets
 
     mdates: Any = matplotlib.dates  # untyped module: calls on Any keep mypy --strict quiet
     zone = data.zone
@@ -363,3 +361,80 @@ def parse_when(text: str, zone: tzinfo) -> datetime:
     except ValueError:
         raise UsageError(f"bad time {text!r}: use e.g. 2026-11-29 or '2026-11-29 19:24:00'") from None
     return value if value.tzinfo is not None else value.replace(tzinfo=zone)
+
+
+FACET_GAP = timedelta(hours=6)
+"""A silence longer than this between launches starts a facet of its own."""
+UNRELATED_GAP = timedelta(days=1)
+"""A silence this long between launches (or two models) makes the inputs look unrelated: a warning."""
+MAX_FACETS = 6
+"""At most this many facets: past it, the closest neighbours share one."""
+
+
+@dataclass
+class Facet:
+    launches: list[int]
+    """Launch indexes, in time order."""
+    start: datetime
+    end: datetime
+    model: str
+    """The launches' model ("" unknown)."""
+
+
+def facets(launches: dict[int, tuple[Launch, datetime]], ends: dict[int, datetime]) -> list[Facet]:
+    """The facets of `launches` (index -> launch, first time drawn) whose last times are `ends`, their
+    times in UTC: the time panels side by side, one per run of launches close in time and of one model,
+    so files days apart (or of different models) are not slivers at the ends of one long axis."""
+    launches, ends = _in_utc(launches, ends)
+    out: list[Facet] = []
+    for index, (launch, start) in sorted(launches.items(), key=lambda item: (item[1][1], item[0])):
+        end = ends.get(index, start)
+        model = launch.model_name or ""
+        last = out[-1] if out else None
+        if last is not None and start - last.end <= FACET_GAP and (model == last.model or not model
+                                                                    or not last.model):
+            last.launches.append(index)
+            last.end = max(last.end, end)
+            last.model = last.model or model
+        else:
+            out.append(Facet([index], start, end, model))
+    while len(out) > MAX_FACETS:  # the two neighbours closest in time share one
+        i = min(range(len(out) - 1), key=lambda k: out[k + 1].start - out[k].end)
+        left, right = out[i], out.pop(i + 1)
+        left.launches += right.launches
+        left.end = max(left.end, right.end)
+        left.model = left.model if left.model == right.model else ""
+    return out
+
+
+def unrelated(launches: dict[int, tuple[Launch, datetime]], ends: dict[int, datetime],
+              drawn: list[Facet]) -> str | None:
+    """One line saying why the inputs look unrelated (several models, or a day or more between
+    launches), and how they are drawn; None when they look like one run."""
+    launches, ends = _in_utc(launches, ends)
+    models = sorted({la.model_name for la, _ in launches.values() if la.model_name})
+    order = sorted(launches.items(), key=lambda item: (item[1][1], item[0]))
+    widest = timedelta(0)
+    last_end: datetime | None = None
+    for index, (_, start) in order:
+        if last_end is not None:
+            widest = max(widest, start - last_end)
+        end = ends.get(index, start)
+        last_end = end if last_end is None else max(last_end, end)
+    reasons = []
+    if len(models) > 1:
+        reasons.append(f"{len(models)} models ({', '.join(models)})")
+    if widest >= UNRELATED_GAP:
+        reasons.append(f"{widest / timedelta(days=1):.1f} days between launches")
+    if not reasons:
+        return None
+    how = (f"drawn in {len(drawn)} facets side by side, one per run of launches" if len(drawn) > 1
+           else "drawn on one time axis")
+    return f"warning: these logs look unrelated: {', '.join(reasons)}; {how}"
+
+
+def _in_utc(launches: dict[int, tuple[Launch, datetime]],
+            ends: dict[int, datetime]) -> tuple[dict[int, tuple[Launch, datetime]], dict[int, datetime]]:
+    """The times in UTC, to order and subtract: two times of one zone compare on their wall clocks,
+    an hour off across a fall-back (`parsing/stamps.py`)."""
+    return {i: (la, utc(t)) for i, (la, t) in launches.items()}, {i: utc(t) for i, t in ends.items()}

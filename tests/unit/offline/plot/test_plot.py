@@ -202,7 +202,7 @@ def test_help_says_what_dash_does(capsys: pytest.CaptureFixture[str]) -> None:
 def test_facets_split_on_hours_apart_or_another_model_and_merge_past_six() -> None:
     from datetime import datetime, timedelta
 
-    from vllm_logwatch.offline.plot.facets import MAX_FACETS, facets, unrelated
+    from vllm_logwatch.offline.plot.collect import MAX_FACETS, facets, unrelated
     from vllm_logwatch.offline.reading.launches import Launch
 
     t = datetime(2026, 11, 29, 10)

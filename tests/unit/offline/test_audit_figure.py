@@ -7,10 +7,9 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from vllm_logwatch.offline.audit.measures import Measures, Verdict
+from vllm_logwatch.offline.audit.measures import Measures, Verdict, Window
 from vllm_logwatch.offline.audit.results import Run
 from vllm_logwatch.offline.audit.tables import Audited
-from vllm_logwatch.offline.audit.windows import Window
 
 pytest.importorskip("matplotlib")
 

@@ -14,10 +14,9 @@ import pytest
 
 from vllm_logwatch.cli import main
 from vllm_logwatch.errors import InputError
-from vllm_logwatch.offline.audit.measures import judge, measure, observability_partial
+from vllm_logwatch.offline.audit.measures import find_windows, judge, measure, observability_partial
 from vllm_logwatch.offline.audit.results import Run
 from vllm_logwatch.offline.audit.tables import Audited, render_audit
-from vllm_logwatch.offline.audit.windows import find_windows
 from vllm_logwatch.offline.reading.launches import Launch
 from vllm_logwatch.parsing.events import EngineStats, IterationStats
 

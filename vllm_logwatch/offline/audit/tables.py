@@ -15,9 +15,8 @@ from ...shown import json_safe, printable
 from ...shown import shown_number as _f
 from ..summary.tables import table_lines
 from ..summary.tbt import TBT_SHORT
-from .measures import Measures, Verdict, client_tbt
+from .measures import Measures, Verdict, Window, client_tbt
 from .results import Run
-from .windows import Window
 
 _HEAD = ("run", "asked", "model", "launch", "lines", "Running med", "p10", "p90", "waiting",
          "KV peak %", "preempt", "prefix hit %", "client tok/s", "server tok/s", "client TBT ms",

@@ -65,7 +65,7 @@ from ...parsing.events import EngineStats, IterationStats
 from ...parsing.stamps import utc
 from ..reading.launches import Launch
 from ..summary.build import summarize
-from ..summary.sorting import quantile_sorted
+from ..summary.groups import quantile_sorted
 from ..summary.tbt import TBT_HOW, TbtFrom
 from .results import Run
 

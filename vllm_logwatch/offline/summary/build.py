@@ -31,9 +31,18 @@ from ...parsing.events import EngineStats, IterationStats, MfuStats, SpecDecodeS
 from ...parsing.stamps import seconds_between
 from ..reading.launches import Launch
 from .capacity import CapacityCurve, capacity_curves
-from .groups import MfuSummary, MfuTotals, SpecSummary, TransferSummary, _Group
+from .groups import (
+    MfuSummary,
+    MfuTotals,
+    SpecSummary,
+    TransferSummary,
+    _Group,
+    median_sorted,
+    quantile_sorted,
+    sorted_ratios,
+    sorted_selected,
+)
 from .matrix import Matrix, bucket_label, bucket_of, build_matrix
-from .sorting import median_sorted, quantile_sorted, sorted_ratios, sorted_selected
 from .tbt import TbtFrom, little
 
 Record = EngineStats | SpecDecodeStats | TransferStats | MfuStats | IterationStats

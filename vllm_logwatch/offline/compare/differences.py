@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -178,15 +179,13 @@ def compare(summary: Summary, preemptions: dict[tuple[int, int], int] | None = N
     counts: dict[int, dict[int, int]] = {}
     for (index, running), n in (preemptions or {}).items():
         counts.setdefault(index, {})[running] = counts.get(index, {}).get(running, 0) + n
-    per_file: dict[str, int] = {}
-    for la in summary.launches:
-        per_file[la.file] = per_file.get(la.file, 0) + 1
+    per_file = Counter(la.file for la in summary.launches)
     launches = []
     names = launch_names([la for la, _ in pairs])
     for i, (launch, group) in enumerate(pairs):
         mine = counts.get(launch.index, {})
         tables = [t for t in steps or [] if t.file == launch.file]
-        shared = bool(tables) and per_file.get(launch.file, 0) > 1
+        shared = bool(tables) and per_file[launch.file] > 1
         launches.append(LaunchComparison(
             launch=launch, group=group, tag=_tag(i, names[i], differing_args, differing_facts), name=names[i],
             preemptions={r.running: _row_preemptions(r, mine) for r in group.concurrency},

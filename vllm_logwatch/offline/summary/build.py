@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import statistics
 from array import array
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import compress
@@ -248,6 +248,12 @@ def _finish(g: _Group) -> GroupSummary:
     launches = sorted(g.launches.values(), key=lambda la: la.index)
     prefix, mm = _last_hits(g)
     models = sorted({la.model_name for la in launches if la.model_name})
+    # A group of one launch has capacity curves, and, with its KV cache size in tokens, the matrix and
+    # the curves per context row.
+    one = launches[0] if len(launches) == 1 else None
+    tokens = one.facts.get("kv_cache_tokens") if one is not None else None
+    tokens = tokens if isinstance(tokens, int) else None
+    engines = max(1, len(g.engines))
     return GroupSummary(
         launch=launches[0].label if len(launches) == 1 else f"{len(launches)} launches",
         engine=_engine_label(g.engines),
@@ -268,34 +274,17 @@ def _finish(g: _Group) -> GroupSummary:
         concurrency=concurrency,
         spec=g.spec.finish(g.estimates.values()),
         transfers=g.transfers.finish(g.estimates.values()),
-        matrix=_matrix(g, launches, held),
+        matrix=None if tokens is None else build_matrix(held, g.kv, g.generation, tokens, engines,
+                                                        prompt=g.prompt, streams=g.streams),
         launch_index=launches[0].index if len(launches) == 1 else None,
         busy_windows=sum(1 for p, gen in zip(g.prompt, g.generation, strict=True) if p > 0 or gen > 0),
         interval_seconds=statistics.fmean(intervals) if intervals else None,
-        capacity=_capacity(g, launches),
+        capacity=[] if one is None else capacity_curves(g.running, g.generation, g.waiting, g.kv, tokens,
+                                                        engines),
         tbt_ms=tbt.ms,
         tbt_from=tbt.source,
         stats_processes=processes,
     )
-
-
-def _capacity(g: _Group, launches: list[Launch]) -> list[CapacityCurve]:
-    """The capacity curves of a group of one launch (per context row when its KV cache size is known)."""
-    if len(launches) != 1:
-        return []
-    tokens = launches[0].facts.get("kv_cache_tokens")
-    return capacity_curves(g.running, g.generation, g.waiting, g.kv,
-                           tokens if isinstance(tokens, int) else None, max(1, len(g.engines)))
-
-
-def _matrix(g: _Group, launches: list[Launch], held: Sequence[int]) -> Matrix | None:
-    """The matrix of a group of one launch that logged its KV cache size in tokens, over its held
-    intervals (`held`: their running counts, 0 for the others)."""
-    tokens = launches[0].facts.get("kv_cache_tokens") if len(launches) == 1 else None
-    if not isinstance(tokens, int):
-        return None
-    return build_matrix(held, g.kv, g.generation, tokens, max(1, len(g.engines)), prompt=g.prompt,
-                        streams=g.streams)
 
 
 def summarize(records: Iterable[tuple[Launch, Record | IterationStats]], by: By = "launch",

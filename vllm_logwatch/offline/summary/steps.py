@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from array import array
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -93,9 +94,7 @@ class StepCollector:
     def add_to_matrices(self, summary: Summary) -> None:
         """Each matrix of a launch that is its file's only one gets its decode steps' times
         (`matrix.add_step_times`; a file of several launches: its steps cannot be told apart)."""
-        per_file: dict[str, int] = {}
-        for launch in summary.launches:
-            per_file[launch.file] = per_file.get(launch.file, 0) + 1
+        per_file = Counter(launch.file for launch in summary.launches)
         files = {la.index: la.file for la in summary.launches}
         for g in summary.groups:
             file = files.get(g.launch_index) if g.launch_index is not None else None

@@ -30,8 +30,7 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-    from .decimate import Decimator
-    from .points import PlotData
+    from .decimate import Decimator, PlotData
 
 _MARKERS_UP_TO = 60
 """Lines with at most this many points get a dot per point (a lone line is still visible)."""
@@ -122,7 +121,7 @@ def collect(
     line of its engine (NaN where the line lacks the value, and one NaN row between launches); a longer
     one the first, lowest, highest and last point of each pixel column. The scatter keeps every dot
     while few, then one per pixel cell; its medians are exact."""
-    from .points import PlotData
+    from .decimate import PlotData
 
     data = PlotData(int(FIGSIZE[0] * DPI), 0.0)  # times in days since 1970; `draw` shifts them
     for launch, e in records:
@@ -222,7 +221,7 @@ def _draw_line(ax: Axes, line: Decimator, label: str, color: str, style: str,
     pixel column and a band from lowest to highest. True when a band was drawn."""
     import numpy as np
 
-    from .points import epoch_days
+    from .decimate import epoch_days
 
     shift = epoch_days() - epoch
     band = line.band()

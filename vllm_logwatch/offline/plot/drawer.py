@@ -30,7 +30,7 @@ from ...errors import OutputError, UsageError
 from ..children import exit_with_parent
 
 if TYPE_CHECKING:
-    from .points import PlotData
+    from .decimate import PlotData
 
 _JOIN_SECONDS = 5.0
 

@@ -138,7 +138,7 @@ def _draw(audits: list[Audited], output: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
-    from ..offline.audit.figure import build_audit_figure
+    from ..offline.audit.tables import build_audit_figure
     from ..offline.plot.collect import write_figure
 
     write_figure(build_audit_figure(audits), output)

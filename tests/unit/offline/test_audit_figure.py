@@ -15,7 +15,7 @@ pytest.importorskip("matplotlib")
 
 from matplotlib.text import Text
 
-from vllm_logwatch.offline.audit.figure import MAX_WIDTH_IN, build_audit_figure
+from vllm_logwatch.offline.audit.tables import MAX_WIDTH_IN, build_audit_figure
 
 T0 = datetime(2026, 12, 2, 2, 0, 0, tzinfo=timezone.utc)
 KINDS = ("ok", "client-bound", "capped by max-num-seqs", "absent")

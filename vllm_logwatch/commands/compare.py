@@ -74,7 +74,7 @@ def _draw(comparison: Comparison, output: str, gpus: int | None) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
-    from ..offline.compare.figure import build_compare_figure
+    from ..offline.compare.tables import build_compare_figure
     from ..offline.plot.collect import write_figure
 
     write_figure(build_compare_figure(comparison, gpus), output)

@@ -1,6 +1,6 @@
 """`logwatch compare`: launches side by side. Pure: a `Summary` by launch (offline/summary/build.py) and the
 preemptions counted per launch and running count in, a `Comparison` out; `offline/compare/tables.py`
-renders it, `offline/compare/figure.py` draws it.
+renders and draws it.
 
 What differs is told from the launches' arguments (`non-default args:`, `args: Namespace(...)`): an
 argument differs when two launches that logged their arguments give it different values (an

@@ -1,5 +1,5 @@
 """The summary's answers to operators' questions, from its groups and launches: capacity at a target
-speed per stream (`capacity.py`), cost and idle time at a price per GPU-hour, and the Pareto view
+speed per stream (`matrix.py`), cost and idle time at a price per GPU-hour, and the Pareto view
 (per-stream tok/s against total tok/s per GPU). `summary` and `compare` print them (`answer_lines`)
 and put them in their JSON (`answers_json`). Pure.
 
@@ -24,7 +24,7 @@ from ...parsing.stamps import seconds_between
 from ...shown import shown_number as _f
 from ..reading.launches import Launch
 from .build import GroupSummary, Summary
-from .capacity import KV_FULL_PCT, CapacityAnswer, answer
+from .matrix import KV_FULL_PCT, CapacityAnswer, answer
 
 ANSWER_NOTES: dict[str, str] = {
     "capacity": "the largest running count whose median stream (generation tok/s / running, over the "

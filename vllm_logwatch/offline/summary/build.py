@@ -30,7 +30,6 @@ from typing import Literal
 from ...parsing.events import EngineStats, IterationStats, MfuStats, SpecDecodeStats, TransferStats
 from ...parsing.stamps import seconds_between
 from ..reading.launches import Launch
-from .capacity import CapacityCurve, capacity_curves
 from .groups import (
     MfuSummary,
     MfuTotals,
@@ -42,7 +41,7 @@ from .groups import (
     sorted_ratios,
     sorted_selected,
 )
-from .matrix import Matrix, bucket_label, bucket_of, build_matrix
+from .matrix import CapacityCurve, Matrix, bucket_label, bucket_of, build_matrix, capacity_curves
 from .tbt import TbtFrom, little
 
 Record = EngineStats | SpecDecodeStats | TransferStats | MfuStats | IterationStats
@@ -117,7 +116,7 @@ class GroupSummary:
     interval_seconds: float | None = None
     """The engines' mean stats interval (None: not known)."""
     capacity: list[CapacityCurve] = field(default_factory=list)
-    """Per-stream speed by running count, nothing waiting (`capacity.py`): the launch's, then per context."""
+    """Per-stream speed by running count, nothing waiting (`matrix.py`): the launch's, then per context."""
     tbt_ms: float | None = None
     """The time between tokens over every held decode-dominated interval (Little's law, weighted by the
     tokens: sum of running / sum of generation tok/s): the launch's, as vLLM's mean ITL is."""

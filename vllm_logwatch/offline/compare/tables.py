@@ -18,6 +18,7 @@ import json
 import math
 import os
 from dataclasses import asdict
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ...shown import json_safe
@@ -186,8 +187,8 @@ def _step_tables(c: LaunchComparison, markdown: bool) -> list[str]:
     if c.steps_shared:
         return ["", "Engine step time: the file's iteration lines hold other launches too (see "
                 "`logwatch summary` on it)."]
-    return steps_lines(c.steps, lambda head, rows: table_lines(head, rows, markdown),
-                       "### " if markdown else "", files=False)
+    return steps_lines(c.steps, partial(table_lines, markdown=markdown), "### " if markdown else "",
+                       files=False)
 
 
 def _answers(cmp: Comparison, markdown: bool, h: str, asked: Asked, scripts: dict[int, str]) -> list[str]:
@@ -209,10 +210,7 @@ def _answers(cmp: Comparison, markdown: bool, h: str, asked: Asked, scripts: dic
     else:
         out.append(f"(no launch shares a running count, {MIN_INTERVALS}+ intervals each, with the previous "
                    "launch of its script)")
-    def table(head: tuple[str, ...], rows: list[list[str]]) -> list[str]:
-        return table_lines(head, rows, markdown)
-
-    return out + answer_lines(comparison_summary(cmp), asked, table, h)
+    return out + answer_lines(comparison_summary(cmp), asked, partial(table_lines, markdown=markdown), h)
 
 
 def render_comparison(cmp: Comparison, fmt: str = "text", asked: Asked | None = None,

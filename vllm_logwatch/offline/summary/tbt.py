@@ -9,11 +9,8 @@ sum(generation tok/s), scheduling, output processing and the front end included.
   requests (`offline/summary/groups.py`): the cadence of a stream's tokens, without a request's wait for
   its first token, as a benchmark's ITL;
 * elsewhere its Running count, over the decode-dominated intervals only (generation tok/s at least
-  `DECODE_MIN_SHARE` of the prompt tok/s). It counts a request's wait for its first token after its
-  scheduling (at most vLLM's TTFT / output tokens), and, an instant, the streams a client holds while
-  they are out of the server for part of the interval: 2-13% above vLLM's own ITL on real runs, and no
-  correction from the stats lines alone is sound (docs/offline.md, "Why the figure from `Running` is
-  high", gives the figures and what each term is).
+  `DECODE_MIN_SHARE` of the prompt tok/s): higher than vLLM's own ITL (docs/offline.md, "Why the
+  figure from `Running` is high at 2 and 4 streams", says by how much and why).
 
 `Tbt.source` says which (`TbtFrom`); the text and Markdown say it beside the figure (`tbt_note`).
 """

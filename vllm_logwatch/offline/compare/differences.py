@@ -178,7 +178,7 @@ def compare(summary: Summary, preemptions: dict[tuple[int, int], int] | None = N
                        if sum(x is not None for x in v) > 1}
     counts: dict[int, dict[int, int]] = {}
     for (index, running), n in (preemptions or {}).items():
-        counts.setdefault(index, {})[running] = counts.get(index, {}).get(running, 0) + n
+        counts.setdefault(index, {})[running] = n  # the keys are unique: nothing to add up
     per_file = Counter(la.file for la in summary.launches)
     launches = []
     names = launch_names([la for la, _ in pairs])

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from ...shown import shown_number as _f
 from ..reading.details import REQUEST_COLUMNS, source_rows
 from ..reading.inputs import resolve_inputs
 
@@ -76,7 +77,7 @@ def collect_adapters(inputs: list[str], year: int | None = None, tz: str | None 
 
 def _reasons(row: AdapterRow) -> str:
     ordered = sorted(row.reasons.items(), key=lambda kv: (-kv[1], kv[0]))
-    return ", ".join(f"{reason} {n:,}" for reason, n in ordered)
+    return ", ".join(f"{reason} {_f(n, 0)}" for reason, n in ordered)
 
 
 def adapters_lines(rows: list[AdapterRow], table: Any, h: str) -> list[str]:
@@ -85,8 +86,8 @@ def adapters_lines(rows: list[AdapterRow], table: Any, h: str) -> list[str]:
     cells = []
     for r in rows:
         q = r.quantiles()
-        cells.append([r.adapter, f"{r.requests:,}", f"{r.ended:,}", _reasons(r) or "-",
-                      "-" if q is None else f"{q[0]:g}", "-" if q is None else f"{q[1]:g}", f"{r.untimed:,}"])
+        cells.append([r.adapter, _f(r.requests, 0), _f(r.ended, 0), _reasons(r) or "-",
+                      "-" if q is None else f"{q[0]:g}", "-" if q is None else f"{q[1]:g}", _f(r.untimed, 0)])
     out = [f"{h}Requests by LoRA adapter", ""]
     head = ("adapter", "requests", "ended", "finish reasons", "e2e s p50", "e2e s p90", "untimed")
     out += table(head, cells)

@@ -100,12 +100,9 @@ class StepCollector:
             file = files.get(g.launch_index) if g.launch_index is not None else None
             if g.matrix is None or file is None or per_file[file] != 1 or file not in self._kv:
                 continue
-            if summary.by == "engine" and len(self._engines(file)) > 1:
+            if summary.by == "engine" and sum(f == file for f, _ in self._decode) > 1:
                 continue  # one engine's group: the file's steps are every engine's
             add_step_times(g.matrix, *self._kv[file])
-
-    def _engines(self, file: str) -> set[int | None]:
-        return {engine for f, engine in self._decode if f == file}
 
     def tables(self) -> list[StepTable]:
         """The tables, files in the order read, engines in order within a file."""

@@ -11,7 +11,7 @@ from typing import IO
 from ..errors import NoStatsError, UsageError
 from ..offline.audit.measures import find_windows, judge, measure
 from ..offline.audit.results import join_share, log_request_keys, read_results
-from ..offline.audit.tables import Audited, render_audit
+from ..offline.audit.tables import Audited, build_audit_figure, render_audit
 from ..offline.reading.launches import iter_summary_records
 from ..offline.reading.ranges import DEFAULT_TUNING
 from ..parsing.events import EngineStats, IterationStats
@@ -138,7 +138,6 @@ def _draw(audits: list[Audited], output: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
-    from ..offline.audit.tables import build_audit_figure
     from ..offline.plot.collect import write_figure
 
     write_figure(build_audit_figure(audits), output)

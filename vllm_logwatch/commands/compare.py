@@ -11,7 +11,7 @@ from typing import IO
 from ..errors import UsageError
 from ..following.layouts import script_name
 from ..offline.compare.differences import Comparison, compare
-from ..offline.compare.tables import render_comparison
+from ..offline.compare.tables import build_compare_figure, render_comparison
 from ..offline.reading.launches import Launch, iter_summary_records
 from ..offline.reading.ranges import DEFAULT_TUNING, Tuning
 from ..offline.summary.answers import Asked
@@ -74,7 +74,6 @@ def _draw(comparison: Comparison, output: str, gpus: int | None) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
-    from ..offline.compare.tables import build_compare_figure
     from ..offline.plot.collect import write_figure
 
     write_figure(build_compare_figure(comparison, gpus), output)

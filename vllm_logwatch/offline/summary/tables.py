@@ -323,11 +323,9 @@ def tbt_lines(g: GroupSummary, markdown: bool) -> list[str]:
     return [] if note is None else ["", note if markdown else _wrap(note, "", "")]
 
 
-def table_lines(head: tuple[str, ...], rows: list[list[str]], markdown: bool,
-                width: int | None = None) -> list[str]:
-    """A table as aligned text or Markdown, the summary's way; text wider than `width` in parts
-    (`_text_table`)."""
-    return _md_table(head, rows) if markdown else _text_table(head, rows, width)
+def table_lines(head: tuple[str, ...], rows: list[list[str]], markdown: bool) -> list[str]:
+    """A table as aligned text or Markdown, the summary's way (compare's and audit's tables)."""
+    return _md_table(head, rows) if markdown else _text_table(head, rows)
 
 
 def _spec_row(g: GroupSummary) -> list[str] | None:

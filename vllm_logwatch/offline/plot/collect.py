@@ -267,7 +267,17 @@ def _frame(axes: list[Axes], facet: Facet | None, count: int, zone: tzinfo | Non
     axes[0].set_xlim(start, end)
     launches = sorted((data.launches[i] for i in facet.launches), key=lambda item: utc(item[1]))
     order = sorted(data.launches, key=lambda i: (utc(data.launches[i][1]), i))
-    _mark_launches(axes, launches, order.index)
+    for launch, launch_start in launches:  # a dotted line each, numbered in the order of all facets
+        x = float(mdates.date2num(launch_start))
+        for ax in axes:
+            ax.axvline(x, color="black", linestyle=":", linewidth=1, alpha=0.7)
+        if len(launches) <= 12:
+            axes[0].annotate(
+                f"launch {order.index(launch.index) + 1}: {literal(launch.label)}", xy=(x, 1),
+                xycoords=("data", "axes fraction"), xytext=(3, -3), textcoords="offset points", va="top",
+                fontsize=7, annotation_clip=True,
+                bbox={"boxstyle": "round,pad=0.2", "facecolor": "white", "alpha": 0.8, "linewidth": 0},
+            )
     if count > 1:
         first = facet.start.astimezone(zone) if zone else facet.start
         last = facet.end.astimezone(zone) if zone else facet.end
@@ -277,25 +287,6 @@ def _frame(axes: list[Axes], facet: Facet | None, count: int, zone: tzinfo | Non
 
 def _zone_name(zone: tzinfo | None) -> str:
     return (zone.tzname(None) if zone else None) or str(zone or "local")
-
-
-def _mark_launches(axes: list[Axes], launches: list[tuple[Launch, datetime]],
-                   number: Any) -> None:
-    import matplotlib.dates
-
-    mdates: Any = matplotlib.dates
-
-    for launch, start in launches:
-        x = float(mdates.date2num(start))
-        for ax in axes:
-            ax.axvline(x, color="black", linestyle=":", linewidth=1, alpha=0.7)
-        if len(launches) <= 12:
-            axes[0].annotate(
-                f"launch {number(launch.index) + 1}: {literal(launch.label)}", xy=(x, 1),
-                xycoords=("data", "axes fraction"), xytext=(3, -3), textcoords="offset points", va="top",
-                fontsize=7, annotation_clip=True,
-                bbox={"boxstyle": "round,pad=0.2", "facecolor": "white", "alpha": 0.8, "linewidth": 0},
-            )
 
 
 def _draw_scatter(ax: Axes, data: PlotData) -> None:

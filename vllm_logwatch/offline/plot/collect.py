@@ -75,8 +75,8 @@ def literal(text: str) -> str:
 
 
 def require_matplotlib() -> None:
-    """UsageError unless matplotlib is installed (found, not imported: its import takes a quarter of a
-    second, which `logwatch plot` spends while the file is read, `offline/plot/drawer.py`)."""
+    """UsageError unless matplotlib is installed (found, not imported: `logwatch plot` imports it while
+    the file is read, `offline/plot/drawer.py`)."""
     try:
         found = importlib.util.find_spec("matplotlib") is not None
     except (ImportError, ValueError):

@@ -1,7 +1,7 @@
 """`logwatch plot`'s drawing process: matplotlib is imported there while the log is read here.
 
-Importing matplotlib takes about a quarter of a second, as long as reading a 1 GB log, and the
-drawing cannot start before the log is read; so a process forked at the start (before any thread or
+Importing matplotlib takes as long as reading a large log (bench/RESULTS.md), and the drawing
+cannot start before the log is read; so a process forked at the start (before any thread or
 range worker exists) imports it meanwhile, then waits for `collect`'s data (a few thousand points,
 whatever the log's size), draws it (`plot.draw`) and sends the image back as bytes. The caller writes
 the bytes (so a full disk is its error, as before). Nothing of the log but those points is sent.
@@ -67,7 +67,7 @@ def _serve(conn: Connection, parent_end: Connection, parent: int) -> None:
     from .collect import draw
 
     with contextlib.suppress(ImportError):  # `draw` says so, as a UsageError
-        import matplotlib.figure  # noqa: F401 - the quarter of a second this process is for
+        import matplotlib.figure  # noqa: F401 - the import this process is for
     try:
         data, kind, options = _Unpickler(io.BytesIO(conn.recv_bytes())).load()
     except (EOFError, OSError):

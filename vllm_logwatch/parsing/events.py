@@ -429,67 +429,13 @@ class ServerInfo(_Record):
 
 FactsFor = Literal["server", "launch"]
 """Whose facts `ServerInfo.facts` gives."""
-RUNTIME_FIELDS = frozenset(
-    {
-        "asleep",
-        "sleep_seconds",
-        "wake_seconds",
-        "discard_seconds",
-        "dp_unhealthy_servers",
-        "dp_exited_servers",
-        "eplb_balancedness",
-        "eplb_avg_tokens",
-        "eplb_max_tokens",
-        "eplb_rearrange_seconds",
-        "problem",
-        "ft_engine",
-        "ft_status",
-        "ft_removed_ranks",
-        "ft_dead_ranks",
-        "ft_fault",
-        "ft_recovery_timeout_seconds",
-        "ft_expert_logical",
-        "ft_ep_world_size",
-        "ft_expert_reassignments",
-        "rejected_status",
-        "rejected_request",
-        "offload_failed_job",
-        "offload_job_id",
-        "offload_chunks_dropped",
-        "offload_request",
-        "breaker",
-        "breaker_failures",
-        "breaker_cooldown_seconds",
-        "dp_received_signal",
-        "dp_forwarded_signal",
-        "eplb_step",
-        "eplb_model",
-        "eplb_steps_to_rearrangement",
-        "eplb_profile",
-        "eplb_async",
-        "eplb_layers_rearranged",
-        "eplb_layers",
-        "offload_worker_job",
-        "offload_worker_direction",
-        "offload_worker_stage",
-        "tier_poll_failed",
-        "tier_poll_failed_rounds",
-        "tier_poll_failing_seconds",
-        "tier_poll_backoff_seconds",
-        "tier_poll_stopped",
-        "kv_lookup_failed_request",
-        *(f"checkpoint_{key}" for key in (
-            "event", "op", "pids", "rc", "error", "state_before", "rc_before", "state_after", "rc_after",
-            "seconds", "monotonic_seconds")),
-        "grpc_drain_timeout_seconds",
-        "grpc_drain_cancelled",
-        "grpc_stopped",
-    }
-)
-"""What a running server logs, not a fact about it: sleep mode, the DP supervisor, EPLB, fault tolerance,
-KV offload and connector failures, CUDA checkpoints, the gRPC server's drain, problem tags
-(`RuntimeState` in `exporting/exporter.py` counts and gauges them)."""
 _INFO_FIELDS = tuple(f.name for f in fields(ServerInfo))
+RUNTIME_FIELDS = frozenset(name for name in _INFO_FIELDS if name.startswith((
+    "asleep", "sleep_", "wake_", "discard_", "dp_", "eplb_", "problem", "ft_", "rejected_", "offload_",
+    "breaker", "tier_poll_", "kv_lookup_", "checkpoint_", "grpc_")))
+"""What a running server logs, not a fact about it (its fields named by subsystem): sleep mode, the DP
+supervisor, EPLB, fault tolerance, KV offload and connector failures, CUDA checkpoints, the gRPC server's
+drain, problem tags (`RuntimeState` in `exporting/exporter.py` counts and gauges them)."""
 _NOT_RECORD_FACTS = {*(f.name for f in fields(_Record)), "kind", "new_launch", "exception", "args"}
 _NOT_FACTS: dict[str, set[str]] = {
     "server": _NOT_RECORD_FACTS | RUNTIME_FIELDS,

@@ -68,7 +68,7 @@ def run_parse(
     from ..offline.output.writers import CsvWriter, JsonlWriter
     from ..offline.reading.details import ITERATION_COLUMNS, REQUEST_COLUMNS, rows_of
     from ..offline.reading.events import ParseResult, no_rows_hint, no_stats_hint
-    from ..parsing.events import STATS_COLUMNS
+    from ..parsing.columns import STATS_COLUMNS
 
     out = out if out is not None else sys.stdout
     sources, zone = resolve_inputs(inputs, tz)

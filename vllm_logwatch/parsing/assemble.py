@@ -27,8 +27,6 @@ from .events import (
 from .line import parse_line
 from .stamps import YearClock
 
-__all__ = ["Assembler", "iter_events", "who"]
-
 
 def who(process: str | None, pid: int | None) -> str | None:
     """The writer of a line: its `(Name pid=N)` prefix as `Name pid=N` (what the offline fast lane reads

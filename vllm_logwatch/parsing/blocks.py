@@ -21,8 +21,6 @@ from .line import ACCESS_LINE
 from .needles import ACCESS_NEEDLE, LIVE_NEEDLES
 from .simd import simd_count
 
-__all__ = ["AccessCounts", "scan_block"]
-
 AccessCounts = dict[tuple[str, str, int], int]
 """Access lines by (method, path without its query, status): what `HttpAccess` says of each."""
 

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from typing import Literal
 
-__all__ = ["ITERATION_COLUMNS", "STATS_COLUMNS", "Phase", "step_phase"]
-
 Phase = Literal["decode", "prefill", "mixed", "idle"]
 
 STATS_COLUMNS: tuple[str, ...] = (

@@ -41,8 +41,6 @@ from orjson import loads as _loads  # twice the standard library's speed on json
 
 from .framing import MAX_LINE_BYTES, trim_partial_utf8
 
-__all__ = ["Format", "Unwrapped", "Unwrapper", "container_time", "detect", "ray_repeats"]
-
 Format = Literal["plain", "docker-json", "cri", "docker-timestamps"]
 
 _STAMP = rb"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?(?:Z|[+-]\d\d:\d\d)"

@@ -19,31 +19,6 @@ from ..shown import json_safe
 from .columns import STATS_COLUMNS, Phase, step_phase
 from .stamps import iso_time
 
-__all__ = [
-    "RUNTIME_FIELDS",
-    "STATS_COLUMNS",
-    "EngineStats",
-    "Event",
-    "FactsFor",
-    "HttpAccess",
-    "IterationStats",
-    "LogMessage",
-    "MfuStats",
-    "OffloadSample",
-    "PrefixCacheRates",
-    "RequestLine",
-    "ServerInfo",
-    "SpecDecodeStats",
-    "TransferStats",
-    "Unparsed",
-    "UnparsedKind",
-    "event_to_dict",
-    "json_fields",
-    "json_line",
-    "stats_record",
-    "stats_row",
-]
-
 
 @dataclass(slots=True, kw_only=True)
 class _Record:

@@ -15,9 +15,6 @@ from typing import get_args, get_type_hints
 
 from .events import EngineStats, SpecDecodeStats, TransferStats
 
-__all__ = ["MAX_EXTRA", "SPEC_FIELDS", "STATS_FIELDS", "TRANSFER_FIELDS", "Unreadable", "as_kind",
-           "read_number", "slug", "split_fields"]
-
 # One field glued to the next without a comma (0.7.1: `Waiting: 0 reqs GPU KV cache usage: 1.2%`).
 _GLUED = re.compile(r"[^:]+: \S+(?: reqs| tokens/s| toks/s| tokens)? (?=[A-Z][^:]*: )")
 _VALUE = re.compile(

@@ -11,9 +11,6 @@ from typing import Protocol
 
 from .simd import simd_count, simd_find
 
-__all__ = ["MAX_LINE_BYTES", "TEXT_MESSAGES", "Counts", "Framer", "LineBlock", "hit_lines", "long_lines",
-           "trim_partial_utf8"]
-
 MAX_LINE_BYTES = 1 << 20
 """The line cap: a longer line is cut and counted (live) or left out (offline); it is never a stats
 line (a dumped prompt, binary junk)."""

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-__all__ = ["RECORD_KINDS"]
-
 RECORD_KINDS: tuple[str, ...] = (
     "stats", "spec", "transfer", "mfu", "info", "access", "log", "iterations", "requests", "all")
 """`all` is every kind at once."""

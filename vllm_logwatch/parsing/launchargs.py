@@ -16,9 +16,7 @@ import ast
 import re
 from typing import Any
 
-from .masking import MASK, masked
-
-__all__ = ["MASK", "MAX_ARGS_CHARS", "derive", "engine_config_facts", "gpu_count", "read_args"]
+from .masking import masked
 
 MAX_ARGS_CHARS = 65536
 """A longer arguments repr is not read as a dict (its named facts still are, by pattern)."""

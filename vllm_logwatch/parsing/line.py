@@ -37,10 +37,6 @@ from .spec import SPEC_START, parse_spec
 from .startup import parse_info, problem_of
 from .transfer import TRANSFER_START, parse_transfer
 
-__all__ = [
-    "ACCESS_LINE", "EXCEPTION_CHARS", "KNOWN_EXTRA", "KNOWN_EXTRA_KEYS", "exception_of", "parse_line",
-    "strip_ansi"]
-
 # Colour codes, with or without the ESC byte (some collectors drop it: `[1;36m(APIServer ...)[0;0m`).
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]|\[[0-9][0-9;]*m")
 _LEVELS = ("TRACE", "DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")

@@ -27,8 +27,6 @@ from typing import Any
 
 from ..shown import printable
 
-__all__ = ["MASK", "masked", "secret_key", "strip_userinfo"]
-
 MASK = "***"
 _LAST_WORDS = frozenset({
     "token", "key", "secret", "password", "passwd", "pwd", "passphrase", "credential", "credentials",

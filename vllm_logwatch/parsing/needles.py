@@ -12,13 +12,6 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-__all__ = [
-    "ACCESS_NEEDLE", "FOLLOWER_NEEDLES", "INFO_HOOKS", "ITERATION_NEEDLES", "LAUNCH_NEEDLES", "LIVE_NEEDLES",
-    "MFU_NEEDLES", "NO_STATS_NEEDLES", "PREFIX_NEEDLES", "REQUEST_NEEDLES", "SPEC_NEEDLES",
-    "STATS_FOLLOWER_NEEDLES", "STATS_MARK", "STATS_NEEDLES", "TRANSFER_NEEDLES", "VARIANT_NEEDLES", "WANTS",
-    "Want", "kind_of", "with_variants",
-]
-
 STATS_MARK = b"Avg prompt t"
 """Every stats line with throughputs holds this (`tput` in the Rust front end's): the live needle."""
 STATS_NEEDLES: tuple[bytes, ...] = (b"Avg prompt throughput: ",)

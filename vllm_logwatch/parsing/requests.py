@@ -30,8 +30,6 @@ from typing import Any
 from .events import IterationStats, RequestEventKind, RequestLine, Unparsed
 from .shapes import ITERATION_BODY
 
-__all__ = ["ITERATION_START", "REQUEST_STARTS", "aborted_ids", "parse_iteration", "parse_request_line"]
-
 _ITERATION = re.compile(ITERATION_BODY + "$")
 ITERATION_START = re.compile(r"(?:Engine \d{1,6}: )?Iteration\(")
 """A message that starts like an iteration line (then read whole, or counted as unreadable)."""

@@ -6,8 +6,6 @@ Pure constants, no import: the range workers load no parser.
 
 from __future__ import annotations
 
-__all__ = ["CANONICAL_STATS", "HEADER", "ITERATION_BODY", "MFU_BODY", "MFU_START"]
-
 CANONICAL_STATS = (
     r"Engine (\d{3,12}): Avg prompt throughput: (\d+\.\d+) tokens/s, Avg generation throughput: (\d+\.\d+) "
     r"tokens/s, Running: (\d{1,15}) reqs, Waiting: (\d{1,15}) reqs, ([A-Z]+) KV cache usage: (\d+\.\d+)%"

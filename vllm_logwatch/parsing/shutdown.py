@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["shutdown_at"]
-
 _SHUTDOWN = re.compile(
     rb"(?m)^(?:\([^)\n]{1,64}\) )?INFO [0-9-]{5} [0-9:.]{8,12} \[[\w.]{1,64}:\d{1,6}\] "
     rb"(?:\[shutdown\] API server: shutdown triggered|Shutting down FastAPI HTTP server)"

@@ -9,8 +9,6 @@ from collections.abc import Callable
 
 import stringzilla
 
-__all__ = ["simd_count", "simd_find"]
-
 simd_find: Callable[[bytes | bytearray, bytes, int, int], int] = stringzilla.find
 """`text.find(sub, start, end)`, the same answer from StringZilla's SIMD search: about 3x faster than
 `bytes.find` on logs, whose letters defeat CPython's skip table."""

@@ -9,8 +9,6 @@ from typing import Any, Literal
 from .events import Event, SpecDecodeStats, Unparsed
 from .fields import MAX_EXTRA, SPEC_FIELDS, Unreadable, as_kind, read_number, slug, split_fields
 
-__all__ = ["SPEC_START", "parse_spec"]
-
 SPEC_START = re.compile(r"(?:Engine (\d{3,12}): )?(SpecDecoding|Speculative|DiffusionDecoding) metrics: ")
 
 def parse_spec(msg: str, spm: re.Match[str], common: dict[str, Any]) -> Event:

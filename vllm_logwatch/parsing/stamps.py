@@ -21,10 +21,6 @@ from operator import attrgetter
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-__all__ = [
-    "YearClock", "iso_time", "local_zone", "resolve_zone", "seconds_between", "utc", "year_hint_from_name",
-]
-
 _NAME_PATTERNS = (
     re.compile(r"(?<!\d)(20\d\d)(\d\d)(\d\d)[_T-]?\d{6}Z?(?!\d)"),
     re.compile(r"(?<!\d)(20\d\d)-(\d\d)-(\d\d)(?!\d)"),

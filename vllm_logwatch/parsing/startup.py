@@ -19,8 +19,6 @@ from .launchargs import derive, engine_config_facts, read_args
 from .masking import masked
 from .needles import INFO_HOOKS
 
-__all__ = ["PROBLEM_TAGS", "parse_info", "problem_of"]
-
 
 def _int(text: str) -> int:
     return int(text.replace(",", ""))

@@ -20,8 +20,6 @@ from typing import Any, Literal
 from .events import OffloadSample, TransferStats, Unparsed
 from .fields import MAX_EXTRA, TRANSFER_FIELDS, Unreadable, as_kind, slug
 
-__all__ = ["TRANSFER_START", "parse_transfer"]
-
 TRANSFER_START = re.compile(r"(?:Engine (\d{3,12}): )?(KV|EC) Transfer metrics: ")
 _MAX_DICT = 16384
 """A MultiConnector dict longer than this is not evaluated (a damaged line must stay cheap)."""

@@ -47,7 +47,7 @@ _HEADS = (
 )
 _NEEDLES = sorted({
     *(n.decode() for n in NEEDLES), ACCESS_NEEDLE.decode(), *INFO_HOOKS, *_HEADS,
-    *(n.decode() for name in needles.__all__ if name.endswith("_NEEDLES") for n in getattr(needles, name)),
+    *(n.decode() for name in dir(needles) if name.endswith("_NEEDLES") for n in getattr(needles, name)),
 })
 
 _CRI_STAMP = "2025-11-29T19:26:05.123456789Z"

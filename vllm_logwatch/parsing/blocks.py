@@ -1,5 +1,5 @@
 """Reading a block of complete lines at once: the access lines counted by one pattern, the few other
-lines worth a parse found by needle search. Pure: no I/O.
+lines worth a parse found by needle search, and the line of vLLM's shutdown. Pure: no I/O.
 
 A busy server's log is mostly uvicorn access lines, and parsing each of them costs microseconds that a
 block operation does not: `scan_block` counts them with one compiled pattern over the whole block
@@ -14,12 +14,12 @@ generated logs).
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 
-from .framing import hit_lines, trim_partial_utf8
+from .framing import hit_lines, simd_count, trim_partial_utf8
 from .line import ACCESS_LINE
 from .needles import ACCESS_NEEDLE, LIVE_NEEDLES
-from .simd import simd_count
 
 AccessCounts = dict[tuple[str, str, int], int]
 """Access lines by (method, path without its query, status): what `HttpAccess` says of each."""
@@ -61,3 +61,25 @@ def scan_block(
             raw = raw[:-1]
         hits.append((number, raw.decode("utf-8", "replace")))
     return access, hits
+
+
+_SHUTDOWN = re.compile(
+    rb"(?m)^(?:\([^)\n]{1,64}\) )?INFO [0-9-]{5} [0-9:.]{8,12} \[[\w.]{1,64}:\d{1,6}\] "
+    rb"(?:\[shutdown\] API server: shutdown triggered|Shutting down FastAPI HTTP server)"
+    rb"|^INFO:\s+Application shutdown complete"
+)
+
+
+def shutdown_at(data: bytes) -> int | None:
+    """The offset of the first line of vLLM's shutdown in `data` (complete lines), or None: the launch
+    ended (the status page says `ended`). vLLM 0.1x-0.2x logs `Shutting down FastAPI HTTP server.`, 0.3x
+    `[shutdown] API server: shutdown triggered`, uvicorn `INFO:     Application shutdown complete.`;
+    anchored to the line's own header, so a request line quoting these words (a prompt) ends nothing.
+
+    >>> shutdown_at(b"x\\nINFO 06-11 11:46:39 [launcher.py:80] Shutting down FastAPI HTTP server.\\n")
+    2
+    >>> shutdown_at(b"INFO 06-11 11:46:39 [logger.py:39] Received request: "
+    ...             b"'Shutting down FastAPI HTTP server'")
+    """
+    found = _SHUTDOWN.search(data)
+    return None if found is None else found.start()

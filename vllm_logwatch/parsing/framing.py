@@ -1,15 +1,20 @@
 """Bytes to lines, the parts every reader shares: the line cap, the one framer (`Framer`), the one
 rule for finding the lines of a block that hold a needle (`hit_lines`), finding the lines over the cap
-without a step per line, and cutting one there without splitting a UTF-8 character. Pure, and light: the
-offline scanner imports it without loading the parser."""
+without a step per line, and cutting one there without splitting a UTF-8 character; StringZilla's SIMD
+`find` and `count`. Pure, and light: the offline scanner imports it without loading the parser."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
-from .simd import simd_count, simd_find
+import stringzilla
+
+simd_find: Callable[[bytes | bytearray, bytes, int, int], int] = stringzilla.find
+"""`text.find(sub, start, end)` by StringZilla's SIMD search (log text defeats CPython's skip table)."""
+simd_count: Callable[[bytes | bytearray, bytes, int, int], int] = stringzilla.count
+"""`text.count(sub, start, end)` by StringZilla (CPython counts newlines one byte at a time)."""
 
 MAX_LINE_BYTES = 1 << 20
 """The line cap: a longer line is cut and counted (live) or left out (offline); it is never a stats

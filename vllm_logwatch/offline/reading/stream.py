@@ -13,13 +13,12 @@ from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
-from ...parsing.framing import MAX_LINE_BYTES, Framer, LineBlock, hit_lines
+from ...parsing.framing import MAX_LINE_BYTES, Framer, LineBlock, hit_lines, simd_count, simd_find
 from ...parsing.needles import (
     FOLLOWER_NEEDLES,
     STATS_NEEDLES,
     with_variants,
 )
-from ...parsing.simd import simd_count, simd_find
 
 __all__ = ["Frame", "scan_lines", "simd_count", "simd_find"]
 

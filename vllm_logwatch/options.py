@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from . import __version__
-from .parsing.kinds import RECORD_KINDS
+from .parsing.columns import RECORD_KINDS
 
 if TYPE_CHECKING:
     from pydantic import BaseModel

@@ -186,7 +186,7 @@ def test_stats_lines_padded_with_nul_bytes_are_rows_on_both_paths(tmp_path: Path
 
 
 def test_numbers_in_any_precision_equal_the_general_path(tmp_path: Path) -> None:
-    """The range workers and the parser read the stats line by one pattern (`parsing/shapes.py`); a
+    """The range workers and the parser read the stats line by one pattern (`parsing/needles.py`); a
     number with two decimals or a leading zero is rendered as the general path renders it."""
     head = "(APIServer pid=1) INFO 11-29 19:26:{:02d} [loggers.py:259] Engine 000: "
     bodies = [

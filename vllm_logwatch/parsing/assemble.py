@@ -30,7 +30,7 @@ from .stamps import YearClock
 
 def who(process: str | None, pid: int | None) -> str | None:
     """The writer of a line: its `(Name pid=N)` prefix as `Name pid=N` (what the offline fast lane reads
-    of vLLM's own header, `shapes.HEADER`), the name alone without a pid, None without a prefix. Two
+    of vLLM's own header, `needles.HEADER`), the name alone without a pid, None without a prefix. Two
     servers writing one log are two writers: their records never meet.
 
     >>> who("APIServer", 7), who("MainProcess", None), who(None, None)

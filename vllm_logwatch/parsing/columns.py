@@ -1,7 +1,7 @@
-"""The columns of a stats record (CSV header, JSON-lines keys, `EngineStats` fields) and of a step
-row (`parse --kind iterations`).
+"""The kinds of record `logwatch parse --kind` writes, the columns of a stats record (CSV header,
+JSON-lines keys, `EngineStats` fields) and of a step row (`parse --kind iterations`).
 
-Pure constants and one function: no model is loaded with it.
+Pure constants and one function: the command line is built without loading the parser's models.
 """
 
 from __future__ import annotations
@@ -9,6 +9,10 @@ from __future__ import annotations
 from typing import Literal
 
 Phase = Literal["decode", "prefill", "mixed", "idle"]
+
+RECORD_KINDS: tuple[str, ...] = (
+    "stats", "spec", "transfer", "mfu", "info", "access", "log", "iterations", "requests", "all")
+"""`all` is every kind at once."""
 
 STATS_COLUMNS: tuple[str, ...] = (
     "time",

@@ -88,7 +88,7 @@ def stats_record(time: datetime | None, file: str | None, line: int | None, stam
                  process: str | None, engine: int, prompt: float, generation: float, running: int,
                  waiting: int, device: str, kv: float, prefix: float | None, mm: float | None,
                  pid: int | None = None) -> EngineStats:
-    """The `EngineStats` of vLLM's common V1 stats line (`shapes.CANONICAL_STATS`) from the numbers and
+    """The `EngineStats` of vLLM's common V1 stats line (`needles.CANONICAL_STATS`) from the numbers and
     words its pattern read: the parser's and the range workers' (`offline/reading/records.py`) one
     record (V1 on CPU reports its KV cache usage as `CPU KV cache usage`)."""
     cpu = device == "CPU"

@@ -1,8 +1,8 @@
 """Reading the `Name: value[unit], Name: value, ...` body of vLLM's periodic lines (stats, spec decode).
 
 Fields are found by name, values are numbers with an optional unit; a list value (per-position rates)
-stays with its field, and 0.7.1's comma-less join of two fields is split. Shared by `parsing/line.py` and
-`parsing/spec.py`; `parsing/transfer.py` (`key=value` pieces) shares the typing of values and the slugs.
+stays with its field, and 0.7.1's comma-less join of two fields is split. Read by `parsing/line.py`;
+`parsing/transfer.py` (`key=value` pieces) shares the typing of values and the slugs.
 The names vLLM prints for the fields of the three kinds of line, and the attribute each fills, are one
 table here.
 """

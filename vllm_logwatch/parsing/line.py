@@ -15,7 +15,7 @@ import math
 import re
 import traceback
 from dataclasses import replace
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 from .envelope import ray_repeats
 from .events import (
@@ -25,15 +25,14 @@ from .events import (
     LogMessage,
     MfuStats,
     PrefixCacheRates,
+    SpecDecodeStats,
     Unparsed,
     UnparsedKind,
     stats_record,
 )
-from .fields import MAX_EXTRA, STATS_FIELDS, Unreadable, as_kind, read_number, slug, split_fields
-from .needles import STATS_MARK, kind_of
+from .fields import MAX_EXTRA, SPEC_FIELDS, STATS_FIELDS, Unreadable, as_kind, read_number, slug, split_fields
+from .needles import CANONICAL_STATS, MFU_BODY, MFU_START, STATS_MARK, kind_of
 from .requests import ITERATION_START, REQUEST_STARTS, parse_iteration, parse_request_line
-from .shapes import CANONICAL_STATS, MFU_BODY, MFU_START
-from .spec import SPEC_START, parse_spec
 from .startup import parse_info, problem_of
 from .transfer import TRANSFER_START, parse_transfer
 
@@ -198,9 +197,9 @@ def _parse_message(
         if pm is None:
             return Unparsed(what="prefix", **common)
         return PrefixCacheRates(gpu_pct=float(pm.group(1)), cpu_pct=float(pm.group(2)), **common)
-    spm = SPEC_START.match(msg)
+    spm = _SPEC_START.match(msg)
     if spm is not None:
-        return parse_spec(msg, spm, common)
+        return _parse_spec(msg, spm, common)
     tm = TRANSFER_START.match(msg)
     if tm is not None:
         return parse_transfer(msg, tm, common)
@@ -385,3 +384,49 @@ def _parse_mfu(msg: str, start: re.Match[str], common: dict[str, Any]) -> MfuSta
     engine = start.group(1)
     return MfuStats(engine=int(engine) if engine else None, tflops_per_device=float(body.group(1)),
                     gbps_per_device=float(body.group(2)), **common)
+
+
+_SPEC_START = re.compile(r"(?:Engine (\d{3,12}): )?(SpecDecoding|Speculative|DiffusionDecoding) metrics: ")
+
+
+def _parse_spec(msg: str, spm: re.Match[str], common: dict[str, Any]) -> Event:
+    kind = spm.group(2)
+    fmt: Literal["v0", "v1", "diffusion"] = (
+        "v1" if kind == "SpecDecoding" else "v0" if kind == "Speculative" else "diffusion"
+    )
+    body = msg[spm.end():].rstrip().rstrip(".").rstrip()
+    values: dict[str, Any] = {}
+    extra: dict[str, float] = {}
+    try:
+        for field in split_fields(body):
+            name, sep, value = field.partition(": ")
+            if not sep:
+                raise Unreadable(field)
+            lname = name.strip().lower().replace("tokens tokens", "tokens")
+            if lname == "per-position acceptance rate":
+                rates = tuple(read_number(v)[0] for v in value.split(", ") if v.strip())
+                values["per_position_acceptance_rate"] = rates
+                continue
+            typed = SPEC_FIELDS.get(lname) if fmt != "diffusion" else None
+            if typed is None:
+                if len(extra) < MAX_EXTRA:
+                    number, unit = read_number(value)
+                    extra[slug(lname, unit)] = number
+                continue
+            number = read_number(value)[0]
+            if fmt == "v0" and typed[0] == "draft_acceptance_rate_pct":
+                number = round(number * 100.0, 9)  # V0 prints a fraction (3 decimals); the field is percent
+            values[typed[0]] = as_kind(typed[1], number)
+    except Unreadable:
+        return Unparsed(what="spec", **common)
+    if not values and not extra:
+        return Unparsed(what="spec", **common)
+    engine = spm.group(1)
+    return SpecDecodeStats(
+        format=fmt,
+        cumulative=fmt == "v0",
+        engine=int(engine) if engine else None,
+        extra=extra,
+        **values,
+        **common,
+    )

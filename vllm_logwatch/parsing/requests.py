@@ -28,7 +28,7 @@ from collections.abc import Container
 from typing import Any
 
 from .events import IterationStats, RequestEventKind, RequestLine, Unparsed
-from .shapes import ITERATION_BODY
+from .needles import ITERATION_BODY
 
 _ITERATION = re.compile(ITERATION_BODY + "$")
 ITERATION_START = re.compile(r"(?:Engine \d{1,6}: )?Iteration\(")

@@ -1,5 +1,5 @@
 """The range workers' rows: vLLM's common V1 stats line (`Engine NNN: Avg prompt throughput: ..., <DEV> KV
-cache usage: x%[, Prefix ...][, MM ...]`, read by the parser's own pattern, `parsing/shapes.py`) as its
+cache usage: x%[, Prefix ...][, MM ...]`, read by the parser's own pattern, `parsing/needles.py`) as its
 numbers and header words (`Chunk`), all but the time and the line number (the parent knows the file's
 clock and how many lines came before the range). Every other line a reader wants is passed on as text
 for the general parser, with its place among the rows; the parent makes the records of both
@@ -15,8 +15,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from ...parsing.framing import MAX_LINE_BYTES, hit_lines
-from ...parsing.needles import STATS_FOLLOWER_NEEDLES, STATS_NEEDLES, VARIANT_NEEDLES
-from ...parsing.shapes import CANONICAL_STATS, HEADER
+from ...parsing.needles import CANONICAL_STATS, HEADER, STATS_FOLLOWER_NEEDLES, STATS_NEEDLES, VARIANT_NEEDLES
 
 __all__ = ["STAMP", "STATS_LANE", "VALUES", "Chunk", "Lane", "keeps_all", "render"]
 
@@ -46,7 +45,7 @@ usage, prefix and MM cache hit rates (NaN when absent)."""
 
 
 _CANON = re.compile(rf"(?m)^{HEADER}{CANONICAL_STATS}\r?\n".encode())
-"""A whole line of vLLM's own header and the common stats message (`parsing/shapes.py`)."""
+"""A whole line of vLLM's own header and the common stats message (`parsing/needles.py`)."""
 
 
 class Chunk(NamedTuple):

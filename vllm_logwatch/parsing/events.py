@@ -184,7 +184,8 @@ class TransferStats(_Record):
 
 @dataclass(slots=True, kw_only=True)
 class ServerInfo(_Record):
-    """Facts from start-up lines. One line gives one or two of them; the rest stay None."""
+    """Facts from start-up lines, and what a running server logs (`RUNTIME_FIELDS`). One line gives one or a
+    few of them; the rest stay None. The line that fills each is its pattern in `startup.py`'s table."""
 
     kind: Literal["info"] = "info"
     vllm_version: str | None = None
@@ -233,33 +234,23 @@ class ServerInfo(_Record):
     new_launch: bool = False
     """The first line of a vLLM start-up (version banner): per-engine state starts over."""
     asleep: bool | None = None
-    """Sleep mode (`--enable-sleep-mode`): `It took X seconds to fall asleep.` (True), `... to wake up
-    tags [...]` (False once the KV cache is awake), `... to discard tags ...` (True)."""
+    """Sleep mode: True once asleep, False once the KV cache is awake (a wake-up of the weights alone
+    leaves it asleep)."""
     sleep_seconds: float | None = None
     wake_seconds: float | None = None
     discard_seconds: float | None = None
     dp_unhealthy_servers: int | None = None
-    """`DPSupervisor probe found N unhealthy DP Servers.` (0.33, `--data-parallel-supervisor-port`)."""
     dp_exited_servers: int | None = None
-    """`DPSupervisor found N exited DP Servers.`"""
     dp_received_signal: str | None = None
-    """`DPSupervisor received SIGTERM, shutting down.` and `DPSupervisor forwarding SIGTERM to DP Servers.`
-    (`dp_forwarded_signal`): the signal's name."""
     dp_forwarded_signal: str | None = None
     eplb_balancedness: float | None = None
-    """`EPLB step: ... balancedness=X` (`--eplb-config` with `log_balancedness`): mean over max tokens
-    per expert-parallel rank, 1 when balanced."""
+    """EPLB: mean over max tokens per expert-parallel rank, 1 when balanced."""
     eplb_avg_tokens: float | None = None
     eplb_max_tokens: int | None = None
     eplb_step: int | None = None
-    """`EPLB step: N for model M: avg_tokens=A, max_tokens=X, balancedness=B, steps until the next
-    rearrangement: S`: N, M (`eplb_model`), A, X, B, S (`eplb_steps_to_rearrangement`)."""
     eplb_model: str | None = None
     eplb_steps_to_rearrangement: int | None = None
     eplb_rearrange_seconds: float | None = None
-    """`Rearranged experts [(profile)] in S s.` (`eplb_profile`: the profiling run's), and 0.34's async
-    EPLB `Async EPLB rearranged N/M layers of X in S s.` (N `eplb_layers_rearranged`, M `eplb_layers`,
-    X `eplb_model`, `eplb_async`)."""
     eplb_profile: bool | None = None
     eplb_async: bool | None = None
     eplb_layers_rearranged: int | None = None
@@ -268,25 +259,18 @@ class ServerInfo(_Record):
     """`--max-model-len auto` (`'max_model_len': -1` in the arguments): vLLM fits the length to the KV
     cache (the `Auto-fit max_model_len` lines say how: `autofit`)."""
     autofit: Literal["attention_free", "fits", "reduced"] | None = None
-    """The auto-fit `max_model_len` lines (0.34 `v1/core/kv_cache_planning.py`): the model's length fits,
-    was reduced (from `autofit_from_len` to `max_model_len`) or needs no KV cache; the KV cache memory it
-    was fitted to (`autofit_kv_gib` on `autofit_kv_device`, `autofit_host_gib` of HiSparse's host pool),
-    whether after warm-up (`autofit_after_warmup`) or a tentative length before it (`autofit_tentative`:
-    the final one is logged after warm-up)."""
+    """How the auto-fit lines (0.34) fitted `max_model_len`: to the KV cache memory (`autofit_kv_gib`),
+    reduced from `autofit_from_len`, or with no KV cache needed; `autofit_tentative` before warm-up."""
     autofit_from_len: int | None = None
     autofit_kv_gib: float | None = None
     autofit_kv_device: str | None = None
     autofit_host_gib: float | None = None
     autofit_after_warmup: bool | None = None
     autofit_tentative: bool | None = None
-    """`Rearranged experts in X s.`"""
     extensible_kv_cache: bool | None = None
     """0.34: False after `Extensible KV cache off: ...` or `Disabling the extensible KV cache: ...` (the KV
     cache is then sized from the profiling estimate), True once it was extended after warm-up."""
     warmup_free_gib: float | None = None
-    """0.34 `Memory after warmup: F GiB free, C GiB committed to the KV cache, T GiB kept for transient
-    activations (P GiB allocated at peak, G GiB of torch reservation growth); N KV cache blocks (B GiB) fit
-    within the requested R GiB. Torch may reserve up to L GiB.`: F, C, T, P, G, N, B, R, L in order."""
     warmup_kv_committed_gib: float | None = None
     warmup_transient_gib: float | None = None
     warmup_peak_gib: float | None = None
@@ -296,77 +280,47 @@ class ServerInfo(_Record):
     warmup_requested_gib: float | None = None
     warmup_torch_limit_gib: float | None = None
     kv_remap_from_blocks: int | None = None
-    """`Remapping the KV cache from N to M blocks to fit the measured budget.` (warm-up committed more)."""
     kv_remap_to_blocks: int | None = None
     kv_cache_extended_blocks: int | None = None
     """`Extended KV cache to N blocks (X GiB).`: the KV cache's size after warm-up, per worker."""
     kv_cache_extended_gib: float | None = None
     kv_cap_utilization: float | None = None
-    """`gpu_memory_utilization=U caps this instance at C GiB, keeping W GiB of free device memory out of
-    the KV cache. ...` (a warning): U, C and W."""
     kv_cap_gib: float | None = None
     kv_cap_withheld_gib: float | None = None
     ft_engine: int | None = None
-    """Fault tolerance (0.34, `--enable-fault-tolerance`): the engine of `[FT] Engine N status -> S`
-    (`ft_status`, upper case as printed; the line's traceback is not kept) or of `[FT] Engine N scale_down
-    complete: removed [..], cumulative dead_dp_ranks=[..]` (`ft_removed_ranks`, `ft_dead_ranks`)."""
     ft_status: str | None = None
     ft_removed_ranks: tuple[int, ...] | None = None
     ft_dead_ranks: tuple[int, ...] | None = None
     ft_fault: str | None = None
-    """`[FT] Busy loop raised E. Waiting for recovery.`: the exception type E of an engine's fault."""
     ft_recovery_timeout_seconds: int | None = None
-    """`[FT] No recovery within Ns timeout.` (an error: the engine gives up)."""
     ft_expert_logical: int | None = None
-    """`[FT] Expert redistribution: num_logical=N, ep_world_size=W, reassignments=R`: N, W, R."""
     ft_ep_world_size: int | None = None
     ft_expert_reassignments: int | None = None
     rejected_status: str | None = None
-    """`Engine S - rejecting request R.`: a request refused while the engine's status S is not healthy
-    (the request id in `rejected_request`)."""
     rejected_request: str | None = None
     offload_failed_job: Literal["store", "load"] | None = None
-    """`KV offload store job J failed; dropping N chunk(s) ...` and `KV offload load job J failed; request
-    R will not load ...`: which job failed, its id J (`offload_job_id`), the chunks dropped N, the request
-    R (`offload_request`)."""
     offload_job_id: int | None = None
     offload_chunks_dropped: int | None = None
     offload_request: str | None = None
     breaker: str | None = None
-    """`NAME circuit breaker opened after N consecutive failures; skipping requests for S seconds` (a KV
-    connector's, e.g. `Mooncake lookup`): NAME, N (`breaker_failures`), S (`breaker_cooldown_seconds`).
-    A warning, but no problem tag: `kv_connector_breaker_openings` counts it (VLLMKVCircuitBreakerOpen)."""
+    """A KV connector's circuit breaker opened: a warning, but no problem tag (a counter counts it)."""
     breaker_failures: int | None = None
     breaker_cooldown_seconds: float | None = None
     offload_worker_job: int | None = None
-    """A KV offload worker's failed job (0.34; the scheduler's `KV offload ... job J failed` follows):
-    `I/O failed for job J` (`v1/kv_offload/fs/worker.py`, `offload_worker_stage` io), `KV offload
-    GPU->CPU transfer failed for job J[ while polling for completion]` (`offload_worker_direction` store,
-    CPU->GPU load; stage transfer or polling), `KV offload transfer for job J failed while waiting for it
-    to complete` (stage waiting). Their traceback is not kept."""
+    """A KV offload worker's failed job (0.34); its traceback is not kept."""
     offload_worker_direction: Literal["store", "load"] | None = None
     offload_worker_stage: Literal["io", "transfer", "polling", "waiting"] | None = None
     tier_poll_failed: bool | None = None
-    """`KV offload tier-poll round failed` (True; its traceback is not kept), `... thread has failed N
-    consecutive rounds (Ss); still retrying ...` (`tier_poll_failed_rounds`, `tier_poll_failing_seconds`),
-    0.34 `... thread backing off to Bs after Fs of consecutive failures; it keeps retrying ...`
-    (`tier_poll_backoff_seconds`, F) and 0.33 `... thread stopping after Fs of consecutive failures; falling
-    back to per-step servicing.` (`tier_poll_stopped`)."""
+    """The tiered offload's tier-poll thread failing; its traceback is not kept."""
     tier_poll_failed_rounds: int | None = None
     tier_poll_failing_seconds: float | None = None
     tier_poll_backoff_seconds: float | None = None
     tier_poll_stopped: bool | None = None
     kv_lookup_failed_request: str | None = None
-    """MooncakeStore's `Mooncake lookup failed for R: E` (0.34; 0.33 `Async Mooncake lookup failed for R:
-    E`): the request R (the error text E is not kept; the circuit breaker counts such failures)."""
+    """MooncakeStore's failed lookup: the request (the error's text is not kept)."""
     checkpoint_event: str | None = None
-    """0.34 `CUDA_PROCESS_CHECKPOINT {json}` (the CUDA checkpoint executor): the event's kind
-    (control_start, control, control_failed, boundary, or `stage_error` for a helper's row without one),
-    its operation (`checkpoint_op`: Lock, Checkpoint, Restore, Unlock), process ids (`checkpoint_pids`), the
-    driver's return code and error name (`checkpoint_rc`, `checkpoint_error`: a `CUDA_...` name, never an
-    exception's text), the state before and after (`checkpoint_state_before`/`_after` with their return
-    codes), the call's time (`checkpoint_seconds`) and the executor's monotonic clock
-    (`checkpoint_monotonic_seconds`). Numbers and states only."""
+    """A CUDA checkpoint executor's event (0.34 `CUDA_PROCESS_CHECKPOINT {json}`): numbers, states and a
+    `CUDA_...` error name only, never an exception's text."""
     checkpoint_op: str | None = None
     checkpoint_pids: tuple[int, ...] | None = None
     checkpoint_rc: int | None = None
@@ -378,9 +332,6 @@ class ServerInfo(_Record):
     checkpoint_seconds: float | None = None
     checkpoint_monotonic_seconds: float | None = None
     grpc_drain_timeout_seconds: int | None = None
-    """The gRPC server's shutdown (0.34): `Draining in-flight requests (shutdown_timeout=Ns)`, `Received
-    another shutdown signal; cancelling RPCs` (`grpc_drain_cancelled`), `gRPC server stopped` and
-    `AsyncLLM engine stopped` (`grpc_stopped`: server, engine)."""
     grpc_drain_cancelled: bool | None = None
     grpc_stopped: Literal["server", "engine"] | None = None
     problem: str | None = None

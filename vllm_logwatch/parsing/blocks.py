@@ -1,15 +1,8 @@
 """Reading a block of complete lines at once: the access lines counted by one pattern, the few other
 lines worth a parse found by needle search, and the line of vLLM's shutdown. Pure: no I/O.
 
-A busy server's log is mostly uvicorn access lines, and parsing each of them costs microseconds that a
-block operation does not: `scan_block` counts them with one compiled pattern over the whole block
-(`line.ACCESS_LINE`), finds the lines that hold one of `needles.LIVE_NEEDLES` with StringZilla's SIMD `find`,
-and hands over only those, as text, with their line numbers. Every other line is one that `parse_line`
-gives None for (tests check it). If the block holds
-an `HTTP/` the pattern did not count (a docker prefix, a JSON record, an odd path), the lines with
-`HTTP/` are handed over too, so they are parsed as before. Whatever the block boundaries, the result
-is that of `parse_line` on every line (tests/unit/parsing/test_blocks.py checks it, on real and
-generated logs).
+A busy server's log is mostly uvicorn access lines: counted by one pattern over the block, they cost
+no parse each; the result is that of `parse_line` on every line (docs/design.md, test_blocks.py).
 """
 
 from __future__ import annotations

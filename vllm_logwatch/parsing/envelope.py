@@ -20,13 +20,8 @@ there (`cut` counts it), the rest of it dropped; a part still open at the end of
 by `flush()`. A line that is not an envelope of the source's format is skipped, and its number kept in
 `malformed` for the caller to count (a parse error of kind `envelope`); nothing here raises.
 
-Ray (Ray Serve, or vLLM's Ray executor) wraps each line it forwards to the driver instead: a prefix
-`(Name pid=N[, ip=A]) ` per process (coloured, and nested when vLLM's own `(EngineCore_DP0 pid=N) `
-follows it; `parse_line` takes the innermost as the record's process), and its log deduplication's
-suffix ` [repeated Nx across cluster]` (`ray_repeats`), once followed by Ray's note on how to turn it
-off. Ray prints the first of a run of similar lines (equal once every word holding a digit is left
-out) from several processes at once, holds back the next ones for a few seconds, and then prints only
-the latest with the suffix: that line stands for N prints, N-1 of them not in the log.
+Ray wraps each line instead: its process prefixes are read by `parse_line`, its log deduplication's
+suffix by `ray_repeats`.
 """
 
 from __future__ import annotations

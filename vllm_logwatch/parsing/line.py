@@ -124,7 +124,7 @@ def parse_line(text: str) -> Event | None:
     try:
         return _parse(text)
     except Exception as exc:
-        what = _kind_of(text)
+        what = cast(UnparsedKind, kind_of(text))  # the kind of line it was, by its needles
         if not _internal_errors:
             _log.error("internal error reading a %s line: %s (line withheld: it may hold a prompt); it is "
                        "counted as a parse error, later ones only counted\n%s", what, type(exc).__name__,
@@ -136,11 +136,6 @@ def parse_line(text: str) -> Event | None:
 
 _log = logging.getLogger(__name__)
 _internal_errors: list[str] = []
-
-
-def _kind_of(text: str) -> UnparsedKind:
-    """The kind of line being read, by its needles (for a line whose reading failed)."""
-    return cast(UnparsedKind, kind_of(text))
 
 
 _PADDING = " \t\r\n\v\f\x00"
@@ -238,8 +233,7 @@ def exception_of(msg: str) -> str | None:
 def _parse_headerless(line: str) -> Event | None:
     am = _ACCESS.search(line) if "HTTP/" in line else None
     if am is not None:
-        path = am.group(2).split("?", 1)[0]
-        return HttpAccess(method=am.group(1), path=path, status=int(am.group(3)))
+        return _access(am)
     sm = _stats_anywhere(line)
     if sm is not None and not _in_request_line(line, sm.start()):
         # a custom format without vLLM's header: no time, but the numbers count
@@ -251,6 +245,12 @@ def _parse_headerless(line: str) -> Event | None:
     if line.startswith(("WARNING:", "ERROR:", "CRITICAL:")):
         return LogMessage(level=line.split(":", 1)[0], problem=problem_of(line))
     return None
+
+
+def _access(am: re.Match[str], **common: Any) -> HttpAccess:
+    """The record of an access line `_ACCESS` matched: its path without the query string."""
+    method, path, status = am.groups()
+    return HttpAccess(method=method, path=path.split("?", 1)[0], status=int(status), **common)
 
 
 def _in_request_line(line: str, at: int) -> bool:
@@ -293,10 +293,7 @@ def _parse_json(text: str) -> Event | None:
     pid = record.get("process")  # Python logging's pid, when the format holds it
     am = _ACCESS.search(f"INFO:     {msg}") if " HTTP/" in msg else None
     if am is not None:
-        return HttpAccess(
-            method=am.group(1), path=am.group(2).split("?", 1)[0], status=int(am.group(3)),
-            stamp=stamp, level=level,
-        )
+        return _access(am, stamp=stamp, level=level)
     return _parse_message(
         msg.rstrip(), level, stamp, None, process if isinstance(process, str) else None,
         pid if type(pid) is int and 0 <= pid < 1 << 63 else None,

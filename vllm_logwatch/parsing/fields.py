@@ -1,7 +1,7 @@
 """Reading the `Name: value[unit], Name: value, ...` body of vLLM's periodic lines (stats, spec decode).
 
 Fields are found by name, values are numbers with an optional unit; a list value (per-position rates)
-stays with its field, and 0.7.1's comma-less join of two fields is split. Read by `parsing/line.py`;
+stays with its field, and 0.7.1's comma-less join of two fields is split (`named_fields`, for `line.py`);
 `parsing/transfer.py` (`key=value` pieces) shares the typing of values and the slugs.
 The names vLLM prints for the fields of the three kinds of line, and the attribute each fills, are one
 table here.
@@ -30,16 +30,16 @@ class Unreadable(ValueError):
     """A known field whose value is not a number."""
 
 
-def split_fields(body: str) -> list[str]:
-    """`a: 1, b: 2, c: 3, 4` -> [`a: 1`, `b: 2`, `c: 3, 4`]; also splits the 0.7.1 comma-less join.
+def named_fields(body: str) -> list[tuple[str, str]]:
+    """`a: 1, b: 2, c: 3, 4.` -> [(`a`, `1`), (`b`, `2`), (`c`, `3, 4`)]: the (name, value) of each field
+    of a message's body, its last period left out; also splits the 0.7.1 comma-less join. A field without
+    `: ` is `Unreadable`. Linear in the length of the line (a long damaged line must not stall the reader).
 
-    Linear in the length of the line (a long damaged line must not stall the reader).
-
-    >>> split_fields("Running: 4 reqs, Waiting: 0 reqs GPU KV cache usage: 1.2%, Rates: 0.5, 0.25")
-    ['Running: 4 reqs', 'Waiting: 0 reqs', 'GPU KV cache usage: 1.2%', 'Rates: 0.5, 0.25']
+    >>> named_fields("Running: 4 reqs, Waiting: 0 reqs GPU KV cache usage: 1.2%, Rates: 0.5, 0.25.")
+    [('Running', '4 reqs'), ('Waiting', '0 reqs'), ('GPU KV cache usage', '1.2%'), ('Rates', '0.5, 0.25')]
     """
     fields: list[list[str]] = []
-    for raw in body.split(", "):
+    for raw in body.rstrip().rstrip(".").rstrip().split(", "):
         piece = raw.strip()
         if not piece:
             continue
@@ -53,7 +53,13 @@ def split_fields(body: str) -> list[str]:
             pos = glued.end()
             glued = _GLUED.match(piece, pos)
         fields.append([piece[pos:]])
-    return [", ".join(parts) for parts in fields]
+    pairs: list[tuple[str, str]] = []
+    for parts in fields:
+        name, sep, value = ", ".join(parts).partition(": ")
+        if not sep:
+            raise Unreadable(name)
+        pairs.append((name.strip(), value))
+    return pairs
 
 
 def read_number(value: str) -> tuple[float, str | None]:

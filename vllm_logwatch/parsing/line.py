@@ -30,7 +30,7 @@ from .events import (
     UnparsedKind,
     stats_record,
 )
-from .fields import MAX_EXTRA, SPEC_FIELDS, STATS_FIELDS, Unreadable, as_kind, read_number, slug, split_fields
+from .fields import MAX_EXTRA, SPEC_FIELDS, STATS_FIELDS, Unreadable, as_kind, named_fields, read_number, slug
 from .needles import CANONICAL_STATS, MFU_BODY, MFU_START, STATS_MARK, kind_of
 from .requests import ITERATION_START, REQUEST_STARTS, parse_iteration, parse_request_line
 from .startup import parse_info, problem_of
@@ -301,21 +301,17 @@ def _parse_json(text: str) -> Event | None:
 
 
 def _parse_stats(msg: str, sm: re.Match[str], common: dict[str, Any]) -> Event:
-    body = msg[sm.end():].rstrip().rstrip(".").rstrip()
     values: dict[str, Any] = {}
     extra: dict[str, float] = {}
     unknown = 0
     try:
-        for field in split_fields(body):
-            name, sep, value = field.partition(": ")
-            if not sep:
-                raise Unreadable(field)
-            lname = name.strip().lower()
+        for name, value in named_fields(msg[sm.end():]):
+            lname = name.lower()
             typed = STATS_FIELDS.get(lname)
             if typed is not None:
                 values[typed[0]] = as_kind(typed[1], read_number(value)[0])
                 continue
-            kv = _KV_USAGE.match(name.strip())
+            kv = _KV_USAGE.match(name)
             if kv is not None:
                 device = kv.group(1).upper()
                 column = "cpu_kv_cache_usage_pct" if device == "CPU" else "gpu_kv_cache_usage_pct"
@@ -391,15 +387,11 @@ def _parse_spec(msg: str, spm: re.Match[str], common: dict[str, Any]) -> Event:
     fmt: Literal["v0", "v1", "diffusion"] = (
         "v1" if kind == "SpecDecoding" else "v0" if kind == "Speculative" else "diffusion"
     )
-    body = msg[spm.end():].rstrip().rstrip(".").rstrip()
     values: dict[str, Any] = {}
     extra: dict[str, float] = {}
     try:
-        for field in split_fields(body):
-            name, sep, value = field.partition(": ")
-            if not sep:
-                raise Unreadable(field)
-            lname = name.strip().lower().replace("tokens tokens", "tokens")
+        for name, value in named_fields(msg[spm.end():]):
+            lname = name.lower().replace("tokens tokens", "tokens")
             if lname == "per-position acceptance rate":
                 rates = tuple(read_number(v)[0] for v in value.split(", ") if v.strip())
                 values["per_position_acceptance_rate"] = rates

@@ -1,10 +1,6 @@
 """From lines (or whole files) to events in file order.
 
-`Assembler` is the small amount of state between lines: V0's separate prefix-cache line merged into
-the stats record before it, SpecDecoding and KV/EC Transfer lines given the engine of the stats line
-before them,
-multi-line records (a fault and its traceback) as one record keeping its exception type, a stats line
-written twice counted once (`repeats`), and year-less stamps given their year.
+`Assembler` is the small amount of state between lines (docs/design.md says what it keeps).
 """
 
 from __future__ import annotations

@@ -39,9 +39,7 @@ class _Record:
     """The process id of that prefix: two servers writing one log tell their lines apart by it (it is
     never a label, nor in any output: pids are unbounded over restarts)."""
     repeated: int | None = None
-    """Ray's log deduplication (`[repeated Nx across cluster]` after the line, `envelope.ray_repeats`):
-    the line stands for N prints across the cluster, N-1 of them held back by Ray and not in the log,
-    so totals summed from such lines count one of the N. None for a line without the suffix."""
+    """N of Ray's `[repeated Nx across cluster]` (`envelope.ray_repeats`): the line stands for N prints."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -559,10 +557,6 @@ def json_fields(e: Event, exclude: set[str]) -> dict[str, Any]:
 _FIELDS: dict[type, tuple[str, ...]] = {kind: tuple(f.name for f in fields(kind)) for kind in get_args(Event)}
 
 
-def json_line(record: dict[str, Any]) -> str:
-    """A JSON-lines object's text (no newline): `parse --jsonl`'s and the `--records` file's spacing."""
-    return _JSON(record)
-
-
-_JSON = json.JSONEncoder(separators=(", ", ": ")).encode
-"""`json.dumps` with these separators, its encoder made once (`dumps` makes one per call)."""
+json_line = json.JSONEncoder(separators=(", ", ": ")).encode
+"""A JSON-lines object's text (no newline): `parse --jsonl`'s and the `--records` file's spacing (one
+encoder made once: `json.dumps` makes one per call)."""

@@ -28,14 +28,13 @@ from collections.abc import Container
 from typing import Any
 
 from .events import IterationStats, RequestEventKind, RequestLine, Unparsed
-from .needles import ITERATION_BODY
+from .needles import ITERATION_BODY, REQUEST_NEEDLES
 
 _ITERATION = re.compile(ITERATION_BODY + "$")
 ITERATION_START = re.compile(r"(?:Engine \d{1,6}: )?Iteration\(")
 """A message that starts like an iteration line (then read whole, or counted as unreadable)."""
 
-REQUEST_STARTS = ("Received request ", "Added request ", "Aborted request", "Generated response ",
-                  "Loaded new LoRA adapter: ")
+REQUEST_STARTS = tuple(needle.decode() for needle in REQUEST_NEEDLES)
 """The first words of the request lines (the message's start)."""
 
 _ID = r"([A-Za-z0-9][A-Za-z0-9._~+=@/-]{0,255})"

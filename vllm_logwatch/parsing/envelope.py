@@ -120,17 +120,15 @@ class Unwrapped:
     """Joined lines longer than the cap (cut there)."""
 
 
+@dataclass(slots=True)
 class _Partial:
     """The parts of one stream's line so far."""
 
-    __slots__ = ("number", "parts", "size", "skipping", "stamp")
-
-    def __init__(self) -> None:
-        self.parts: list[bytes] = []
-        self.size = 0
-        self.stamp = b""
-        self.number = 0
-        self.skipping = False  # past the cap: drop parts up to the line's end
+    parts: list[bytes] = field(default_factory=list)
+    size: int = 0
+    stamp: bytes = b""
+    number: int = 0
+    skipping: bool = False  # past the cap: drop parts up to the line's end
 
 
 class Unwrapper:

@@ -136,8 +136,6 @@ def masked(value: Any, depth: int = 0) -> Any:
             else:
                 out[name] = masked(item, depth + 1)
         return out
-    if isinstance(value, (list, tuple)):
-        return type(value)(masked(item, depth + 1) for item in value)
-    if isinstance(value, (set, frozenset)):
+    if isinstance(value, (list, tuple, set, frozenset)):
         return type(value)(masked(item, depth + 1) for item in value)
     return value

@@ -2,12 +2,8 @@
 a line, each written once as pattern text (the parser compiles them as str, the offline range workers
 as bytes behind the common header, `HEADER`).
 
-Every reader finds its candidate lines by these before any pattern runs (`blocks.hit_lines`): the live
-scanner (`LIVE_NEEDLES`), the offline readers of each `parse --kind` (`WANTS`), the range workers and
-the launch reader. A kind's needle sits here once, next to the others; `tests/unit/parsing/
-test_needles.py` checks every sample line of each kind holds its kind's needle, and that the live
-scanner hands over every line `parse_line` reads. Pure constants, no import: the offline scanner loads
-no parser.
+Every reader finds its candidate lines by these before any pattern runs (docs/design.md says which
+reader takes which). Pure constants: the offline scanner loads no parser.
 """
 
 from __future__ import annotations

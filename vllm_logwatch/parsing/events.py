@@ -36,8 +36,7 @@ class _Record:
     process: str | None = None
     """vLLM process name from the `(Name pid=N)` prefix, e.g. `APIServer`."""
     pid: int | None = None
-    """The process id of that prefix: two servers writing one log tell their lines apart by it (it is
-    never a label, nor in any output: pids are unbounded over restarts)."""
+    """The process id of that prefix: tells two servers writing one log apart (never a label nor output)."""
     repeated: int | None = None
     """N of Ray's `[repeated Nx across cluster]` (`envelope.ray_repeats`): the line stands for N prints."""
 

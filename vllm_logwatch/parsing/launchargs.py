@@ -65,22 +65,20 @@ def _pairs(text: str) -> list[tuple[str, Any]] | None:
         tree = ast.parse(text.strip(), mode="eval").body
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
-    pairs: list[tuple[str, Any]] = []
+    nodes: list[tuple[str, ast.expr]]
     if isinstance(tree, ast.Dict):
-        for knode, vnode in zip(tree.keys, tree.values, strict=True):
-            if isinstance(knode, ast.Constant) and isinstance(knode.value, str):
-                ok, value = _literal(vnode)
-                if ok:
-                    pairs.append((knode.value, value))
-        return pairs
-    if isinstance(tree, ast.Call) and isinstance(tree.func, ast.Name) and tree.func.id == "Namespace":
-        for kw in tree.keywords:
-            if kw.arg is not None:
-                ok, value = _literal(kw.value)
-                if ok:
-                    pairs.append((kw.arg, value))
-        return pairs
-    return None
+        nodes = [(key.value, value) for key, value in zip(tree.keys, tree.values, strict=True)
+                 if isinstance(key, ast.Constant) and isinstance(key.value, str)]
+    elif isinstance(tree, ast.Call) and isinstance(tree.func, ast.Name) and tree.func.id == "Namespace":
+        nodes = [(kw.arg, kw.value) for kw in tree.keywords if kw.arg is not None]
+    else:
+        return None
+    pairs: list[tuple[str, Any]] = []
+    for key, node in nodes:
+        ok, value = _literal(node)
+        if ok:
+            pairs.append((key, value))
+    return pairs
 
 
 _SIMPLE = re.compile(

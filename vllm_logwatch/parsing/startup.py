@@ -24,9 +24,10 @@ def _int(text: str) -> int:
     return int(text.replace(",", ""))
 
 
-def _port_of(url: str) -> int | None:
-    m = re.search(r":(\d{1,5})/?$", url)
-    return int(m.group(1)) if m else None
+def _listening(m: re.Match[str]) -> dict[str, Any]:
+    """The server is up, on the port of the address it names (`m.group(1)`)."""
+    port = re.search(r":(\d{1,5})/?$", m.group(1))
+    return {"server_listening": True, "port": int(port.group(1)) if port else None}
 
 
 def _served_name(args: str) -> str | None:
@@ -363,17 +364,14 @@ _TABLE: tuple[tuple[re.Pattern[str], _Builder], ...] = (
     (re.compile(r"^Using ((?!.*\b(?:prefill|MLA prefill)\b)[A-Za-z][\w-]{0,31}(?: [\w-]{1,31}){0,2}?) "
                 r"(?:attention )?backend(?: on V1 engine)?(?:\.$| out of potential backends)"),
      lambda m: {"attention_backend": m.group(1).replace(" ", "_")}),
-    (re.compile(r"^Starting vLLM (?:API )?server (?:\d+ )?on (https?://\S+)"),
-     lambda m: {"server_listening": True, "port": _port_of(m.group(1))}),
-    (re.compile(r"(?:^|INFO:\s+)Uvicorn running on (https?://\S+)"),
-     lambda m: {"server_listening": True, "port": _port_of(m.group(1))}),
+    (re.compile(r"^Starting vLLM (?:API )?server (?:\d+ )?on (https?://\S+)"), _listening),
+    (re.compile(r"(?:^|INFO:\s+)Uvicorn running on (https?://\S+)"), _listening),
     (re.compile(r"(?:^|INFO:\s+)Application startup complete"), lambda m: {"server_listening": True}),
     (re.compile(r"^AsyncLLM created with api_server_count more than 1; disabling stats logging"),
      lambda m: {"stats_logging_disabled": True}),
     (re.compile(r"^Defaulting api_server_count to data_parallel_size \((\d{1,18})\)"),
      lambda m: {"api_server_count": int(m.group(1))}),
-    (re.compile(r"^vLLM gRPC server started on (\S{1,300})$"),
-     lambda m: {"server_listening": True, "port": _port_of(m.group(1))}),
+    (re.compile(r"^vLLM gRPC server started on (\S{1,300})$"), _listening),
     *_RUNTIME,
     *_WARMUP,
 )

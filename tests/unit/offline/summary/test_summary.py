@@ -15,7 +15,7 @@ import re
 import statistics
 import subprocess
 import sys
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -24,8 +24,6 @@ import pytest
 from support import TESTS
 
 from vllm_logwatch.cli import main
-from vllm_logwatch.parsing.events import EngineStats
-from vllm_logwatch.parsing.line import parse_line
 
 DATA = TESTS / "data"
 GOLDEN = TESTS / "golden"
@@ -481,25 +479,19 @@ def test_concurrency_rows_give_the_client_s_throughput_and_time_per_token(
 
 
 def test_time_between_tokens_against_the_bench_s_itl(stats_launch: dict[str, Any]) -> None:
-    """At one stream, and at 8 (the 8- and 12-stream runs), the log's time between tokens is the bench's
-    mean ITL within 10%. With 2 and 4 streams on this loaded 2-core machine the client's first token
-    took 0.4-0.7 s of a 2.2 s request (the test below says why the log's figure is above the bench's
-    ITL there); the log's figure is the client's time per token of a stream, its ITL plus its TTFT
-    spread over the request's 256 tokens (within 10%)."""
+    """Without iteration lines (Running by the stats lines), each row's time between tokens is the
+    bench's mean ITL for the run at that concurrency within 10% (+3 to +4% measured): at 1, 2 and 4
+    streams, and at 8 against the 8- and 12-stream runs (12 is capped at --max-num-seqs 8) weighted by
+    their tokens."""
     rows = {r["running"]: r for r in stats_launch["concurrency"]}
     client = _client("stats")
     assert {r["tbt_from"] for r in rows.values()} == {"stats lines"}  # no iteration lines: Running
-    assert rows["1"]["tbt_ms"] == pytest.approx(client[1]["mean_itl_ms"], rel=0.10)
-    # Row 8: the 8-stream run and the 12-stream one (capped at 8), against their ITLs weighted by tokens.
+    for conc in (1, 2, 4):
+        assert rows[str(conc)]["tbt_ms"] == pytest.approx(client[conc]["mean_itl_ms"], rel=0.10), conc
     capped = [client[c] for c in (8, 12)]
     weighted = (sum(c["mean_itl_ms"] * c["total_output_tokens"] for c in capped)
                 / sum(c["total_output_tokens"] for c in capped))
     assert rows["8"]["tbt_ms"] == pytest.approx(weighted, rel=0.10)
-    for conc in (1, 2, 4):
-        c = client[conc]
-        tokens = c["total_output_tokens"] / c["completed"]
-        with_wait = c["mean_itl_ms"] + c["mean_ttft_ms"] / tokens
-        assert rows[str(conc)]["tbt_ms"] == pytest.approx(with_wait, rel=0.10), conc
 
 
 def _vllm_by_run(launch: str) -> dict[int, dict[str, float]]:
@@ -526,61 +518,19 @@ def _vllm_by_run(launch: str) -> dict[int, dict[str, float]]:
     return out
 
 
-def _run_intervals(launch: str, concurrency: int) -> list[tuple[float, float, int]]:
-    """The intervals of a run between its first stats line (which closes the idle gap before it) and its
-    last that generated (in which the load ended): (seconds, generation tok/s, Running at the end)."""
-    phase = next(p for p in json.loads((TBT / launch / "phases.json").read_text())["phases"]
-                 if p.get("concurrency") == concurrency)
-    start, end = (datetime.fromtimestamp(phase[k] / 1e9, UTC) for k in ("start_ns", "end_ns"))
-    lines = []
-    for text in (TBT / launch / "serve.log").read_text().splitlines():
-        e = parse_line(text)
-        if isinstance(e, EngineStats):
-            at = datetime.strptime(f"{start.year}-{e.stamp}", "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC)
-            if start < at <= end and (e.generation_throughput or lines):
-                lines.append((at, e.generation_throughput or 0.0, e.running or 0))
-    while lines and not lines[-1][1]:
-        lines.pop()
-    return [((t - b[0]).total_seconds(), gen, running)
-            for b, (t, gen, running) in itertools.pairwise(lines[:-1])]
-
-
-def test_why_the_stats_lines_figure_is_above_the_bench_s_itl_at_2_and_4_streams(
-        stats_launch: dict[str, Any]) -> None:
-    """Without iteration lines, rows 2 and 4 are 25% and 47% above `vllm bench serve`'s mean ITL. Run by
-    run against vLLM's own figures over the same run (its `/metrics` before and after it):
-    1. The bench's ITL is below vLLM's own by 11% and 23% there (elsewhere they agree within 3%): the
-       client got its first token 330 and 580 ms after vLLM did (TTFT 420 and 734 ms against 91 and 153)
-       and the rest in bursts, so its mean ITL spans less than the stream's tokens took. No figure from
-       the server's side can come within 10% of it.
-    2. Each request's wait for its first token, which `Running` counts from its scheduling on, is at
-       most vLLM's TTFT over 256 tokens: 4% and 8% of vLLM's ITL.
-    3. The rest is `Running` being an instant: rows 2 and 4 (8.84 and 8.71 ms) are above even vLLM's
-       whole request life per token (8.23 and 8.26 ms): the lines read the streams the client held while
-       they were out of the server (between a request's end and the next one's arrival) part of each
-       interval. In the
-       4-stream run 4 of its 21 lines read 0 or 1 (while it generated 440-515 tok/s: its streams, all 256
-       tokens long, end and start together) and their mean is 3.3; over all its intervals Little's law
-       gives 7.40 ms, vLLM's 7.70. A row holds only the intervals whose two lines both read 4, so it drops
-       exactly the readings that saw the gaps; the stats lines cannot tell an interval's mean occupancy."""
+def test_the_bench_s_itl_is_vllm_s_own_on_an_idle_machine(stats_launch: dict[str, Any]) -> None:
+    """The data was made with nothing else running: per run the bench's mean ITL is vLLM's own (its
+    `/metrics` after the run less the one before) within 3%, so the rows hold against the server too.
+    (Made on a loaded machine the client got its first token up to 0.6 s after vLLM had it, then bursts:
+    its ITL ran 11-23% below vLLM's own, and no figure from the server could meet it.)"""
     rows = {int(r["running"]): r["tbt_ms"] for r in stats_launch["concurrency"]}
     client, own = _client("stats"), _vllm_by_run("stats")
-    for conc in (1, 8, 12):
+    for conc in (1, 2, 4, 8, 12):
         assert client[conc]["mean_itl_ms"] == pytest.approx(own[conc]["itl_ms"], rel=0.03), conc
-    for conc in (2, 4):
-        assert client[conc]["mean_itl_ms"] < 0.9 * own[conc]["itl_ms"], conc
-        assert client[conc]["mean_ttft_ms"] > own[conc]["ttft_ms"] + 300, conc
-        assert own[conc]["ttft_ms"] / 256 < 0.08 * own[conc]["itl_ms"], conc
-        assert rows[conc] > own[conc]["life_ms_per_token"], conc
-        assert rows[conc] == pytest.approx(own[conc]["itl_ms"], rel=0.15), conc
-    assert rows[1] == pytest.approx(own[1]["itl_ms"], rel=0.03)
+    for conc in (1, 2, 4):
+        assert rows[conc] == pytest.approx(own[conc]["itl_ms"], rel=0.10), conc
     capped = (own[8]["itl_s"] + own[12]["itl_s"]) / (own[8]["itl_n"] + own[12]["itl_n"])  # row 8: both runs
     assert rows[8] == pytest.approx(1000 * capped, rel=0.10)
-    intervals = _run_intervals("stats", 4)
-    assert (len(intervals), sum(1 for _, _, r in intervals if r < 4)) == (21, 4)
-    assert statistics.fmean(r for _, _, r in intervals) == pytest.approx(3.33, abs=0.01)
-    little = 1000 * sum(dt * r for dt, _, r in intervals) / sum(dt * gen for dt, gen, _ in intervals)
-    assert little == pytest.approx(own[4]["itl_ms"], rel=0.05)
 
 
 @pytest.fixture(scope="module")

@@ -161,3 +161,15 @@ def test_real_runs_of_three_clients_against_the_server_log(capsys: pytest.Captur
     assert "time between tokens differs" in kinds[3]
     joined = runs[3]["requests_joined"]
     assert joined["requests"] == 48 and joined["joined"] / joined["requests"] >= 0.95
+
+
+@pytest.mark.parametrize("value", ["lots", [8], 1.5, float("inf"), True, None])
+def test_a_max_num_seqs_that_is_no_whole_number_is_not_known(value: object) -> None:
+    """A damaged or odd `non-default args:` line (`'max_num_seqs': 'lots'`) gives no cap, and the start-up
+    facts' cap stands; it was `int()`ed and ended the audit with a traceback."""
+    from vllm_logwatch.offline.audit.measures import max_num_seqs
+
+    launch = Launch(0, "serve.log", 1, args={"max_num_seqs": value})
+    assert max_num_seqs(launch) is None
+    launch.facts["max_num_seqs"] = 16
+    assert max_num_seqs(launch) == 16

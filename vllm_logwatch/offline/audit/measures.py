@@ -238,10 +238,10 @@ def max_num_seqs(launch: Launch | None) -> int | None:
     """The launch's max-num-seqs: from its `non-default args:` line, else the start-up facts."""
     if launch is None:
         return None
-    if launch.args and launch.args.get("max_num_seqs") is not None:
-        return int(launch.args["max_num_seqs"])
-    value = launch.facts.get("max_num_seqs")
-    return int(value) if value is not None else None
+    for value in ((launch.args or {}).get("max_num_seqs"), launch.facts.get("max_num_seqs")):
+        if isinstance(value, int) and not isinstance(value, bool):  # a damaged line's 'lots' is no cap
+            return value
+    return None
 
 
 def measure(window: Window) -> Measures:

@@ -92,8 +92,9 @@ class Board:
             name = names[url]
             with self._lock:
                 before = self.views.get(name, [])
-            if reading.snaps is None:
-                views = self.tracker.down(name, reading.error or "down", before)
+            if not reading.snaps:  # None: no answer; empty: an answer without our series
+                views = self.tracker.down(name, reading.error or "no vLLM or logwatch series in its answer",
+                                          before)
             else:
                 views = self.tracker.update(name, reading.snaps, reading.at)
             with self._lock:

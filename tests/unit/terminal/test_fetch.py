@@ -26,6 +26,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     auth: str | None = None
     close = False
+    body = BODY
 
     def do_GET(self) -> None:
         if self.auth is not None and self.headers.get("Authorization") != self.auth:
@@ -34,11 +35,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.end_headers()
             return
         self.send_response(200)
-        self.send_header("Content-Length", str(len(BODY)))
+        self.send_header("Content-Length", str(len(self.body)))
         if self.close:
             self.send_header("Connection", "close")
         self.end_headers()
-        self.wfile.write(BODY)
+        self.wfile.write(self.body)
 
     def log_message(self, format: str, *args: object) -> None:
         pass
@@ -142,3 +143,18 @@ def test_a_body_is_read_again_only_when_a_line_top_reads_changed() -> None:
     assert target.reading(200, b"vllm:num_requests_running{engine=\"0\" 1\n", 4.0).error == \
         "not Prometheus text"
     assert target.reading(200, busier, 5.0).snaps == again  # read again whole after a bad body
+
+
+def test_a_url_answering_without_our_series_is_a_down_row_that_says_so(serve: Serve) -> None:
+    """A URL that answers with Prometheus text but no vLLM or logwatch series (a node exporter's, given
+    by mistake) is a row marked down with the reason; it had no row at all."""
+    from vllm_logwatch.terminal.board import Board
+
+    url = serve(body=b"# TYPE node_load1 gauge\nnode_load1 0.5\n")
+    fetcher = Fetcher([UrlTarget(url)], timeout=2.0)
+    try:
+        board = Board([], fetcher, [fetch.url_name(url)])
+        (view,) = board.once(5.0)
+    finally:
+        fetcher.close()
+    assert (view.state, view.reason) == ("down", "no vLLM or logwatch series in its answer")

@@ -45,6 +45,9 @@ from .statefile import (
 from .wakers import Waker
 
 RESCAN_SECONDS = 10.0
+SOURCES_PER_POLL = 256
+"""A poll visits at most this many sources (the rest are due at once, in the next): a poll over
+thousands of files stays short, so a completed poll keeps meaning the reader is alive (/healthz)."""
 _SUMMED = ("lines", "bytes", "rotations", "truncations", "read_errors", "lines_cut", "files_opened",
            "file_switches", "state_errors")
 
@@ -226,7 +229,7 @@ class ManyFollower(LineSource):
         if not keys:
             return False
         start = self._turn % len(keys)
-        for key in keys[start:] + keys[:start]:
+        for key in (keys[start:] + keys[:start])[:SOURCES_PER_POLL]:
             if budget <= 0:
                 break
             source = self._sources.get(key)

@@ -159,8 +159,8 @@ def _ranges(path: str, size: int, range_bytes: int) -> list[tuple[int, int, bool
 
 
 def _variants_in_head(path: str, needles: tuple[bytes, ...]) -> tuple[bytes, ...]:
-    """The variant needles the file's first 8 MiB hold (and `needles` do not): those 8 MiB are not
-    kept (the generator's frame lives as long as the scan, and its workers fork from it)."""
+    """`needles` and the variant needles the file's first 8 MiB hold: those 8 MiB are not kept (the
+    generator's frame lives as long as the scan, and its workers fork from it)."""
     with open(path, "rb") as fh:
         head = fh.read(8 << 20)
     return with_variants(needles, head)
@@ -202,7 +202,7 @@ def scan_file_chunks(
     """
     size = os.path.getsize(path)
     _steady_heap()
-    needles = needles + _variants_in_head(path, needles)
+    needles = _variants_in_head(path, needles)
     ranges = _ranges(path, size, tuning.range_bytes)
     workers = workers or min(len(ranges), os.cpu_count() or 1, 8)
     base = 0

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 from support import TESTS
 
+from vllm_logwatch.offline.reading import ranges
 from vllm_logwatch.offline.reading.ranges import Tuning, scan_file_chunks
-from vllm_logwatch.offline.reading.rows import Lane
+from vllm_logwatch.offline.reading.rows import Chunk, Lane
 from vllm_logwatch.parsing.needles import PREFIX_NEEDLES, STATS_NEEDLES, VARIANT_NEEDLES, WANTS
 
 DATA = TESTS / "data"
@@ -77,3 +78,21 @@ def test_freed_chunks_of_a_few_mib_are_given_back_with_a_steady_heap() -> None:
                                       check=True).stdout) for mode in ("steady", "dynamic")}
     assert grown["steady"] < 2048, grown
     assert grown["dynamic"] > 8192, grown  # what the steady heap avoids (the test would catch its loss)
+
+
+_SCAN = ranges._scan_range
+
+
+def _searching(path: str, start: int, end: int, needles: tuple[bytes, ...], *rest: object) -> Chunk:
+    """The workers' scan, failing when a needle is given twice (each is a pass over the range)."""
+    assert len(set(needles)) == len(needles), needles
+    return _SCAN(path, start, end, needles, *rest)  # type: ignore[arg-type]
+
+
+def test_each_needle_is_searched_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A file whose head holds a variant shape: its needle joins the common one, neither twice.
+    log = tmp_path / "variants.log"
+    log.write_bytes(b"".join(p.read_bytes() for p in LOGS) * 2)
+    monkeypatch.setattr(ranges, "_scan_range", _searching)  # the forked workers run it
+    tuning = Tuning(parallel_min_bytes=1, range_bytes=1 << 16, dense_probe=512)
+    assert sum(1 for _ in scan_file_chunks(str(log), STATS_NEEDLES, workers=2, tuning=tuning)) > 1

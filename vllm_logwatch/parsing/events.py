@@ -20,7 +20,7 @@ from .columns import STATS_COLUMNS, Phase, step_phase
 from .stamps import iso_time
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True)
 class _Record:
     """Where a line came from and when vLLM wrote it."""
 
@@ -41,7 +41,7 @@ class _Record:
     """N of Ray's `[repeated Nx across cluster]` (`envelope.ray_repeats`): the line stands for N prints."""
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True)
 class EngineStats(_Record):
     """The periodic stats line: `Engine 000: Avg prompt throughput: ...` and every older shape."""
 
@@ -87,13 +87,15 @@ def stats_record(time: datetime | None, file: str | None, line: int | None, stam
                  pid: int | None = None) -> EngineStats:
     """The `EngineStats` of vLLM's common V1 stats line (`needles.CANONICAL_STATS`) from the numbers and
     words its pattern read: the parser's and the range workers' (`offline/reading/records.py`) one
-    record (V1 on CPU reports its KV cache usage as `CPU KV cache usage`)."""
+    record (V1 on CPU reports its KV cache usage as `CPU KV cache usage`). Its fields are given by
+    position, in their order: a call by keyword costs twice as much, and `parse --csv` makes one a line."""
     cpu = device == "CPU"
-    return EngineStats(time=time, file=file, line=line, stamp=stamp, level=level, process=process, pid=pid,
-                       engine=engine, prompt_throughput=prompt, generation_throughput=generation,
-                       running=running, waiting=waiting, gpu_kv_cache_usage_pct=None if cpu else kv,
-                       cpu_kv_cache_usage_pct=kv if cpu else None, prefix_cache_hit_rate_pct=prefix,
-                       mm_cache_hit_rate_pct=mm, device=device)
+    return EngineStats(time, file, line, stamp, level, process, pid, None,  # repeated
+                       "stats", engine, None,  # engines_aggregated
+                       prompt, generation, running, waiting, None,  # swapped
+                       None if cpu else kv, kv if cpu else None, prefix,
+                       None,  # prefix_cache_hit_rate_cpu_pct
+                       mm, {}, 0, device)  # extra, unknown_fields
 
 
 @dataclass(slots=True, kw_only=True)

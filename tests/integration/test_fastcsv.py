@@ -102,7 +102,7 @@ def test_spec_and_transfer_lines_are_never_parsed_for_csv(
 ) -> None:
     """They make no CSV row, and a full parse of each (a spec-decode or P/D log has one per stats line)
     made `parse --csv` ten times slower; the rows stay those of the general path."""
-    import vllm_logwatch.offline.reading.records as parse
+    import vllm_logwatch.parsing.line as parse
     from vllm_logwatch.offline.reading.ranges import Tuning
 
     log = tmp_path / "pd_20261129_100000.log"

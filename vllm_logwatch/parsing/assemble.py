@@ -20,7 +20,6 @@ from .events import (
     TransferStats,
     Unparsed,
 )
-from .line import parse_line
 from .stamps import YearClock
 
 
@@ -216,6 +215,8 @@ def iter_events(
     >>> [e.kind for e in iter_events(["INFO:     1.2.3.4:5 - \\"GET /health HTTP/1.1\\" 200 OK"])]
     ['access']
     """
+    from .line import parse_line  # the parser's patterns are compiled when first needed
+
     assembler = Assembler(file, clock)
     for number, text in enumerate(lines, start_line):
         event = parse_line(text)

@@ -21,7 +21,6 @@ from ...parsing.assemble import Assembler
 from ...parsing.envelope import Format, Unwrapped, Unwrapper, container_time
 from ...parsing.events import Event, Unparsed
 from ...parsing.framing import MAX_LINE_BYTES, LineBlock, hit_lines
-from ...parsing.line import parse_line
 from ...parsing.needles import with_variants
 from .stream import Frame
 
@@ -55,6 +54,8 @@ def _unwrapped(unwrapper: Unwrapper, blocks: list[LineBlock], assembler: Assembl
 
 
 def _events(got: Unwrapped, assembler: Assembler, needles: tuple[bytes, ...] | None) -> Iterator[Event]:
+
+    from ...parsing.line import parse_line  # its patterns are compiled when first needed
 
     bad = got.malformed[::-1]  # yielded among the events in line order
     lines: Iterable[tuple[int, bytes]]

@@ -11,7 +11,6 @@ from functools import partial
 from ...errors import InputError
 from ...parsing.assemble import Assembler
 from ...parsing.events import Event, ServerInfo, Unparsed
-from ...parsing.line import parse_line
 from ...parsing.needles import NO_STATS_NEEDLES, VARIANT_NEEDLES, WANTS
 from ...parsing.stamps import YearClock
 from .containers import enveloped_events
@@ -41,6 +40,8 @@ def iter_source_events(
     (the offline summary asks for the start-up banner, to see restarts inside one file). `repeats`: a
     stats line written twice is counted once (`Assembler`), for the readers that count lines.
     """
+    from ...parsing.line import parse_line  # its patterns are compiled when first needed
+
     path = None if source.is_stdin else source.path
     assembler = Assembler(source.name, partial(_clock_for_source, path, zone, year), repeats=repeats)
     with open_source(source, progress=True) as raw:
@@ -81,6 +82,8 @@ def no_rows_hint(sources: list[Source], kind: str, otherwise: str) -> str:
     """The one-line `NoStatsError` message of `parse --kind iterations` or `requests` without rows: the
     lines of the kind that could not be read, if any (a second, cheap look at the files), else
     `otherwise`."""
+    from ...parsing.line import parse_line
+
     n, what, unreadable = len(sources), kind[:-1], 0
     first: tuple[str, int] | None = None
     for source in sources:
@@ -119,6 +122,8 @@ def no_stats_hint(sources: list[Source], stats_disabled: bool = False) -> str:
 
 def _no_stats_hint(sources: list[Source], result: ParseResult) -> str:
     """Why there were no stats lines, as far as the files tell (a second, cheap look at them)."""
+    from ...parsing.line import parse_line
+
     n = len(sources)
     what = f"no stats lines in {n} file{'s' if n != 1 else ''}"
     disabled = result.stats_disabled

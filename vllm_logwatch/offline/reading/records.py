@@ -17,7 +17,6 @@ from typing import Any
 
 from ...parsing.assemble import Assembler
 from ...parsing.events import Event, Unparsed, stats_record
-from ...parsing.line import parse_line
 from ...parsing.needles import ITERATION_NEEDLES, PREFIX_NEEDLES, VARIANT_NEEDLES, WANTS, Want
 from ...parsing.stamps import YearClock
 from .containers import enveloped_events
@@ -29,8 +28,22 @@ from .rows import STAMP, VALUES, Lane
 
 __all__ = ["source_records"]
 
-_MINUTE_SECOND = {f"{k // 60:02d}:{k % 60:02d}": timedelta(seconds=k) for k in range(3600)}
-"""A stamp's `MM:SS` -> the time since its hour's start."""
+
+class _SinceHour(dict[str, timedelta | None]):
+    """A stamp's `MM:SS` -> the time since its hour's start (None: not a minute and a second), each
+    made at its first stamp: a command reading a few lines makes a few, not 3,600."""
+
+    def __missing__(self, key: str) -> timedelta | None:
+        minute, second = key[:2], key[3:]
+        digits = minute + second
+        whole = key[2:3] == ":" and len(digits) == 4 and digits.isascii() and digits.isdigit()
+        if not whole or minute > "59" or second > "59":
+            return None
+        self[key] = since = timedelta(minutes=int(minute), seconds=int(second))
+        return since
+
+
+_MINUTE_SECOND = _SinceHour()
 _WORDS = {b"INFO": "INFO", b"DEBUG": "DEBUG", b"GPU": "GPU", b"CPU": "CPU"}
 """A row's level and device as text (any other device is decoded)."""
 
@@ -47,7 +60,7 @@ class _Times:
 
     def __call__(self, stamp: str) -> datetime | None:
         if stamp[:8] == self._hour:
-            since = _MINUTE_SECOND.get(stamp[9:14])
+            since = _MINUTE_SECOND[stamp[9:14]]
             if since is not None:
                 return self._top + since
         value = self._time(stamp)
@@ -202,6 +215,9 @@ def _repeats(assembler: Assembler, run: list[str], values: Any, processes: list[
 
 
 def _slow(assembler: Assembler, raw: bytes, number: int) -> list[Event]:
-    """A line the workers did not render: the general parser, and the Assembler."""
+    """A line the workers did not render: the general parser (imported at its first line: a log of
+    vLLM's common stats lines alone needs none of its patterns), and the Assembler."""
+    from ...parsing.line import parse_line
+
     event = parse_line(raw.decode("utf-8", "replace"))
     return assembler.feed(event, number) if event is not None else []

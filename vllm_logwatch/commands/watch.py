@@ -15,7 +15,7 @@ import logging
 import os
 import signal
 import stat
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from ..following.source import LineSource
     from ..following.stream import StreamSource
     from ..live.pipeline import Pipeline
-    from ..parsing.events import EngineStats, Event
+    from ..parsing.events import EngineStats
 
 log = logging.getLogger(__name__)
 MANY_SOURCE_CHARTS = 16
@@ -55,7 +55,7 @@ def run_watch(
     demo's `replay`)."""
     from prometheus_client.registry import CollectorRegistry
 
-    from ..live.records import RecordStream, open_records
+    from ..live.records import open_records
 
     history = History()
 
@@ -64,20 +64,14 @@ def run_watch(
         label = f"{source_name(tuple(labels.items()))} #{engine}" if labels else engine
         history.record(label, stats, arrival)
 
-    stream_of: list[RecordStream] = []  # --records: opened once the settings are known to be good
-
-    def put(events: Sequence[Event]) -> None:
-        stream_of[0].put(events)
-
-    followed = follow(settings, record, stdin_open=stdin_open, records=put if settings.records else None)
+    followed = follow(settings, record, stdin_open=stdin_open)
     if followed.many:
         history.max_series = MANY_SOURCE_CHARTS
     _check_state_file(settings.state_file)
-    # a restart resumes the records file where the state file's mark says: each record once
+    # --records, opened once the settings are known to be good; a restart resumes the records file where
+    # the state file's mark says: each record once
     records = open_records(settings.records, state_file=followed.pipeline.follower.state_file)
-    if records is not None:
-        stream_of.append(records)
-        followed.pipeline.keeper.records = records
+    followed.pipeline.keeper.records = records
     try:
         sock = bind_socket(settings.listen, settings.port)  # a port in use fails before anything starts
     except BaseException:
@@ -153,12 +147,10 @@ class Followed:
 
 
 def follow(settings: WatchSettings, on_stats: StatsHook | None = None, *, stdin_open: bool = True,
-           make_metrics: MetricsMaker | None = None,
-           records: Callable[[Sequence[Event]], None] | None = None) -> Followed:
+           make_metrics: MetricsMaker | None = None) -> Followed:
     """The follower and pipeline of `settings.target`, as `watch` reads it (a file, a folder of one
     script's files or of many sources, a glob, a stream), not started; `logwatch top` reads its log
-    targets through it too. Bad settings are a `UsageError`. `records`: the record stream's `put`
-    (`--records`)."""
+    targets through it too. Bad settings are a `UsageError`."""
     from ..exporting.exporter import ExporterMetrics
     from ..following.follower import Follower
     from ..live.pipeline import Pipeline
@@ -198,7 +190,7 @@ def follow(settings: WatchSettings, on_stats: StatsHook | None = None, *, stdin_
     else:
         waiting = _nothing_to_read(files.mode, files.target, settings.pattern)
     pipeline = Pipeline(follower, metrics, zone=resolve_zone(settings.tz), metrics_for=metrics_for,
-                        labels=settings.labels, records=records)
+                        labels=settings.labels)
     return Followed(pipeline, follower, stream, many, waiting)
 
 

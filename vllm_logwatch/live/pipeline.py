@@ -34,7 +34,7 @@ import re
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import tzinfo
 from typing import IO, Any
 
@@ -46,7 +46,7 @@ from ..following.openfile import FollowerStats, LineBlock, OpenFile
 from ..following.source import LineSource, Start
 from ..following.statefile import Checkpoint, Position, SavedState
 from ..parsing.assemble import Assembler
-from ..parsing.events import Event, ServerInfo
+from ..parsing.events import ServerInfo
 from ..parsing.framing import MAX_LINE_BYTES
 from ..parsing.line import parse_line
 from ..parsing.stamps import local_zone
@@ -78,9 +78,9 @@ class Pipeline(Collector):
     `zone`: the zone vLLM logged in (None: this machine's). `metrics_for(labels)`: the metrics of each
     source of a many-source follower (`following/many.py`, `sources.py`); `metrics` then holds the
     watch's own errors; `labels`: the `--label` pairs, for the series of the pipeline's own (the
-    sources' count). `records`: the record stream's `put` (`records.py`), given each block's events.
-    `step()` does one poll in the caller's thread (`top`, and tests stepping the follower by hand).
-    A prometheus_client collector of the metrics (`register`).
+    sources' count). With `keeper.records` set before `start`, each block's events go to that record
+    stream (`records.py`). `step()` does one poll in the caller's thread (`top`, and tests stepping the
+    follower by hand). A prometheus_client collector of the metrics (`register`).
     """
 
     def __init__(
@@ -91,10 +91,8 @@ class Pipeline(Collector):
         zone: tzinfo | None = None,
         metrics_for: MetricsFactory | None = None,
         labels: Mapping[str, str] | None = None,
-        records: Callable[[list[Event]], None] | None = None,
     ) -> None:
         self.follower = follower
-        self._records = records
         self.stall_after = max(STALL_POLLS * follower.poll_interval, STALL_FLOOR)
         self.metrics = metrics
         self.zone = zone if zone is not None else local_zone()
@@ -271,7 +269,9 @@ class Pipeline(Collector):
 
     def _new_reader(self, assembler: Assembler, metrics: ExporterMetrics) -> LaunchReader:
         """The reader of a new file (`SourceReaders` makes one a launch)."""
-        return LaunchReader(metrics, assembler, self.errors, timed=True, records=self._records)
+        records = self.keeper.records
+        return LaunchReader(metrics, assembler, self.errors, timed=True,
+                            records=records.put if records is not None else None)
 
     # -- the follower's counters ----------------------------------------------------------------
 

@@ -198,10 +198,9 @@ def _shown(value: Any, kind: str, digits: int) -> str:
         return ", ".join(str(v) for v in value) if isinstance(value, list) and value else "—"
     if kind == "problems":
         return _problems({"problems": value})
-    if kind == "number":
-        return format_number(value, digits)
-    if kind == "quantity":
-        return format_quantity(value, digits)
+    if kind in ("number", "quantity"):  # a quantity: a whole value without decimals (`512`, not `512.0`)
+        whole = kind == "quantity" and isinstance(value, (int, float)) and float(value).is_integer()
+        return format_number(value, 0 if whole else digits)
     return "—" if value is None or value == "" else str(value)
 
 
@@ -448,19 +447,6 @@ def format_number(value: Any, digits: int) -> str:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         return "—"
     return f"{value:,.{digits}f}"
-
-
-def format_quantity(value: Any, digits: int) -> str:
-    """A count that may have a fraction: a whole value without decimals (`512`, not `512.0`), any
-    other with `digits`.
-
-    >>> format_quantity(512.0, 1), format_quantity(12.5, 1), format_quantity(None, 1)
-    ('512', '12.5', '—')
-    """
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) \
-            and float(value).is_integer():
-        digits = 0
-    return format_number(value, digits)
 
 
 def format_age(seconds: Any) -> str:

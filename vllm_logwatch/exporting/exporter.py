@@ -50,7 +50,7 @@ from .catalogue import METRICS, STARTUP_PHASES, check_const_labels
 from .engine_state import EngineState, engine_label
 from .families import Families, new_family
 from .latency_state import DETAIL_EVENTS, LatencyState
-from .routes import VLLM_ROUTES, HttpCounts
+from .routes import HttpCounts
 from .snapshot import Counters, ExporterStatus, StatsMissing
 from .tokens import DEFAULT_INTERVAL, readable_step
 from .totals import RunningTotal
@@ -71,7 +71,7 @@ class ExporterMetrics(Collector):
 
     def __init__(
         self, *, stats_interval: float | None = None, const_labels: Mapping[str, str] | None = None,
-        max_engines: int = 64, max_paths: int = len(VLLM_ROUTES) + 1, clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] = time.time,
         on_stats: Callable[[str, EngineStats, float], None] | None = None,
     ) -> None:
         """`stats_interval`: vLLM's `VLLM_LOG_STATS_INTERVAL` when known (else the spacing of the stamps);
@@ -80,8 +80,6 @@ class ExporterMetrics(Collector):
         of its series (the status page's `history.History.record`); called under the lock, keep it short."""
         if stats_interval is not None and not (math.isfinite(stats_interval) and stats_interval > 0):
             raise UsageError(f"stats interval must be a positive number, not {stats_interval}")
-        if max_engines < 1 or max_paths < 1:
-            raise UsageError("max_engines and max_paths must be at least 1")
         check_const_labels(const_labels or {})
         self._const_names = tuple(const_labels or {})
         self._const_values = tuple((const_labels or {}).values())
@@ -89,14 +87,13 @@ class ExporterMetrics(Collector):
         self._clock = clock
         self._on_stats = on_stats
         self._lock = threading.Lock()
-        self._ledgers = Ledgers(lambda: EngineState(stats_interval), max_engines)  # by model
+        self._ledgers = Ledgers(lambda: EngineState(stats_interval))  # by model
         self._engines = self._ledgers.current.engines
         self._latency = self._ledgers.current.latency  # iteration and request lines
-        self._http = HttpCounts(max_paths)
+        self._http = HttpCounts()
         self._levels: dict[str, int] = dict.fromkeys(LEVELS, 0)
         self._problems: dict[str, int] = dict.fromkeys((*PROBLEM_TAGS, AT_SHUTDOWN), 0)  # from 0: increase()
         self._parse_errors: dict[str, int] = {"stats": 0, "spec": 0, "prefix": 0, "transfer": 0}
-        self._overflow: dict[str, int] = {"path": 0}
         self._unknown_fields = 0
         self._launches = 0
         self._launch_source: str | None = None
@@ -226,7 +223,7 @@ class ExporterMetrics(Collector):
         self._dead = False  # an engine-dead line came in this launch
 
     def _engine(self, label: str) -> EngineState:
-        """The state of an engine label; beyond `max_engines` labels, the shared `other` state."""
+        """The state of an engine label; beyond `MAX_ENGINES` labels, the shared `other` state."""
         return self._engines[self._ledgers.current.bounded(label)]
 
     def _model_name(self) -> str | None:
@@ -310,8 +307,7 @@ class ExporterMetrics(Collector):
         self._name_model()
 
     def _count_access(self, method: str, raw_path: str, status: int, count: int) -> None:
-        if self._http.add(method, raw_path, status, count):
-            self._overflow["path"] += 1
+        self._http.add(method, raw_path, status, count)
         # A served request makes a stats line within about one interval (a probe does not).
         if self._first_request is None and method == "POST" and 200 <= status < 300:
             self._first_request = self._clock()
@@ -383,7 +379,7 @@ class ExporterMetrics(Collector):
         positions = sum(state.positions_folded for state in states)
         return (
             {**self._parse_errors, **({"transfer_key": keys} if keys else {})},
-            {**self._ledgers.folded(), **self._overflow, **({"tier": tiers} if tiers else {}),
+            {**self._ledgers.folded(), "path": 0, **({"tier": tiers} if tiers else {}),
              **({"position": positions} if positions else {})},
         )
 
@@ -432,27 +428,28 @@ CHILD_COUNTERS = (
     "parse_bytes_dropped", "stdout_bytes_dropped")
 
 
+MAX_ENGINES = 64
+"""Engine labels of one model; more are folded into `other` (counted)."""
 MAX_MODELS = 16
 """Models whose counters are kept; past it the one named longest ago is forgotten (its series end, and
 start again from 0 if it comes back: a counter reset, which `rate()` and `increase()` take)."""
 
 
 class Ledger:
-    """One model's engines (by engine label: at most `max_engines`, then `other`) and its request and
+    """One model's engines (by engine label: at most `MAX_ENGINES`, then `other`) and its request and
     step counts. `new_state()`: a new engine's state."""
 
-    def __init__(self, new_state: Callable[[], EngineState], max_engines: int) -> None:
+    def __init__(self, new_state: Callable[[], EngineState]) -> None:
         self.engines: dict[str, EngineState] = {}
         self.latency = LatencyState(self.bounded)
         self.folded = 0  # engine labels folded into `other`
         self._new_state = new_state
-        self._max_engines = max_engines
 
     def bounded(self, label: str) -> str:
-        """`label`, or `other` beyond `max_engines` labels (counted); its state exists on return."""
+        """`label`, or `other` beyond `MAX_ENGINES` labels (counted); its state exists on return."""
         engines = self.engines
         if label not in engines:
-            if len(engines) - ("other" in engines) >= self._max_engines:
+            if len(engines) - ("other" in engines) >= MAX_ENGINES:
                 self.folded += 1
                 label = "other"
             if label not in engines:
@@ -467,10 +464,10 @@ class Ledgers:
     aside when another is named and taken up again, with its totals, when it is named again. A set-aside
     ledger's counters are still served (counters do not go down); its gauges ended with its launch."""
 
-    def __init__(self, new_state: Callable[[], EngineState], max_engines: int) -> None:
-        self._new_state, self._max_engines = new_state, max_engines
+    def __init__(self, new_state: Callable[[], EngineState]) -> None:
+        self._new_state = new_state
         self.model = "unknown"
-        self.current = Ledger(new_state, max_engines)
+        self.current = Ledger(new_state)
         self._aside: dict[str, Ledger] = {}
 
     def switch(self, model: str) -> bool:
@@ -480,7 +477,7 @@ class Ledgers:
             return False
         self._aside[self.model] = self.current
         aside = self._aside.pop(model, None)
-        self.current = aside if aside is not None else Ledger(self._new_state, self._max_engines)
+        self.current = aside if aside is not None else Ledger(self._new_state)
         self.model = model
         while len(self._aside) >= MAX_MODELS:
             del self._aside[next(iter(self._aside))]

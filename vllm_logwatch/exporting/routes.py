@@ -92,25 +92,15 @@ _METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTION
 
 class HttpCounts:
     """Access lines by (method, path label, status), with bounded label values: the standard methods
-    and `other`; vLLM's own routes (`path_label`) up to `max_paths` of them, then `OTHER`."""
+    and `other`; vLLM's own routes (`path_label`), else `OTHER`."""
 
-    def __init__(self, max_paths: int) -> None:
-        self.max_paths = max_paths
+    def __init__(self) -> None:
         self.counts: dict[tuple[str, str, str], int] = {}
-        self._paths: set[str] = set()
 
-    def add(self, method: str, raw_path: str, status: int, count: int) -> bool:
-        """Count `count` lines; True when their path was folded into `OTHER` for the cap."""
+    def add(self, method: str, raw_path: str, status: int, count: int) -> None:
+        """Count `count` lines."""
         method = method if method in _METHODS else "other"
         # A path is whatever the client sent (possibly a prompt): only vLLM's own routes are label
         # values, whatever the status; every other path is `{other}`.
-        path = path_label(raw_path)
-        folded = False
-        if path not in self._paths:
-            if len(self._paths) >= self.max_paths:
-                path, folded = OTHER, True
-            else:
-                self._paths.add(path)
-        key = (method, path, str(status))
+        key = (method, path_label(raw_path), str(status))
         self.counts[key] = self.counts.get(key, 0) + count
-        return folded

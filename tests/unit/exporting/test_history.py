@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry
 
+from vllm_logwatch.exporting import exporter
 from vllm_logwatch.exporting.exporter import ExporterMetrics
 from vllm_logwatch.exporting.history import FIELDS, History
 from vllm_logwatch.parsing.assemble import iter_events
@@ -110,8 +111,9 @@ def test_a_fast_stats_interval_is_capped_by_the_point_count() -> None:
     assert 1799.0 <= times[-1] - times[0] <= 1799.5, "half an hour, not the window's hour"
 
 
-def test_engine_labels_are_those_of_the_metrics_and_bounded_by_them() -> None:
-    history, metrics = feed(stats_lines(datetime(2026, 11, 29), 10, 10.0, 5), max_engines=2)
+def test_engine_labels_are_those_of_the_metrics_and_bounded_by_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(exporter, "MAX_ENGINES", 2)
+    history, metrics = feed(stats_lines(datetime(2026, 11, 29), 10, 10.0, 5))
     registry = CollectorRegistry()
     metrics.register(registry)
     assert sorted(history.snapshot()["engines"]) == ["0", "1", "other"]

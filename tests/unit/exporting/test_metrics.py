@@ -366,7 +366,7 @@ def test_stats_missing_when_requests_flow_without_stats() -> None:
 
 
 def test_http_requests_bounded_paths_and_methods() -> None:
-    metrics, reg = setup(max_paths=2)
+    metrics, reg = setup()
     for method, path, status in (("POST", "/v1/completions", 200), ("GET", "/health", 200),
                                  ("GET", "/v1/files/77", 404), ("BREW", "/v1/completions", 405)):
         metrics.apply(event(ACCESS.format(method, path, status)))
@@ -377,12 +377,12 @@ def test_http_requests_bounded_paths_and_methods() -> None:
     assert http("GET", "/health", "200") == 1
     assert http("GET", "{other}", "404") == 1
     assert http("other", "/v1/completions", "405") == 1
-    assert value(reg, "label_overflow_total", {"label": "path"}) == 1
+    assert value(reg, "label_overflow_total", {"label": "path"}) == 0  # a path label is one of vLLM's routes
 
 
 @pytest.mark.integration  # over 0.2 s (a process, or a day of lines): make test, not smoke
 def test_ten_thousand_engines_stay_bounded() -> None:
-    metrics, reg = setup(max_engines=64)
+    metrics, reg = setup()
     for engine in range(10_000):
         metrics.apply(v1(engine=engine))
     running = [s for f in reg.collect() if f.name == "vllm_logwatch_requests_running" for s in f.samples]

@@ -1,12 +1,7 @@
-"""The one ingest core of the live modes: a block of one launch's complete lines -> the metrics.
-
-    block --scan_block--> access counts + the few lines worth a parse --parse_line--> Assembler
-          --> ExporterMetrics.apply_many (one lock a block)
-
-Watch (`pipeline.py`, blocks from the follower) and run (`feed.py`, chunks of the child's output) both
-read through `LaunchReader`, so the same bytes give the same metrics in both. Access lines carry no
-state through the Assembler and their counters do not depend on order, so counting them per block
-changes nothing but the moment a first request is seen (by at most a block).
+"""The one ingest core of the live modes: a block of one launch's complete lines -> the metrics, for
+watch (`pipeline.py`) and run (`feed.py`) alike (docs/design.md, "The path of a line"). Access lines
+carry no state through the Assembler, so counting them per block changes nothing but the moment a first
+request is seen (by at most a block).
 
 A line read as it is written is timed by its arrival (`Arrival`, `measure`): a detail line's latency, a
 stats line's age. vLLM's stamps have whole seconds; the line was printed a few milliseconds before

@@ -362,20 +362,11 @@ class Pipeline(Collector):
 
 class StateKeeper:
     """The state file in step with what scrapes show: a line a scrape shows is never counted again after
-    a restart, even after `kill -9`.
-
-    The pipeline applies each poll's lines holding the `gate`, and hands the position after them
-    (`Follower.checkpoint()`) to `pend` in the same breath. A scrape (or a status read) enters
-    `published()`, which takes the gate, so no line is applied meanwhile, and if the pending position is
-    not on disk yet writes it (fsync'd) before the scrape collects: whatever it shows is on disk. A
-    thread of its own (`start`) writes the pending position without the gate, so the worker never waits
-    for a disk, at most `save_interval` after the previous write: the file is never more than about that
-    behind the applied lines. Writes, whoever makes them, are at least `save_interval` apart (a scrape
-    that finds the file behind waits its turn, holding the gate), so at most ten a second by default (a
-    many-source state file: fewer as it grows, `following/statefile.py`). A
-    `kill -9` between an apply and its write loses nothing: no scrape saw those lines, and the restart
-    reads them again. If the state file cannot be written, scrapes are answered anyway (the guarantee
-    cannot hold then) and the failure is counted by the follower; it is retried every `SAVE_RETRY` seconds.
+    a restart, even after `kill -9` (how, and what a failed write costs: docs/design.md, "The state file,
+    exactly once", and docs/watch.md). The worker applies a poll's lines holding the `gate` and `pend`s
+    the position after them; `published()` (a scrape, a status read) takes the gate and writes that
+    position first if it is not on disk; a thread of its own (`start`) writes it without the gate. Writes
+    are at least the follower's `save_interval()` apart; a failed one is retried after `SAVE_RETRY`.
 
     With a record stream to a file (`records.py`), each write also names where the records file was after
     the records of the lines written as read (`RecordStream.mark`, fsync'd first), so a restart writes

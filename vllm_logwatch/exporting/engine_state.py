@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import replace
+from typing import Any, Literal, TypedDict
 
 from ..parsing.events import (
     EngineStats,
@@ -26,10 +27,9 @@ from ..parsing.events import (
     json_fields,
 )
 from ..shown import finite, json_safe
-from .snapshot import EngineSnapshot, EngineStateName
 from .tokens import StepTokens, TokenWindows, readable
 from .totals import RunningTotal
-from .transfer_state import TransferState
+from .transfer_state import TransferSnapshot, TransferState
 
 MAX_POSITIONS = 32
 """Draft positions exported from a spec line's per-position rates (the `position` label's bound)."""
@@ -37,6 +37,23 @@ MAX_POSITIONS = 32
 MAX_WRITERS = 8
 """Processes an engine label keeps windows for in a launch; one more forgets the one silent longest
 (its held first line credited). Restarts without a banner change the pid: the map stays bounded."""
+
+
+EngineStateName = Literal["ok", "idle", "stalled", "dead", "ended"]
+
+
+class EngineSnapshot(TypedDict):
+    """One engine: the fields of its last stats line (log units), their age, its state, the token
+    counters and transfers."""
+
+    last: dict[str, Any]
+    age_seconds: float
+    state: EngineStateName
+    interval_seconds: float | None
+    prompt_tokens: float
+    generation_tokens: float
+    stats_lines: int
+    transfers: dict[str, TransferSnapshot] | None
 
 
 def engine_label(engine: int | None, aggregated: int | None = None) -> str:

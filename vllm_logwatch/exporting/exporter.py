@@ -24,7 +24,7 @@ import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any
+from typing import Any, Literal, TypedDict
 
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector, CollectorRegistry
@@ -47,11 +47,10 @@ from ..parsing.launchargs import gpu_count
 from ..parsing.startup import PROBLEM_TAGS
 from ..shown import json_safe
 from .catalogue import METRICS, STARTUP_PHASES, check_const_labels
-from .engine_state import EngineState, engine_label
+from .engine_state import EngineSnapshot, EngineState, engine_label
 from .families import Families, new_family
 from .latency_state import DETAIL_EVENTS, LatencyState
 from .routes import HttpCounts
-from .snapshot import Counters, ExporterStatus, StatsMissing
 from .tokens import DEFAULT_INTERVAL, readable_step
 from .totals import RunningTotal
 from .transfer_state import Sample
@@ -63,6 +62,47 @@ _DEATHS = frozenset({"engine_dead", "engine_fatal"})  # after these the launch's
 AT_SHUTDOWN = "engine_dead_at_shutdown"
 """The problem tag of an engine's death logged after its launch's shutdown line: vLLM stopped on purpose
 (vLLM 0.32 logs an EngineDeadError as its engine core is stopped), not a failure to alert on."""
+
+
+StatsMissing = Literal["stats_logging_disabled", "requests_without_stats"]
+"""Why no engine has a stats line although vLLM runs (None in `ExporterStatus`: no reason known)."""
+
+
+class Counters(TypedDict):
+    """The exporter's own counters: what was read, and what could not be used."""
+
+    log_lines: float
+    log_bytes: float
+    log_rotations: float
+    log_truncations: float
+    read_errors: float
+    lines_cut: float
+    state_errors: float
+    parse_errors: dict[str, int]
+    unknown_fields: int
+    label_overflow: dict[str, int]
+    log_messages: dict[str, int]
+    problems: dict[str, int]
+    http_requests: int
+
+
+class ExporterStatus(TypedDict):
+    """`ExporterMetrics.status()`, the core of `/api/v1/status` (the page reads the same keys): values in
+    the log's own units, per-engine age and state, start-up facts and the exporter's own counters. Watch
+    adds `pipeline` and `follower`, run `mode` and the supervisor's side of `child`."""
+
+    engines: dict[str, EngineSnapshot]
+    model_name: str
+    server: dict[str, Any]
+    stats_missing: StatsMissing | None
+    launches: int
+    launch_source: str | None
+    stats_interval_seconds: float | None
+    skipped_bytes: int | None
+    """Bytes of the file before where reading started, not read (watch started at its end)."""
+    counters: Counters
+    child: dict[str, float | None] | None
+    """Run mode: the supervised vLLM process as the exporter's child metrics see it (by metric name)."""
 
 
 class ExporterMetrics(Collector):

@@ -16,17 +16,24 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple, TypedDict
 
 from ..parsing.events import OffloadSample, TransferStats, json_fields
 from ..shown import json_safe
-from .snapshot import TransferSnapshot
 
 MIB = float(1 << 20)
 """vLLM's `MB` in these lines is MiB (bytes / 2**20)."""
 
 Sample = tuple[str, tuple[str, ...], float]
 """(short metric name, label values after engine and model_name, value)."""
+
+
+class TransferSnapshot(TypedDict):
+    """One KV/EC connector cache of an engine: its totals and the last line's values."""
+
+    transfers: dict[str, int]
+    expired_requests: int | None
+    last: dict[str, Any] | None
 
 
 @dataclass

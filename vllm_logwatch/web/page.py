@@ -197,7 +197,9 @@ def _shown(value: Any, kind: str, digits: int) -> str:
     if kind == "list":
         return ", ".join(str(v) for v in value) if isinstance(value, list) and value else "—"
     if kind == "problems":
-        return _problems({"problems": value})
+        seen = [f"{tag} ×{count}" for tag, count in value.items()
+                if isinstance(count, int) and count > 0] if isinstance(value, Mapping) else []
+        return ", ".join(seen) or "none"
     if kind in ("number", "quantity"):  # a quantity: a whole value without decimals (`512`, not `512.0`)
         whole = kind == "quantity" and isinstance(value, (int, float)) and float(value).is_integer()
         return format_number(value, 0 if whole else digits)
@@ -269,14 +271,6 @@ def _replay(status: Mapping[str, Any]) -> tuple[str, str, str]:
     return badge, text, f" (replay time: the log stamps at {speed}x, ahead of this clock)"
 
 
-def _problems(counters: Mapping[str, Any] | None) -> str:
-    problems = _get(counters, "problems")
-    if not isinstance(problems, Mapping):
-        return "none"
-    seen = [f"{tag} ×{count}" for tag, count in problems.items() if isinstance(count, int) and count > 0]
-    return ", ".join(seen) or "none"
-
-
 def _sources(status: Mapping[str, Any]) -> str:
     """The Sources section of a many-source watch ("" with one source): a row a source."""
     sources = status.get("sources")
@@ -299,7 +293,7 @@ def _sources(status: Mapping[str, Any]) -> str:
 
 
 def _exporter(status: Mapping[str, Any]) -> str:
-    items = _items(status, (
+    return "".join(_items(status, (
         ("Following", "follower.path|child.log_file|follower.target", "text", 0),
         ("Lines read", "counters.log_lines", "number", 0),
         ("Stats lines parse errors", "counters.parse_errors.stats", "number", 0),
@@ -307,10 +301,8 @@ def _exporter(status: Mapping[str, Any]) -> str:
         ("Errors", "counters.log_messages.ERROR", "number", 0),
         ("HTTP requests", "counters.http_requests", "number", 0),
         ("Launches", "launches", "number", 0),
-    ))
-    items.append('<div><dt>Problems seen</dt><dd data-key="counters.problems">'
-                 f"{_e(_problems(status.get('counters')))}</dd></div>")
-    return "".join(items)
+        ("Problems seen", "counters.problems", "problems", 0),
+    )))
 
 
 _PAGE = Template("""<!doctype html>

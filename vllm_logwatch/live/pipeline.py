@@ -43,7 +43,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from ..exporting.exporter import ExporterMetrics
 from ..following.openfile import FollowerStats, LineBlock, OpenFile
-from ..following.source import LineSource, Start
+from ..following.source import LineSource
 from ..following.statefile import Checkpoint, Position, SavedState
 from ..parsing.assemble import Assembler
 from ..parsing.events import ServerInfo
@@ -255,10 +255,6 @@ class Pipeline(Collector):
         if self._facts_read or (starts := self.follower.starts()) is None:
             return
         self._facts_read = True
-        self._read_facts(starts)
-
-    def _read_facts(self, starts: list[Start]) -> None:
-        """Each source's launch facts from before where it started reading (`launch_facts`)."""
         for key, path, start in starts:
             if not start:
                 continue
@@ -440,13 +436,10 @@ class StateKeeper:
         with self.gate, self._write_lock:
             self._write_pending()
 
-    def _unsaved(self) -> bool:
-        state = self.pending.state
-        return self.follower.state_file is not None and state is not None and state != self._saved
-
     def _wait_before_write(self) -> float:
         """Seconds before the pending position may be written (0: now; inf: nothing to write)."""
-        if not self._unsaved():
+        state = self.pending.state
+        if self.follower.state_file is None or state is None or state == self._saved:
             return math.inf
         pause = SAVE_RETRY if self._failing else self.follower.save_interval()
         return max(0.0, self._last_write + pause - time.monotonic())

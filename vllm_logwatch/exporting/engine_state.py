@@ -27,8 +27,7 @@ from ..parsing.events import (
     json_fields,
 )
 from ..shown import finite, json_safe
-from .tokens import StepTokens, TokenWindows, readable
-from .totals import RunningTotal
+from .tokens import RunningTotal, StepTokens, TokenWindows, readable
 from .transfer_state import TransferSnapshot, TransferState
 
 MAX_POSITIONS = 32

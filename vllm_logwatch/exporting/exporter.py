@@ -51,8 +51,7 @@ from .engine_state import EngineSnapshot, EngineState, engine_label
 from .families import Families, new_family
 from .latency_state import DETAIL_EVENTS, LatencyState
 from .routes import HttpCounts
-from .tokens import DEFAULT_INTERVAL, readable_step
-from .totals import RunningTotal
+from .tokens import DEFAULT_INTERVAL, RunningTotal, readable_step
 from .transfer_state import Sample
 
 LEVELS = ("WARNING", "ERROR", "CRITICAL")

@@ -7,7 +7,7 @@ import math
 from prometheus_client import CollectorRegistry, generate_latest
 
 from vllm_logwatch.exporting.exporter import ExporterMetrics
-from vllm_logwatch.exporting.totals import RunningTotal
+from vllm_logwatch.exporting.tokens import RunningTotal
 from vllm_logwatch.parsing.line import parse_line
 
 

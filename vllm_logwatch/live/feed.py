@@ -1,9 +1,6 @@
-"""Run mode's parser: chunks of the child's output -> events -> metrics, in a thread of its own.
-
-Each chunk is framed as watch frames a file (`OpenFile.consume`: the partial last line held, a line
-over the cap cut and the rest of it skipped), and its complete lines read as one block by the live
-modes' one ingest core (`ingest.LaunchReader`): access lines counted by one pattern, only the lines that
-can carry something else (stats, spec, start-up facts, warnings) through the full parser.
+"""Run mode's parser: chunks of the child's output -> events -> metrics, in a thread of its own, each
+chunk framed as watch frames a file and its complete lines read as one block by the live modes' one
+ingest core (`ingest.LaunchReader`).
 
 Each chunk's arrival is read when the supervisor hands it over, before the queue, and times its lines
 (`ingest.measure`): a detail line's latency, a stats line's age.

@@ -115,12 +115,10 @@ class LaunchReader:
     arrival has its lines timed by it (`measure`: latency, ages). `records`: given each block's
     complete events as the metrics take them (the record stream, `records.py`).
 
-    A container log (Docker json-file, CRI, `docker logs --timestamps`: `parsing/envelope.py`) is told
-    from the first block that holds a line, once; its blocks are unwrapped before the scan, its events
-    numbered by their envelope lines and timed by their container stamps, a record that is not of its
-    format is a parse error of kind `envelope`, and a joined line cut at the cap is counted in `errors`.
-    A plain log pays one attribute test a block. `envelopes=False` (run mode: vLLM's own output) reads
-    every block as plain.
+    A container log (`parsing/envelope.py`: docs/design.md says what unwrapping does) is told from the
+    first block that holds a line, once, and its blocks unwrapped before the scan; a joined line cut at
+    the cap is counted in `errors`. `envelopes=False` (run mode: vLLM's own output) reads every block as
+    plain.
     """
 
     def __init__(

@@ -19,9 +19,8 @@ Why it is built like this:
   banner on, start-up lines only, read in large chunks framed as the follower frames a file, at most
   `FACTS_BYTES` after the banner. Nothing is counted there (no stats line, message or launch), so the
   state file's exactly-once promise is untouched (docs/watch.md).
-* The state file, exactly once: a line a scrape shows is never counted again after a restart, even
-  after `kill -9` (`StateKeeper`). A poll reads at most `POLL_BYTES`, so a scrape never waits long
-  for a backlog being applied.
+* The state file, exactly once (`StateKeeper`). A poll reads at most `POLL_BYTES`, so a scrape never
+  waits long for a backlog being applied.
 """
 
 from __future__ import annotations

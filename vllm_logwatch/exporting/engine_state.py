@@ -1,15 +1,7 @@
-"""Per-engine state of the live exporter: the last stats values, the typical spacing of the engine's
-lines, and the token counters integrated from its throughputs.
-
-The token counters and the spacing of the engine's lines are `tokens.TokenWindows` (the token rule);
-from the engine's first step line on (`--enable-logging-iteration-details`), the counters add the
-steps' own counts instead (`tokens.StepTokens`), and the stats lines only time the busy windows.
-
-Two servers writing one log (`>>` from two launches, `kubectl logs --prefix`, one journald stream) both
-print `Engine 000`: their lines interleave under one engine label. The spacing of the lines, and so
-each line's window, is then kept per writing process (`Writers`: by the pid of the line's prefix), adding
-to the same counters, and the label's `stats_processes` gauge says how many processes wrote at once;
-the gauges hold the last line's values, of whichever process wrote it.
+"""Per-engine state of the live exporter: the last stats values, and the token counters of the token
+rule (`tokens.py`). Two servers writing one log (`>>` from two launches, `kubectl logs --prefix`, one
+journald stream) both print `Engine 000`: their lines' windows are kept per writing process
+(`Writers`), the gauges hold the last line's values, of whichever process wrote it (docs/design.md).
 """
 
 from __future__ import annotations

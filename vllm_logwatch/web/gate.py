@@ -7,7 +7,7 @@ connection waits for a request head and when it closes. The checks run on uvicor
 
 Example::
 
-    server = Server(uvicorn_config(app, web))
+    server = http_server(app, web)   # server.py: this Server with logwatch's uvicorn settings
     server.run(sockets=[bind_socket("127.0.0.1", 9477)])   # the sockets are required
 """
 

@@ -72,7 +72,7 @@ def create_app(
     """The exporter's HTTP app: `/metrics` from `registry`, `/api/v1/status` and the page at `/` from
     `status()`, `/healthz` from `health()` (always healthy when None), `/api/v1/history` from
     `history` (empty when None). With `web`, its basic auth guards every path and its headers are
-    on every response (TLS is the server's: `uvicorn_config`). `labels`: the exporter's `--label`s, on
+    on every response (TLS is the server's: `http_server`). `labels`: the exporter's `--label`s, on
     the server's own series too.
 
     >>> app = create_app(CollectorRegistry(), lambda: {"engines": {}})
@@ -270,20 +270,15 @@ def url_of(host: str, port: int, path: str = "/metrics", *, scheme: str = "http"
 
 def http_server(app: Any, web: WebConfig | None = None) -> uvicorn.Server:
     """The server of every logwatch command (watch, demo, run), to `run(sockets=[bind_socket(...)])`:
-    uvicorn with `uvicorn_config`, accepting through `gate.py` (a connection cap, a request head
-    deadline, out of descriptors counted)."""
-    from .gate import Server
-
-    return Server(uvicorn_config(app, web))
-
-
-def uvicorn_config(app: Any, web: WebConfig | None = None) -> uvicorn.Config:
-    """The uvicorn settings of every logwatch server: no access log, no lifespan, no `Server` header,
-    no WebSocket, idle keep-alive connections closed after 5 s, 5 s to finish requests at shutdown;
-    uvicorn's own TLS when `web` has `tls_server_config`, with its lowest TLS version set on the
-    context uvicorn makes. (No `limit_concurrency`: its 503 comes once a request head is complete,
-    and `gate.py` caps the connections before.)"""
+    uvicorn accepting through `gate.py` (a connection cap, a request head deadline, out of descriptors
+    counted), with no access log, no lifespan, no `Server` header, no WebSocket, idle keep-alive
+    connections closed after 5 s, 5 s to finish requests at shutdown; uvicorn's own TLS when `web` has
+    `tls_server_config`, with its lowest TLS version set on the context uvicorn makes. (No
+    `limit_concurrency`: its 503 comes once a request head is complete, and `gate.py` caps the
+    connections before.)"""
     import uvicorn
+
+    from .gate import Server
 
     tls = web.tls if web is not None else None
     minimum = tls.minimum_version if tls is not None else None
@@ -298,8 +293,9 @@ def uvicorn_config(app: Any, web: WebConfig | None = None) -> uvicorn.Config:
     if tls is not None:
         options = {"ssl_certfile": tls.cert_file, "ssl_keyfile": tls.key_file,
                    "ssl_ca_certs": tls.client_ca_file or None, "ssl_cert_reqs": tls.cert_reqs}
-    return Config(app, log_config=None, log_level="warning", access_log=False, lifespan="off", ws="none",
-                  server_header=False, timeout_keep_alive=5, timeout_graceful_shutdown=5, **options)
+    return Server(Config(app, log_config=None, log_level="warning", access_log=False, lifespan="off",
+                         ws="none", server_header=False, timeout_keep_alive=5, timeout_graceful_shutdown=5,
+                         **options))
 
 
 @contextlib.contextmanager

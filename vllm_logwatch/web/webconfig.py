@@ -105,8 +105,12 @@ class TLSServerConfig(_Strict):
         (uvicorn builds its own from the same files; this one proves at start that it can.)"""
         for what, path in (("cert_file", self.cert_file), ("key_file", self.key_file),
                            ("client_ca_file", self.client_ca_file)):
-            if path:
-                _check_readable(what, path)
+            try:
+                if path:
+                    _read_regular(path, 1)
+            except OSError as exc:
+                reason = _reason(exc)
+                raise UsageError(f"tls_server_config: {what} {path}: cannot read it ({reason})") from None
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.minimum_version = self.minimum_version
         try:
@@ -258,13 +262,6 @@ def _read_regular(path: str, limit: int) -> bytes:
             return file.read(limit)
     finally:
         os.close(fd)
-
-
-def _check_readable(what: str, path: str) -> None:
-    try:
-        _read_regular(path, 1)
-    except OSError as exc:
-        raise UsageError(f"tls_server_config: {what} {path}: cannot read it ({_reason(exc)})") from None
 
 
 def _reason(exc: BaseException) -> str:

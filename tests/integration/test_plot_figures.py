@@ -169,7 +169,7 @@ def bucketed_log(path: Path) -> None:
 
 
 def test_compare_figure_ticks_do_not_collide_and_dots_say_how_many_intervals(tmp_path: Path) -> None:
-    from vllm_logwatch.offline.compare.tables import build_compare_figure
+    from vllm_logwatch.offline.compare.differences import build_compare_figure
 
     bucketed = tmp_path / "spread-load" / "serve_20261201T190000Z.log"
     bucketed_log(bucketed)
@@ -230,7 +230,7 @@ def test_a_dollar_in_a_file_or_model_name_is_drawn_as_it_is(tmp_path: Path,
 
 
 def test_compare_draws_a_dollar_in_a_file_or_model_name_as_it_is(tmp_path: Path) -> None:
-    from vllm_logwatch.offline.compare.tables import build_compare_figure
+    from vllm_logwatch.offline.compare.differences import build_compare_figure
 
     logs = dollar_logs(tmp_path)
     out = tmp_path / "compare.png"
@@ -244,8 +244,7 @@ def test_compare_lines_break_at_counts_without_data_and_the_pareto_panel_is_a_fr
     rows at 1, 7 and 8: no line from 1 to 7), and the Pareto panel draws each launch's points with one
     line through its non-dominated ones (no other point has both more total and more per-stream tok/s),
     left to right: it falls and never crosses itself."""
-    from vllm_logwatch.offline.compare.differences import comparison_summary
-    from vllm_logwatch.offline.compare.tables import build_compare_figure, row_x
+    from vllm_logwatch.offline.compare.differences import build_compare_figure, comparison_summary, row_x
     from vllm_logwatch.offline.summary.answers import pareto
 
     logs = sorted(str(p) for p in (DATA / "compare").glob("*/serve_*.log"))

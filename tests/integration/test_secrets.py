@@ -96,7 +96,7 @@ def test_compare_png_legend_shows_no_secret(logs: list[Path], tmp_path: Path) ->
     from matplotlib.text import Text
 
     from vllm_logwatch.commands.compare import run_compare
-    from vllm_logwatch.offline.compare.tables import build_compare_figure
+    from vllm_logwatch.offline.compare.differences import build_compare_figure
 
     image = tmp_path / "cmp.png"
     cmp = run_compare([str(p) for p in logs], output=str(image), tz="UTC", out=io.StringIO())

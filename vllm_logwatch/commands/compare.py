@@ -10,8 +10,7 @@ from typing import IO
 
 from ..errors import UsageError
 from ..following.layouts import script_name
-from ..offline.compare.differences import Comparison, compare
-from ..offline.compare.tables import build_compare_figure, render_comparison
+from ..offline.compare.differences import Comparison, build_compare_figure, compare, render_comparison
 from ..offline.reading.launches import Launch, iter_summary_records
 from ..offline.reading.ranges import DEFAULT_TUNING, Tuning
 from ..offline.summary.answers import Asked

@@ -64,8 +64,7 @@ from ...errors import InputError
 from ...parsing.events import EngineStats, IterationStats
 from ...parsing.stamps import utc
 from ..reading.launches import Launch
-from ..summary.build import summarize
-from ..summary.groups import quantile_sorted
+from ..summary.build import quantile_sorted, summarize
 from ..summary.tbt import TBT_HOW, TbtFrom
 from .results import Run
 

@@ -6,7 +6,7 @@ every streams / generation-tok/s seconds, so over intervals of one length it is 
 sum(generation tok/s), scheduling, output processing and the front end included. An interval's streams:
 
 * where the log has iteration lines (`--enable-logging-iteration-details`), its steps' mean generation
-  requests (`offline/summary/groups.py`): the cadence of a stream's tokens, without a request's wait for
+  requests (`offline/summary/build.py`): the cadence of a stream's tokens, without a request's wait for
   its first token, as a benchmark's ITL;
 * elsewhere its Running count, over the decode-dominated intervals only (generation tok/s at least
   `DECODE_MIN_SHARE` of the prompt tok/s): higher than vLLM's own ITL (docs/offline.md, "Why the

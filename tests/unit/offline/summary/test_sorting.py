@@ -1,4 +1,4 @@
-"""The summary's sorted columns by numpy (`summary/groups.py`) are `sorted(compress(...))`'s, float for
+"""The summary's sorted columns by numpy (`summary/build.py`) are `sorted(compress(...))`'s, float for
 float, signed zeros in the same order, whichever way a column goes (numpy's as an array, read by the
 summary's median and quantile as it reads a list)."""
 
@@ -11,9 +11,9 @@ from operator import truediv
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vllm_logwatch.offline.summary.groups import median_sorted as _median_sorted
-from vllm_logwatch.offline.summary.groups import quantile_sorted as _quantile_sorted
-from vllm_logwatch.offline.summary.groups import sorted_ratios, sorted_selected
+from vllm_logwatch.offline.summary.build import median_sorted as _median_sorted
+from vllm_logwatch.offline.summary.build import quantile_sorted as _quantile_sorted
+from vllm_logwatch.offline.summary.build import sorted_ratios, sorted_selected
 
 VALUE = st.one_of(st.sampled_from([0.0, -0.0, 1.0, 1e300, -1e-300]),
                   st.floats(allow_nan=False, allow_infinity=False))

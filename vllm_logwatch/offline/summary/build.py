@@ -205,7 +205,7 @@ class _Group:
         self.spec = SpecTotals()
         self.transfers = TransferTotals()
 
-    def _estimate(self, member: tuple[int, int | None]) -> EngineState:  # as `add` makes them
+    def _estimate(self, member: tuple[int, int | None]) -> EngineState:
         estimate = self.estimates.get(member)
         if estimate is None:
             estimate = self.estimates[member] = EngineState()
@@ -235,17 +235,12 @@ class _Group:
     def add(self, launch: Launch, e: EngineStats) -> None:
         index, engine, t = launch.index, e.engine, e.time
         member = (index, engine)
-        if index not in self.launches:
-            self.launches[index] = launch
-        if engine not in self.engines:
-            self.engines[engine] = e.engines_aggregated
+        self.launches.setdefault(index, launch)
+        self.engines.setdefault(engine, e.engines_aggregated)
         if t is not None:
             self._stretch(t)
         # The live exporter's own per-engine state: the same token estimate (throughput x interval).
-        estimate = self.estimates.get(member)
-        if estimate is None:
-            estimate = self.estimates[member] = EngineState()
-        estimate.apply_stats(e, 0.0)
+        self._estimate(member).apply_stats(e, 0.0)
         if e.prefix_cache_hit_rate_pct is not None:
             self.prefix_hits[member] = e.prefix_cache_hit_rate_pct
         if e.mm_cache_hit_rate_pct is not None:

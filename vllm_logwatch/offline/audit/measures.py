@@ -76,11 +76,15 @@ class Window:
     run: Run
     launch: Launch | None = None
     """The launch of the benchmark's model with the most lines in the window (None: none had any)."""
-    lines: list[EngineStats] = field(default_factory=list)
     records: list[EngineStats | IterationStats] = field(default_factory=list)
     """The launch's stats and iteration lines in the window, in the log's order."""
     other_models: dict[str, int] = field(default_factory=dict)
     """Served model name -> lines in the window, for launches serving another model."""
+
+    @property
+    def lines(self) -> list[EngineStats]:
+        """The stats lines of `records`."""
+        return [r for r in self.records if isinstance(r, EngineStats)]
 
 
 @dataclass
@@ -124,37 +128,31 @@ def find_windows(runs: list[Run], records: Iterable[tuple[Launch, EngineStats | 
     `InputError` when that takes one past the dates a clock can show. Times are compared in UTC: two of
     one zone compare on their wall clocks, wrong in a fall-back's repeated hour."""
     starts = [_moved(run, offset) for run in runs]
-    per_run: list[dict[int, tuple[Launch, list[EngineStats], list[EngineStats | IterationStats]]]] = [
-        {} for _ in runs]
+    per_run: list[dict[int, tuple[Launch, list[EngineStats | IterationStats]]]] = [{} for _ in runs]
     span = LogSpan()
     for launch, record in records:
         if record.time is None:
             continue
-        stats = record if isinstance(record, EngineStats) else None
-        if stats is not None:
+        if isinstance(record, EngineStats):
             span.take(record.time)
         time = utc(record.time)
         for n, (start, end) in enumerate(starts):
             if start <= time <= end:
-                found = per_run[n].setdefault(launch.index, (launch, [], []))
-                if stats is not None:
-                    found[1].append(stats)
-                found[2].append(record)
+                per_run[n].setdefault(launch.index, (launch, []))[1].append(record)
     windows = []
     for run, launches in zip(runs, per_run, strict=True):
         window = Window(run)
-        best: tuple[Launch, list[EngineStats], list[EngineStats | IterationStats]] | None = None
-        for launch, lines, _ in launches.values():
+        most = 0
+        for launch, found in launches.values():
+            lines = sum(isinstance(r, EngineStats) for r in found)
             if not lines:
                 continue  # iteration lines alone: no stats line of the launch in the window
             if same_model(launch.model_name, run.model):
-                if best is None or len(lines) > len(best[1]):
-                    best = launches[launch.index]
+                if lines > most:
+                    window.launch, window.records, most = launch, found, lines
             else:
                 name = launch.model_name or "?"
-                window.other_models[name] = window.other_models.get(name, 0) + len(lines)
-        if best is not None:
-            window.launch, window.lines, window.records = best
+                window.other_models[name] = window.other_models.get(name, 0) + lines
         windows.append(window)
     return windows, span
 
@@ -245,7 +243,8 @@ def max_num_seqs(launch: Launch | None) -> int | None:
 
 def measure(window: Window) -> Measures:
     """The numbers of `window`."""
-    found = samples(window.lines)
+    lines = window.lines
+    found = samples(lines)
     cap = max_num_seqs(window.launch)
     running = [s.running for s in found if s.running is not None]
     waiting = [s.waiting for s in found if s.waiting is not None]
@@ -253,11 +252,11 @@ def measure(window: Window) -> Measures:
     gen = [s.generation for s in found if s.generation is not None]
     kv = [s.kv_pct for s in found if s.kv_pct is not None]
     tbt = _tbt(window)
-    pre = [e.extra["preemptions"] for e in window.lines if "preemptions" in e.extra]
-    prefix = [e.prefix_cache_hit_rate_pct for e in window.lines if e.prefix_cache_hit_rate_pct is not None]
-    mm = [e.mm_cache_hit_rate_pct for e in window.lines if e.mm_cache_hit_rate_pct is not None]
+    pre = [e.extra["preemptions"] for e in lines if "preemptions" in e.extra]
+    prefix = [e.prefix_cache_hit_rate_pct for e in lines if e.prefix_cache_hit_rate_pct is not None]
+    mm = [e.mm_cache_hit_rate_pct for e in lines if e.mm_cache_hit_rate_pct is not None]
     return Measures(
-        lines=len(window.lines),
+        lines=len(lines),
         samples=len(found),
         running_median=statistics.median(running) if running else None,
         running_p10=_pct(running, 0.1) if running else None,
@@ -280,9 +279,9 @@ def measure(window: Window) -> Measures:
 def _tbt(window: Window) -> tuple[float | None, TbtFrom | None]:
     """`summary`'s time between tokens over the window's lines and where it came from."""
     launch = window.launch
-    if launch is None or not window.lines:
+    if launch is None or not window.records:
         return None, None
-    groups = summarize((launch, e) for e in window.records or window.lines).groups
+    groups = summarize((launch, e) for e in window.records).groups
     return (groups[0].tbt_ms, groups[0].tbt_from) if groups else (None, None)
 
 

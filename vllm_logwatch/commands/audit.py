@@ -9,9 +9,8 @@ from datetime import timedelta, tzinfo
 from typing import IO
 
 from ..errors import NoStatsError, UsageError
-from ..offline.audit.measures import find_windows, judge, measure
+from ..offline.audit.measures import Audited, build_audit_figure, find_windows, judge, measure, render_audit
 from ..offline.audit.results import join_share, log_request_keys, read_results
-from ..offline.audit.tables import Audited, build_audit_figure, render_audit
 from ..offline.reading.launches import iter_summary_records
 from ..offline.reading.ranges import DEFAULT_TUNING
 from ..parsing.events import EngineStats, IterationStats

@@ -7,15 +7,14 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from vllm_logwatch.offline.audit.measures import Measures, Verdict, Window
+from vllm_logwatch.offline.audit.measures import Audited, Measures, Verdict, Window
 from vllm_logwatch.offline.audit.results import Run
-from vllm_logwatch.offline.audit.tables import Audited
 
 pytest.importorskip("matplotlib")
 
 from matplotlib.text import Text
 
-from vllm_logwatch.offline.audit.tables import MAX_WIDTH_IN, build_audit_figure
+from vllm_logwatch.offline.audit.measures import MAX_WIDTH_IN, build_audit_figure
 
 T0 = datetime(2026, 12, 2, 2, 0, 0, tzinfo=timezone.utc)
 KINDS = ("ok", "client-bound", "capped by max-num-seqs", "absent")

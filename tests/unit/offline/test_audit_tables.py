@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from vllm_logwatch.offline.audit.measures import find_windows, judge, measure
+from vllm_logwatch.offline.audit.measures import Audited, find_windows, judge, measure, render_audit
 from vllm_logwatch.offline.audit.results import Run
-from vllm_logwatch.offline.audit.tables import Audited, render_audit
 from vllm_logwatch.offline.reading.launches import Launch
 from vllm_logwatch.parsing.events import EngineStats
 

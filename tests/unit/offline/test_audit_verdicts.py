@@ -14,9 +14,15 @@ import pytest
 
 from vllm_logwatch.cli import main
 from vllm_logwatch.errors import InputError
-from vllm_logwatch.offline.audit.measures import find_windows, judge, measure, observability_partial
+from vllm_logwatch.offline.audit.measures import (
+    Audited,
+    find_windows,
+    judge,
+    measure,
+    observability_partial,
+    render_audit,
+)
 from vllm_logwatch.offline.audit.results import Run
-from vllm_logwatch.offline.audit.tables import Audited, render_audit
 from vllm_logwatch.offline.reading.launches import Launch
 from vllm_logwatch.parsing.events import EngineStats, IterationStats
 

@@ -1,70 +1,20 @@
-"""Each benchmark run's window in the server's logs, what the server really ran in it, and the verdicts.
+"""Each benchmark run's window in the server's logs, what the server really ran in it, the verdicts, and
+the audit as text, Markdown, JSON (`render_audit`) and a figure (`build_audit_figure`).
 
-The window: the stats lines vLLM printed while the run ran. The logs are read once through the offline
-reader (`iter_summary_records`: plain and container logs, many files, restarts as launches). A line
-belongs to a run when its time, moved by the clock offset, falls within the run's start and end (both
-ends included: the client's times have whole seconds). Of the launches with lines there, the run's
-window is the one of the launch serving the benchmark's model with the most lines; lines of launches
-serving another model are kept aside, for the verdict. The launch's iteration lines in the window
-(`--enable-logging-iteration-details`) are kept with its stats lines, in the log's order: the time
-between tokens reads their cadence.
+docs/audit.md says what a run's window is, what each column and verdict means (the thresholds are the
+constants below), what `--observability` writes (`observability_partial`) and what the figure shows.
 
-What the server ran, from the window's stats lines: the lines of one timestamp (one per engine of a
-data-parallel server) are added into one sample: Running, Waiting and the generation throughput are sums
-over engines, the KV cache usage their highest. Percentiles are the nearest-rank ones of those samples
-(a median of 4 and 5 is 4.5).
+The logs are read once through the offline reader (`iter_summary_records`). The launch's iteration
+lines in a window (`--enable-logging-iteration-details`) are kept with its stats lines, in the log's
+order: `summary`'s time between tokens over the window reads their cadence (`offline/summary/tbt.py`).
+The lines of one timestamp (one per engine of a data-parallel server) are one sample: Running, Waiting
+and the generation throughput summed over engines, the KV cache usage their highest. Percentiles are
+the nearest-rank ones of the samples (a median of 4 and 5 is 4.5). A run can get several verdicts;
+`ok` only when it gets none.
 
-The server's time between tokens is `summary`'s over the window (`summarize` of its stats and iteration
-lines; the definition: `offline/summary/tbt.py`): from the iteration lines' cadence where the log has
-them, else Little's law on the Running count of the held decode-dominated samples.
-
-The samples as an llm-d Benchmark Report partial (`audit --observability DIR`), one YAML file per run:
-`results.observability.components[]` of the Benchmark Report 0.2.x schema, with one component
-(`component_label: vllm`) whose `aggregate` holds the statistics of the window's samples
-(`running_requests`, `waiting_requests` in `count`, `kv_cache_usage` in `percent`) and whose
-`time_series` holds the samples themselves (`num_requests_running`, `num_requests_waiting`,
-`kv_cache_usage`; `ts` in ISO 8601 with the log's zone). Merged into a report (llm-d's `update_dict`, a
-deep update), the report carries what the server ran.
-
-Verdicts on one run: did the server run what the benchmark asked? Each comes with its numbers.
-
-In the order they are checked (a run can get several; `ok` only when it gets none):
-
-* `another model`: the log's lines in the window are of a launch serving another model only.
-* `absent`: no stats line in the window (the server was down, or the window is not in these logs:
-  a clock offset?).
-* `idle`: stats lines, but nothing ran and nothing was generated.
-* `capped by max-num-seqs`: the run asked for more concurrent requests than the launch's
-  `--max-num-seqs`; the server can never run more.
-* `KV-throttled`: the KV cache reached KV_FULL_PCT and requests waited while fewer than max-num-seqs
-  ran (the scheduler held them back for want of KV blocks: with few, large blocks the cache is full
-  before it reads 100%), or requests were preempted.
-* `queueing`: requests waited in at least SATURATED_SHARE of the samples: the run measured a
-  saturated server (its latencies include the queue).
-* `time between tokens differs`: the server's time between tokens from the log (`summary`'s:
-  `measure`; the why says what it rests on) and the client's mean ITL (else its mean TPOT) differ
-  by more than TBT_DIFF_SHARE of the client's: one of them did not measure what it says (a client
-  that reads chunks late, a front end that holds the first token back, a window with other traffic).
-* `client-bound`: fewer running than could run (median below CLIENT_BOUND_RATIO of the asked
-  concurrency, or of max-num-seqs when that is lower) while requests waited in under
-  CLIENT_BOUND_WAITING of the samples: the client, not the server, set the pace. It can come with
-  `capped by max-num-seqs` (the cap is a fact of the launch; the client did not even reach it).
-
-The audit as text, Markdown or JSON (`render_audit`): one row per run, then each run's verdicts with their
-numbers.
-
-The model names and file names in it are what result files and logs chose: text shows them `printable`
-(no terminal escapes, one line), Markdown also with `&`, `<` and `>` as entities (text, not HTML).
-
-`logwatch audit -o audit.png`: per run, the concurrency the benchmark asked for (an outlined bar)
-beside what the server ran (the median of Running in the window, a filled bar with its p10-p90 range,
-coloured by the run's first verdict), the launch's max-num-seqs as a dash: the tables' numbers.
-
-Up to LABELLED_RUNS runs, each is labelled (what it asked, its client) and its verdicts are written
-above it. Past that the figure stops growing (MAX_WIDTH_IN): the runs are drawn narrower, numbered as
-in the table, without their verdicts written, and the title says so.
-
-matplotlib (the `plot` extra) is imported only here, on the Agg canvas, without pyplot.
+The model names and file names in the tables are what result files and logs chose: text shows them
+`printable` (no terminal escapes, one line), Markdown also with `&`, `<` and `>` as entities (text, not
+HTML). matplotlib (the `plot` extra) is imported only for the figure, on the Agg canvas, without pyplot.
 """
 
 from __future__ import annotations
@@ -357,6 +307,7 @@ def observability_partial(window: Window) -> dict[str, Any]:
     return {"results": {"observability": {"components": components}}}
 
 
+# The verdicts' thresholds (`judge`; docs/audit.md's table says them in words).
 KV_FULL_PCT = 80.0
 SATURATED_SHARE = 0.5
 CLIENT_BOUND_RATIO = 0.75

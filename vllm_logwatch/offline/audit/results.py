@@ -1,26 +1,11 @@
 """Benchmark result files -> runs: when each ran, what it asked of the server, what the client measured.
 
-Formats read (each validated with a pydantic model; anything else is a one-line `InputError` naming what
-was looked for):
-
-* `vllm bench serve --save-result` JSON (one object; `--append-result` files: one per line). Its `date`
-  is the client's local time when the run ended (second resolution), `duration` the run's seconds.
-* a `vllm bench sweep serve` output folder: every `run=N.json` under it (the same JSON, plus the sweep's
-  parameters); `warmup.json` and `summary.json` are left out.
-* GuideLLM's benchmarks JSON (`guidellm benchmark --outputs ....json`): one run per entry of
-  `benchmarks`, with Unix start and end times.
-* AIPerf's `profile_export_aiperf.json`: one run, and the request ids of the
-  `profile_export.jsonl` beside it.
-* an llm-d Benchmark Report 0.2.x, YAML or JSON, which llm-d's converter makes of
-  the others and inference-perf writes of its stages; inference-perf's `stage_N_lifecycle_metrics.json`
-  with the window of the `inference-perf.partial.stage_N.yaml` beside it.
-
-Each format's section below says which of its fields are read. Only the fields the models name are
-built, streamed (`read_documents`): `vllm bench serve --save-detailed` adds per-request arrays (100,000
-requests with their inter-token latencies: ~120 MB of JSON, over 500 MB as Python lists); GuideLLM's
-report holds every request. Read with ijson (yajl, in C), a value the models do not name is skipped
-where it lies; an object's other keys are kept with None (the message on an unknown file names what it
-has). ijson is strict JSON: NaN and Infinity (which Python's json writes), bytes that are not UTF-8 and
+Every format docs/audit.md lists is validated with a pydantic model naming the fields it reads
+(anything else is a one-line `InputError` naming what was looked for). Only those fields are built
+(`read_documents`): a `--save-detailed` result or a GuideLLM report holds every request, hundreds of
+MB as Python lists. Read with ijson (yajl, in C), a value the models do not name is skipped where it
+lies; an object's other keys are kept with None (the message on an unknown file names what it has).
+ijson is strict JSON: NaN and Infinity (which Python's json writes), bytes that are not UTF-8 and
 broken JSON raise its `JSONError`, and such a file is read whole the standard way.
 """
 
@@ -250,11 +235,7 @@ def _finite(value: float | None) -> float | None:
     return value if value is not None and math.isfinite(value) and value >= 0 else None
 
 
-# GuideLLM's benchmarks JSON (`guidellm run --output kind=json,...`; 0.8): the fields the audit reads.
-#
-# One run per entry of `benchmarks`: its measured start and end (Unix seconds), its strategy (`concurrent`
-# with `streams`, `constant`/`poisson` with `rate`, `synchronous`, `throughput`), the requests that
-# succeeded, errored or were left incomplete, and the output tokens per second of the successful ones.
+# GuideLLM's benchmarks JSON (0.8): one run per entry of `benchmarks`, with Unix start and end times.
 
 class _Totals(_Loose):
     successful: NonNegativeInt = 0
@@ -307,16 +288,9 @@ def guidellm_runs(report: GuideLLMFile, where: str) -> list[Run]:
         ))
     return runs
 
-# NVIDIA AIPerf's results (`aiperf profile`, GenAI-Perf's successor): the fields the audit reads.
-#
-# `profile_export_aiperf.json` is one run: its start and end (`start_time`, `end_time`: the client's
-# local time, with no zone: read in the audit's zone, `--tz`, else this machine's), the concurrency or
-# request rate it asked for (0.13: the profiling phase of `input_config.phases[]`; up to 0.5:
-# `input_config.loadgen`), the model (`input_config.models.items[].name`; before:
-# `input_config.endpoint.model_names`), and its metrics (`{"avg": ...}` each): requests, output tok/s and
-# the mean inter-token latency. The per-request file beside it, `profile_export.jsonl`, gives each request's
-# `X-Request-ID` (`metadata.x_request_id`), which vLLM takes as its request id (`cmpl-<id>-0` in its
-# `Received request` lines): the audit says how many of them the log holds (`join_share`).
+# NVIDIA AIPerf's `profile_export_aiperf.json` (GenAI-Perf's successor): one run, its times the client's
+# local time with no zone; the `profile_export.jsonl` beside it gives each request's `X-Request-ID`, which
+# vLLM takes as its request id (`cmpl-<id>-0`): the audit says how many the log holds (`join_share`).
 
 REQUESTS_FILE = "profile_export.jsonl"
 
@@ -399,20 +373,9 @@ def join_share(run: Run, keys: set[str]) -> tuple[int, int] | None:
         return None
     return sum(1 for rid in run.request_ids if rid in keys), len(run.request_ids)
 
-# The llm-d Benchmark Report (0.2.x, PyPI `llmd-benchmark-report`, YAML or JSON) and inference-perf's
-# stage results: the fields the audit reads.
-#
-# A Benchmark Report is one run: `run.time` (`start` and `end` in ISO 8601 with their zone; or `end` and
-# `duration`; or, as the converter writes a `vllm bench serve` result, `end` alone, the start then being
-# `results.request_performance.aggregate.requests.total` over its `request_rate`), the load
-# (`scenario.load.standardized`: `concurrency`, `rate_qps`), and the aggregate metrics, each with its
-# `units` (`ms`, `s`, `ms/token`, `s/token`). llm-d's converter makes one from `vllm bench serve`, GuideLLM,
-# AIPerf and inference-perf results; inference-perf writes its stages' in this form itself
-# (`inference-perf.partial.stage_N.yaml`).
-#
-# inference-perf's `stage_N_lifecycle_metrics.json` has the stage's metrics but no wall-clock time (its
-# per-request times are monotonic): its window is the one of the `inference-perf.partial.stage_N.yaml`
-# beside it.
+# The llm-d Benchmark Report (0.2.x, YAML or JSON; llm-d's converter makes one of the other formats), and
+# inference-perf's `stage_N_lifecycle_metrics.json`, windowed by the `inference-perf.partial.stage_N.yaml`
+# (a Benchmark Report) beside it: the stage's own times are monotonic.
 
 class _Stat(_Loose):
     mean: float | None = None

@@ -92,8 +92,6 @@ class Decimator:
     """One series, fed in time order (chunks of numpy arrays), kept within `columns` columns."""
 
     def __init__(self, columns: int) -> None:
-        if columns < 1:
-            raise ValueError("columns must be at least 1")
         self.columns = columns
         self._x = array("d")
         self._y = array("d")
@@ -233,7 +231,6 @@ class Series:
     def __init__(self, columns: int, model: str) -> None:
         self.model = model
         """The launch's model ("" unknown): the scatter's medians are per model."""
-        self.launch: int | None = None
         self.times: list[float] = []
         self.rows: list[tuple[float | None, ...]] = []
         self.lines = {c: Decimator(columns) for c in COLUMNS}
@@ -280,7 +277,6 @@ class PlotData:
         s = self.series.get(key)
         if s is None:
             s = self.series[key] = Series(self.columns, launch.model_name or "")
-            s.launch = launch.index
         return s
 
     def _seen(self, launch: Launch, t: datetime) -> None:

@@ -1,5 +1,5 @@
-"""`logwatch plot`: select the stats records to draw, draw them (`plot/collect.py`, `plot/drawer.py`), write
-the image."""
+"""`logwatch plot`: select the stats records to draw, draw them (`plot/collect.py`), write the
+image."""
 
 from __future__ import annotations
 
@@ -10,8 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from ..errors import InputError, NoStatsError, OutputError, UsageError
-from ..offline.plot.collect import DPI, collect, facets, parse_when, require_matplotlib, unrelated
-from ..offline.plot.drawer import Drawer
+from ..offline.plot.collect import DPI, Drawer, collect, facets, parse_when, require_matplotlib, unrelated
 from ..offline.reading.launches import Launch, iter_summary_records
 from ..offline.reading.ranges import DEFAULT_TUNING, Tuning
 from ..parsing.events import EngineStats
@@ -70,7 +69,7 @@ def run_plot(
                 drawn += 1
                 yield launch, e
 
-    with Drawer() as drawer:  # imports matplotlib while the log is read (offline/plot/drawer.py)
+    with Drawer() as drawer:  # imports matplotlib while the log is read (offline/plot/collect.py)
         data = collect(selected())  # streamed: no more points than the figure's pixels
         if not drawn:
             raise NoStatsError(

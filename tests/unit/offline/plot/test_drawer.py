@@ -1,4 +1,4 @@
-"""`logwatch plot`'s drawing process (`offline/plot/drawer.py`): the image of the data, errors as the caller's
+"""`logwatch plot`'s drawing process (`Drawer`): the image of the data, errors as the caller's
 errors, and it never outlives its caller (closed, interrupted or killed)."""
 
 from __future__ import annotations
@@ -15,8 +15,7 @@ from support import TESTS, poll_until
 pytest.importorskip("matplotlib")
 
 from vllm_logwatch.errors import OutputError
-from vllm_logwatch.offline.plot.collect import collect, draw
-from vllm_logwatch.offline.plot.drawer import Drawer
+from vllm_logwatch.offline.plot.collect import Drawer, collect, draw
 from vllm_logwatch.offline.reading.launches import iter_summary_records
 from vllm_logwatch.parsing.stamps import local_zone
 
@@ -93,7 +92,7 @@ def test_a_killed_drawer_is_a_one_line_error() -> None:
 
 ORPHAN = """
 import sys, time
-from vllm_logwatch.offline.plot.drawer import Drawer
+from vllm_logwatch.offline.plot.collect import Drawer
 drawer = Drawer()
 print(drawer.pid, flush=True)
 time.sleep(60)

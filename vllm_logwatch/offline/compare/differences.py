@@ -1,32 +1,10 @@
 """`logwatch compare`: launches side by side. Pure: a `Summary` by launch (offline/summary/build.py) and the
 preemptions counted per launch and running count in, a `Comparison` out, rendered as aligned text,
-Markdown or JSON (the differing arguments and facts first, then each launch's tables) and drawn.
+Markdown or JSON and drawn (`build_compare_figure`). docs/compare.md says what differs and how it is
+told, what is set against the previous launch of a script (and why here, not as an alert) and what the
+figure shows; its rows are the tables' own, so the picture and the tables never disagree.
 
-What differs is told from the launches' arguments (`non-default args:`, `args: Namespace(...)`): an
-argument differs when two launches that logged their arguments give it different values (an
-argument a launch does not name has vLLM's default there). A launch whose start-up lines are not in
-the log has its arguments unknown: it neither makes an argument differ nor hides a difference.
-The start-up facts (vLLM version, KV cache size, resolved dtype, ...) are compared the same way.
-
-Then what `compare` adds to the summary's answers (`offline/summary/answers.py`): the start-up durations
-side by side, and each launch against the previous launch of the same script and model at the same
-concurrency.
-
-"Slower than the previous launch" is done here, not as an alert: PromQL cannot group samples by a
-sample's value (the running count is a value, not a label) nor find "the previous launch" (no fixed
-`offset` reaches it). Launches are ordered by their first stats line; a launch's script is its file
-name without the extension and a trailing timestamp (the `script` label of a watch of a folder of
-launch files), given by the command.
-
-The figure (`compare -o cmp.png`): generation tok/s against running requests, one line per launch
-(named by its folder when file names do not tell launches apart, and labelled by what differs), its
-median per concurrency row with a p10-p90 band, broken where a running count between two rows has no
-row, each row's dot sized and shaded by the intervals behind it; per-request tok/s against running
-requests below it; at the bottom the Pareto view: per-stream tok/s against total tok/s per GPU, each
-launch's points and its frontier (nothing waiting; `summary/answers.pareto`). The rows are the compare
-tables' own (offline/summary/build.py), so the picture and the tables never disagree.
-
-matplotlib (the `plot` extra) is imported only here, on the Agg canvas, without pyplot.
+matplotlib (the `plot` extra) is imported only for the figure, on the Agg canvas, without pyplot.
 """
 
 from __future__ import annotations

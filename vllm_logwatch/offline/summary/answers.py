@@ -1,17 +1,8 @@
 """The summary's answers to operators' questions, from its groups and launches: capacity at a target
 speed per stream (`matrix.py`), cost and idle time at a price per GPU-hour, and the Pareto view
 (per-stream tok/s against total tok/s per GPU). `summary` and `compare` print them (`answer_lines`)
-and put them in their JSON (`answers_json`). Pure.
-
-Cost: a launch's GPU time is its GPU count (tensor x pipeline x data parallel size from its arguments,
-`parsing/launchargs.gpu_count`; `--gpus` overrides) x its wall time: from the start of its first stats
-window (its first line less one interval) to its last stats line. Start-up before the first stats line
-and silence after the last are not in it: vLLM prints nothing while idle, so the log cannot tell
-them from a stopped server. Busy: the windows in which tokens were computed (prompt or generation
-throughput above 0), one interval each (the live `busy_seconds` counter's rule); idle: the rest.
-$/1M tokens: the whole GPU time's cost (idle included: it is paid) per million tokens of the
-summary's estimates. Per day: the launches by the UTC day of their first stats line (a launch is
-counted whole in the day it started).
+and put them in their JSON (`answers_json`). Pure. docs/offline.md ("Answers") says how each is
+reckoned; `ANSWER_NOTES` says it in the output.
 """
 from __future__ import annotations
 

@@ -9,22 +9,10 @@ summary's power-of-two buckets; a cell is the median generation tok/s of its int
 number, one stream's speed there and the time between tokens (its inverse: `tbt.little` over the cell's
 intervals, the concurrency table's definition). Pure: columns of numbers in, a `Matrix` out.
 
-Capacity: how many streams a launch serves at a target speed per stream, and what stops it there.
-
-From the summary's per-interval columns (running, generation tok/s, waiting, KV usage), one *point*
-per running count over the intervals with nothing waiting: their number, the median per-stream
-generation tok/s (an interval's generation tok/s / running) and the median total. `answer(curve,
-target)` is the largest running count whose median stream gets at least `target` tok/s, and the
-limit that binds above it:
-
-* `speed`: a higher running count was seen with nothing waiting, and its median stream is slower;
-* `max-num-seqs`: the answer is `--max-num-seqs`, the most the scheduler runs at once;
-* `KV cache`: above it requests waited while the KV cache was at least 90% full (the median over
-  those intervals): the scheduler could not admit more;
-* `load`: none of these: the load never asked for more (try a higher one).
-
-Where the launch logged its KV cache size in tokens, the same curve per context row of the matrix
-(KV usage x KV cache size / running, rounded to a power of two). Pure: columns in.
+Capacity (`capacity_curves`, `answer`): how many streams a launch serves at a target speed per stream,
+and what stops it there (speed, max-num-seqs, KV cache or load: docs/offline.md, "Answers"), from
+one point per running count over the intervals with nothing waiting; where the launch logged its KV
+cache size in tokens, the same curve per context row of the matrix. Pure: columns in.
 """
 
 from __future__ import annotations
@@ -248,7 +236,7 @@ class CapacityAnswer:
     concurrency: int | None
     """The largest running count whose median stream gets `target_tps` (None: not even one stream)."""
     limit: str
-    """speed, max-num-seqs, KV cache or load (see the module's docstring)."""
+    """speed, max-num-seqs, KV cache or load (docs/offline.md, "Answers")."""
     point: CapacityPoint | None
     """The evidence at the answer."""
     above: CapacityPoint | None
@@ -304,7 +292,7 @@ def capacity_curves(running: Sequence[int], generation: Sequence[float], waiting
 
 def answer(curve: CapacityCurve, target_tps: float, max_num_seqs: int | None = None) -> CapacityAnswer:
     """The largest running count of `curve` whose median stream gets at least `target_tps`, and why
-    not more (see the module's docstring).
+    not more (docs/offline.md, "Answers").
 
     >>> c = capacity_curves([1, 2, 4, 6, 6], [100.0, 180.0, 300.0, 330.0, 340.0], [0, 0, 0, 2, 3],
     ...                     [1.0, 2.0, 60.0, 95.0, 97.0])[0]

@@ -468,12 +468,6 @@ class _Unpickler(pickle.Unpickler):
         return ZoneInfo(key)
 
 
-def _dumps(obj: object) -> bytes:
-    out = io.BytesIO()
-    _Pickler(out, pickle.HIGHEST_PROTOCOL).dump(obj)
-    return out.getvalue()
-
-
 def _serve(conn: Connection, parent_end: Connection, parent: int) -> None:
     """The drawing process: import, wait for the data, draw, answer; every outcome is one message."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -533,7 +527,9 @@ class Drawer:
         """The image of `data` in format `kind` (None: PNG); ValueError for an unknown format, UsageError
         without matplotlib, OutputError if the drawing process died (its exit code said)."""
         try:
-            self._conn.send_bytes(_dumps((data, kind, options)))
+            message = io.BytesIO()
+            _Pickler(message, pickle.HIGHEST_PROTOCOL).dump((data, kind, options))
+            self._conn.send_bytes(message.getbuffer())
             what, value = self._conn.recv()
         except (EOFError, OSError):
             self._process.join(_JOIN_SECONDS)

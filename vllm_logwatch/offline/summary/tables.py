@@ -328,21 +328,19 @@ def table_lines(head: tuple[str, ...], rows: list[list[str]], markdown: bool) ->
     return _md_table(head, rows) if markdown else _text_table(head, rows)
 
 
-def _spec_row(g: GroupSummary) -> list[str] | None:
-    s = g.spec
-    if s is None:
-        return None
-    return [g.launch, g.engine, str(s.lines), _f(s.drafted_tokens, 0), _f(s.accepted_tokens, 0),
-            _f(s.acceptance_pct), _f(s.mean_acceptance_length_median, 2)]
+def _spec_table(groups: list[GroupSummary]) -> Table | None:
+    rows = [[g.launch, g.engine, str(s.lines), _f(s.drafted_tokens, 0), _f(s.accepted_tokens, 0),
+             _f(s.acceptance_pct), _f(s.mean_acceptance_length_median, 2)]
+            for g in groups if (s := g.spec) is not None]
+    return (_SPEC_HEAD, rows) if rows else None
 
 
-def _transfer_row(g: GroupSummary) -> list[str] | None:
-    t = g.transfers
-    if t is None:
-        return None
-    counts = (t.succeeded, t.failed, t.failed_recv, t.expired_requests)
-    return [g.launch, g.engine, str(t.lines), *(_f(n, 0) for n in counts),
-            _f(t.gib, 2), _f(t.avg_transfer_ms_median, 3), _f(t.p90_transfer_ms_median, 3)]
+def _transfer_table(groups: list[GroupSummary]) -> Table | None:
+    rows = [[g.launch, g.engine, str(t.lines),
+             *(_f(n, 0) for n in (t.succeeded, t.failed, t.failed_recv, t.expired_requests)),
+             _f(t.gib, 2), _f(t.avg_transfer_ms_median, 3), _f(t.p90_transfer_ms_median, 3)]
+            for g in groups if (t := g.transfers) is not None]
+    return (_TRANSFER_HEAD, rows) if rows else None
 
 
 def _title(g: GroupSummary, by: str) -> str:
@@ -372,13 +370,13 @@ def _render_tables(summary: Summary, markdown: bool, asked: Asked, steps: list[S
     out += table(head, [_launch_row(g) for g in summary.groups])
     notes = [f"note: {note}" for note in _notes(summary)]
     out += ["", *(n if markdown else _wrap(n, "", "      ") for n in notes)] if notes else []
-    spec_rows = [row for g in summary.groups if (row := _spec_row(g)) is not None]
-    transfer_rows = [row for g in summary.groups if (row := _transfer_row(g)) is not None]
-    if spec_rows:
-        out += ["", f"{h}Speculative decoding", "", *table(_SPEC_HEAD, spec_rows)]
-    if transfer_rows:
-        out += ["", f"{h}KV transfers", "", *table(_TRANSFER_HEAD, transfer_rows)]
-    out += _extra_tables(summary, table, h)
+    tables = [("Speculative decoding", _spec_table(summary.groups)),
+              ("KV transfers", _transfer_table(summary.groups)),
+              ("Launch facts", facts_table(summary.launches)),
+              ("MFU (--enable-mfu-metrics)", mfu_table(summary.groups))]
+    for title, found in tables:
+        if found is not None:
+            out += ["", f"{h}{title}", "", *table(*found)]
     out += answer_lines(summary, asked, table, h)
     for g in summary.groups:
         out += ["", f"{h}Throughput by concurrency: {_title(g, summary.by)}", ""]
@@ -389,21 +387,20 @@ def _render_tables(summary: Summary, markdown: bool, asked: Asked, steps: list[S
                     f"cells: {matrix_cells(g.matrix)}", "", *table(*matrix_table(g.matrix))]
         out += tbt_lines(g, markdown)
     out += steps_lines(steps, table, h)
-    legend = _legend(summary, spec_rows, transfer_rows, bool(steps), markdown, asked) if explain else \
+    legend = _legend(summary, bool(steps), markdown, asked) if explain else \
         ["", EXPLAIN_HINT]
     return "\n".join([*out, *legend, ""])
 
 
-def _legend(summary: Summary, spec_rows: list[list[str]], transfer_rows: list[list[str]], steps: bool,
-            markdown: bool, asked: Asked) -> list[str]:
+def _legend(summary: Summary, steps: bool, markdown: bool, asked: Asked) -> list[str]:
     """What the columns mean (`--explain`), after the tables: the data comes first."""
     h = "## " if markdown else ""
     bullet = "- " if markdown else "  "
     columns = [LAUNCH_COLUMNS, TABLE_COLUMNS]
-    columns += [c for shown, c in ((spec_rows, SPEC_COLUMNS), (transfer_rows, TRANSFER_COLUMNS),
-                                   (steps, STEP_COLUMNS)) if shown]
-    if any(g.mfu for g in summary.groups):
-        columns.append(MFU_COLUMNS)
+    groups = summary.groups
+    columns += [c for shown, c in ((any(g.spec for g in groups), SPEC_COLUMNS),
+                                   (any(g.transfers for g in groups), TRANSFER_COLUMNS),
+                                   (steps, STEP_COLUMNS), (any(g.mfu for g in groups), MFU_COLUMNS)) if shown]
     items = [[f"{name}: {text}" for name, text in c.items()] for c in columns]
     notes = fact_notes(summary.launches) + answer_notes(asked, "")
     items += [notes] if notes else []
@@ -422,17 +419,6 @@ def _legend(summary: Summary, spec_rows: list[list[str]], transfer_rows: list[li
 
 def _wrap(text: str, first: str, rest: str) -> str:
     return textwrap.fill(text, WIDTH, initial_indent=first, subsequent_indent=rest, break_on_hyphens=False)
-
-
-def _extra_tables(summary: Summary, table: Any, h: str) -> list[str]:
-    """The launch facts and MFU tables, when the logs have them."""
-    out: list[str] = []
-    tables: list[tuple[str, Table | None]] = [("Launch facts", facts_table(summary.launches)),
-                                              ("MFU (--enable-mfu-metrics)", mfu_table(summary.groups))]
-    for title, found in tables:
-        if found is not None:
-            out += ["", f"{h}{title}", "", *table(*found)]
-    return out
 
 
 def _notes(summary: Summary) -> list[str]:

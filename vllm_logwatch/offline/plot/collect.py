@@ -133,12 +133,8 @@ def collect(
     records: Iterable[tuple[Launch, EngineStats | SpecDecodeStats | TransferStats]],
 ) -> PlotData:
     """What the figure of `records` draws (in file order; lines without a time are left out), without
-    matplotlib: numpy alone, so the drawing's imports can be made elsewhere meanwhile
-    (`Drawer`). `records` are streamed, and no more than the figure's pixels kept
-    (offline/plot/decimate.py): a line with at most `FIGSIZE[0] * DPI` points holds one point per stats
-    line of its engine (NaN where the line lacks the value, and one NaN row between launches); a longer
-    one the first, lowest, highest and last point of each pixel column. The scatter keeps every dot
-    while few, then one per pixel cell; its medians are exact."""
+    matplotlib: numpy alone, so the drawing's imports can be made elsewhere meanwhile (`Drawer`).
+    `records` are streamed, and no more than the figure's pixels kept (offline/plot/decimate.py)."""
     from .decimate import PlotData
 
     data = PlotData(int(FIGSIZE[0] * DPI), 0.0)  # times in days since 1970; `draw` shifts them

@@ -18,12 +18,10 @@ the median comes from a histogram per column whose bins are 1% apart (every valu
 ever merge in pairs when their width doubles and a histogram merges by adding counts, so it too does
 not depend on how the points were chunked.
 
-What `logwatch plot` keeps of the records it draws: per launch and engine, its lines within the
-figure's pixel columns (`Decimator`) and its scatter dots, plus the launches (first and last
-time) and the medians' values per model.
-
-Streamed: records are buffered per engine (`_CHUNK` at a time) and handed on as numpy columns.
-numpy comes with matplotlib (the `plot` extra); this module is imported only when a plot is drawn.
+What `logwatch plot` keeps of the records it draws (`PlotData`): per launch and engine, its lines and
+its scatter dots (`Series`, fed `_CHUNK` records at a time as numpy columns), the launches' first and
+last times and the medians per model. numpy comes with matplotlib (the `plot` extra): this module is
+imported only when a plot is drawn.
 """
 
 from __future__ import annotations

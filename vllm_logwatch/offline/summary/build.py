@@ -24,10 +24,10 @@ summary counts exactly as `/metrics` does: V1 spec counts are summed, V0's cumul
 totals; transfers are summed by result. MFU lines (`--enable-mfu-metrics`): medians and p90s per device.
 
 The medians and quantiles are exact: they read a sorted list of a row's values, sorted by numpy
-(`sorted_selected`: a list of months of floats would take four times the memory, and CPython's sort of
-them was the largest part of `summary`). numpy's stable sort gives the same list as `sorted`, equal
-values such as -0.0 and 0.0 in the same order; the columns hold no NaN (the summary stores finite
-numbers, or masks the NaN out), the one value whose place in `sorted` depends on its neighbours.
+(`sorted_selected`: a list of months of floats would take four times the memory). numpy's stable sort
+gives the same list as `sorted`, equal values such as -0.0 and 0.0 in the same order; the columns hold
+no NaN (the summary stores finite numbers, or masks the NaN out), the one value whose place in
+`sorted` depends on its neighbours.
 """
 
 from __future__ import annotations

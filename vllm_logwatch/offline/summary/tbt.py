@@ -1,18 +1,11 @@
 """The time between tokens: one definition for `summary` (its launch and concurrency tables and its
-context x concurrency matrix), `compare` and `audit`.
+context x concurrency matrix), `compare` and `audit`. docs/offline.md ("Time between tokens") says what
+it holds and how it compares with vLLM's and the benchmarks' figures.
 
-The mean time between a stream's tokens over some intervals is Little's law: each stream gets a token
-every streams / generation-tok/s seconds, so over intervals of one length it is sum(streams) /
-sum(generation tok/s), scheduling, output processing and the front end included. An interval's streams:
-
-* where the log has iteration lines (`--enable-logging-iteration-details`), its steps' mean generation
-  requests (`offline/summary/build.py`): the cadence of a stream's tokens, without a request's wait for
-  its first token, as a benchmark's ITL;
-* elsewhere its Running count, over the decode-dominated intervals only (generation tok/s at least
-  `DECODE_MIN_SHARE` of the prompt tok/s): higher than vLLM's own ITL (docs/offline.md, "Why the
-  figure from `Running` is high at 2 and 4 streams", says by how much and why).
-
-`Tbt.source` says which (`TbtFrom`); the text and Markdown say it beside the figure (`tbt_note`).
+Little's law: over intervals of one length, the mean time between a stream's tokens is sum(streams) /
+sum(generation tok/s). An interval's streams are its steps' mean generation requests where the log has
+iteration lines, else its Running count over the decode-dominated intervals only (`little`);
+`Tbt.source` says which (`TbtFrom`), and the text and Markdown say it beside the figure (`tbt_note`).
 """
 
 from __future__ import annotations

@@ -263,9 +263,7 @@ COMPONENT = "vllm"
 """The component's label (a report's `scenario.stack[].metadata.label` names it where it has one)."""
 
 
-def _statistics(values: list[float], units: str) -> dict[str, Any] | None:
-    if not values:
-        return None
+def _statistics(values: list[float], units: str) -> dict[str, Any]:
     ordered = sorted(values)
     out: dict[str, Any] = {"units": units, "mean": statistics.fmean(ordered), "min": ordered[0]}
     for name, q in (("p10", 0.1), ("p50", 0.5), ("p90", 0.9), ("p99", 0.99)):
@@ -276,34 +274,23 @@ def _statistics(values: list[float], units: str) -> dict[str, Any] | None:
     return out
 
 
-def _series(points: list[tuple[datetime, float]], units: str) -> dict[str, Any] | None:
-    if not points:
-        return None
-    return {"units": units, "series": [{"ts": t.isoformat(), "value": v} for t, v in points]}
-
-
 def observability_partial(window: Window) -> dict[str, Any]:
     """The `results.observability` partial of `window`'s run (no component without a stats line)."""
     found = sorted(samples(window.lines), key=lambda s: utc(s.time))
     running = [(s.time, s.running) for s in found if s.running is not None]
     waiting = [(s.time, float(s.waiting)) for s in found if s.waiting is not None]
     kv = [(s.time, s.kv_pct) for s in found if s.kv_pct is not None]
-    aggregate = {name: found for name, found in (
-        ("running_requests", _statistics([v for _, v in running], "count")),
-        ("waiting_requests", _statistics([v for _, v in waiting], "count")),
-        ("kv_cache_usage", _statistics([v for _, v in kv], "percent"))) if found is not None}
-    series = {name: found for name, found in (
-        ("num_requests_running", _series(running, "count")),
-        ("num_requests_waiting", _series(waiting, "count")),
-        ("kv_cache_usage", _series(kv, "percent"))) if found is not None}
-    components = []
-    if aggregate or series:
-        component: dict[str, Any] = {"component_label": COMPONENT}
-        if aggregate:
-            component["aggregate"] = aggregate
-        if series:
-            component["time_series"] = series
-        components.append(component)
+    aggregate: dict[str, Any] = {}
+    series: dict[str, Any] = {}
+    for name, series_name, units, points in (("running_requests", "num_requests_running", "count", running),
+                                             ("waiting_requests", "num_requests_waiting", "count", waiting),
+                                             ("kv_cache_usage", "kv_cache_usage", "percent", kv)):
+        if points:
+            aggregate[name] = _statistics([v for _, v in points], units)
+            series[series_name] = {"units": units, "series": [{"ts": t.isoformat(), "value": v}
+                                                              for t, v in points]}
+    components = [{"component_label": COMPONENT, "aggregate": aggregate, "time_series": series}] if series \
+        else []
     return {"results": {"observability": {"components": components}}}
 
 

@@ -44,8 +44,9 @@ class _SinceHour(dict[str, timedelta | None]):
 
 
 _MINUTE_SECOND = _SinceHour()
-_WORDS = {b"INFO": "INFO", b"DEBUG": "DEBUG", b"GPU": "GPU", b"CPU": "CPU"}
-"""A row's level and device as text (any other device is decoded)."""
+Tail = tuple[bytes, str | None, int | None, str, str]
+"""A row's tail (`rows.Chunk.tails`) read: its process (`Name pid=N`, empty: none), the name and the pid,
+the level and the KV cache's device."""
 
 
 class _Times:
@@ -138,8 +139,8 @@ def _routed(source: Source, zone: tzinfo, year: int | None, tuning: Tuning, rang
 def _rows(chunks: Iterator[tuple[Any, int]], assembler: Assembler, times: _Times) -> Iterator[Event]:
     """The events of the chunks' lines in file order: each row the record the parser and the Assembler
     make of its line (`events.stats_record`), each other line through them (`_slow`)."""
-    file, words = assembler.file, _WORDS
-    who: dict[bytes, tuple[str | None, int | None]] = {}  # a row's `Name pid=N` -> the name and the pid
+    file = assembler.file
+    known: dict[bytes, Tail] = {}  # the few distinct tails, each read once
     for chunk, base in chunks:
         numbers, other_numbers, positions, values = array("Q"), array("Q"), array("Q"), array("d")
         numbers.frombytes(chunk.numbers)
@@ -148,10 +149,10 @@ def _rows(chunks: Iterator[tuple[Any, int]], assembler: Assembler, times: _Times
         values.frombytes(chunk.values)
         others = chunk.others.split(b"\n") if other_numbers else []
         stamps, j, n_pos = chunk.stamps.decode(), 0, len(positions)  # ASCII: `MM-DD HH:MM:SS` each
-        heads = [tail.rsplit(b" ", 2) for tail in chunk.tails.split(b"\n")] if numbers else []
-        processes = [head[0] for head in heads]
+        tails = [known.get(t) or _tail(known, t) for t in chunk.tails.split(b"\n")] if numbers else []
+        processes = [tail[0] for tail in tails]
         rows = zip(*[iter(values)] * VALUES, strict=True)  # each row's numbers, taken run after run
-        seen, start, n = assembler.stats_seen, 0, len(heads)
+        seen, start, n = assembler.stats_seen, 0, len(tails)
         while start < n:  # the lines before row `start`, then its run of rows up to the next such line
             while j < n_pos and positions[j] == start:
                 yield from _slow(assembler, others[j], base + other_numbers[j])
@@ -166,15 +167,13 @@ def _rows(chunks: Iterator[tuple[Any, int]], assembler: Assembler, times: _Times
             # Each process's lines, as `seen` line by line leaves them: its last line's engine.
             for process, i in dict(zip(processes[start:end], range(start, end), strict=True)).items():
                 seen(process.decode() if process else None, int(values[i * VALUES]))
-            for i, stamp, row, head in zip(range(start, end), run, rows, heads[start:end], strict=False):
+            for i, stamp, row, tail in zip(range(start, end), run, rows, tails[start:end], strict=False):
                 if dropped and i in dropped:
                     continue
                 engine, prompt, generation, running, waiting, kv, prefix, mm = row
-                process, level, device = head
-                name, pid = who.get(process) or _who(who, process)
-                yield stats_record(times(stamp), file, base + numbers[i], stamp, words[level], name,
-                                   int(engine), prompt, generation, int(running), int(waiting),
-                                   words.get(device) or device.decode(), kv,
+                _, name, pid, level, device = tail
+                yield stats_record(times(stamp), file, base + numbers[i], stamp, level, name, int(engine),
+                                   prompt, generation, int(running), int(waiting), device, kv,
                                    None if prefix != prefix else prefix,  # NaN: not printed
                                    None if mm != mm else mm, pid)
             start = end
@@ -182,12 +181,14 @@ def _rows(chunks: Iterator[tuple[Any, int]], assembler: Assembler, times: _Times
             yield from _slow(assembler, others[k], base + other_numbers[k])
 
 
-def _who(who: dict[bytes, tuple[str | None, int | None]], process: bytes) -> tuple[str | None, int | None]:
-    """The name and pid of a row's process (`Name pid=N`, empty: none), kept in `who` (a few at a time)."""
-    if len(who) >= 64:
-        who.clear()
-    who[process] = found = ((process[:process.find(b" ")].decode(), int(process[process.rfind(b"=") + 1:]))
-                            if process else (None, None))
+def _tail(known: dict[bytes, Tail], tail: bytes) -> Tail:
+    """A row's tail (`Name pid=N LEVEL DEVICE`) read, and kept in `known` (a few at a time)."""
+    if len(known) >= 64:
+        known.clear()
+    process, level, device = tail.rsplit(b" ", 2)
+    name, pid = ((process[:process.find(b" ")].decode(), int(process[process.rfind(b"=") + 1:]))
+                 if process else (None, None))
+    known[tail] = found = (process, name, pid, level.decode(), device.decode())
     return found
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from .framing import simd_find
+
 STATS_MARK = b"Avg prompt t"
 """Every stats line with throughputs holds this (`tput` in the Rust front end's): the live needle."""
 STATS_NEEDLES: tuple[bytes, ...] = (b"Avg prompt throughput: ",)
@@ -122,10 +124,11 @@ def kind_of(text: str) -> str:
 
 def with_variants(needles: tuple[bytes, ...], head: bytes | bytearray) -> tuple[bytes, ...]:
     """`needles` and, for a reader of stats lines (`STATS_NEEDLES` among them), the variant needles that
-    `head` (a file's first block) holds."""
+    `head` (a file's first block) holds (SIMD search: CPython's `in` took 6 ms over 8 MiB of log)."""
     if STATS_NEEDLES[0] not in needles:
         return needles
-    return needles + tuple(n for n in VARIANT_NEEDLES if n not in needles and n in head)
+    end = len(head)
+    return needles + tuple(n for n in VARIANT_NEEDLES if n not in needles and simd_find(head, n, 0, end) > -1)
 
 
 CANONICAL_STATS = (

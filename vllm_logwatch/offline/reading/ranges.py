@@ -13,16 +13,17 @@ from __future__ import annotations
 import os
 from array import array
 from collections.abc import Callable, Generator, Iterator
-from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
-from multiprocessing import get_context
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from ...parsing.framing import MAX_LINE_BYTES, LineBlock, hit_lines
 from ...parsing.needles import STATS_FOLLOWER_NEEDLES, STATS_NEEDLES, with_variants
 from ..children import exit_with_parent
 from .rows import STATS_LANE, Chunk, Lane, keeps_all, render
 from .stream import Frame, simd_count, simd_find
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
 
 __all__ = ["DEFAULT_TUNING", "Tuning", "scan_file_chunks", "stream_chunks"]
 
@@ -200,6 +201,9 @@ def scan_file_chunks(
     Ranges are scanned by a pool of forked processes, at most one range per worker (plus one) in flight so
     memory stays flat whatever the file size.
     """
+    from concurrent.futures import ProcessPoolExecutor  # a file read in one process does without
+    from multiprocessing import get_context
+
     size = os.path.getsize(path)
     _steady_heap()
     needles = _variants_in_head(path, needles)

@@ -42,14 +42,12 @@ def run_audit(
     (default: this machine's). `observability`: a folder to write each run's Benchmark Report partial
     into (`run-N.observability.yaml`, N as in the table: offline/audit/measures.py).
 
-    Raises `UsageError` for a bad format, image name or clock offset, `InputError` for a result file that
+    Raises `UsageError` for a bad image name or clock offset, `InputError` for a result file that
     cannot be read or is of no known format, `NoStatsError` when the logs have no stats line or no run
     found its window with the benchmark's model in them (the message says which and why).
 
     Example: `run_audit(["bench.json"], ["serve.log"])` is `logwatch audit bench.json --log serve.log`.
     """
-    if fmt not in ("text", "markdown", "json"):
-        raise UsageError(f"audit as {fmt!r}: text, markdown or json")
     if output is not None:
         from ..offline.plot.collect import check_image_output
 
@@ -80,7 +78,9 @@ def run_audit(
         _write_observability(audits, observability)
     (out if out is not None else sys.stdout).write(render_audit(audits, fmt))
     if output is not None:
-        _draw(audits, output)
+        from ..offline.plot.collect import write_figure
+
+        write_figure(build_audit_figure(audits), output)
     return audits
 
 
@@ -130,13 +130,3 @@ def _nothing_matched(audits: list[Audited], span: object, offset: float) -> str:
                if logs[0] is not None and logs[1] is not None else "the logs' stats lines have no time")
     return (f"no run's window{shift} ({first.start:%Y-%m-%d %H:%M:%S} to {last.end:%Y-%m-%d %H:%M:%S}) "
             f"has a stats line: {covered} (another server's log? a clock offset: --clock-offset, --tz?)")
-
-
-def _draw(audits: list[Audited], output: str) -> None:
-    """Render in memory, then write it ourselves (matplotlib's own writes lose errors such as a full disk)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from ..offline.plot.collect import write_figure
-
-    write_figure(build_audit_figure(audits), output)

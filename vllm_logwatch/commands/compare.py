@@ -8,7 +8,6 @@ import sys
 from collections.abc import Iterator
 from typing import IO
 
-from ..errors import UsageError
 from ..following.layouts import script_name
 from ..offline.compare.differences import Comparison, build_compare_figure, compare, render_comparison
 from ..offline.reading.launches import Launch, iter_summary_records
@@ -33,15 +32,13 @@ def run_compare(
     """Compare the launches of `inputs` (files, and restarts inside them), print the comparison (`fmt`:
     text, markdown or json) to `out` (stdout), draw it into `output` when given; return it.
 
-    Raises `NoStatsError` when the inputs hold no stats line, `UsageError` for a bad format or image
+    Raises `NoStatsError` when the inputs hold no stats line, `UsageError` for a bad image
     name (before any input is read), `OutputError` when the image cannot be written.
 
     `asked`: the answers asked for (`--target-tps`, `--gpu-hour-cost`, `--gpus`).
 
     Example: `run_compare(["a.log", "b.log"], output="cmp.png")` is `logwatch compare a.log b.log -o cmp.png`.
     """
-    if fmt not in ("text", "markdown", "json"):
-        raise UsageError(f"compare as {fmt!r}: text, markdown or json")
     if output is not None:
         from ..offline.plot.collect import check_image_output
 
@@ -63,16 +60,7 @@ def run_compare(
     scripts = {c.launch.index: script_name(os.path.basename(c.launch.file)) for c in comparison.launches}
     (out if out is not None else sys.stdout).write(render_comparison(comparison, fmt, asked, scripts))
     if output is not None:
-        _draw(comparison, output, (asked or Asked()).gpus)
+        from ..offline.plot.collect import write_figure
+
+        write_figure(build_compare_figure(comparison, (asked or Asked()).gpus), output)
     return comparison
-
-
-def _draw(comparison: Comparison, output: str, gpus: int | None) -> None:
-    """Render in memory, then write it ourselves: matplotlib's own file writes lose errors such as a
-    full disk (the command would succeed with a cut image)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from ..offline.plot.collect import write_figure
-
-    write_figure(build_compare_figure(comparison, gpus), output)

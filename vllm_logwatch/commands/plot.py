@@ -43,9 +43,6 @@ def run_plot(
             raise UsageError("-o -: standard output is a terminal: redirect it (-o - > run.png) or give a "
                              "file name")
     require_matplotlib()
-    import matplotlib
-
-    matplotlib.use("Agg")
     try:
         zone = resolve_zone(tz)
     except ValueError as exc:

@@ -8,7 +8,7 @@ import sys
 from functools import partial
 from typing import IO, Literal
 
-from ..errors import NoStatsError, UsageError
+from ..errors import NoStatsError
 from ..offline.reading.launches import iter_summary_records
 from ..offline.reading.ranges import DEFAULT_TUNING, Tuning
 from ..offline.summary.adapters import adapters_json, adapters_lines, collect_adapters
@@ -40,9 +40,6 @@ def run_summary(
     Example: `run_summary(["logs/serve_*.log"], fmt="markdown")` is
     `logwatch summary 'logs/serve_*.log' --markdown`.
     """
-    if by not in ("launch", "engine", "none", "lora") or fmt not in ("text", "markdown", "json"):
-        raise UsageError(
-            f"summary by {by!r} as {fmt!r}: by is launch, engine, none or lora; fmt text, markdown or json")
     if by == "lora":
         _by_lora(inputs, fmt, year, tz, out)
         return Summary(by="lora", groups=[])

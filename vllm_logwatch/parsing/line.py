@@ -97,17 +97,6 @@ else (tests check it), so a block's access lines can be counted without a parse.
 client address has no letter past `f`, the path is printable ASCII without `[`, nothing but a reason
 phrase follows the status; so no colour code, vLLM header, JSON record or non-ASCII space can hide in
 it. Other access lines (docker or compose prefixes, JSON records, odd paths) go through `parse_line`."""
-def strip_ansi(text: str) -> str:
-    """Remove terminal colour codes, with or without their ESC byte.
-
-    >>> strip_ansi("\\x1b[1;36m(APIServer pid=1)\\x1b[0;0m INFO")
-    '(APIServer pid=1) INFO'
-    """
-    if "[" not in text:
-        return text
-    return _ANSI.sub("", text)
-
-
 def parse_line(text: str) -> Event | None:
     """Parse one line of vLLM output; None when the line carries nothing we count.
 
@@ -144,7 +133,7 @@ one written again after a crash) has after its last line."""
 
 
 def _parse(text: str) -> Event | None:
-    line, repeated = ray_repeats(strip_ansi(text).rstrip(_PADDING))
+    line, repeated = ray_repeats((_ANSI.sub("", text) if "[" in text else text).rstrip(_PADDING))
     event = _parse_unwrapped(line)
     if repeated is None or event is None:
         return event

@@ -77,15 +77,6 @@ def secret_key(key: str) -> bool:
     return any(pair in _PAIRS for pair in itertools.pairwise(words))
 
 
-def strip_userinfo(text: str) -> str:
-    """`text` with the user information of every URL in it masked.
-
-    >>> strip_userinfo("https://alice:PW@hub.example/m and s3://k:s@b/x, http://host/ok")
-    'https://***@hub.example/m and s3://***@b/x, http://host/ok'
-    """
-    return _USERINFO.sub(lambda m: f"{m.group(1)}{MASK}@", text) if "://" in text else text
-
-
 def _key_values(text: str) -> str:
     """`text` with the value after every `key=` / `key:` / `"key": ` whose key names a secret masked
     (`?token=x&rev=1` -> `?token=***&rev=1`, `{'api_key': 'x'}` -> `{'api_key': '***'}`)."""
@@ -112,7 +103,8 @@ def _text(text: str, depth: int) -> str:
             data = None
         if isinstance(data, (dict, list)):
             return printable(json.dumps(masked(data, depth + 1), ensure_ascii=False))
-    return printable(strip_userinfo(_key_values(text)))
+    text = _key_values(text)
+    return printable(_USERINFO.sub(lambda m: f"{m.group(1)}{MASK}@", text) if "://" in text else text)
 
 
 def masked(value: Any, depth: int = 0) -> Any:

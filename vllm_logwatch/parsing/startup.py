@@ -41,15 +41,10 @@ def _args_facts(m: re.Match[str]) -> dict[str, Any]:
     """`non-default args: {...}` (0.9+) and `args: Namespace(...)` (older)."""
     args = m.group(1)
     facts: dict[str, Any] = {}
-    for key, attr, conv in (
-        ("port", "port", int),
-        ("tensor_parallel_size", "tensor_parallel_size", int),
-        ("max_model_len", "max_model_len", int),
-        ("api_server_count", "api_server_count", int),
-    ):
+    for key in ("port", "tensor_parallel_size", "max_model_len", "api_server_count"):
         km = re.search(rf"(?<![\w'])'?{key}'?[:=] ?(\d{{1,18}})", args)  # not `data_parallel_rpc_port`
         if km:
-            facts[attr] = conv(km.group(1))
+            facts[key] = int(km.group(1))
     mm = re.search(r"'model': '([^']+)'|\bmodel='([^']+)'", args)
     if mm:
         facts["model"] = mm.group(1) or mm.group(2)
@@ -74,10 +69,9 @@ def _engine_config(m: re.Match[str]) -> dict[str, Any]:
     served = _served_name(config)
     if served:
         facts["served_model_name"] = served
-    for key, attr in (("tensor_parallel_size", "tensor_parallel_size"), ("max_seq_len", "max_model_len")):
-        km = re.search(rf"\b{key}=(\d{{1,18}})", config)
-        if km:
-            facts[attr] = int(km.group(1))
+    km = re.search(r"\bmax_seq_len=(\d{1,18})", config)  # its tensor_parallel_size: `engine_config_facts`
+    if km:
+        facts["max_model_len"] = int(km.group(1))
     return {**engine_config_facts(config), **facts}
 
 

@@ -17,7 +17,7 @@ import pytest
 from support import ROOT
 
 from vllm_logwatch.cli import main
-from vllm_logwatch.commands.demo import Replayer, load_demo_log
+from vllm_logwatch.commands.demo import Replayer
 from vllm_logwatch.config import DemoSettings, WatchSettings, env_name, load_settings, option_name
 from vllm_logwatch.errors import UsageError
 
@@ -272,9 +272,8 @@ def test_a_binary_file_in_the_folder_is_read_harmlessly(
 
 
 def test_replayer_writes_launch_files_with_stamps_moving_forward(tmp_path: Path) -> None:
-    entries = load_demo_log()
-    replayer = Replayer(tmp_path, speed=10_000, entries=entries, passes=2,
-                        now=lambda: datetime(2027, 3, 1, 8, 0, 0))
+    replayer = Replayer(tmp_path, speed=10_000, passes=2, now=lambda: datetime(2027, 3, 1, 8, 0, 0))
+    entries = replayer.entries
     replayer.run()
     first, second = replayer.files
     assert first.name == "demo_20270301_080000.log"

@@ -10,6 +10,7 @@ line, so the page never goes through "No stats line yet" between passes.
 
 from __future__ import annotations
 
+import io
 import logging
 import re
 import shutil
@@ -49,15 +50,14 @@ class ReplayLine:
     text: str  # with its newline
 
 
-def load_demo_log(text: str | None = None) -> list[ReplayLine]:
-    """The bundled log (or `text`) as lines with their times, in order."""
-    if text is None:
-        bundled = resources.files("vllm_logwatch").joinpath("data").joinpath(DEMO_LOG)
-        text = bundled.read_bytes().decode("utf-8")  # not read_text: keep the log's bare "\r" as they are
+def load_demo_log() -> list[ReplayLine]:
+    """The bundled log as lines with their times, in order."""
+    bundled = resources.files("vllm_logwatch").joinpath("data").joinpath(DEMO_LOG).read_bytes()
     entries: list[ReplayLine] = []
     current: datetime | None = None
     pending: list[str] = []  # lines before the first stamp take the first stamp's time
-    for line in _lines(text):
+    for raw in io.BytesIO(bundled):  # lines split at "\n" only: the log's bare "\r" stay as they are
+        line = raw.decode("utf-8")
         m = _VLLM_STAMP.search(line)
         if m is not None:
             stamp = datetime.strptime(f"{_YEAR}-{m.group(1)}", "%Y-%m-%d %H:%M:%S")
@@ -68,20 +68,7 @@ def load_demo_log(text: str | None = None) -> list[ReplayLine]:
             pending.append(line)
         else:
             entries.append(ReplayLine(current, line))
-    if not entries and not pending:
-        raise ValueError("the demo log is empty")
-    start = current or datetime(_YEAR, 1, 1)
-    entries.extend(ReplayLine(start, p) for p in pending)
     return entries
-
-
-def _lines(text: str) -> list[str]:
-    """Lines ending in "\n" (the last one may not): split as vLLM's readers split, not on "\r"."""
-    parts = text.split("\n")
-    lines = [part + "\n" for part in parts[:-1]]
-    if parts[-1]:
-        lines.append(parts[-1])
-    return lines
 
 
 def _shift(text: str, delta: timedelta) -> str:
@@ -106,13 +93,11 @@ class Replayer:
     `stop.wait`, so stopping is immediate.
     """
 
-    def __init__(
-        self, folder: Path, speed: float, *, entries: list[ReplayLine] | None = None,
-        now: Callable[[], datetime] = datetime.now, passes: int | None = None,
-    ) -> None:
+    def __init__(self, folder: Path, speed: float, *, now: Callable[[], datetime] = datetime.now,
+                 passes: int | None = None) -> None:
         self.folder = Path(folder)
         self.speed = speed
-        self.entries = entries if entries is not None else load_demo_log()
+        self.entries = load_demo_log()
         self.now = now
         self.passes = passes
         self.stop = threading.Event()

@@ -130,13 +130,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_top(args: argparse.Namespace) -> int:
+    from dataclasses import fields
+
     from .commands.top import TopOptions, run_top
 
-    return run_top(TopOptions(
-        targets=tuple(args.targets), once=args.once, detail=args.detail, at=args.at, step=args.step,
-        interval=args.interval, width=args.width, pattern=args.pattern, tz=args.tz, timeout=args.timeout,
-        user=args.user, password_file=args.password_file, ca_file=args.ca_file, cert_file=args.cert_file,
-        key_file=args.key_file, insecure=args.insecure))
+    given = {field.name: getattr(args, field.name) for field in fields(TopOptions)}
+    return run_top(TopOptions(**{**given, "targets": tuple(args.targets)}))
 
 
 _HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {

@@ -26,11 +26,10 @@ from datetime import datetime
 
 from ..exporting.exporter import ExporterMetrics
 from ..parsing.assemble import Assembler
-from ..parsing.blocks import scan_block, shutdown_at
 from ..parsing.envelope import Format, Unwrapped, Unwrapper, container_time, detect
 from ..parsing.events import EngineStats, Event, IterationStats, RequestLine, Unparsed
 from ..parsing.framing import MAX_LINE_BYTES
-from ..parsing.line import parse_line
+from ..parsing.line import parse_line, scan_block, shutdown_at
 
 log = logging.getLogger(__name__)
 

@@ -21,11 +21,10 @@ from vllm_logwatch.following.follower import Follower
 from vllm_logwatch.live.feed import LineFeeder
 from vllm_logwatch.live.pipeline import Pipeline
 from vllm_logwatch.parsing.assemble import Assembler
-from vllm_logwatch.parsing.blocks import scan_block, shutdown_at
 from vllm_logwatch.parsing.envelope import detect
 from vllm_logwatch.parsing.events import HttpAccess
 from vllm_logwatch.parsing.framing import long_lines
-from vllm_logwatch.parsing.line import ACCESS_LINE, parse_line
+from vllm_logwatch.parsing.line import ACCESS_LINE, parse_line, scan_block, shutdown_at
 from vllm_logwatch.parsing.stamps import YearClock, resolve_zone
 
 DATA = TESTS / "data"

@@ -14,9 +14,8 @@ import pytest
 from test_parse_line import check, p
 
 from vllm_logwatch.parsing import needles
-from vllm_logwatch.parsing.blocks import scan_block
 from vllm_logwatch.parsing.events import OffloadSample, TransferStats
-from vllm_logwatch.parsing.line import parse_line
+from vllm_logwatch.parsing.line import parse_line, scan_block
 from vllm_logwatch.parsing.needles import LIVE_NEEDLES as NEEDLES
 
 H = "(APIServer pid=1) INFO 12-01 10:00:00 [metrics.py:108] "

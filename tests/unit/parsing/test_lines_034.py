@@ -15,10 +15,9 @@ import pytest
 from support import TESTS
 
 from vllm_logwatch.parsing.assemble import iter_events
-from vllm_logwatch.parsing.blocks import scan_block
 from vllm_logwatch.parsing.envelope import ray_repeats
 from vllm_logwatch.parsing.events import LogMessage, ServerInfo, Unparsed
-from vllm_logwatch.parsing.line import parse_line
+from vllm_logwatch.parsing.line import parse_line, scan_block
 from vllm_logwatch.parsing.needles import LAUNCH_NEEDLES
 
 DATA = TESTS / "data" / "vllm-0.34"

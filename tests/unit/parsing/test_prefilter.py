@@ -22,8 +22,7 @@ from test_parse_line import (
 from vllm_logwatch.exporting.exporter import ExporterMetrics
 from vllm_logwatch.live.feed import LineFeeder
 from vllm_logwatch.parsing.assemble import Assembler
-from vllm_logwatch.parsing.blocks import scan_block
-from vllm_logwatch.parsing.line import parse_line
+from vllm_logwatch.parsing.line import parse_line, scan_block
 from vllm_logwatch.parsing.stamps import YearClock, resolve_zone
 
 DATA = TESTS / "data"

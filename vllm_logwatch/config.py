@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator, ValidationError, field_validator
-from pydantic.functional_validators import AfterValidator
+from pydantic.functional_validators import AfterValidator, BeforeValidator
 
 from .errors import UsageError
 from .parsing.stamps import resolve_zone
@@ -80,6 +80,11 @@ def _within(low: float, high: float, message: str, *, above: bool = False) -> Af
         return value
 
     return AfterValidator(check)
+
+
+def _comma_list(value: Any) -> Any:
+    """A list given in the environment: comma-separated (`k=v,k2=v2`, `ns/*,other`)."""
+    return [part.strip() for part in value.split(",") if part.strip()] if isinstance(value, str) else value
 
 
 def _positive(what: str) -> AfterValidator:
@@ -143,8 +148,7 @@ class _Exporting(_Listening):
     @field_validator("labels", mode="before")
     @classmethod
     def _labels(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            value = [part for part in value.split(",") if part.strip()]
+        value = _comma_list(value)
         if isinstance(value, (list, tuple)):
             pairs: dict[str, str] = {}
             for item in value:
@@ -178,7 +182,7 @@ class WatchSettings(_Exporting):
         "pod, container), docker (/var/lib/docker/containers, label container: its name). auto: what the "
         "folder holds at start (a kubelet or Docker tree, or two or more scripts' files); a folder of one "
         "script's files, or still empty, is one source (its newest file), as it always was")
-    select: list[str] = Field(
+    select: Annotated[list[str], BeforeValidator(_comma_list)] = Field(
         default_factory=list, description="keep only the sources whose name matches this glob (repeatable; "
         "in the environment: comma-separated): pods namespace/pod/container, docker the container's "
         "name, scripts the script's name")
@@ -189,13 +193,6 @@ class WatchSettings(_Exporting):
         0, 7 * 86400, "source grace must be from 0 to 604800 seconds")] = Field(
         default=300.0, description="seconds a source whose files are all gone keeps its series, then "
         "they are dropped")
-
-    @field_validator("select", mode="before")
-    @classmethod
-    def _select(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            value = [part.strip() for part in value.split(",") if part.strip()]
-        return value
 
 
 class DemoSettings(_Listening):

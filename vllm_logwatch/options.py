@@ -396,21 +396,14 @@ def parse_command_line(parser: argparse.ArgumentParser, words: list[str]) -> arg
     usage, not the top-level one) with the nearest option it has: `--cvs` -> "did you mean --csv?"."""
     args, extras = parser.parse_known_args(words)
     if extras:
-        command = _subparser(parser, args.command)
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        command: argparse.ArgumentParser = sub.choices[args.command]
         message = f"unrecognized arguments: {' '.join(extras)}"
         known = [o for action in command._actions for o in action.option_strings if o.startswith("--")]
         unknown = next((word.split("=", 1)[0] for word in extras if word.startswith("-")), None)
         close = difflib.get_close_matches(unknown, known, n=1, cutoff=0.75) if unknown else []
         command.error(message + (f" (did you mean {close[0]}?)" if close else ""))
     return args
-
-
-def _subparser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            found: argparse.ArgumentParser = action.choices[name]
-            return found
-    return parser
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:

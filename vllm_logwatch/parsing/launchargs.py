@@ -43,19 +43,12 @@ def _plain(value: Any, depth: int = 0) -> Any:
     return repr(value)[:_MAX_STR]  # bytes, complex: shown, not interpreted
 
 
-def _literal(node: ast.expr) -> tuple[bool, Any]:
+def _literal(node: ast.expr | str) -> tuple[bool, Any]:
+    """(True, value) of a literal, or of its text; (False, None) when it is none, or one Python will not
+    read (an integer of more than 4,300 digits): skipped like any value that is not a literal."""
     try:
         return True, ast.literal_eval(node)
     except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
-        return False, None
-
-
-def _literal_text(text: str) -> tuple[bool, Any]:
-    """(True, value) of a literal's text; (False, None) when it is none, or one Python will not read
-    (an integer of more than 4,300 digits): skipped like any value that is not a literal."""
-    try:
-        return _literal(ast.parse(text, mode="eval").body)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return False, None
 
 
@@ -132,7 +125,7 @@ def read_args(text: str) -> dict[str, Any] | None:
         for m in _SIMPLE.finditer(text):
             if depth[m.start()] != 1:  # a key of a nested dict or call is not an argument
                 continue
-            ok, value = _literal_text(m.group(2))
+            ok, value = _literal(m.group(2))
             if ok:
                 pairs.append((m.group(1), value))
     clean = masked({key[:_MAX_STR]: value for key, value in pairs[:_MAX_KEYS]})

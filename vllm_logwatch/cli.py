@@ -20,7 +20,7 @@ from .shown import shown_path
 if TYPE_CHECKING:
     from .offline.summary.answers import Asked
 
-def _cmd_parse(args: argparse.Namespace) -> int:
+def _cmd_parse(args: argparse.Namespace) -> None:
     if args.openmetrics or args.vm_import:
         from .commands.parse import run_openmetrics
 
@@ -28,7 +28,7 @@ def _cmd_parse(args: argparse.Namespace) -> int:
         if args.kind != "stats":
             raise UsageError(f"{flag} writes the stats metrics (and spec-decode counters); drop --kind")
         run_openmetrics(args.files, year=args.year, tz=args.tz, labels=args.label, millis=args.vm_import)
-        return EXIT_OK
+        return
     if args.label:
         raise UsageError("--label adds labels to --openmetrics and --vm-import series; CSV and JSON lines "
                          "have none")
@@ -41,37 +41,32 @@ def _cmd_parse(args: argparse.Namespace) -> int:
     # requests have CSV columns too).
     csv = args.csv or (args.kind == "stats" and not args.jsonl)
     run_parse(args.files, fmt="csv" if csv else "jsonl", kind=args.kind, year=args.year, tz=args.tz)
-    return EXIT_OK
 
 
-def _cmd_summary(args: argparse.Namespace) -> int:
+def _cmd_summary(args: argparse.Namespace) -> None:
     from .commands.summary import run_summary
 
     run_summary(args.files, by=args.by, fmt=args.fmt, year=args.year, tz=args.tz, asked=_asked(args),
                 explain=args.explain)
-    return EXIT_OK
 
 
-def _cmd_plot(args: argparse.Namespace) -> int:
+def _cmd_plot(args: argparse.Namespace) -> None:
     from .commands.plot import run_plot
 
     run_plot(args.files, args.output, since=args.since, until=args.until, year=args.year, tz=args.tz)
-    return EXIT_OK
 
 
-def _cmd_compare(args: argparse.Namespace) -> int:
+def _cmd_compare(args: argparse.Namespace) -> None:
     from .commands.compare import run_compare
 
     run_compare(args.files, fmt=args.fmt, output=args.output, year=args.year, tz=args.tz, asked=_asked(args))
-    return EXIT_OK
 
 
-def _cmd_audit(args: argparse.Namespace) -> int:
+def _cmd_audit(args: argparse.Namespace) -> None:
     from .commands.audit import run_audit
 
     run_audit(args.results, args.logs, fmt=args.fmt, output=args.output, clock_offset=args.clock_offset,
               year=args.year, tz=args.tz, observability=args.observability)
-    return EXIT_OK
 
 
 def _asked(args: argparse.Namespace) -> Asked:
@@ -138,7 +133,7 @@ def _cmd_top(args: argparse.Namespace) -> int:
     return run_top(TopOptions(**{**given, "targets": tuple(args.targets)}))
 
 
-_HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
+_HANDLERS: dict[str, Callable[[argparse.Namespace], int | None]] = {
     "parse": _cmd_parse, "summary": _cmd_summary, "plot": _cmd_plot,
     "watch": _cmd_watch, "demo": _cmd_demo, "run": _cmd_run, "compare": _cmd_compare,
     "audit": _cmd_audit, "top": _cmd_top,
@@ -161,7 +156,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command not in _OFFLINE:
         args.closed_fds = _hold_std_fds()
     try:
-        code: int = _HANDLERS[args.command](args)
+        code = _HANDLERS[args.command](args) or EXIT_OK
         if args.command in _TO_STDOUT:
             sys.stdout.flush()  # a full disk must show here, not at exit
     except LogwatchError as exc:

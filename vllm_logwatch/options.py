@@ -28,18 +28,10 @@ def _offline_epilog(none: str) -> str:
             "reader of stdout that goes away (| head) ends it quietly.")
 
 
-_OFFLINE_EPILOG = _offline_epilog("no records of the asked kind")
-_STATS_EPILOG = _offline_epilog("no stats line")
-
-
 def _serve_epilog(state: str) -> str:
     return (f"Signals: SIGTERM and SIGHUP stop it cleanly{state}, exit 0; SIGINT (Ctrl+C) the same, exit "
             "130. A reader of stdout that goes away never stops it. Exit code 2: a usage error at start "
             "(one line on stderr). Docs: docs/watch.md; metric names: docs/metrics.md.")
-
-
-_SERVE_EPILOG = _serve_epilog(" (state file written)")
-_DEMO_EPILOG = _serve_epilog(" (its temporary folder removed)")
 
 
 _RUN_EPILOG = """Signals: SIGTERM, SIGINT and SIGHUP (an ssh session closing) send SIGTERM to vLLM's process
@@ -79,7 +71,7 @@ def _add_parse(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         generation_throughput (tokens/s), running, waiting, swapped, gpu_kv_cache_usage_pct,
         cpu_kv_cache_usage_pct, prefix_cache_hit_rate_pct, prefix_cache_hit_rate_cpu_pct,
         mm_cache_hit_rate_pct, extra (JSON of other fields).""",
-        _OFFLINE_EPILOG)
+        _offline_epilog("no records of the asked kind"))
     p.add_argument("files", nargs="+", metavar="FILE", help="log files, globs, or - for stdin")
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--csv", action="store_true",
@@ -194,7 +186,7 @@ def _add_plot(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         Draw one image: stacked panels over time (prompt and generation tok/s; running and waiting
         requests; KV cache usage; prefix and MM cache hit rates), launches marked, one line per
         engine, and below them generation tok/s against running requests. Needs matplotlib: pip
-        install matplotlib (in a clone: pip install '.[plot]').""", _STATS_EPILOG)
+        install matplotlib (in a clone: pip install '.[plot]').""", _offline_epilog("no stats line"))
     p.add_argument("files", nargs="+", metavar="FILE", help="log files, globs, or - for stdin")
     p.add_argument("-o", "--output", required=True, metavar="IMAGE",
                    help="""image file to write: .png (or .svg, .pdf); - writes PNG to standard output
@@ -249,7 +241,7 @@ def _add_watch(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         logs -f POD', 'journalctl -f -u vllm -o cat'): one launch, no --state-file; at its end the
         metrics stay served and the status says it ended. Every option can also be set with the
         environment variable shown; the command line wins over the environment, the environment over
-        the default.""", _SERVE_EPILOG)
+        the default.""", _serve_epilog(" (state file written)"))
     p.add_argument("target", nargs="?", metavar="TARGET", help=option_help(m, "target"))
     _add_settings(p, m, *_LISTEN, "from_start", "state_file", "pattern", "layout", "select", "max_sources",
                   "source_grace", *_EXPORTING)
@@ -261,7 +253,7 @@ def _add_demo(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = _command(sub, "demo", """
         Replay a real vLLM 0.32 log (bundled) into a temporary folder at SPEED times real time, one
         new launch file per pass, forever, and serve it exactly like 'logwatch watch' does. The
-        folder is removed on exit.""", _DEMO_EPILOG)
+        folder is removed on exit.""", _serve_epilog(" (its temporary folder removed)"))
     _add_settings(p, DemoSettings, "speed", *_LISTEN)
 
 

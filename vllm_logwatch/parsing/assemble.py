@@ -207,8 +207,6 @@ def iter_events(
     lines: Iterable[str],
     file: str | None = None,
     clock: YearClock | Callable[[str], YearClock] | None = None,
-    *,
-    start_line: int = 1,
 ) -> Iterator[Event]:
     """Every event of a sequence of lines, in order, with file, line number and (given a clock) time.
 
@@ -218,7 +216,7 @@ def iter_events(
     from .line import parse_line  # the parser's patterns are compiled when first needed
 
     assembler = Assembler(file, clock)
-    for number, text in enumerate(lines, start_line):
+    for number, text in enumerate(lines, 1):
         event = parse_line(text)
         if event is not None:
             yield from assembler.feed(event, number)

@@ -53,10 +53,6 @@ _MAX_DEPTH = 8
 _MAX_JSON = 65536
 
 
-def _words(key: str) -> list[str]:
-    return [w for w in _SPLIT.split(_CAMEL.sub("_", key).lower()) if w]
-
-
 def secret_key(key: str) -> bool:
     """Does this argument or field name name a secret? Case and separators do not matter.
 
@@ -69,7 +65,7 @@ def secret_key(key: str) -> bool:
     """
     if key in _ALWAYS:
         return True
-    words = _words(key)
+    words = [w for w in _SPLIT.split(_CAMEL.sub("_", key).lower()) if w]
     if not words:
         return False
     if words[-1] in _LAST_WORDS or any(w in _ANY_WORDS for w in words):

@@ -179,7 +179,6 @@ class Unwrapper:
         for partial in sorted(self._partials.values(), key=lambda p: p.number):
             if partial.parts:
                 self._emit(out, chunks, partial, partial.number)
-            partial.skipping = False
         self._partials.clear()
         out.data = b"".join(chunks)
         return out

@@ -97,8 +97,7 @@ def run_run(
         def status() -> dict[str, Any]:
             files = supervisor.file_stats()
             snapshot = metrics.status()
-            # The metrics' own child section (child_up, ...) and the supervisor's, merged: spread after
-            # these keys, the metrics' section used to replace the supervisor's whole.
+            # merged: spread whole, the metrics' child section (child_up, ...) would replace the supervisor's
             return {
                 **snapshot,
                 "mode": "run",

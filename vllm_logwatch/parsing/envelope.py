@@ -70,9 +70,7 @@ def ray_repeats(line: str) -> tuple[str, int | None]:
 def detect(head: bytes) -> Format | None:
     """The format of a source from its first bytes (a few hundred are enough), or None while they hold
     no line yet (nothing but blank lines, or not even the start of a line: ask again with more)."""
-    start = 0
-    while start < len(head) and head[start] in b"\r\n":
-        start += 1
+    start = len(head) - len(head.lstrip(b"\r\n"))
     if start == len(head):
         return None
     if _DOCKER_JSON.match(head, start):

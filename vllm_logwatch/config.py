@@ -206,7 +206,7 @@ class DemoSettings(_Listening):
         "then starts a new launch file")
 
 
-def option_help(model: type[BaseModel], field: str, text: str | None = None) -> str:
+def option_help(model: type[BaseModel], field: str) -> str:
     """Help text of an option, ending in its environment variable and default.
 
     >>> option_help(WatchSettings, "port")
@@ -222,7 +222,7 @@ def option_help(model: type[BaseModel], field: str, text: str | None = None) -> 
         shown = "on" if default else "off"
     else:
         shown = str(default)
-    return f"{text or info.description} [env {env_name(field)}; default {shown}]"
+    return f"{info.description} [env {env_name(field)}; default {shown}]"
 
 
 def load_settings(

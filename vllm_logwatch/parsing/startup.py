@@ -335,10 +335,8 @@ _TABLE: tuple[tuple[re.Pattern[str], _Builder], ...] = (
      lambda m: {"gpu_blocks": int(m.group(1))}),
     (re.compile(r"^Available KV cache memory: ([\d.]+) GiB"),
      lambda m: {"available_kv_cache_gib": float(m.group(1))}),
-    (re.compile(r"^Model loading took ([\d.]+) GiB(?: memory)? and ([\d.]+) seconds"),
-     lambda m: {"model_load_gib": float(m.group(1)), "model_load_seconds": float(m.group(2))}),
     # "GB" of 0.4-0.8.2 is vLLM's misnomer: it divides by 2**30, so the number already is GiB.
-    (re.compile(r"^Model loading took ([\d.]+) GB and ([\d.]+) seconds"),
+    (re.compile(r"^Model loading took ([\d.]+) Gi?B(?: memory)? and ([\d.]+) seconds"),
      lambda m: {"model_load_gib": float(m.group(1)), "model_load_seconds": float(m.group(2))}),
     (re.compile(r"^Loading model weights took ([\d.]+) GB"),
      lambda m: {"model_load_gib": float(m.group(1))}),

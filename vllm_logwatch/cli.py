@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from .errors import EXIT_OK, EXIT_USAGE, LogwatchError, OutputError, UsageError
 from .options import COMMANDS, build_parser, parse_command_line
-from .shown import shown_path
+from .shown import ShownFormatter, shown_path
 
 if TYPE_CHECKING:
     from .offline.summary.answers import Asked
@@ -77,8 +77,6 @@ def _asked(args: argparse.Namespace) -> Asked:
 
 def _log_to_stderr() -> None:
     """One line per event on stderr; only the long-running commands log (the library never configures it)."""
-    from .shown import ShownFormatter
-
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(ShownFormatter("%(asctime)s logwatch %(levelname)s %(message)s",
                                         datefmt="%Y-%m-%dT%H:%M:%S"))

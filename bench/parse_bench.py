@@ -20,6 +20,7 @@ import compileall
 import os
 import random
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -120,28 +121,32 @@ def run(cmd: str) -> tuple[float, int]:
     return wall, usage.ru_maxrss
 
 
-def measure(cmd: str, repeat: int) -> tuple[float, int]:
-    best, rss = float("inf"), 0
+def measure(commands: dict[str, str], repeat: int) -> dict[str, tuple[float, int]]:
+    """The median wall time and the largest peak RSS of each command over `repeat` rounds, every round
+    running each command once in turn (a load that comes and goes falls on all of them)."""
+    walls: dict[str, list[float]] = {label: [] for label in commands}
+    peaks = dict.fromkeys(commands, 0)
     for _ in range(repeat):
-        wall, peak = run(f"exec {cmd}" if "|" not in cmd else cmd)
-        best, rss = min(best, wall), max(rss, peak)
-    return best, rss
+        for label, cmd in commands.items():
+            wall, peak = run(f"exec {cmd}" if "|" not in cmd else cmd)
+            walls[label].append(wall)
+            peaks[label] = max(peaks[label], peak)
+    return {label: (statistics.median(walls[label]), peaks[label]) for label in commands}
 
 
 def bench_file(path: Path, repeat: int, logwatch: Sequence[str]) -> dict[str, tuple[float, int]]:
-    """Best-of-`repeat` wall time and peak RSS of each command; every output goes to a real file
+    """Median-of-`repeat` wall time and peak RSS of each command; every output goes to a real file
     (GNU grep stops at the first match when its output is /dev/null)."""
     f = str(path)
     out = str(path.with_suffix(".out"))
     awk = path.with_suffix(".awk")
     awk.write_text(AWK_PROGRAM)
     lw = " ".join(logwatch)
-    results = {
-        "grep -c": measure(f"grep -c 'Avg prompt throughput' {f} > {out}", repeat),
-        "grep | awk (CSV)": measure(f"grep 'Avg prompt throughput' {f} | awk -f {awk} > {out}", repeat),
-        "logwatch parse --csv": measure(f"{lw} parse --csv {f} > {out}", repeat),
-    }
-    return results
+    return measure({
+        "grep -c": f"grep -c 'Avg prompt throughput' {f} > {out}",
+        "grep | awk (CSV)": f"grep 'Avg prompt throughput' {f} | awk -f {awk} > {out}",
+        "logwatch parse --csv": f"{lw} parse --csv {f} > {out}",
+    }, repeat)
 
 
 def report(name: str, path: Path, results: dict[str, tuple[float, int]]) -> None:
@@ -168,7 +173,7 @@ def main() -> None:
     parser.add_argument("--access-size", type=int, default=1 << 30)
     parser.add_argument("--stats-size", type=int, default=200 * 10**6)
     parser.add_argument("--spec-kv-size", type=int, default=100 * 10**6)
-    parser.add_argument("--repeat", type=int, default=3, help="best of N runs (default 3)")
+    parser.add_argument("--repeat", type=int, default=3, help="the median of N runs (default 3)")
     parser.add_argument("--seed", type=int, default=20261129)
     parser.add_argument("--workdir", type=Path, help="keep generated logs here and reuse them")
     args = parser.parse_args()

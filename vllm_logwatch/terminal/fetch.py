@@ -7,8 +7,7 @@ library's, each connection's HTTP spoken by h11 (uvicorn's HTTP/1.1 library). `F
 over the readings that came in and asks the loop to start the next read of each target whose last one
 ended; a read still going after `--timeout` seconds is given up (its target shown down, "no answer in
 N s") and the next starts on a new connection, so a target that is down or slow never holds up the
-others; one `send` and about one `recv` a read, one `epoll` for all the waits (bench/RESULTS.md).
-Only a line not in the target's body before is given to the parser (each line is a sample), and the
+others. Only a line not in the target's body before is given to the parser (each line is a sample), and the
 servers are read again only when a line they are read from changed.
 """
 
@@ -105,8 +104,14 @@ class UrlTarget:
         return Reading(self._snaps, None, at)
 
 
+class _Failed(Exception):
+    """A read that ended without an answer, and why (in words)."""
+
+
 def _reason(exc: BaseException) -> str:
     """A short reason a read failed, in words (never a server's own text)."""
+    if isinstance(exc, _Failed):
+        return str(exc)
     if isinstance(exc, ssl.SSLCertVerificationError):
         return "TLS: certificate not trusted (--tls-ca-file)"
     if isinstance(exc, ssl.SSLError):
@@ -131,33 +136,41 @@ class _Connection(asyncio.BufferedProtocol):
     What comes in is read into the fetcher's one buffer (a plain protocol is given a new 256 KiB
     `bytes` by each read) and handed to h11 at once."""
 
-    def __init__(self, fetcher: Fetcher, target: UrlTarget) -> None:
-        self.fetcher, self.target = fetcher, target
+    def __init__(self, buffer: memoryview) -> None:
+        self.buffer = buffer
         self.http = h11.Connection(h11.CLIENT)
         self.transport: asyncio.Transport | None = None
+        self.answer: asyncio.Future[tuple[int, bytes]] | None = None
         self.status = 0
         self.parts: list[bytes] = []
         self.size = 0
-        self.busy = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
 
-    def get(self) -> None:
+    def kept(self) -> bool:
+        """Open, and its last answer did not end it (`Connection: close`)."""
+        return (self.transport is not None and not self.transport.is_closing()
+                and self.http.their_state in (h11.IDLE, h11.DONE))
+
+    def get(self, request: h11.Request) -> asyncio.Future[tuple[int, bytes]]:
+        """The status and body of the answer to `request`."""
         assert self.transport is not None
         if self.http.our_state is h11.DONE:
             self.http.start_next_cycle()
-        self.busy, self.status, self.parts, self.size = True, 0, [], 0
-        self.transport.write(self.http.send(self.target.request) + self.http.send(h11.EndOfMessage()))
+        self.status, self.parts, self.size = 0, [], 0
+        self.answer = asyncio.get_running_loop().create_future()
+        self.transport.write(self.http.send(request) + self.http.send(h11.EndOfMessage()))
+        return self.answer
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        return self.fetcher.buffer
+        return self.buffer
 
     def buffer_updated(self, nbytes: int) -> None:
         try:
-            self.http.receive_data(bytes(self.fetcher.buffer[:nbytes]))
-            while self.busy:
+            self.http.receive_data(bytes(self.buffer[:nbytes]))
+            while self.answer is not None:
                 event = self.http.next_event()
                 if event is h11.NEED_DATA:
                     return
@@ -166,35 +179,29 @@ class _Connection(asyncio.BufferedProtocol):
                 elif isinstance(event, h11.Data):
                     self.size += len(event.data)
                     if self.size > MAX_BODY:
-                        self.fail(f"body over {MAX_BODY >> 20} MiB")
-                        return
+                        raise _Failed(f"body over {MAX_BODY >> 20} MiB")
                     self.parts.append(event.data)
                 elif isinstance(event, h11.EndOfMessage):
-                    self.busy = False
-                    if self.http.their_state is not h11.DONE:  # `Connection: close`
-                        self.close()
-                    self.fetcher.got(self.target, self.status, b"".join(self.parts))
-        except h11.ProtocolError as exc:
-            self.fail(_reason(exc))
+                    self._end(None, (self.status, b"".join(self.parts)))
+        except (h11.ProtocolError, _Failed) as exc:
+            self._end(exc)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
-        if self.fetcher.conns.get(self.target) is self:
-            del self.fetcher.conns[self.target]
-        if self.busy:
-            self.busy = False
-            self.fetcher.failed(self.target, _reason(exc) if exc is not None else "connection closed")
+        self._end(exc or _Failed("connection closed"))
 
-    def fail(self, reason: str) -> None:
-        """The read ends with `reason`, and the connection with it."""
-        if self.busy:
-            self.busy = False
-            self.fetcher.failed(self.target, reason)
-        self.close()
+    def _end(self, exc: BaseException | None, answer: tuple[int, bytes] = (0, b"")) -> None:
+        """The read ends with `answer`, or with `exc` and the connection with it."""
+        if exc is not None:
+            self.close()
+        if self.answer is not None and not self.answer.done():
+            if exc is not None:
+                self.answer.set_exception(exc)
+            else:
+                self.answer.set_result(answer)
+        self.answer = None
 
     def close(self) -> None:
-        if self.fetcher.conns.get(self.target) is self:
-            del self.fetcher.conns[self.target]
         if self.transport is not None:
             self.transport.abort()
 
@@ -205,12 +212,11 @@ class Fetcher:
     def __init__(self, targets: list[UrlTarget], timeout: float) -> None:
         self.targets = targets
         self.timeout = timeout
-        self.conns: dict[UrlTarget, _Connection] = {}
-        """The kept connections (the loop's thread's alone, as every attribute below but `_got`)."""
-        self._started: dict[UrlTarget, float] = {}
-        self._connecting: dict[UrlTarget, asyncio.Task[None]] = {}
+        self._conns: dict[UrlTarget, _Connection] = {}
+        """The kept connections (the loop's thread's alone, as `_reads`)."""
+        self._reads: dict[UrlTarget, asyncio.Task[None]] = {}
         self._got: dict[str, Reading] = {}
-        self.buffer = memoryview(bytearray(1 << 16))
+        self._buffer = memoryview(bytearray(1 << 16))
         self._arrived = threading.Condition()  # guards `_got`
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="logwatch-top-fetch", daemon=True)
@@ -218,8 +224,7 @@ class Fetcher:
             self._thread.start()
 
     def poll(self) -> dict[str, Reading]:
-        """The readings that came in since the last poll; then each idle target's next read is started
-        (a read past the timeout: given up, a reading that says so)."""
+        """The readings that came in since the last poll; then each idle target's next read is started."""
         with self._arrived:
             got, self._got = self._got, {}
         if self.targets:
@@ -249,61 +254,39 @@ class Fetcher:
     # -- in the loop's thread ---------------------------------------------------------------------
 
     def _cycle(self) -> None:
-        now = time.monotonic()
         for target in self.targets:
-            started = self._started.get(target)
-            if started is None:
-                self._start(target, now)
-            elif now - started >= self.timeout:
-                self._give_up(target, f"no answer in {self.timeout:g} s")
+            if target not in self._reads:
+                self._reads[target] = self._loop.create_task(self._read(target))
 
-    def _start(self, target: UrlTarget, now: float) -> None:
-        self._started[target] = now
-        conn = self.conns.get(target)
-        if conn is not None:
-            conn.get()
-        else:
-            self._connecting[target] = self._loop.create_task(self._connect(target))
-
-    async def _connect(self, target: UrlTarget) -> None:
+    async def _read(self, target: UrlTarget) -> None:
+        """One read of `target`, on its kept connection or a new one; given up after the timeout."""
         try:
-            _, conn = await self._loop.create_connection(
-                lambda: _Connection(self, target), target.host, target.port, ssl=target.context)
-        except (OSError, ValueError) as exc:  # ssl.SSLError and the socket's errors are OSErrors
-            self.failed(target, _reason(exc))
-            return
+            status, body = await asyncio.wait_for(self._answer(target), self.timeout)
+            reading = target.reading(status, body, time.time())
+        except (asyncio.TimeoutError, OSError, ValueError, h11.ProtocolError, _Failed) as exc:
+            late = isinstance(exc, asyncio.TimeoutError)  # ssl.SSLError is an OSError
+            reading = Reading(None, f"no answer in {self.timeout:g} s" if late else _reason(exc), time.time())
+            if target in self._conns:
+                self._conns.pop(target).close()
         finally:
-            self._connecting.pop(target, None)
-        self.conns[target] = conn
-        conn.get()
-
-    def _give_up(self, target: UrlTarget, reason: str) -> None:
-        task = self._connecting.pop(target, None)
-        if task is not None:
-            task.cancel()
-        conn = self.conns.get(target)
-        if conn is not None:
-            conn.busy = False
-            conn.close()
-        self.failed(target, reason)
-
-    def got(self, target: UrlTarget, status: int, body: bytes) -> None:
-        at = time.time()
-        self._done(target, target.reading(status, body, at))
-
-    def failed(self, target: UrlTarget, reason: str) -> None:
-        self._done(target, Reading(None, reason, time.time()))
-
-    def _done(self, target: UrlTarget, reading: Reading) -> None:
-        self._started.pop(target, None)
+            del self._reads[target]
         with self._arrived:
             self._got[target.url] = reading
             self._arrived.notify()
 
+    async def _answer(self, target: UrlTarget) -> tuple[int, bytes]:
+        conn = self._conns.get(target)
+        if conn is None or not conn.kept():
+            if conn is not None:
+                conn.close()
+            _, conn = await self._loop.create_connection(
+                lambda: _Connection(self._buffer), target.host, target.port, ssl=target.context)
+            self._conns[target] = conn
+        return await conn.get(target.request)
+
     async def _shutdown(self) -> None:
-        for task in self._connecting.values():
+        for task in self._reads.values():
             task.cancel()
-        await asyncio.gather(*self._connecting.values(), return_exceptions=True)
-        for conn in list(self.conns.values()):
-            conn.busy = False
+        await asyncio.gather(*self._reads.values(), return_exceptions=True)
+        for conn in self._conns.values():
             conn.close()

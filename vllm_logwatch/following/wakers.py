@@ -76,52 +76,6 @@ class Waker(Protocol):
     def close(self) -> None: ...
 
 
-class PollWaker:
-    """Waits for the poll interval, or less when ``wake()`` is called.
-
-    Used where notifications are not wanted or cannot work (and as ``WatchdogWaker``'s base, since
-    the interval backstop is the same). ``wait(None)`` and ``wait(t)`` both return after at most
-    ``interval`` seconds; after ``close()``, ``wait`` returns True at once so no thread stays stuck.
-    """
-
-    def __init__(self, interval: float = 1.0) -> None:
-        if interval <= 0:
-            raise ValueError(f"interval must be positive, got {interval!r}")
-        self.interval = interval
-        self._event = threading.Event()
-        self._closed = False
-
-    def wait(self, timeout: float | None) -> bool:
-        """Block until woken or until ``min(timeout, interval)`` seconds passed."""
-        if self._closed:
-            return True
-        limit = self.interval if timeout is None else min(max(timeout, 0.0), self.interval)
-        woke = self._event.wait(limit)
-        if not self._closed:
-            # Clearing after the wait may swallow an event that came in just now; harmless, because
-            # the caller polls right after returning and sees whatever that event was about.
-            self._event.clear()
-        return woke
-
-    degraded_reason: str | None = None
-
-    def watch(self, paths: Iterable[str]) -> None:
-        """No notifications here; the paths are not needed."""
-
-    def take_changed(self) -> tuple[set[str], set[str]] | None:
-        """Not known: every folder may have changed."""
-        return None
-
-    def wake(self) -> None:
-        """End a ``wait`` early, from any thread."""
-        self._event.set()
-
-    def close(self) -> None:
-        """Release any waiter for good."""
-        self._closed = True
-        self._event.set()
-
-
 class _WakeOnChange(FileSystemEventHandler):
     """Turns a relevant watchdog event into a set ``threading.Event``; nothing else runs on that thread."""
 
@@ -152,19 +106,24 @@ class _WakeOnChange(FileSystemEventHandler):
         return changed, entries
 
 
-class WatchdogWaker(PollWaker):
+class WatchdogWaker:
     """Wakes early on file-system events in the watched directories; polls every ``interval`` anyway.
 
     A directory is watched by itself (a followed file's parent, or the followed folder), or through a
     recursive watch of the folder above it (a many-source tree: one watch). If
     watchdog cannot start or cannot watch a directory (inotify instance or watch limits, a file system
-    without notifications), the waker keeps working as a ``PollWaker`` and says why in
-    ``degraded_reason``, so a status page can show it; it is never an error. The observer thread starts
-    in ``start()``, never in ``__init__``.
+    without notifications), the waker keeps polling and says why in ``degraded_reason``, so a status
+    page can show it; it is never an error. The observer thread starts in ``start()``, never in
+    ``__init__``: until then it only polls. ``wait(None)`` and ``wait(t)`` both return after at most
+    ``interval`` seconds; after ``close()``, ``wait`` returns True at once so no thread stays stuck.
     """
 
     def __init__(self, interval: float = 1.0) -> None:
-        super().__init__(interval)
+        if interval <= 0:
+            raise ValueError(f"interval must be positive, got {interval!r}")
+        self.interval = interval
+        self._event = threading.Event()
+        self._closed = False
         self.degraded_reason: str | None = None
         self._lock = threading.Lock()
         self._handler = _WakeOnChange(self._event)
@@ -173,6 +132,22 @@ class WatchdogWaker(PollWaker):
         self._wanted: frozenset[str] = frozenset()
         self._observer: BaseObserver | None = None
         self._started = False
+
+    def wait(self, timeout: float | None) -> bool:
+        """Block until woken or until ``min(timeout, interval)`` seconds passed."""
+        if self._closed:
+            return True
+        limit = self.interval if timeout is None else min(max(timeout, 0.0), self.interval)
+        woke = self._event.wait(limit)
+        if not self._closed:
+            # Clearing after the wait may swallow an event that came in just now; harmless, because
+            # the caller polls right after returning and sees whatever that event was about.
+            self._event.clear()
+        return woke
+
+    def wake(self) -> None:
+        """End a ``wait`` early, from any thread."""
+        self._event.set()
 
     def start(self) -> None:
         """Start watchdog's observer thread (once); if it cannot start, say why and go on polling."""
@@ -232,8 +207,9 @@ class WatchdogWaker(PollWaker):
         return changed if known else None
 
     def close(self) -> None:
-        """Stop the observer thread and release any waiter."""
-        super().close()
+        """Stop the observer thread and release any waiter for good."""
+        self._closed = True
+        self._event.set()
         with self._lock:
             observer, self._observer = self._observer, None
             self._watches.clear()

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from vllm_logwatch.following import wakers as wake
-from vllm_logwatch.following.wakers import PollWaker, Waker, WatchdogWaker
+from vllm_logwatch.following.wakers import Waker, WatchdogWaker
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -50,21 +50,21 @@ def wait_in_thread(waker: Waker, timeout: float | None) -> tuple[threading.Threa
 
 
 def test_every_waker_satisfies_the_protocol() -> None:
-    waker = PollWaker(1.0)
+    waker = WatchdogWaker(1.0)
     assert isinstance(waker, Waker)
     waker.close()
 
 
-def test_poll_waker_times_out_after_the_interval() -> None:
-    waker = PollWaker(0.05)
+def test_unstarted_waker_times_out_after_the_interval() -> None:
+    waker = WatchdogWaker(0.05)
     start = time.monotonic()
     assert waker.wait(None) is False
     assert waker.wait(3600.0) is False  # never longer than the interval
     assert 0.09 <= time.monotonic() - start < 5.0
 
 
-def test_poll_waker_wake_from_another_thread_ends_the_wait() -> None:
-    waker = PollWaker(30.0)
+def test_unstarted_waker_wake_from_another_thread_ends_the_wait() -> None:
+    waker = WatchdogWaker(30.0)
     thread, result = wait_in_thread(waker, None)
     waker.wake()
     thread.join(5.0)
@@ -73,8 +73,8 @@ def test_poll_waker_wake_from_another_thread_ends_the_wait() -> None:
     assert result[0][1] < 5.0
 
 
-def test_poll_waker_close_releases_waiters_for_good() -> None:
-    waker = PollWaker(30.0)
+def test_unstarted_waker_close_releases_waiters_for_good() -> None:
+    waker = WatchdogWaker(30.0)
     waker.close()
     start = time.monotonic()
     assert waker.wait(None) is True

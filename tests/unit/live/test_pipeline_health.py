@@ -12,7 +12,7 @@ from support import poll_until
 from vllm_logwatch.exporting.exporter import ExporterMetrics
 from vllm_logwatch.following.follower import Follower
 from vllm_logwatch.following.openfile import LineBlock
-from vllm_logwatch.following.wakers import PollWaker
+from vllm_logwatch.following.wakers import WatchdogWaker
 from vllm_logwatch.live.pipeline import STALL_FLOOR, STALL_POLLS, Pipeline
 
 
@@ -20,7 +20,7 @@ from vllm_logwatch.live.pipeline import STALL_FLOOR, STALL_POLLS, Pipeline
 def test_a_poll_that_does_not_end_makes_the_pipeline_unhealthy_until_it_ends(tmp_path: Path) -> None:
     log = tmp_path / "serve.log"
     log.write_text("")
-    follower = Follower(str(log), poll_interval=0.05, waker=PollWaker(0.05))
+    follower = Follower(str(log), poll_interval=0.05, waker=WatchdogWaker(0.05))
     polls, stuck, release = [0], threading.Event(), threading.Event()
     real_poll = follower.poll_blocks
 

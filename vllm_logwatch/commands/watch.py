@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, cast
 from ..errors import EXIT_OK, UsageError
 from ..exporting.families import WithLabels
 from ..exporting.history import History
-from ..following.layouts import SOURCE_LABELS, has_magic, source_name
+from ..following.layouts import SOURCE_LABELS, source_name
 from ..following.statefile import MAX_STATE_BYTES
 from ..web.server import EXIT_SIGINT, bind_socket, create_app, serve, url_of
 from ..web.webconfig import WebConfig
@@ -204,7 +204,7 @@ def _is_many(settings: WatchSettings) -> bool:
     if settings.select and not folder and os.path.isdir(target):
         raise UsageError(f"--select: {target} holds one launch script's files (or none yet): give --layout "
                          "(pods, docker or scripts) to read its sources")
-    if folder and has_magic(target):
+    if folder and glob.has_magic(target):
         raise UsageError(f"--layout: {target} is a glob: give the folder that holds the sources")
     if folder and os.path.isfile(target):
         raise UsageError(f"--layout {settings.layout}: {target} is a file, not a folder of sources")

@@ -54,7 +54,6 @@ from .openfile import fingerprint_of, open_regular, read_at
 SourceKey = tuple[tuple[str, str], ...]
 """The labels of a source, in a fixed order; () for the one source of a file, glob or stream target."""
 
-LAYOUTS = ("scripts", "pods", "docker")
 FOLDED = "_folded"
 """The label value of the sources read beyond `--max-sources`, all folded into one set of series."""
 LABELS = {"scripts": ("script",), "pods": ("namespace", "pod", "container"), "docker": ("container",)}
@@ -331,7 +330,7 @@ class LaunchFiles:
             self.mode = "list"
         elif os.path.isdir(self.target) or target.endswith(os.sep):
             self.mode = "dir"
-        elif has_magic(target):
+        elif glob.has_magic(target):
             self.mode = "glob"
         else:
             self.mode = "file"
@@ -438,7 +437,7 @@ class LaunchFiles:
         if self.mode == "list":
             return sorted({os.path.dirname(c.path) for c in self._scanned})
         parts = self.target.split(os.sep)
-        fixed = os.sep.join(parts[: next(i for i, p in enumerate(parts) if has_magic(p))]) or os.sep
+        fixed = os.sep.join(parts[: next(i for i, p in enumerate(parts) if glob.has_magic(p))]) or os.sep
         return sorted({fixed} | {os.path.dirname(c.path) for c in self._scanned})
 
     def _is_new(self, c: Candidate) -> bool:
@@ -496,8 +495,3 @@ def _head_is(path: str, fingerprint: tuple[str, int]) -> bool:
         return True
     finally:
         os.close(fd)
-
-
-def has_magic(text: str) -> bool:
-    """Whether ``text`` is a glob pattern."""
-    return any(ch in text for ch in "*?[")

@@ -38,13 +38,8 @@ _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 def _read_all(fd: int) -> bytes:
     """Everything until EOF from a pipe, which is closed after."""
-    chunks: list[bytes] = []
-    try:
-        while chunk := os.read(fd, 4096):
-            chunks.append(chunk)
-    finally:
-        os.close(fd)
-    return b"".join(chunks)
+    with open(fd, "rb") as pipe:
+        return pipe.read()
 
 
 def _signal_name(signum: int) -> str:

@@ -522,10 +522,11 @@ class Tracker:
         row.preempting = preemptions is not None and before is not None and preemptions > before
         seen.preemptions = preemptions
         if lines is not None:
-            row.spark = _spark([e.generation_throughput or 0.0 for e in lines
-                                if engine_label(e.engine, e.engines_aggregated) == label])
+            gens = [e.generation_throughput or 0.0 for e in lines
+                    if engine_label(e.engine, e.engines_aggregated) == label]
         else:
-            row.spark = _spark([gen for at, gen in seen.spark if at >= now - WINDOW_SECONDS])
+            gens = [gen for at, gen in seen.spark if at >= now - WINDOW_SECONDS]
+        row.spark = tuple(gens[-SPARK_POINTS:])
         if v.get("stalled"):
             row.state = "stalled"
         elif any((row.get(what) or 0) > 0 for what in ("running", "gen_tps", "prompt_tps")):
@@ -591,11 +592,6 @@ def _engine_order(label: str) -> tuple[int, str]:
 
 
 _BARS = "▁▂▃▄▅▆▇█"
-
-
-def _spark(values: Sequence[float]) -> tuple[float, ...]:
-    """The last `SPARK_POINTS` values (the renderer draws them)."""
-    return tuple(values[-SPARK_POINTS:])
 
 
 def sparkline(values: Sequence[float], width: int) -> str:

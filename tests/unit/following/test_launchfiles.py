@@ -3,10 +3,11 @@ through the follower."""
 
 from __future__ import annotations
 
+import glob
 import os
 from pathlib import Path
 
-from vllm_logwatch.following.layouts import LaunchFiles, candidate, has_magic
+from vllm_logwatch.following.layouts import LaunchFiles, candidate
 
 
 def _file(path: Path, mtime: int, text: str = "x\n") -> Path:
@@ -90,7 +91,7 @@ def test_glob_watches_its_fixed_prefix_and_matched_folders(tmp_path: Path) -> No
     _file(tmp_path / "n1" / "a.log", 1000)
     _file(tmp_path / "n2" / "b.log", 2000)
     files = _files(f"{tmp_path}/n*/*.log")
-    assert files.mode == "glob" and has_magic(files.target)
+    assert files.mode == "glob" and glob.has_magic(files.target)
     files.choose_first(None)
     assert files.initial is not None and files.initial.path.endswith("n2/b.log")
     assert files.watch_dirs() == sorted([str(tmp_path), str(tmp_path / "n1"), str(tmp_path / "n2")])

@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import errno
+import functools
 import hashlib
 import json
 import os
@@ -39,6 +40,8 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
+
+from pydantic import TypeAdapter
 
 from .layouts import SourceKey
 from .openfile import FollowerStats, OpenFile, read_at
@@ -208,22 +211,13 @@ def _read_json(path: str, parse: Callable[[Any], T]) -> T | None:
 
 
 def saved_from(raw: dict[str, object]) -> SavedState:
-    """A `SavedState` from its JSON object; raises ValueError, KeyError or TypeError."""
-    def number(key: str, default: object = None) -> int:
-        value = raw.get(key, default) if default is not None else raw[key]
-        if not isinstance(value, (int, float, str)):
-            raise TypeError(key)
-        return int(value)
+    """A `SavedState` from its JSON object, checked by pydantic; raises ValueError."""
+    return _saved_state().validate_python({"cut_pending": False, **raw})
 
-    saved_at = raw["saved_at"]
-    if not isinstance(saved_at, (int, float, str)):
-        raise TypeError("saved_at")
-    return SavedState(
-        path=str(raw["path"]), ino=number("ino"), offset=number("offset"),
-        fingerprint=str(raw["fingerprint"]), fingerprint_bytes=number("fingerprint_bytes"),
-        number=number("number"), cut_pending=bool(raw.get("cut_pending", False)),
-        saved_at=float(saved_at), dev=number("dev", 0),
-    )
+
+@functools.cache
+def _saved_state() -> TypeAdapter[SavedState]:
+    return TypeAdapter(SavedState)
 
 
 def read_state_bytes(path: str) -> bytes | None:

@@ -22,7 +22,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import KW_ONLY, dataclass, field, replace
 from datetime import datetime
 from types import FrameType
 from typing import Any, Literal, Protocol
@@ -103,6 +103,7 @@ def launch_name(name: str | None, command: Sequence[str]) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", raw).strip("._") or "vllm"
 
 
+@dataclass(eq=False)
 class Supervisor:
     """Runs the child until it ends (or until stopped), restarting it per `restart`.
 
@@ -114,40 +115,25 @@ class Supervisor:
     tests replace (tests/unit/supervising/).
     """
 
-    def __init__(
-        self,
-        command: Sequence[str],
-        *,
-        log_dir: str,
-        name: str,
-        feeder: ChunkConsumer,
-        on_state: Callable[[ChildState], None] | None = None,
-        stop_timeout: float = 30.0,
-        restart: Restart = "no",
-        startup_grace: float = 60.0,
-        backoff_max: float = 60.0,
-        echo_fd: int | None = 1,
-        clock: Callable[[], float] = time.monotonic,
-        popen: Callable[..., subprocess.Popen[bytes]] = subprocess.Popen,
-        spawn_tee: Callable[[int, str, int | None], tuple[TeeProcess, int, int]] = spawn_tee,
-        killpg: Callable[[int, int], None] = os.killpg,
-        tick: float = 0.5,
-    ) -> None:
-        self.command = list(command)
-        self.log_dir = log_dir
-        self.name = name
-        self.feeder = feeder
-        self.on_state = on_state
-        self.popen = popen
-        self.spawn_tee = spawn_tee
-        self.stop_timeout = stop_timeout
-        self.restart = restart
-        self.startup_grace = startup_grace
-        self.backoff_max = backoff_max
-        self.clock = clock
-        self.killpg = killpg
-        self.tick = tick
-        self.echo_fd = echo_fd
+    command: Sequence[str]
+    _: KW_ONLY
+    log_dir: str
+    name: str
+    feeder: ChunkConsumer
+    on_state: Callable[[ChildState], None] | None = None
+    stop_timeout: float = 30.0
+    restart: Restart = "no"
+    startup_grace: float = 60.0
+    backoff_max: float = 60.0
+    echo_fd: int | None = 1
+    clock: Callable[[], float] = time.monotonic
+    popen: Callable[..., subprocess.Popen[bytes]] = subprocess.Popen
+    spawn_tee: Callable[[int, str, int | None], tuple[TeeProcess, int, int]] = spawn_tee
+    killpg: Callable[[int, int], None] = os.killpg
+    tick: float = 0.5
+
+    def __post_init__(self) -> None:
+        self.command = list(self.command)
         self.restarts = 0
         self.last_exit_code: int | None = None
         self.pid: int | None = None

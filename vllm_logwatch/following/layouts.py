@@ -1,21 +1,9 @@
 """What a target holds: the sources of a folder of many, and the launch files of one source.
 
-Which sources a folder holds: one per launch script, per Kubernetes container, or per Docker container.
-A source is one vLLM server's stream of launches: its key is the labels that tell it from the others
-(`SourceKey`), its files the launch files it has now, newest last read. Three layouts:
-
-* ``scripts``: a folder of tee'd launch files. Files whose names differ only in a trailing timestamp
-  (`serve_qwen_20250705_112901.log`, `serve_qwen_20250706_080000.log`) are one script's launches:
-  label ``script`` (`serve_qwen`). A folder of one script's files is one source, as it always was.
-* ``pods``: a kubelet tree (`/var/log/pods/<namespace>_<pod>_<uid>/<container>/<restart>.log`):
-  labels ``namespace``, ``pod``, ``container``. A pod recreated under the same name (a StatefulSet)
-  is the same source: its newest restart file, under any uid, is the current launch. Rotated files
-  (`0.log.20250705-112901`, `.gz`) are not launches: the follower drains a renamed file by its
-  descriptor.
-* ``docker``: `/var/lib/docker/containers/<id>/<id>-json.log`: label ``container``, the container's
-  name from its `config.v2.json` (its short id when that cannot be read). Rotated `-json.log.1` ... are
-  not launches.
-
+Which sources a folder holds, one per launch script, Kubernetes container or Docker container, and
+their labels: the layouts of docs/watch.md, "Many sources". A source is one vLLM server's stream of
+launches: its key is the labels that tell it from the others (`SourceKey`), its files the launch files
+it has now (rotated files are not launches: the follower drains a renamed file by its descriptor).
 Listing only, no reading of logs; nothing here raises for I/O (`on_error` is told, the folder is
 treated as empty). Names from the file system are shown as valid UTF-8 and bounded in length, so a
 label value is never unbounded or undecodable.

@@ -1,20 +1,8 @@
-"""Follow many sources of one folder at once: launch scripts, Kubernetes containers, Docker containers.
-
-`layouts.py` says which sources the folder holds; each gets a `Follower` of its own (its files given
-by a lister: it follows launches, rotations and restarts as a one-source watch does), all polled from
-this one thread: nothing per idle source beyond a `stat()` when it is polled. Polled: a source whose
-folder had a file event since the last poll (the waker says which folders); every source at the backstop (each
-poll interval while notifications are not known to work, else `rescan_seconds`). At most `open_files`
-sources (those polled last) keep their file open; the others are parked (`openfile.py`). The folder is listed
-again when one of its folders gained or lost an entry, and at the backstop. One poll reads at most
-`poll_bytes` over all sources, in turn. Beyond `max_sources`, sources are still read, under the labels
-`_folded`. A source whose files are all gone keeps its series for `grace` seconds, then is dropped
-(`take_dropped`). The state file holds every source's position (`statefile.py`), all in one write.
-
-How many files may be kept open: the soft limit on descriptors is raised to the hard one, then half of
-it (at most `MAX_OPEN_FILES`) is kept for log files, the rest for the server's sockets, the state file,
-file notifications and Python's own. A thousand sources with a file open each would exhaust the default
-soft limit of 1024: the server could no longer accept a connection.
+"""Follow many sources of one folder at once (launch scripts, Kubernetes containers, Docker containers),
+each by a `Follower` of its own whose files `layouts.py` lists, all polled from one thread: how and why
+in docs/design.md, "Many sources in one watch". One poll reads at most `poll_bytes` over all sources,
+in turn. Half the descriptor limit is kept for the server: a thousand sources with a file open each
+would exhaust the default soft limit of 1024, and the server could no longer accept a connection.
 """
 
 from __future__ import annotations

@@ -3,13 +3,10 @@ the one framer (`parsing/framing.py` `Framer`). `\\r` and bad UTF-8 (replaced, n
 with only for the lines that become text. No log text is kept beyond the block being handed over.
 
 A file may be parked, for a watch of more files than it may keep open (`many.py`, `Follower.park`): its
-descriptor closed, its place kept. Parking rewinds to the end of the last line handed out (a partial line
-held is read again later) and remembers what was read. Polling a parked file costs a `stat()`: while the
-same file is at the path, no larger than what was read, with the same mtime, and the source lists the
-same files, nothing is opened. Otherwise the file is opened again by its (device, inode): at its path, or
-renamed in its folder (a rotation: kubelet's `0.log.<stamp>`, Docker's `-json.log.1`), so what was
-written to it before the rotation is drained as through a descriptor kept open; a file gone from both
-(compressed, deleted) is left as a rotation leaves it.
+descriptor closed, its place kept (the end of the last line handed out: a partial line held is read
+again later). Polling it costs a `stat()` while `Parked.unchanged`; then it is opened again by its
+(device, inode) (`open_by_inode`), so what was written to it before a rotation is drained as through a
+descriptor kept open; a file gone (compressed, deleted) is left as a rotation leaves it.
 """
 
 from __future__ import annotations

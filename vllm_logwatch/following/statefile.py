@@ -1,27 +1,18 @@
-"""The follower's state file: where it was in which file, so a restart (even after `kill -9`)
-skips no line and counts none again that was counted before the last save (under the pipeline: none
-that a scrape showed). Written atomically (temporary file, fsync, rename).
-
-A state file is small (a path and a few numbers): one larger than `MAX_STATE_BYTES` is not ours, and
-never read whole. It is read without following a symbolic link and without blocking (a pipe put in its
-place must not hang the exporter), and never written through a path that is not a regular file: the
-rename would replace a device node, a pipe or a link with a plain file.
+"""The follower's state file: where it was in which file, so a restart (even after `kill -9`) skips
+no line and counts none again that a scrape showed (docs/design.md, "The state file, exactly once").
+Written atomically (temporary file, fsync, rename), never through a path that is not a regular file
+(the rename would replace a device node, a pipe or a link with a plain file); read without following
+a symbolic link, without blocking (a pipe put in its place must not hang the exporter), and never whole
+past `MAX_STATE_BYTES` (then it is not ours).
 
 A many-source watch's state file holds each source's labels and its position, in one file, version 2:
 
     {"version":2,"saved_at":...,"sources":[{"labels":[["namespace","vllm"],...],"path":...,"offset":...},...]}
 
-Compact (no spaces, `saved_at` once), about 250 bytes a source with kubelet's paths. It is written
-only when it fits the bound a state file is read with (`MAX_STATE_BYTES`): one that would not is not
-written (a `StateError`, counted; the last one written stays), so a restart can always read what was
-written. (A file with `saved_at` in each source, as written before, is read too.) A version 1 file (one
-follower's) is not a many-source state: it is said to be of another kind and ignored, as an unreadable
-one is (the sources start as without a state file).
-
-It is rewritten whole, so its writes are spaced by its size (`save_spacing`): at most
-`SAVE_BYTES_PER_SECOND`, 0.1 s to 1 s apart, scrapes included. A scrape that finds the file behind
-waits its turn, so the spacing is also how long a scrape may wait: 0.1 s up to ~20 sources, as a
-one-source watch; 1 s from ~220.
+It is written only when it fits `MAX_STATE_BYTES` (else a `StateError`, counted, and the last one
+written stays), so a restart can always read what was written, and rewritten whole at most
+`SAVE_BYTES_PER_SECOND` (`save_spacing`). One with `saved_at` in each source, as written before, is read
+too; a version 1 file (one follower's) is ignored as an unreadable one is.
 """
 
 from __future__ import annotations

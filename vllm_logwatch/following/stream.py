@@ -1,20 +1,9 @@
-"""A stream of lines: standard input (`logwatch watch -`) or a named pipe, read to its end.
-
-`docker logs -f vllm 2>&1 | logwatch watch -`: the whole stream is one launch named `<stdin>` (a
-version banner inside it is a new launch, as in a file). Reads never block: `select.poll` says what is
-ready, and a wait is on the stream and a wake-up pipe together, so `stop()` ends it at once even while
-the writer keeps the pipe open and silent. The bytes are framed by `openfile.OpenFile`, as a file's
-are (the partial last line held, lines over the cap cut and counted, bad UTF-8 replaced). The end
-(every writer gone, or a read error: a stream cannot be read again) flushes the held partial line,
-and then `ended` is true; nothing more is read. A stream has no position to resume at: no state file.
-
-A named pipe is opened without waiting for a writer (`O_NONBLOCK`); until one has come, the stream
-has not ended. When its last writer closes it (vLLM stopped), the partial last line is flushed and the
-pipe is opened again, before the old end is closed, so nothing a next writer (a restarted vLLM) writes
-is lost and it never waits for a reader; it ends only when it can no longer be opened (removed, or no
-longer a pipe). A pipe with no writer connected gives no sign of its removal: a poll that read nothing
-checks that its path still names the pipe it holds, and if not, ends it the same way (a pipe made
-again at the path is then the one read).
+"""A stream of lines: standard input (`logwatch watch -`) or a named pipe, read to its end, never
+blocking, framed as a file is: how and why in docs/design.md, "Following files". The whole stream is
+one launch named `<stdin>` (a version banner inside it is a new launch), with no position to resume at
+(no state file). A read error ends it too (a stream cannot be read again). A named pipe with no writer
+connected gives no sign of its removal: a poll that read nothing checks that its path still names the
+pipe it holds, and if not, ends it (a pipe made again at the path is then the one read).
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
 """`python -m vllm_logwatch.supervising.tee FILE ECHO_FD PARSE_FD STATS_FD`: run mode's tee, a process
 of its own between vLLM's output pipe (its standard input) and where the bytes go: the launch file,
-the echo (ECHO_FD, -1 for none) and logwatch's parser (PARSE_FD).
-
-A process, not a thread of logwatch's: there the reader shared the interpreter lock with the parser,
-and on a host whose cores were busy the parser's thread, preempted while holding it, held vLLM's writes
-for one or two seconds. Here nothing parses: one reader and three writers (`FileSink`, `StreamSink`),
-each behind a bounded queue and waiting in its own system call, so a slow disk, stdout or parser costs
-only their own bytes (dropped, counted). It ends when vLLM's pipe does (every writer gone), after
-writing what its queues hold; a stop is logwatch's to send, to vLLM. Its totals go to STATS_FD as one
-JSON line (`[[written, errors, dropped, last error], ...]` for the file, the echo and the parser) every
-half second and at the end.
+the echo (ECHO_FD, -1 for none) and logwatch's parser (PARSE_FD); why and how in docs/design.md, "Run
+mode". It ends when vLLM's pipe does (every writer gone), after writing what its queues hold; a stop
+is logwatch's to send, to vLLM. Its totals go to STATS_FD as one JSON line (`[[written, errors,
+dropped, last error], ...]` for the file, the echo and the parser) every half second and at the end.
 """
 
 from __future__ import annotations

@@ -133,8 +133,8 @@ class Follower(LineSource):
     def _begin(self) -> None:
         """Pick the first file once (the state file's, if it is still there)."""
         self._begun = True
-        if self.state_file:
-            self._saved = self._state.load(read_state) if self._state is not None else None
+        if self._state is not None:
+            self._saved = self._state.load(read_state)
         saved = self._saved
         self._files.choose_first((saved.path, saved.ino) if saved is not None else None)
 

@@ -1,8 +1,5 @@
-"""What the live pipeline needs of a source of lines: the `Follower` (files, folders, globs), the
-`StreamSource` (standard input, a named pipe) and the `ManyFollower` (a folder's many sources) are all
-a `LineSource`, so `live/pipeline.py` has one path and calls each method directly. The run loop, `stop`
-and `close` are the same for the three; the methods that tell many sources apart are a source of one's
-here (key `()`, no counts, nothing dropped), and the many-source follower has its own."""
+"""What the live pipeline needs of a source of lines: the `Follower`, the `StreamSource` and the
+`ManyFollower` are each a `LineSource` (docs/design.md, "Following files")."""
 
 from __future__ import annotations
 

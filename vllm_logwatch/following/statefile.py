@@ -158,16 +158,6 @@ class StateError(Exception):
     """A state file that cannot be read: a one-line message, no file content."""
 
 
-def check_state_path(path: str) -> str | None:
-    """Why ``path`` cannot be a state file (it exists and is not a regular file, or is too big), or None.
-    Never opens it: a pipe would block."""
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return None
-    return _not_a_state_file(st)
-
-
 def _not_a_state_file(st: os.stat_result) -> str | None:
     if stat.S_ISLNK(st.st_mode):
         return "a symbolic link, not the file itself"
@@ -265,7 +255,10 @@ def write_atomically(path: str, text: str) -> None:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
-        why = check_state_path(path)
+        try:  # never opened: a pipe would block
+            why = _not_a_state_file(os.lstat(path))
+        except FileNotFoundError:
+            why = None
         if why is not None and why != _TOO_BIG:  # a big regular file may be replaced
             raise StateError(f"cannot save state: {why}: {one_line(path)}")
         os.replace(tmp, path)

@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import KW_ONLY, dataclass, field, replace
 from datetime import datetime
 from types import FrameType
-from typing import Any, Literal, Protocol
+from typing import Literal, Protocol
 
 from .tee import SinkStats, TeeProcess, read_stats, spawn_tee
 
@@ -34,6 +34,7 @@ log = logging.getLogger("vllm_logwatch.run")
 _STARTED = (b"Starting vLLM", b"Application startup complete", b'"GET /health HTTP')
 _READ = 1 << 20
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+JOB_STOP_SIGNALS = (signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU)
 
 
 def _read_all(fd: int) -> bytes:
@@ -162,19 +163,32 @@ class Supervisor:
         """A stop signal; a Ctrl+C (SIGINT) while a stop is under way forces it."""
         self.request_stop(force=self._stop and signum == signal.SIGINT)
 
+    def _on_job_stop(self, signum: int, frame: FrameType | None) -> None:
+        """Ctrl+Z on `logwatch run` stops vLLM's group too and `fg` resumes both, as a shell does for a
+        job (vLLM's own session keeps it out of the terminal's job control: stopped alone, logwatch
+        would leave it blocked in `write()` on a full pipe)."""
+        pgid = self._group
+        if pgid is not None:
+            _signal_group(pgid, signal.SIGSTOP)
+        signal.signal(signum, signal.SIG_DFL)
+        try:
+            os.kill(os.getpid(), signum)  # stops here until SIGCONT (or at once, in an orphaned group,
+        finally:                          # where the kernel discards a terminal stop signal)
+            signal.signal(signum, self._on_job_stop)
+            if pgid is not None:
+                _signal_group(pgid, signal.SIGCONT)
+
     def run(self) -> int:
         """Launch, supervise, restart; returns the exit code. SIGTERM, SIGINT and SIGHUP (an ssh
         session closing) all stop vLLM's group gracefully, for the duration (a second Ctrl+C without
         waiting); the originals come back.
-        Ctrl+Z (SIGTSTP, SIGTTIN, SIGTTOU) stops vLLM's group with logwatch (`JobControl`)."""
+        Ctrl+Z (SIGTSTP, SIGTTIN, SIGTTOU) stops vLLM's group with logwatch (`_on_job_stop`)."""
         previous = {s: signal.signal(s, self._on_signal) for s in _STOP_SIGNALS}
-        jobs = JobControl(lambda: self._group)
-        jobs.install()
+        previous.update({s: signal.signal(s, self._on_job_stop) for s in JOB_STOP_SIGNALS})
         self.feeder.start()
         try:
             return self._loop()
         finally:
-            jobs.restore()
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
             self.feeder.close()
@@ -425,44 +439,9 @@ def pipe_holders(pipe: int, proc: str = "/proc") -> set[int]:
     return found
 
 
-JOB_STOP_SIGNALS = (signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU)
-
-
 def _signal_group(pgid: int, signum: int, killpg: Callable[[int, int], None] = os.killpg) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         killpg(pgid, signum)
-
-
-class JobControl:
-    """Ctrl+Z on `logwatch run` stops vLLM's group too and `fg` resumes both, as a shell does for a job
-    (vLLM's own session keeps it out of the terminal's job control: stopped alone, logwatch would leave
-    it blocked in `write()` on a full pipe). `install()` in the main thread; `group()` names the
-    child's process group (None: no child)."""
-
-    def __init__(self, group: Callable[[], int | None]) -> None:
-        self.group = group
-        self._previous: dict[int, Any] = {}
-
-    def install(self) -> None:
-        for signum in JOB_STOP_SIGNALS:
-            self._previous[signum] = signal.signal(signum, self._on_stop)
-
-    def restore(self) -> None:
-        for signum, handler in self._previous.items():
-            signal.signal(signum, handler)
-        self._previous.clear()
-
-    def _on_stop(self, signum: int, frame: FrameType | None) -> None:
-        pgid = self.group()
-        if pgid is not None:
-            _signal_group(pgid, signal.SIGSTOP)
-        signal.signal(signum, signal.SIG_DFL)
-        try:
-            os.kill(os.getpid(), signum)  # stops here until SIGCONT (or at once, in an orphaned group,
-        finally:                          # where the kernel discards a terminal stop signal)
-            signal.signal(signum, self._on_stop)
-            if pgid is not None:
-                _signal_group(pgid, signal.SIGCONT)
 
 
 # -- the decisions, as pure functions --------------------------------------------------------

@@ -388,11 +388,8 @@ class Supervisor:
 
     def _add_done(self) -> None:
         """A launch's tee is done: its totals join those of the launches before."""
-        file, echo, _ = self._tee
-        self._done_files.bytes_written += file.bytes_written
-        self._done_files.write_errors += file.write_errors
-        self._done_files.bytes_dropped += file.bytes_dropped
-        self._done_echo += echo.bytes_dropped
+        self._done_files = self.file_stats()
+        self._done_echo += self._tee[1].bytes_dropped
         self._tee = [SinkStats(), SinkStats(), SinkStats()]
 
     def file_stats(self) -> SinkStats:

@@ -33,10 +33,6 @@ class LineSource:
                  max_line_bytes: int = MAX_LINE_BYTES, read_bytes: int = READ_CHUNK_BYTES) -> None:
         """`poll_bytes`: what one poll reads at most; `read_bytes`: one `read()` call; `max_line_bytes`:
         the line cap (a longer line is cut and counted)."""
-        if poll_interval <= 0:
-            raise ValueError(f"poll_interval must be positive, got {poll_interval}")
-        if max_line_bytes < 1:
-            raise ValueError(f"max_line_bytes must be at least 1, got {max_line_bytes}")
         self.poll_interval, self.poll_bytes = poll_interval, poll_bytes
         self.max_line_bytes, self.read_bytes = max_line_bytes, read_bytes
         self._more = False  # the last poll stopped at its budget

@@ -119,8 +119,6 @@ class WatchdogWaker:
     """
 
     def __init__(self, interval: float = 1.0) -> None:
-        if interval <= 0:
-            raise ValueError(f"interval must be positive, got {interval!r}")
         self.interval = interval
         self._event = threading.Event()
         self._closed = False

@@ -53,15 +53,8 @@ _EVENT_FILTER: list[type[FileSystemEvent]] = [
 
 @runtime_checkable
 class Waker(Protocol):
-    """What a follower needs from whatever tells it to look again.
-
-    ``wait`` returns True when woken (a file event or ``wake()``), False when the timeout passed.
-    ``watch`` sets the directories worth watching; calling it again with the same set is cheap.
-    ``wake`` may be called from any thread (it is how ``Follower.stop()`` ends a wait at once).
-    ``take_changed``: the folders with events since the last call (`WatchdogWaker`), None when not
-    known. ``degraded_reason``: why notifications are not used, for the status (None: they are, or none
-    are wanted).
-    """
+    """What a follower needs from whatever tells it to look again: `WatchdogWaker`'s methods, whose
+    ``wait`` returns True when woken (a file event or ``wake()``), False when the timeout passed."""
 
     degraded_reason: str | None
 

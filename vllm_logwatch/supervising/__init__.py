@@ -1,3 +1,1 @@
-"""vLLM as a child process: its bytes to the launch file and our stdout, never blocking it; stopping it
-well.
-"""
+"""Run mode: vLLM as a child process, its output teed, stopped well."""

@@ -217,15 +217,14 @@ class Supervisor:
     def _sleep(self, seconds: float) -> bool:
         """Wait, but wake on a stop request; True if stopped."""
         deadline = self.clock() + seconds
-        while not self._stop:
-            left = deadline - self.clock()
-            if left <= 0:
-                return False
-            sel = selectors.DefaultSelector()
+        with selectors.DefaultSelector() as sel:
             sel.register(self._wake_r, selectors.EVENT_READ)
-            for key, _ in sel.select(min(left, self.tick)):
-                os.read(key.fd, 512)
-            sel.close()
+            while not self._stop:
+                left = deadline - self.clock()
+                if left <= 0:
+                    return False
+                for key, _ in sel.select(min(left, self.tick)):
+                    os.read(key.fd, 512)
         return True
 
     # -- one launch -------------------------------------------------------------------------------

@@ -66,7 +66,6 @@ class QueuedWorker:
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
 
     def start(self) -> None:
-        """Start the worker thread."""
         self._thread.start()
 
     def put(self, data: bytes) -> None:
@@ -275,9 +274,8 @@ def main(argv: list[str]) -> int:
         return 2
     path, echo_fd, parse_fd, stats_fd = argv[0], int(argv[1]), int(argv[2]), int(argv[3])
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # vLLM's end is this one's: a terminal's Ctrl+C is not
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s logwatch %(levelname)s %(message)s"))
-    logging.basicConfig(level=logging.INFO, handlers=[handler])
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s logwatch %(levelname)s %(message)s",
+                        stream=sys.stderr)
     os.set_blocking(stats_fd, False)
     file = FileSink(path)
     echo = StreamSink(echo_fd) if echo_fd >= 0 else None

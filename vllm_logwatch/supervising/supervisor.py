@@ -142,7 +142,7 @@ class Supervisor:
         self.log_path: str | None = None
         self._tee = [SinkStats(), SinkStats(), SinkStats()]  # this launch's file, echo, parse
         self._done_files = SinkStats()
-        self._done_echo = 0  # echoed bytes dropped by the launches before
+        self._done_echo = self._done_parse = 0  # echoed and parsed bytes dropped by the launches before
         self._stop = False
         self._forced = False
         self._group: int | None = None  # the running child's process group
@@ -389,6 +389,7 @@ class Supervisor:
         """A launch's tee is done: its totals join those of the launches before."""
         self._done_files = self.file_stats()
         self._done_echo += self._tee[1].bytes_dropped
+        self._done_parse += self._tee[2].bytes_dropped
         self._tee = [SinkStats(), SinkStats(), SinkStats()]
 
     def file_stats(self) -> SinkStats:
@@ -408,7 +409,8 @@ class Supervisor:
             up=up, pid=self.pid, start_time=self.start_time, restarts=self.restarts,
             last_exit_code=self.last_exit_code, log_file=self.file_stats(),
             stdout_bytes_dropped=self._done_echo + self._tee[1].bytes_dropped,
-            parse_bytes_dropped=self.feeder.stats.bytes_dropped + self._tee[2].bytes_dropped,
+            parse_bytes_dropped=(self.feeder.stats.bytes_dropped + self._done_parse
+                                 + self._tee[2].bytes_dropped),
         ))
 
 

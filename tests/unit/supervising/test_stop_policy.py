@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from vllm_logwatch.supervising.supervisor import Stop, Supervisor, after_exit, decide_stop
+from vllm_logwatch.supervising.supervisor import ChildState, Stop, Supervisor, after_exit, decide_stop
 from vllm_logwatch.supervising.tee import SinkStats
 
 
@@ -165,7 +165,7 @@ def supervise(tmp_path: Path, script: Script, **kw: Any) -> tuple[Supervisor, in
     """Run a Supervisor over the script to its end: (the supervisor, its exit code)."""
     sup = Supervisor(["vllm", "serve", "m"], log_dir=str(tmp_path / "logs"), name="m", feeder=Feeder(),
                      echo_fd=None, clock=script.clock, popen=script.popen, killpg=script.killpg, tick=0,
-                     spawn_tee=no_tee, **kw)
+                     **{"spawn_tee": no_tee, **kw})
     before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     try:
         code = sup.run()
@@ -356,3 +356,23 @@ def test_after_exit_backoff_doubles_to_its_cap_and_starts_over_after_a_long_run(
     assert after_exit(0, ran_for=100, backoff=1.0, **{**kw, "restart": "on-failure"}).action == "exit"
     assert after_exit(9, ran_for=100, backoff=1.0, **{**kw, "stopped": True}).action == "exit"
     assert after_exit(9, ran_for=100, backoff=1.0, **{**kw, "started": False}).action == "gave-up"
+
+
+def dropping_tee(pipe_fd: int, path: str, echo_fd: int | None) -> tuple[NoTee, int, int]:
+    """A tee whose totals say it dropped 5 bytes for the echo and 7 for the parser."""
+    Path(path).touch()
+    stats_r, stats_w = os.pipe()
+    os.write(stats_w, b"[[0, 0, 0, null], [0, 0, 5, null], [0, 0, 7, null]]\n")
+    os.close(stats_w)
+    return NoTee(), os.dup(pipe_fd), stats_r
+
+
+def test_the_bytes_a_tee_dropped_add_up_over_launches(tmp_path: Path) -> None:
+    """Counters: each launch's drops join those before (the parser's were forgotten at a restart, so
+    parse_bytes_dropped went down)."""
+    states: list[ChildState] = []
+    script = Script(Launch(exits_after=100.0, code=1), Launch(exits_after=100.0, code=0))
+    sup, code = supervise(tmp_path, script, restart="on-failure", startup_grace=60.0,
+                          spawn_tee=dropping_tee, on_state=states.append)
+    assert code == 0 and sup.restarts == 1
+    assert (states[-1].stdout_bytes_dropped, states[-1].parse_bytes_dropped) == (10, 14)

@@ -8,7 +8,9 @@ vLLM's common stats line, the general parser for the rest) and one writer per fo
 from __future__ import annotations
 
 import sys
+from collections import Counter
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from datetime import tzinfo
 from typing import IO, TYPE_CHECKING, Literal
 
@@ -19,8 +21,16 @@ from ..offline.reading.ranges import DEFAULT_TUNING, Tuning
 if TYPE_CHECKING:
     from ..offline.output.openmetrics import OpenMetricsWriter
     from ..offline.output.writers import Writer
-    from ..offline.reading.events import ParseResult
     from ..parsing.events import Event
+
+
+@dataclass
+class ParseResult:
+    """What a parse run found, for the exit code and the no-stats hint."""
+
+    counts: Counter[str] = field(default_factory=Counter)
+    stats_disabled: bool = False
+
 
 def _write(events: Iterator[Event], kind: str, writer: Writer, result: ParseResult) -> int:
     """Write the records of `kind` of `events`, count every record in `result`; how many were written."""
@@ -67,7 +77,7 @@ def run_parse(
     """
     from ..offline.output.writers import CsvWriter, JsonlWriter
     from ..offline.reading.details import ITERATION_COLUMNS, REQUEST_COLUMNS, rows_of
-    from ..offline.reading.events import ParseResult, no_rows_hint, no_stats_hint
+    from ..offline.reading.events import n_files, no_rows_hint, no_stats_hint
     from ..parsing.columns import STATS_COLUMNS
 
     out = out if out is not None else sys.stdout
@@ -79,7 +89,6 @@ def run_parse(
     written = 0
     try:
         for source in sources:
-            result.files += 1
             events = _events(source, kind, zone, year, tuning)
             if detail:  # a row per step or request (`offline/reading/details.py`)
                 for row in rows_of(kind, events):
@@ -96,9 +105,7 @@ def run_parse(
     if result.counts["stats"] == 0 and kind in ("stats", "all"):
         raise NoStatsError(no_stats_hint(sources, result.stats_disabled))
     if written == 0:
-        n = len(sources)
-        raise NoStatsError(f"no {kind} records in {n} file{'s' if n != 1 else ''} "
-                           f"({_KIND_LINES.get(kind, kind)})")
+        raise NoStatsError(f"no {kind} records in {n_files(len(sources))} ({_KIND_LINES.get(kind, kind)})")
     return result
 
 

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from datetime import tzinfo
 from functools import partial
 
@@ -18,16 +16,7 @@ from .inputs import Source, input_error, open_source, read_errors
 from .route import sniff
 from .stream import scan_lines
 
-__all__ = ["ParseResult", "iter_source_events", "no_stats_hint", "repeats_note"]
-
-
-@dataclass
-class ParseResult:
-    """What a parse run found, for the exit code and the no-stats hint."""
-
-    files: int = 0
-    counts: Counter[str] = field(default_factory=Counter)
-    stats_disabled: bool = False
+__all__ = ["iter_source_events", "n_files", "no_rows_hint", "no_stats_hint", "repeats_note"]
 
 
 def iter_source_events(
@@ -43,7 +32,7 @@ def iter_source_events(
     from ...parsing.line import parse_line  # its patterns are compiled when first needed
 
     path = None if source.is_stdin else source.path
-    assembler = Assembler(source.name, partial(_clock_for_source, path, zone, year), repeats=repeats)
+    assembler = Assembler(source.name, partial(YearClock.for_source, path, zone, year), repeats=repeats)
     with open_source(source, progress=True) as raw:
         want = WANTS.get(kind)
         try:
@@ -74,34 +63,43 @@ def repeats_note(count: int) -> str:
             "logging configuration have two handlers?")
 
 
-def _clock_for_source(path: str | None, zone: tzinfo, year: int | None, first_stamp: str) -> YearClock:
-    return YearClock.for_source(path, zone, year, first_stamp=first_stamp)
-
-
 def no_rows_hint(sources: list[Source], kind: str, otherwise: str) -> str:
     """The one-line `NoStatsError` message of `parse --kind iterations` or `requests` without rows: the
-    lines of the kind that could not be read, if any (a second, cheap look at the files), else
-    `otherwise`."""
-    from ...parsing.line import parse_line
-
-    n, what, unreadable = len(sources), kind[:-1], 0
+    lines of the kind that could not be read, if any, else `otherwise`."""
+    what, unreadable = kind[:-1], 0
     first: tuple[str, int] | None = None
-    for source in sources:
-        if source.is_stream:  # read once already
-            continue
-        try:
-            with open_source(source) as stream:
-                for number, raw in scan_lines(stream, WANTS[kind].needles, followers=()):
-                    event = parse_line(raw.decode("utf-8", "replace"))
-                    if isinstance(event, Unparsed) and event.what == what:
-                        unreadable += 1
-                        first = first or (source.name, number)
-        except (InputError, OSError, EOFError, ValueError):
-            continue
-    head = f"no {kind} records in {n} file{'s' if n != 1 else ''}"
+    for name, number, event in _second_look(sources, WANTS[kind].needles):
+        if isinstance(event, Unparsed) and event.what == what:
+            unreadable += 1
+            first = first or (name, number)
+    head = f"no {kind} records in {n_files(len(sources))}"
     if first is None:
         return f"{head} ({otherwise})"
     return f"{head}: {_unreadable(unreadable, what, first)}"
+
+
+def n_files(n: int) -> str:
+    """`1 file`, `2 files`."""
+    return f"{n} file{'s' if n != 1 else ''}"
+
+
+def _second_look(sources: list[Source], needles: tuple[bytes, ...]) -> Iterator[tuple[str, int, Event]]:
+    """The events of the lines holding one of `needles`, with their file and line number: a second,
+    cheap look at the files for a hint (a stream, read once already, is left out: a second open would
+    wait for a new writer; a file that cannot be read is passed over)."""
+    from ...parsing.line import parse_line
+
+    for source in sources:
+        if source.is_stream:
+            continue
+        try:
+            with open_source(source) as stream:
+                for number, raw in scan_lines(stream, needles, followers=()):
+                    event = parse_line(raw.decode("utf-8", "replace"))
+                    if event is not None:
+                        yield source.name, number, event
+        except (InputError, OSError, EOFError, ValueError):
+            continue
 
 
 def _unreadable(count: int, what: str, first: tuple[str, int]) -> str:
@@ -115,38 +113,22 @@ def _unreadable(count: int, what: str, first: tuple[str, int]) -> str:
             "format this version does not know, or damaged lines")
 
 
-def no_stats_hint(sources: list[Source], stats_disabled: bool = False) -> str:
-    """The one-line `NoStatsError` message for inputs without stats lines (summary, plot, backfill)."""
-    return _no_stats_hint(sources, ParseResult(stats_disabled=stats_disabled))
-
-
-def _no_stats_hint(sources: list[Source], result: ParseResult) -> str:
-    """Why there were no stats lines, as far as the files tell (a second, cheap look at them)."""
-    from ...parsing.line import parse_line
-
-    n = len(sources)
-    what = f"no stats lines in {n} file{'s' if n != 1 else ''}"
-    disabled = result.stats_disabled
+def no_stats_hint(sources: list[Source], disabled: bool = False) -> str:
+    """The one-line `NoStatsError` message for inputs without stats lines (parse, summary, plot,
+    backfill): why there were none, as far as the files tell."""
+    what = f"no stats lines in {n_files(len(sources))}"
     requests = unreadable = 0
     first: tuple[str, int] | None = None  # the first unreadable stats line: its file and number
     needles = NO_STATS_NEEDLES + WANTS["stats"].needles + VARIANT_NEEDLES
-    for source in sources:
-        if source.is_stream:  # read once already: a second open would wait for a new writer
-            continue
-        try:
-            with open_source(source) as stream:
-                for number, raw in scan_lines(stream, needles, followers=()):
-                    event = parse_line(raw.decode("utf-8", "replace"))
-                    if isinstance(event, ServerInfo) and event.stats_logging_disabled:
-                        disabled = True
-                    elif isinstance(event, Unparsed) and event.what == "stats":
-                        unreadable += 1
-                        first = first or (source.name, number)
-                    elif event is not None and event.kind == "access":
-                        requests += 1
-        except (InputError, OSError, EOFError, ValueError):
-            continue
-    if unreadable and first is not None:
+    for name, number, event in _second_look(sources, needles):
+        if isinstance(event, ServerInfo) and event.stats_logging_disabled:
+            disabled = True
+        elif isinstance(event, Unparsed) and event.what == "stats":
+            unreadable += 1
+            first = first or (name, number)
+        elif event.kind == "access":
+            requests += 1
+    if first is not None:
         return f"{what} that could be read: {_unreadable(unreadable, 'stats', first)}"
     if disabled:
         return f"{what}: vLLM disabled stats logging (--disable-log-stats, or more than one API server)"

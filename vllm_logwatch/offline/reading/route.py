@@ -15,6 +15,7 @@ equal to the general one on every real log).
 
 from __future__ import annotations
 
+import gzip
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -25,7 +26,7 @@ from .inputs import Source, open_source, progress_bar
 from .ranges import Tuning, scan_file_chunks
 from .rows import Chunk, Lane
 
-__all__ = ["Route", "container_format", "opened", "plain_file_size", "range_chunks", "route", "sniff"]
+__all__ = ["Route", "opened", "range_chunks", "route", "sniff"]
 
 _HEAD = 512
 
@@ -38,22 +39,14 @@ def route(source: Source, tuning: Tuning | None) -> Route:
         return "general"
     if source.is_stream:
         return "stream"
-    if container_format(source) != "plain":
-        return "general"
-    return "ranges" if plain_file_size(source.path) >= tuning.parallel_min_bytes else "stream"
-
-
-def plain_file_size(path: str) -> int:
-    """Size of a regular, uncompressed file; 0 for anything else (those take the streaming route)."""
     try:
-        if not os.path.isfile(path):
-            return 0
-        with open(path, "rb") as fh:
-            if fh.read(2) == b"\x1f\x8b":
-                return 0
-        return os.stat(path).st_size
-    except OSError:
-        return 0
+        with open_source(source) as raw:
+            if sniff(raw) != "plain":
+                return "general"
+            size = 0 if isinstance(raw, gzip.GzipFile) else os.stat(source.path).st_size
+    except Exception:  # the stream route opens it again and says why, in the caller's words
+        return "stream"
+    return "ranges" if size >= tuning.parallel_min_bytes else "stream"
 
 
 def range_chunks(source: Source, needles: tuple[bytes, ...], tuning: Tuning, lane: Lane
@@ -84,14 +77,3 @@ def sniff(stream: BinaryIO) -> Format:
         return "plain"
     return detect(peek(_HEAD)[:_HEAD]) or "plain"
 
-
-def container_format(source: Source) -> Format:
-    """The format of a regular file (gzip'd or not) from its first bytes; a stream, which can be read
-    only once, is taken as plain here (its reader sniffs it)."""
-    if source.is_stream:
-        return "plain"
-    try:
-        with open_source(source) as raw:
-            return sniff(raw)
-    except Exception:  # opening it again says why, in the caller's words
-        return "plain"

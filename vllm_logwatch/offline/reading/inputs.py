@@ -25,7 +25,7 @@ from ...errors import InputError
 from ...parsing.stamps import resolve_zone
 from ...shown import shown_path
 
-__all__ = ["PROGRESS_MIN_BYTES", "Source", "expand_inputs", "open_source", "progress_bar", "read_errors",
+__all__ = ["PROGRESS_MIN_BYTES", "Source", "input_error", "open_source", "progress_bar", "read_errors",
            "resolve_inputs"]
 
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -60,29 +60,6 @@ class Source:
             return False  # opening it says why
 
 
-def expand_inputs(patterns: list[str]) -> list[Source]:
-    """Expand globs (sorted, as a shell would); a pattern that matches nothing is an error.
-
-    >>> expand_inputs(["-"])
-    [Source(path='-')]
-    """
-    sources: list[Source] = []
-    for pattern in patterns:
-        if pattern == "-":
-            sources.append(Source("-"))
-            continue
-        if glob.has_magic(pattern):
-            matches = sorted(glob.glob(pattern))
-            if not matches and os.path.lexists(pattern):
-                matches = [pattern]  # a real name with glob characters: `serve[1].log`
-            if not matches:
-                raise InputError(_unlistable(pattern) or f"no file matches {shown_path(pattern)}")
-            sources.extend(Source(m) for m in matches)
-        else:
-            sources.append(Source(pattern))
-    return sources
-
-
 def _unlistable(pattern: str) -> str | None:
     """Why a glob matched nothing when it is a folder it may not list (glob keeps quiet about it)."""
     parts = pattern.split(os.sep)
@@ -92,27 +69,24 @@ def _unlistable(pattern: str) -> str | None:
     except PermissionError:
         return f"{shown_path(folder)}: permission denied (cannot list the folder for {shown_path(pattern)})"
     except OSError:
-        return None
+        pass
     return None
-
-
-def _describe(exc: BaseException, name: str) -> str:
-    if isinstance(exc, FileNotFoundError):
-        return f"{name}: no such file"
-    if isinstance(exc, IsADirectoryError) or (isinstance(exc, OSError) and exc.errno == errno.EISDIR):
-        return f"{name}: is a directory (give the log files, e.g. {name.rstrip('/')}/*.log)"
-    if isinstance(exc, PermissionError):
-        return f"{name}: permission denied"
-    if isinstance(exc, (EOFError, zlib.error, gzip.BadGzipFile)):
-        return f"{name}: corrupt or truncated gzip data ({exc})"
-    if isinstance(exc, OSError) and exc.strerror:
-        return f"{name}: {exc.strerror.lower()}"
-    return f"{name}: {exc}"
 
 
 def input_error(exc: BaseException, source: Source) -> InputError:
     """The one-line `InputError` for an exception raised while opening or reading `source`."""
-    return InputError(_describe(exc, source.name))
+    name = source.name
+    if isinstance(exc, FileNotFoundError):
+        return InputError(f"{name}: no such file")
+    if isinstance(exc, IsADirectoryError) or (isinstance(exc, OSError) and exc.errno == errno.EISDIR):
+        return InputError(f"{name}: is a directory (give the log files, e.g. {name.rstrip('/')}/*.log)")
+    if isinstance(exc, PermissionError):
+        return InputError(f"{name}: permission denied")
+    if isinstance(exc, (EOFError, zlib.error, gzip.BadGzipFile)):
+        return InputError(f"{name}: corrupt or truncated gzip data ({exc})")
+    if isinstance(exc, OSError) and exc.strerror:
+        return InputError(f"{name}: {exc.strerror.lower()}")
+    return InputError(f"{name}: {exc}")
 
 
 class _Replay(io.RawIOBase):
@@ -177,13 +151,13 @@ PROGRESS_MIN_BYTES = 64 << 20
 """A file from this size on shows a progress bar while it is read, when stderr is a terminal."""
 
 
-def progress_bar(source: Source, size: int | None = None) -> Any:
-    """A tqdm bar on stderr for a regular file of `size` bytes (its size on disk by default) from
-    `PROGRESS_MIN_BYTES` on, when stderr is a terminal; else None (and tqdm is not imported)."""
+def progress_bar(source: Source) -> Any:
+    """A tqdm bar on stderr for a regular file from `PROGRESS_MIN_BYTES` on, when stderr is a terminal;
+    else None (and tqdm is not imported)."""
     if source.is_stream or sys.stderr is None or not sys.stderr.isatty():
         return None
     try:
-        size = os.path.getsize(source.path) if size is None else size
+        size = os.path.getsize(source.path)
     except OSError:
         return None
     if size < PROGRESS_MIN_BYTES:
@@ -224,9 +198,21 @@ def open_source(source: Source, *, progress: bool = False) -> Iterator[BinaryIO]
 
 
 def resolve_inputs(inputs: list[str], tz: str | None) -> tuple[list[Source], tzinfo]:
-    """The offline commands' common start: `--tz` checked, globs expanded. Raises `InputError`."""
+    """The offline commands' common start: `--tz` checked, globs expanded (sorted, as a shell would; a
+    pattern that matches nothing is an error). Raises `InputError`."""
     try:
         zone = resolve_zone(tz)
     except ValueError as exc:
         raise InputError(str(exc)) from None
-    return expand_inputs(inputs), zone
+    sources: list[Source] = []
+    for pattern in inputs:
+        if not glob.has_magic(pattern):  # `-` too
+            sources.append(Source(pattern))
+            continue
+        matches = sorted(glob.glob(pattern))
+        if not matches and os.path.lexists(pattern):
+            matches = [pattern]  # a real name with glob characters: `serve[1].log`
+        if not matches:
+            raise InputError(_unlistable(pattern) or f"no file matches {shown_path(pattern)}")
+        sources.extend(Source(m) for m in matches)
+    return sources, zone

@@ -13,16 +13,16 @@ cap (it is no record: the runtimes cut at 16 KiB) is skipped (cut by the framer 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from datetime import datetime
 from typing import BinaryIO
 
 from ...parsing.assemble import Assembler
 from ...parsing.envelope import Format, Unwrapped, Unwrapper, container_time
 from ...parsing.events import Event, Unparsed
-from ...parsing.framing import MAX_LINE_BYTES, LineBlock, hit_lines
+from ...parsing.framing import MAX_LINE_BYTES, LineBlock
 from ...parsing.needles import with_variants
-from .stream import Frame
+from .stream import Frame, block_lines
 
 __all__ = ["enveloped_events"]
 
@@ -54,18 +54,13 @@ def _unwrapped(unwrapper: Unwrapper, blocks: list[LineBlock], assembler: Assembl
 
 
 def _events(got: Unwrapped, assembler: Assembler, needles: tuple[bytes, ...] | None) -> Iterator[Event]:
-
+    """The events of one unwrapped block: its lines that hold one of `needles` (None: every line), each
+    timed by its container stamp, among its malformed envelope lines' `Unparsed`."""
     from ...parsing.line import parse_line  # its patterns are compiled when first needed
 
     bad = got.malformed[::-1]  # yielded among the events in line order
-    lines: Iterable[tuple[int, bytes]]
-    if needles is None:
-        lines = enumerate(got.data.split(b"\n")[:-1], 1)
-    else:
-        data = got.data
-        starts, _ = hit_lines(data, 0, len(data), with_variants(needles, data))
-        lines = ((index, data[start:data.find(b"\n", start)])
-                 for index, start in zip(_numbers(data, starts), starts, strict=True))
+    wanted = None if needles is None else with_variants(needles, got.data)
+    lines = block_lines(LineBlock("", 0, 1, got.data, len(got.numbers)), wanted, (), False)
     times: dict[bytes, datetime | None] = {}
     for index, raw in lines:
         while bad and bad[-1] < got.numbers[index - 1]:
@@ -81,11 +76,3 @@ def _events(got: Unwrapped, assembler: Assembler, needles: tuple[bytes, ...] | N
     while bad:
         yield Unparsed(what="envelope", file=assembler.file, line=bad.pop())
 
-
-def _numbers(data: bytes, starts: list[int]) -> Iterator[int]:
-    """The line number (from 1) of each of `starts`, in order."""
-    number, counted = 1, 0
-    for start in starts:
-        number += data.count(b"\n", counted, start)
-        counted = start
-        yield number

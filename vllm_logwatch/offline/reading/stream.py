@@ -20,7 +20,7 @@ from ...parsing.needles import (
     with_variants,
 )
 
-__all__ = ["Frame", "scan_lines", "simd_count", "simd_find"]
+__all__ = ["Frame", "block_lines", "scan_lines", "simd_count", "simd_find"]
 
 _BLOCK = 8 << 20
 
@@ -46,7 +46,6 @@ def scan_lines(
     *,
     followers: tuple[bytes, ...] = FOLLOWER_NEEDLES,
     block_size: int = _BLOCK,
-    detect_variants: bool = True,
 ) -> Iterator[tuple[int, bytes]]:
     """`(line_number, raw line without its newline)` for each line of `stream` that contains one of
     `needles` (every line with None), and the line right after such a line when it contains one of
@@ -62,18 +61,18 @@ def scan_lines(
     blocks: list[LineBlock] = []
     check_first = False  # the previous block ended on a hit: its next line may be a follower
     while chunk := stream.read(block_size):
-        if frame.pos == 0 and needles is not None and detect_variants:
+        if frame.pos == 0 and needles is not None:
             needles = with_variants(needles, chunk)
         frame.consume(chunk, blocks, MAX_LINE_BYTES, frame)
         for block in blocks:
-            check_first = yield from _block(block, needles, followers, check_first)
+            check_first = yield from block_lines(block, needles, followers, check_first)
         blocks.clear()
     frame.flush_partial(blocks, frame)
     for block in blocks:
-        yield from _block(block, needles, followers, check_first)
+        yield from block_lines(block, needles, followers, check_first)
 
 
-def _block(block: LineBlock, needles: tuple[bytes, ...] | None, followers: tuple[bytes, ...],
+def block_lines(block: LineBlock, needles: tuple[bytes, ...] | None, followers: tuple[bytes, ...],
            check_first: bool) -> Generator[tuple[int, bytes], None, bool]:
     """The wanted lines of one block; returns whether its last line is a hit."""
     data, end = block.data, len(block.data)

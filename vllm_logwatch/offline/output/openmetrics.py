@@ -1,20 +1,12 @@
-"""`logwatch parse --openmetrics` (and `--vm-import`): old logs as metrics text with timestamps, for backfill.
+"""`logwatch parse --openmetrics` (and `--vm-import`): old logs as metrics text with timestamps, for backfill
+(docs/offline.md says how to load it into Prometheus, Mimir, Thanos or VictoriaMetrics).
 
-`promtool tsdb create-blocks-from openmetrics FILE DIR` turns the OpenMetrics output into TSDB blocks
-that a Prometheus (and, uploaded, Mimir or Thanos) serves; `--vm-import` writes the same series as
-Prometheus text with millisecond timestamps, which VictoriaMetrics' `/api/v1/import/prometheus` takes as
-it is (OpenMetrics' seconds would be filed in 1970). One writer for both: only the timestamps' unit, the
-counters' `# TYPE` name and the `# EOF` differ. So months of old logs land next to the live exporter's
-series, with the same names, labels and values. To be the same, the values are not recomputed here: the
-events go through the live exporter's own state (`ExporterMetrics`), which is "scraped" after each stats
-timestamp, and the per-engine samples it serves are written with that timestamp. So the token counters
-are the exporter's estimate (throughput x stats interval), counting on across launches as it does, each
-served model's series its own lines (`Ledgers` in `exporting/exporter.py`).
-
-OpenMetrics wants each series' samples together and in time order, so samples are spooled per
-series (in memory, then temporary files) and written family by family; memory stays flat. The records
-(`offline/reading/records.py`) go into the exporter's state, and the samples are read from the engines'
-state, not from a scrape of every family.
+One writer for both: only the timestamps' unit (OpenMetrics' seconds; milliseconds in Prometheus text,
+which VictoriaMetrics files as it is), the counters' `# TYPE` name and the `# EOF` differ. The values are
+not recomputed here: the records go through the live exporter's own state (`ExporterMetrics`), read
+after each stats timestamp, so names, labels and values are the exporter's (its token estimates too).
+OpenMetrics wants each series' samples together and in time order: they are spooled per series (in
+memory, then temporary files) and written family by family, so memory stays flat.
 """
 
 from __future__ import annotations

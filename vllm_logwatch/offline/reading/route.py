@@ -1,16 +1,8 @@
-"""How a source is read, decided in one place for every offline command (`route`):
-
-- `ranges`: a plain regular file from `Tuning.parallel_min_bytes` on: the range workers read its byte
-  ranges on every core (`ranges.scan_file_chunks`);
-- `stream`: any other plain source (a smaller file, `.gz`, standard input, a pipe): the same workers'
-  record form made in this process (`ranges.stream_chunks`); a stream found to hold a container log
-  when it is opened (`containers.sniff`) goes to the general parser instead;
-- `general`: a container log (a line's parts may sit in two ranges, and its stamps are the
-  container's), or a caller that asked for the reference path (no tuning): every candidate line
-  through `parse_line` and the Assembler (`events.iter_source_events`, `containers.enveloped_events`).
-
-The products are the same whatever the route (tests/integration/test_fast*.py hold the fast routes
-equal to the general one on every real log).
+"""How a source is read, decided in one place for every offline command (`route`): `ranges` (a big
+plain regular file, by the range workers on every core), `stream` (any other plain source, the same
+workers' record form made in this process) or `general` (a container log, or a caller that asked for the
+reference: `parse_line` and the Assembler). docs/design.md ("Reading") says why; the products are the
+same whatever the route (tests/integration/test_fast*.py).
 """
 
 from __future__ import annotations

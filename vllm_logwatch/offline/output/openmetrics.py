@@ -81,7 +81,8 @@ def parse_labels(pairs: list[str]) -> dict[str, str]:
 
 
 class OpenMetricsWriter:
-    """Feed events in file order (`new_launch` at each new file); `write` the text once at the end.
+    """Feed events in file order (`new_launch` at each new file); `write` the text once at the end, then
+    `close`.
 
     >>> from vllm_logwatch.parsing.assemble import iter_events
     >>> from vllm_logwatch.parsing.stamps import YearClock
@@ -90,7 +91,7 @@ class OpenMetricsWriter:
     >>> line = ("INFO 11-29 19:26:05 [loggers.py:335] Engine 000: Avg prompt throughput: 9.0 tokens/s, "
     ...         "Avg generation throughput: 2.0 tokens/s, Running: 16 reqs, Waiting: 8 reqs")
     >>> for event in iter_events([line], clock=YearClock(2026, ZoneInfo("UTC"))): w.feed(event)
-    >>> import io; out = io.StringIO(); w.write(out)
+    >>> import io; out = io.StringIO(); w.write(out); w.close()
     >>> [s for s in out.getvalue().splitlines() if s.startswith("vllm_logwatch_requests_running")]
     ['vllm_logwatch_requests_running{engine="0",model_name="unknown"} 16 1795980365']
     """
@@ -105,8 +106,8 @@ class OpenMetricsWriter:
         self._batch_time: float | None = None
         self._batch_dirty = False
         self._previous: dict[tuple[str, str], tuple[float, ...]] = {}  # (model, engine) -> marks
-        self._series: dict[str, dict[str, IO[str]]] = {}
-        self._pending: dict[str, list[str]] = {}
+        self._series: dict[str, dict[str, IO[str]]] = {}  # family -> series key -> its spool
+        self._pending: dict[str, tuple[IO[str], list[str]]] = {}  # series key -> its spool, its samples held
         self._held = 0
         self._keys: dict[tuple[str, str, str, tuple[str, ...]], tuple[str, str]] = {}
         self._last_ts: dict[str, float] = {}
@@ -175,13 +176,13 @@ class OpenMetricsWriter:
                     self.dropped += 1
                     continue
                 self._last_ts[key] = stamp
-                held = self._pending.get(key)
-                if held is None:
-                    self._series.setdefault(family, {})
-                    held = self._pending[key] = []
-                    self._series[family][key] = tempfile.SpooledTemporaryFile(  # noqa: SIM115 - close()
+                pending = self._pending.get(key)
+                if pending is None:
+                    spool = tempfile.SpooledTemporaryFile(  # noqa: SIM115 - close()
                         max_size=_SPOOL_BYTES, mode="w+", encoding="utf-8")
-                held.append(f"{key} {_number(value)} {at}\n")
+                    self._series.setdefault(family, {})[key] = spool
+                    pending = self._pending[key] = (spool, [])
+                pending[1].append(f"{key} {_number(value)} {at}\n")
                 self.samples += 1
                 self._held += 1
         if self._held >= _PENDING:
@@ -194,12 +195,10 @@ class OpenMetricsWriter:
 
     def _spill(self) -> None:
         """The held samples to their series' spools."""
-        for series in self._series.values():
-            for key, spool in series.items():
-                held = self._pending[key]
-                if held:
-                    spool.write("".join(held))
-                    held.clear()
+        for spool, held in self._pending.values():
+            if held:
+                spool.write("".join(held))
+                held.clear()
         self._held = 0
 
     def write(self, out: IO[str]) -> None:
@@ -207,26 +206,23 @@ class OpenMetricsWriter:
         (OpenMetrics only; Prometheus text names a counter's family by its samples' `_total` name)."""
         self._flush()
         self._spill()
-        try:
-            for family in BACKFILL_FAMILIES:
-                series = self._series.get(family)
-                if not series:
-                    continue
-                spec = _SPECS[family[len(PREFIX):]]
-                named = family + "_total" if self._millis and spec.type == "counter" else family
-                out.write(f"# TYPE {named} {spec.type}\n# HELP {named} {_escape_help(spec.help)}\n")
-                for spool in series.values():
-                    spool.seek(0)
-                    while chunk := spool.read(1 << 16):
-                        out.write(chunk)
-            if not self._millis:
-                out.write("# EOF\n")
-        finally:
-            self.close()
+        for family in BACKFILL_FAMILIES:
+            series = self._series.get(family)
+            if not series:
+                continue
+            spec = _SPECS[family[len(PREFIX):]]
+            named = family + "_total" if self._millis and spec.type == "counter" else family
+            out.write(f"# TYPE {named} {spec.type}\n# HELP {named} {_escape_help(spec.help)}\n")
+            for spool in series.values():
+                spool.seek(0)
+                while chunk := spool.read(1 << 16):
+                    out.write(chunk)
+        if not self._millis:
+            out.write("# EOF\n")
 
     def close(self) -> None:
-        for series in self._series.values():
-            for spool in series.values():
-                spool.close()
+        """The spools closed (their temporary files removed), written or not."""
+        for spool, _ in self._pending.values():
+            spool.close()
         self._series.clear()
         self._pending.clear()

@@ -52,7 +52,7 @@ def _events(source: Source, kind: str, zone: tzinfo, year: int | None, tuning: T
             ) -> Iterator[Event]:
     """The records of `kind` of one source: stats and iteration lines on the range workers' routes
     (`records.py`; None `tuning`: the general parser, the reference the tests compare with)."""
-    if kind in ("stats", "iterations") and tuning is not None:
+    if kind in ("stats", "iterations"):
         from ..offline.reading.records import source_records
 
         return source_records(source, zone, year, tuning, kind=kind)

@@ -78,7 +78,7 @@ def run_watch(
         if records is not None:
             records.close()
         raise
-    pipeline, follower, stream, many = followed.pipeline, followed.follower, followed.stream, followed.many
+    pipeline, stream, many = followed.pipeline, followed.stream, followed.many
     waiting = followed.waiting
     registry = CollectorRegistry()
     pipeline.register(registry)
@@ -99,15 +99,15 @@ def run_watch(
     state = f", state in {settings.state_file}" if settings.state_file else ""
     if stream:
         log.info("serving %s (listening on %s:%d); reading %s to its end", url, settings.listen, port,
-                 follower.status()["target"])
+                 pipeline.follower.status()["target"])
     elif many:
         start = "from their start" if settings.from_start else "from their end"
         chosen = f", those matching {' or '.join(settings.select)}" if settings.select else ""
-        sources = cast("ManyFollower", follower)
+        sources = cast("ManyFollower", pipeline.follower)
         log.info("serving %s (listening on %s:%d); following the sources of %s (layout %s%s) %s%s", url,
                  settings.listen, port, sources.target, sources.mode, chosen, start, state)
     else:
-        files = cast("Follower", follower)
+        files = cast("Follower", pipeline.follower)
         what = {"dir": f"folder (newest {settings.pattern})", "glob": "glob", "file": "file"}[files.mode]
         start = "its start" if settings.from_start else "its end"
         log.info("serving %s (listening on %s:%d); following %s %s from %s%s", url, settings.listen, port,
@@ -139,7 +139,6 @@ class Followed:
     """What `follow` built: the pipeline over the target's follower, and what kind of target it is."""
 
     pipeline: Pipeline
-    follower: LineSource
     stream: bool
     many: bool
     waiting: str | None
@@ -160,7 +159,7 @@ def follow(settings: WatchSettings, on_stats: StatsHook | None = None, *, stdin_
     stream = _is_stream(settings.target)
     many = not stream and _is_many(settings)
     follower: LineSource
-    metrics_for = None
+    metrics_for = waiting = None
 
     def hook(labels: Mapping[str, str]) -> Callable[[str, EngineStats, float], None] | None:
         return None if on_stats is None else functools.partial(on_stats, dict(labels))
@@ -172,6 +171,7 @@ def follow(settings: WatchSettings, on_stats: StatsHook | None = None, *, stdin_
             follower = _open_stream(settings, stdin_open)
         elif many:
             follower = sources = _many(settings)
+            waiting = _no_source_yet(sources)
 
             def metrics_for(labels: Mapping[str, str]) -> ExporterMetrics:
                 return maker(stats_interval=settings.stats_interval,
@@ -181,17 +181,12 @@ def follow(settings: WatchSettings, on_stats: StatsHook | None = None, *, stdin_
                 settings.target, pattern=settings.pattern, from_start=settings.from_start,
                 state_file=settings.state_file, poll_interval=settings.poll_interval,
             )
+            waiting = _nothing_to_read(files.mode, files.target, settings.pattern)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    if stream:
-        waiting = None
-    elif many:
-        waiting = _no_source_yet(sources)
-    else:
-        waiting = _nothing_to_read(files.mode, files.target, settings.pattern)
     pipeline = Pipeline(follower, metrics, zone=resolve_zone(settings.tz), metrics_for=metrics_for,
                         labels=settings.labels)
-    return Followed(pipeline, follower, stream, many, waiting)
+    return Followed(pipeline, stream, many, waiting)
 
 
 def _is_many(settings: WatchSettings) -> bool:

@@ -52,12 +52,6 @@ class Launch:
     args: dict[str, Any] | None = None
     """Its `non-default args:` / `args: Namespace(...)` as a dict (None: no such line in the log)."""
 
-    def absorb(self, info: ServerInfo) -> None:
-        """Take the facts of a start-up line."""
-        self.facts.update(info.facts("launch"))
-        if info.args is not None:
-            self.args = info.args
-
     @property
     def label(self) -> str:
         """Short name for tables and legends: the file's base name, `#2` ... for a restart inside it."""
@@ -104,7 +98,9 @@ def iter_summary_records(
                     launch.model_name = event.served_model_name or event.model
                 if event.vllm_version:
                     launch.vllm_version = event.vllm_version
-                launch.absorb(event)
+                launch.facts.update(event.facts("launch"))
+                if event.args is not None:
+                    launch.args = event.args
             elif isinstance(event, (SpecDecodeStats, TransferStats)) or (
                     mfu and isinstance(event, MfuStats)) or (steps and isinstance(event, IterationStats)):
                 yield launch, event

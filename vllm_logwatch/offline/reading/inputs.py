@@ -7,7 +7,6 @@ its first bytes are read to look at them and then handed on with the rest (`_Rep
 
 from __future__ import annotations
 
-import errno
 import glob
 import gzip
 import io
@@ -15,8 +14,8 @@ import os
 import stat
 import sys
 import zlib
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
 from datetime import tzinfo
 from typing import Any, BinaryIO, cast
@@ -78,7 +77,7 @@ def input_error(exc: BaseException, source: Source) -> InputError:
     name = source.name
     if isinstance(exc, FileNotFoundError):
         return InputError(f"{name}: no such file")
-    if isinstance(exc, IsADirectoryError) or (isinstance(exc, OSError) and exc.errno == errno.EISDIR):
+    if isinstance(exc, IsADirectoryError):
         return InputError(f"{name}: is a directory (give the log files, e.g. {name.rstrip('/')}/*.log)")
     if isinstance(exc, PermissionError):
         return InputError(f"{name}: permission denied")
@@ -135,8 +134,6 @@ def _open_stream(source: Source) -> tuple[BinaryIO, bytes, BinaryIO | None]:
 
 def _open_file(source: Source) -> tuple[BinaryIO, bytes, BinaryIO | None]:
     """A regular file, its first two bytes (looked at in place) and what to close."""
-    if os.path.isdir(source.path):
-        raise IsADirectoryError(errno.EISDIR, "is a directory", source.path)
     raw = open(source.path, "rb")  # noqa: SIM115 - closed by the caller
     try:
         head = raw.read(len(_GZIP_MAGIC))
@@ -151,21 +148,22 @@ PROGRESS_MIN_BYTES = 64 << 20
 """A file from this size on shows a progress bar while it is read, when stderr is a terminal."""
 
 
-def progress_bar(source: Source) -> Any:
-    """A tqdm bar on stderr for a regular file from `PROGRESS_MIN_BYTES` on, when stderr is a terminal;
-    else None (and tqdm is not imported)."""
-    if source.is_stream or sys.stderr is None or not sys.stderr.isatty():
-        return None
-    try:
-        size = os.path.getsize(source.path)
-    except OSError:
-        return None
+@contextmanager
+def progress_bar(source: Source) -> Iterator[Callable[[int], object] | None]:
+    """The `update` of a tqdm bar on stderr for a regular file from `PROGRESS_MIN_BYTES` on, when stderr
+    is a terminal, closed on leaving; else None (and tqdm is not imported)."""
+    size = 0
+    if not source.is_stream and sys.stderr is not None and sys.stderr.isatty():
+        with suppress(OSError):
+            size = os.path.getsize(source.path)
     if size < PROGRESS_MIN_BYTES:
-        return None
+        yield None
+        return
     from tqdm import tqdm
 
-    return tqdm(total=size, desc=shown_path(os.path.basename(source.path)), unit="B", unit_scale=True,
-                leave=False, file=sys.stderr)
+    with tqdm(total=size, desc=shown_path(os.path.basename(source.path)), unit="B", unit_scale=True,
+              leave=False, file=sys.stderr) as bar:
+        yield bar.update
 
 
 @contextmanager
@@ -179,22 +177,17 @@ def open_source(source: Source, *, progress: bool = False) -> Iterator[BinaryIO]
         raw, head, owned = _open_stream(source) if source.is_stream else _open_file(source)
     except read_errors as exc:
         raise input_error(exc, source) from None
-    bar = progress_bar(source) if progress else None
-    if bar is not None:
-        from tqdm.utils import CallbackIOWrapper
-
-        raw = cast(BinaryIO, CallbackIOWrapper(bar.update, raw))
-    try:
-        if head == _GZIP_MAGIC:
-            with gzip.GzipFile(fileobj=raw) as gz:
-                yield gz  # type: ignore[misc]
-        else:
-            yield raw
-    finally:
-        if bar is not None:
-            bar.close()
+    with ExitStack() as stack:  # closed in reverse: the gzip reader, the bar, the file
         if owned is not None:
-            owned.close()
+            stack.callback(owned.close)
+        update = stack.enter_context(progress_bar(source)) if progress else None
+        if update is not None:
+            from tqdm.utils import CallbackIOWrapper
+
+            raw = cast(BinaryIO, CallbackIOWrapper(update, raw))
+        if head == _GZIP_MAGIC:
+            raw = cast(BinaryIO, stack.enter_context(gzip.GzipFile(fileobj=raw)))
+        yield raw
 
 
 def resolve_inputs(inputs: list[str], tz: str | None) -> tuple[list[Source], tzinfo]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import gzip
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import BinaryIO, Literal
 
@@ -44,13 +44,8 @@ def route(source: Source, tuning: Tuning | None) -> Route:
 def range_chunks(source: Source, needles: tuple[bytes, ...], tuning: Tuning, lane: Lane
                  ) -> Iterator[tuple[Chunk, int]]:
     """The `ranges` route: `ranges.scan_file_chunks`, with a progress bar on a terminal."""
-    bar = progress_bar(source)
-    update: Callable[[int], object] | None = None if bar is None else bar.update
-    try:
+    with progress_bar(source) as update:
         yield from scan_file_chunks(source.path, needles, progress=update, tuning=tuning, lane=lane)
-    finally:
-        if bar is not None:
-            bar.close()
 
 
 @contextmanager

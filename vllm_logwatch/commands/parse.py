@@ -40,7 +40,7 @@ def _write(events: Iterator[Event], kind: str, writer: Writer, result: ParseResu
     for event in events:
         got = event.kind
         counts[got] += 1
-        if got == "info" and isinstance(event, ServerInfo) and event.stats_logging_disabled:
+        if isinstance(event, ServerInfo) and event.stats_logging_disabled:
             result.stats_disabled = True
         if got == kind or kind == "all" or (kind == "log" and got == "unparsed"):
             writer.event(event)
@@ -134,33 +134,26 @@ def run_openmetrics(
 ) -> OpenMetricsWriter:
     """Write the OpenMetrics backfill of `inputs` to `out` (stdout). Raises `NoStatsError`.
     `millis`: the same series as Prometheus text with millisecond timestamps (`parse --vm-import`).
+    `labels`: `KEY=VALUE` strings added to every series. `tuning`: the range workers' sizes (None: the
+    general parser, the reference).
 
     Example: `run_openmetrics(["logs/serve_*.log"], tz="UTC")` is
-    `logwatch parse 'logs/serve_*.log' --openmetrics --tz UTC`; then
-    `promtool tsdb create-blocks-from openmetrics vllm.om data/`. `labels`: `KEY=VALUE` strings
-    added to every series. `tuning`: the range workers' sizes (`offline/reading/records.py`: the common stats
-    lines read by the workers, a big file's ranges in worker processes); None reads every line through
-    the general parser (the reference).
+    `logwatch parse 'logs/serve_*.log' --openmetrics --tz UTC`.
     """
     from ..offline.output.openmetrics import OpenMetricsWriter, parse_labels
     from ..offline.reading.events import no_stats_hint, repeats_note
     from ..offline.reading.records import source_records
-    from ..parsing.events import ServerInfo
 
     out = out if out is not None else sys.stdout
     sources, zone = resolve_inputs(inputs, tz)
     writer = OpenMetricsWriter(parse_labels(labels or []), millis=millis)
-    disabled = False
     try:
         for source in sources:
             writer.new_launch(source.name)
-            events = source_records(source, zone, year, tuning, numbers=False)
-            for event in events:
-                if isinstance(event, ServerInfo) and event.stats_logging_disabled:
-                    disabled = True
+            for event in source_records(source, zone, year, tuning, numbers=False):
                 writer.feed(event)
         if writer.stats_lines == 0:
-            raise NoStatsError(no_stats_hint(sources, disabled))
+            raise NoStatsError(no_stats_hint(sources, writer.stats_disabled))
         writer.write(out)
     finally:
         writer.close()

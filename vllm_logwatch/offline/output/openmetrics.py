@@ -115,6 +115,8 @@ class OpenMetricsWriter:
         self.dropped = 0
         """Samples not after the previous one of their series (inputs out of time order): left out."""
         self.stats_lines = 0
+        self.stats_disabled = False
+        """Whether a start-up line said vLLM logs no stats (for the no-stats hint)."""
         self.repeats = 0
         """Stats lines written twice, counted once (`Assembler`'s `repeats`)."""
 
@@ -128,6 +130,7 @@ class OpenMetricsWriter:
         if isinstance(event, ServerInfo):
             self._flush()  # the last values, before a launch starts over or another model is named
             self._metrics.apply(event)
+            self.stats_disabled = self.stats_disabled or bool(event.stats_logging_disabled)
             return
         if not isinstance(event, (EngineStats, SpecDecodeStats, TransferStats, MfuStats)):
             self.repeats += isinstance(event, Unparsed) and event.what == "duplicate"

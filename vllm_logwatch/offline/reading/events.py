@@ -35,14 +35,14 @@ def iter_source_events(
     assembler = Assembler(source.name, partial(YearClock.for_source, path, zone, year), repeats=repeats)
     with open_source(source, progress=True) as raw:
         want = WANTS.get(kind)
+        needles = None if want is None else want.needles + extra_needles
+        followers = () if want is None else want.followers
         try:
             if (fmt := sniff(raw)) != "plain":  # a container log: its envelopes, its stamps (containers.py);
                 # the followers as needles too: a line after a stats line may be in the next block
-                wanted = None if want is None else want.needles + want.followers + extra_needles
+                wanted = None if needles is None else needles + followers
                 yield from enveloped_events(raw, fmt, assembler, wanted)
             else:
-                needles = None if want is None else want.needles + extra_needles
-                followers = () if want is None else want.followers
                 for number, line in scan_lines(raw, needles, followers=followers):
                     event = parse_line(line.decode("utf-8", "replace"))
                     if event is not None:

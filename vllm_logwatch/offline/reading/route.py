@@ -57,10 +57,7 @@ def opened(source: Source) -> Iterator[tuple[BinaryIO, Format]]:
 
 
 def sniff(stream: BinaryIO) -> Format:
-    """The format of a stream from its first bytes, looked at without reading them (a stream that
-    cannot be peeked, or shows too little, is read as plain)."""
-    peek = getattr(stream, "peek", None)
-    if peek is None:
-        return "plain"
-    return detect(peek(_HEAD)[:_HEAD]) or "plain"
+    """The format of one of `open_source`'s streams (each can be peeked) from its first bytes, looked at
+    without reading them (one that shows too little is read as plain)."""
+    return detect(stream.peek(_HEAD)[:_HEAD]) or "plain"  # type: ignore[attr-defined]
 

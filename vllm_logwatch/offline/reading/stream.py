@@ -51,11 +51,8 @@ def scan_lines(
     `needles` (every line with None), and the line right after such a line when it contains one of
     `followers`.
 
-    Constant memory: one block plus the partial line at its end, framed by the one framer
-    (`parsing/framing.py` `Framer`); a line longer than 1 MiB is cut, and left out when looking for
-    needles: it is never a stats line. The lines are found by
-    `framing.hit_lines`, block by block (the first line of a block is a follower's place when the
-    block before ended on a hit).
+    Constant memory: one block plus the partial line at its end (the one `Framer`); a line longer than
+    1 MiB is cut, and left out when looking for needles: it is never a stats line.
     """
     frame = Frame()
     blocks: list[LineBlock] = []

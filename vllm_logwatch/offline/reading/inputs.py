@@ -109,39 +109,30 @@ class _Replay(io.RawIOBase):
         return self._rest.readinto(buffer)  # type: ignore[attr-defined, no-any-return]
 
 
-def _open_stream(source: Source) -> tuple[BinaryIO, bytes, BinaryIO | None]:
-    """Standard input or a non-regular path, its first two bytes (fewer at its end) and what to close."""
+def _open_stream(source: Source, stack: ExitStack) -> tuple[BinaryIO, bytes]:
+    """Standard input or a non-regular path (a path closed by `stack`) and its first two bytes (fewer
+    at its end)."""
     if source.is_stdin:
         if sys.stdin is None:  # started with standard input closed (<&-)
             raise InputError("-: standard input is closed")
-        raw, owned = sys.stdin.buffer, None
+        raw = sys.stdin.buffer
     else:
-        raw = owned = open(source.path, "rb", buffering=0)  # noqa: SIM115 - closed by the caller
-    try:
-        head = b""
-        while len(head) < len(_GZIP_MAGIC):  # a pipe may deliver them one at a time
-            more = raw.read(len(_GZIP_MAGIC) - len(head))
-            if not more:
-                break
-            head += more
-    except BaseException:
-        if owned is not None:
-            owned.close()
-        raise
-    stream: BinaryIO = io.BufferedReader(_Replay(head, raw), 1 << 20)
-    return stream, head, owned
+        raw = stack.enter_context(open(source.path, "rb", buffering=0))  # noqa: SIM115 - the stack closes it
+    head = b""
+    while len(head) < len(_GZIP_MAGIC):  # a pipe may deliver them one at a time
+        more = raw.read(len(_GZIP_MAGIC) - len(head))
+        if not more:
+            break
+        head += more
+    return io.BufferedReader(_Replay(head, raw), 1 << 20), head
 
 
-def _open_file(source: Source) -> tuple[BinaryIO, bytes, BinaryIO | None]:
-    """A regular file, its first two bytes (looked at in place) and what to close."""
-    raw = open(source.path, "rb")  # noqa: SIM115 - closed by the caller
-    try:
-        head = raw.read(len(_GZIP_MAGIC))
-        raw.seek(0)
-    except BaseException:
-        raw.close()
-        raise
-    return raw, head, raw
+def _open_file(source: Source, stack: ExitStack) -> tuple[BinaryIO, bytes]:
+    """A regular file (closed by `stack`) and its first two bytes, looked at in place."""
+    raw = stack.enter_context(open(source.path, "rb"))  # noqa: SIM115 - the stack closes it
+    head = raw.read(len(_GZIP_MAGIC))
+    raw.seek(0)
+    return raw, head
 
 
 PROGRESS_MIN_BYTES = 64 << 20
@@ -173,13 +164,11 @@ def open_source(source: Source, *, progress: bool = False) -> Iterator[BinaryIO]
 
     Errors of the body of the `with` pass through untouched: only opening and looking at the first
     bytes are reported here (reading goes on in the caller, which reports its own errors)."""
-    try:
-        raw, head, owned = _open_stream(source) if source.is_stream else _open_file(source)
-    except read_errors as exc:
-        raise input_error(exc, source) from None
     with ExitStack() as stack:  # closed in reverse: the gzip reader, the bar, the file
-        if owned is not None:
-            stack.callback(owned.close)
+        try:
+            raw, head = _open_stream(source, stack) if source.is_stream else _open_file(source, stack)
+        except read_errors as exc:
+            raise input_error(exc, source) from None
         update = stack.enter_context(progress_bar(source)) if progress else None
         if update is not None:
             from tqdm.utils import CallbackIOWrapper

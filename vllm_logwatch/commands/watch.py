@@ -65,60 +65,54 @@ def run_watch(
         history.record(label, stats, arrival)
 
     followed = follow(settings, record, stdin_open=stdin_open)
+    pipeline = followed.pipeline
     if followed.many:
         history.max_series = MANY_SOURCE_CHARTS
     _check_state_file(settings.state_file)
     # --records, opened once the settings are known to be good; a restart resumes the records file where
     # the state file's mark says: each record once
-    records = open_records(settings.records, state_file=followed.pipeline.follower.state_file)
-    followed.pipeline.keeper.records = records
-    try:
-        sock = bind_socket(settings.listen, settings.port)  # a port in use fails before anything starts
-    except BaseException:
+    records = open_records(settings.records, state_file=pipeline.follower.state_file)
+    pipeline.keeper.records = records
+    try:  # the records file closed whatever happens from here (a port in use fails before anything starts)
+        sock = bind_socket(settings.listen, settings.port)
+        registry = CollectorRegistry()
+        pipeline.register(registry)
         if records is not None:
-            records.close()
-        raise
-    pipeline, stream, many = followed.pipeline, followed.stream, followed.many
-    waiting = followed.waiting
-    registry = CollectorRegistry()
-    pipeline.register(registry)
-    if records is not None:
-        registry.register(WithLabels(records, settings.labels))
-        records.start()
-    web = settings.web_config
-    status = pipeline.status
-    if extra_status is not None:
-        more = extra_status
+            registry.register(WithLabels(records, settings.labels))
+            records.start()
+        web = settings.web_config
+        status = pipeline.status
+        if extra_status is not None:
+            more = extra_status
 
-        def status() -> dict[str, Any]:
-            return {**pipeline.status(), **more()}
+            def status() -> dict[str, Any]:
+                return {**pipeline.status(), **more()}
 
-    app = create_app(registry, status, pipeline.healthy, history, web=web, labels=settings.labels)
-    port = sock.getsockname()[1]
-    url = url_of(settings.listen, port, scheme=web.scheme if web is not None else "http")
-    state = f", state in {settings.state_file}" if settings.state_file else ""
-    if stream:
-        log.info("serving %s (listening on %s:%d); reading %s to its end", url, settings.listen, port,
-                 pipeline.follower.status()["target"])
-    elif many:
-        start = "from their start" if settings.from_start else "from their end"
-        chosen = f", those matching {' or '.join(settings.select)}" if settings.select else ""
-        sources = cast("ManyFollower", pipeline.follower)
-        log.info("serving %s (listening on %s:%d); following the sources of %s (layout %s%s) %s%s", url,
-                 settings.listen, port, sources.target, sources.mode, chosen, start, state)
-    else:
-        files = cast("Follower", pipeline.follower)
-        what = {"dir": f"folder (newest {settings.pattern})", "glob": "glob", "file": "file"}[files.mode]
-        start = "its start" if settings.from_start else "its end"
-        log.info("serving %s (listening on %s:%d); following %s %s from %s%s", url, settings.listen, port,
-                 what, files.target, start, state)
-    if waiting:
-        log.info("%s", waiting)
-    _say_web_config(web)
-    if announce is not None:
-        announce(url)
-    pipeline.start()
-    try:
+        app = create_app(registry, status, pipeline.healthy, history, web=web, labels=settings.labels)
+        port = sock.getsockname()[1]
+        url = url_of(settings.listen, port, scheme=web.scheme if web is not None else "http")
+        state = f", state in {settings.state_file}" if settings.state_file else ""
+        if followed.stream:
+            log.info("serving %s (listening on %s:%d); reading %s to its end", url, settings.listen, port,
+                     pipeline.follower.status()["target"])
+        elif followed.many:
+            start = "from their start" if settings.from_start else "from their end"
+            chosen = f", those matching {' or '.join(settings.select)}" if settings.select else ""
+            sources = cast("ManyFollower", pipeline.follower)
+            log.info("serving %s (listening on %s:%d); following the sources of %s (layout %s%s) %s%s", url,
+                     settings.listen, port, sources.target, sources.mode, chosen, start, state)
+        else:
+            files = cast("Follower", pipeline.follower)
+            what = {"dir": f"folder (newest {settings.pattern})", "glob": "glob", "file": "file"}[files.mode]
+            start = "its start" if settings.from_start else "its end"
+            log.info("serving %s (listening on %s:%d); following %s %s from %s%s", url, settings.listen, port,
+                     what, files.target, start, state)
+        if followed.waiting:
+            log.info("%s", followed.waiting)
+        _say_web_config(web)
+        if announce is not None:
+            announce(url)
+        pipeline.start()
         signum = serve(app, sock, pipeline.stop, web=web)
     finally:
         if records is not None:

@@ -11,11 +11,10 @@ import sys
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import tzinfo
 from typing import IO, TYPE_CHECKING, Literal
 
 from ..errors import NoStatsError
-from ..offline.reading.inputs import Source, resolve_inputs
+from ..offline.reading.inputs import resolve_inputs
 from ..offline.reading.ranges import DEFAULT_TUNING, Tuning
 
 if TYPE_CHECKING:
@@ -48,19 +47,6 @@ def _write(events: Iterator[Event], kind: str, writer: Writer, result: ParseResu
     return written
 
 
-def _events(source: Source, kind: str, zone: tzinfo, year: int | None, tuning: Tuning | None
-            ) -> Iterator[Event]:
-    """The records of `kind` of one source: stats and iteration lines on the range workers' routes
-    (`records.py`; None `tuning`: the general parser, the reference the tests compare with)."""
-    if kind in ("stats", "iterations"):
-        from ..offline.reading.records import source_records
-
-        return source_records(source, zone, year, tuning, kind=kind)
-    from ..offline.reading.events import iter_source_events
-
-    return iter_source_events(source, kind, zone, year)
-
-
 def run_parse(
     inputs: list[str],
     *,
@@ -77,7 +63,8 @@ def run_parse(
     """
     from ..offline.output.writers import CsvWriter, JsonlWriter
     from ..offline.reading.details import ITERATION_COLUMNS, REQUEST_COLUMNS, rows_of
-    from ..offline.reading.events import n_files, no_rows_hint, no_stats_hint
+    from ..offline.reading.events import iter_source_events, n_files, no_rows_hint, no_stats_hint
+    from ..offline.reading.records import source_records
     from ..parsing.columns import STATS_COLUMNS
 
     out = out if out is not None else sys.stdout
@@ -89,7 +76,10 @@ def run_parse(
     written = 0
     try:
         for source in sources:
-            events = _events(source, kind, zone, year, tuning)
+            if kind in ("stats", "iterations"):  # the range workers' routes (None tuning: the general parser)
+                events = source_records(source, zone, year, tuning, kind=kind)
+            else:
+                events = iter_source_events(source, kind, zone, year)
             if detail:  # a row per step or request (`offline/reading/details.py`)
                 for row in rows_of(kind, events):
                     writer.row(row)

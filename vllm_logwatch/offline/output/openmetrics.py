@@ -111,7 +111,6 @@ class OpenMetricsWriter:
         self._held = 0
         self._keys: dict[tuple[str, str, str, tuple[str, ...]], tuple[str, str]] = {}
         self._last_ts: dict[str, float] = {}
-        self.samples = 0
         self.dropped = 0
         """Samples not after the previous one of their series (inputs out of time order): left out."""
         self.stats_lines = 0
@@ -186,7 +185,6 @@ class OpenMetricsWriter:
                     self._series.setdefault(family, {})[key] = spool
                     pending = self._pending[key] = (spool, [])
                 pending[1].append(f"{key} {_number(value)} {at}\n")
-                self.samples += 1
                 self._held += 1
         if self._held >= _PENDING:
             self._spill()

@@ -1,14 +1,10 @@
 """Offline: container logs (Docker json-file, CRI, `docker logs --timestamps`) read through their
-envelopes (`parsing/envelope.py`), each record timed by its container stamp.
-
-A source's format is told from its first bytes (`sniff`: a look, nothing consumed). A container log
-takes the general path, never the `parse --csv`/`--jsonl` fast lanes (their workers read plain lines
-by byte ranges, and a part of a line may sit in another range): blocks of envelope lines are unwrapped,
-the lines worth a parse found with the same needles the bulk scanner uses, and their events given the
-envelope line number and the container stamp as their time (not `--tz`, not the file's mtime). A line
-that is not a record of the format is an `Unparsed(what="envelope")` event; an envelope line past the
-cap (it is no record: the runtimes cut at 16 KiB) is skipped (cut by the framer of every reader,
-`parsing/framing.py` `Framer`).
+envelopes (`parsing/envelope.py`) by the general parser, never the range workers (a part of a line may
+sit in another byte range: `route.py`): blocks of envelope lines are unwrapped, the lines worth a parse
+found with the same needles the bulk scanner uses, and their events given the envelope line number and
+the container stamp as their time (not `--tz`, not the file's mtime). A line that is not a record of
+the format is an `Unparsed(what="envelope")` event; an envelope line past the cap (no record: the
+runtimes cut at 16 KiB) is skipped.
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 Scanning for the few stats lines among millions of access lines is the whole cost of reading a big
 log, so this reads big blocks and looks for the needles with StringZilla's SIMD `find`, and hands over
 only the lines that hold them (and the line right after each, for V0's prefix-cache line and the
-speculative-decoding lines). Nothing heavy is imported (StringZilla is one C extension, ~1 ms; typed
-in `parsing/framing.py`, which the live path's block reader uses too): `logwatch parse --csv` starts fast.
+speculative-decoding lines). Nothing heavy is imported (StringZilla is one C extension, shared with
+the live path's block reader in `parsing/framing.py`): `logwatch parse --csv` starts fast.
 """
 
 from __future__ import annotations

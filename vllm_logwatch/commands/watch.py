@@ -22,10 +22,9 @@ from typing import TYPE_CHECKING, Any, cast
 from ..errors import EXIT_OK, UsageError
 from ..exporting.families import WithLabels
 from ..exporting.history import History
-from ..following.layouts import SOURCE_LABELS, source_name
+from ..following.layouts import SOURCE_LABELS, source_name, sources_now
 from ..following.statefile import MAX_STATE_BYTES
 from ..web.server import EXIT_SIGINT, bind_socket, create_app, serve, url_of
-from ..web.webconfig import WebConfig
 
 if TYPE_CHECKING:
     from ..config import WatchSettings
@@ -49,10 +48,9 @@ def run_watch(
 ) -> int:
     """`logwatch watch`: follow `settings.target`, serve the metrics, stop cleanly; the exit code.
 
-    `announce` gets the metrics URL once serving (the status page
-    is at `/`); `stdin_open=False`: the process was started with standard input closed (the command
-    line put /dev/null there), so `-` is a usage error; `extra_status`: more keys for the status (the
-    demo's `replay`)."""
+    `announce` gets the metrics URL once serving (the status page is at `/`); `stdin_open=False`: the
+    process was started with standard input closed (the command line put /dev/null there), so `-` is a
+    usage error; `extra_status`: more keys for the status (the demo's `replay`)."""
     from prometheus_client.registry import CollectorRegistry
 
     from ..live.records import open_records
@@ -109,7 +107,10 @@ def run_watch(
                      what, files.target, start, state)
         if followed.waiting:
             log.info("%s", followed.waiting)
-        _say_web_config(web)
+        if web is not None:  # what --web-config turned on, and a warning for passwords sent in clear
+            log.info("web config: %s", web.describe())
+            if web.basic_auth_users and web.tls is None:
+                log.warning("basic auth without TLS: passwords cross the network in clear text")
         if announce is not None:
             announce(url)
         pipeline.start()
@@ -189,7 +190,10 @@ def _is_many(settings: WatchSettings) -> bool:
     one script's files (or none yet) are one source, as they always were. --layout or --select with a
     file or a glob is a usage error; so is a --label named like a source's label."""
     target = settings.target
-    folder = settings.layout != "auto" or (os.path.isdir(target) and _holds_many(target, settings.pattern))
+    folder = settings.layout != "auto"
+    if not folder and os.path.isdir(target):  # a kubelet or Docker tree, or two scripts' launch files
+        layout, count = sources_now(target, None, settings.pattern)
+        folder = layout in ("pods", "docker") or (layout == "scripts" and count > 1)
     if settings.select and not folder and os.path.isdir(target):
         raise UsageError(f"--select: {target} holds one launch script's files (or none yet): give --layout "
                          "(pods, docker or scripts) to read its sources")
@@ -204,13 +208,6 @@ def _is_many(settings: WatchSettings) -> bool:
         if taken:
             raise UsageError(f"--label {taken[0]}: the sources of a folder have that label already")
     return folder
-
-
-def _holds_many(folder: str, pattern: str) -> bool:
-    from ..following.layouts import sources_now
-
-    layout, count = sources_now(folder, None, pattern)
-    return layout in ("pods", "docker") or (layout == "scripts" and count > 1)
 
 
 def _many(settings: WatchSettings) -> ManyFollower:
@@ -252,15 +249,6 @@ def _no_source_yet(sources: ManyFollower) -> str | None:
     log.warning("layout %s finds 0 sources%s in %s (it reads %s): waiting for one; give --layout if the "
                 "folder holds another layout", layout, chosen, sources.target, _LAYOUT_HOLDS.get(layout, "?"))
     return None
-
-
-def _say_web_config(web: WebConfig | None) -> None:
-    """One line at start on what --web-config turned on (and a warning for passwords sent in clear)."""
-    if web is None:
-        return
-    log.info("web config: %s", web.describe())
-    if web.basic_auth_users and web.tls is None:
-        log.warning("basic auth without TLS: passwords cross the network in clear text")
 
 
 def _is_stream(target: str) -> bool:

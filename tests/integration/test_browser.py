@@ -77,6 +77,11 @@ class GrowingLog:
 
 # What the page shows for engine 0: each cell's data-value and text, the table's stale flag, the banner.
 READ_PAGE = """() => {
+  const points = {};
+  if (window.logwatch) for (const [label, charts] of Object.entries(window.logwatch.charts())) {
+    points[label] = {};
+    for (const [key, chart] of Object.entries(charts)) points[label][key] = chart.points;
+  }
   const row = document.querySelector('#engines tr[data-engine="0"]');
   const cells = {};
   if (row) for (const td of row.querySelectorAll('td[data-field]'))
@@ -84,7 +89,7 @@ READ_PAGE = """() => {
   return {cells, stale: document.getElementById('engines').dataset.stale || 'false',
           disconnected: document.body.classList.contains('disconnected'),
           connection: document.getElementById('connection').textContent.trim(),
-          points: window.logwatch ? window.logwatch.points() : null,
+          points: window.logwatch ? points : null,
           instance: window.logwatch ? window.logwatch.history.instance : null};
 }"""
 

@@ -20,6 +20,11 @@ from test_browser import REAL_LINES, STAMP, STATS_AT, open_page
 pytestmark = pytest.mark.timeout(90)
 
 FACTS = """() => {
+  const points = {};
+  if (window.logwatch) for (const [label, charts] of Object.entries(window.logwatch.charts())) {
+    points[label] = {};
+    for (const [key, chart] of Object.entries(charts)) points[label][key] = chart.points;
+  }
   const facts = {};
   for (const div of document.querySelectorAll('#server > div'))
     facts[div.querySelector('dt').textContent.trim()] = div.querySelector('dd [data-key]').textContent.trim();
@@ -35,8 +40,8 @@ FACTS = """() => {
           replay: replay ? replay.textContent.trim() : null,
           badge: badge ? {text: badge.textContent.trim(), visible: badge.offsetWidth > 0} : null,
           connection: document.getElementById('connection').textContent.trim(),
-          points: window.logwatch ? window.logwatch.points() : null,
-          breaks: window.logwatch ? window.logwatch.breaks() : null};
+          points: window.logwatch ? points : null,
+          breaks: window.logwatch ? window.logwatch.charts() : null};
 }"""
 
 
@@ -241,8 +246,9 @@ def test_a_chart_of_one_stats_line_spans_ten_minutes_and_a_narrow_page_shows_the
     errors: list[str] = []
     with logwatch_watch(log, "--from-start") as watch:
         page = open_page(browser, watch.url + "/", errors)
-        spans = poll_until(lambda: page.evaluate("() => window.logwatch && window.logwatch.spans()"),
-                           15, "the charts of the one stats line")
+        charts = poll_until(lambda: page.evaluate("() => window.logwatch && window.logwatch.charts()"),
+                            15, "the charts of the one stats line")
+        spans = {label: {key: chart["span"] for key, chart in per.items()} for label, per in charts.items()}
         assert spans == {"0": {"throughput": 600, "requests": 600, "cache": 600}}
         page.context.close()
         narrow = browser.new_context(viewport={"width": 420, "height": 900}).new_page()

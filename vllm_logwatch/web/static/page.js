@@ -325,34 +325,18 @@
     resizeTimer = setTimeout(resize, 100);
   });
 
-  // For tests and the curious: how many points each chart draws now.
+  // For tests and the curious: per engine and chart, the points it draws, the seconds its time axis
+  // spans, its gap rows (nulls, where uPlot breaks the line) and each series' spanGaps.
   window.logwatch = {
-    points: function () {
-      var out = {};
-      Object.keys(charts).forEach(function (label) {
-        out[label] = {};
-        CHARTS.forEach(function (spec) { out[label][spec.key] = charts[label].plots[spec.key].data[0].length; });
-      });
-      return out;
-    },
-    spans: function () { // per engine and chart: the seconds its time axis spans
-      var out = {};
-      Object.keys(charts).forEach(function (label) {
-        out[label] = {};
-        CHARTS.forEach(function (spec) {
-          var x = charts[label].plots[spec.key].scales.x;
-          out[label][spec.key] = x.max - x.min;
-        });
-      });
-      return out;
-    },
-    breaks: function () { // per engine and chart: the gap rows uPlot draws (nulls) and its spanGaps
+    charts: function () {
       var out = {};
       Object.keys(charts).forEach(function (label) {
         out[label] = {};
         CHARTS.forEach(function (spec) {
           var plot = charts[label].plots[spec.key];
           out[label][spec.key] = {
+            points: plot.data[0].length,
+            span: plot.scales.x.max - plot.scales.x.min,
             nulls: plot.data[1].filter(function (v) { return v === null; }).length,
             spanGaps: plot.series.slice(1).map(function (s) { return s.spanGaps; })
           };

@@ -1,7 +1,5 @@
-"""The frame of `logwatch top` as Rich renderables: the fleet line, a row per server and per engine
-(columns chosen by the width: 80 columns hold the numbers, a wider terminal adds the sparkline, the
-model and the problems), the detail pane of one server, the keys. `--once` prints them; the Textual
-app (`app.py`) shows the same renderables.
+"""The frame of `logwatch top` as Rich renderables (docs/top.md): `--once` prints them; the Textual
+app (`app.py`) shows the same.
 
 Every string a log, a server or a URL chose goes through `printable` and into `Text`, never into
 markup.
@@ -194,10 +192,8 @@ _COLUMNS = (
 def rows_table(rows: Sequence[Row], width: int, *, selected: int | None = None, first: int = 0,
                limit: int | None = None) -> Text:
     """The rows `first` .. `first + limit` under a header, at a terminal `width` (columns that do not
-    fit are left out; the server column takes what is left). A down target's reason shows in the
-    problems column from 130 columns on, and always in its detail pane. Fixed columns, laid out
-    here as one string and its styles' spans: one `Text` a screen, cheap to make and paint every
-    second (a `Text` a cell cost more than the rest of a refresh)."""
+    fit are left out; the server column takes what is left), as one `Text` and its styles' spans:
+    a `Text` a cell cost more than the rest of a refresh."""
     columns = [c for c in _COLUMNS if width >= c.min_screen]
     name_width = max(10, width - sum(c.width + 1 for c in columns) - 1)
     plain: list[str] = []
@@ -214,7 +210,7 @@ def rows_table(rows: Sequence[Row], width: int, *, selected: int | None = None, 
             text, cell_style = (cell, "") if isinstance(cell, str) else cell
             text = (" " if index else "") + _fit(text, cell_width, right)
             if cell_style and index:
-                spans.append(Span(at + (1 if index else 0), at + len(text), cell_style))
+                spans.append(Span(at + 1, at + len(text), cell_style))
             plain.append(text)
             at += len(text)
         if not isinstance(cells[0], str) and cells[0][1]:

@@ -1,18 +1,6 @@
-"""What `logwatch top` reads from a scrape: metric families (the exporter's own, collected in this
-process for a log target, or parsed from a URL's text by prometheus_client's parser) turned into one
-`ServerSnap` per server.
-
-Two vocabularies, one shape: a logwatch exporter's `vllm_logwatch_*` series (a many-source watch has a
-server per source: its `script`, `namespace`/`pod`/`container` or `container` labels), and a vLLM
-server's own `vllm:*` series (one server; its throughput comes from its token counters, a rate the
-tracker takes between two scrapes).
-
-Then the rows it shows, made from each refresh's snaps and what the refreshes before it saw: rates of a
-vLLM server's token counters, the sparkline of the last minutes, latency percentiles over a window (the
-difference of two scrapes' cumulative buckets, merged across engines), a preemption that just
-happened, and the throughput-by-concurrency table so far (the summary's own arithmetic,
-`offline/summary`, over the stats lines read: every line of a log target, one point per new stats line
-of a URL target). Pure: no I/O, no clock but the time `Tracker.update(target, snaps, now)` is given.
+"""What `logwatch top` reads from a scrape (a logwatch exporter's `vllm_logwatch_*` series or a vLLM
+server's `vllm:*` ones: one `ServerSnap` per server), and the rows it makes of each refresh's snaps and
+what the refreshes before saw (docs/top.md). Pure: no I/O, no clock but the `now` it is given.
 
 >>> from prometheus_client.parser import text_string_to_metric_families
 >>> text = ('vllm:num_requests_running{engine="0",model_name="m"} 3\\n'
@@ -121,9 +109,8 @@ _WANTED = frozenset({*(_LW + name for name in (*_LW_ENGINE, *_LW_OTHER)), *_VLLM
 
 
 def read_line(line: str) -> bool:
-    """Whether `read_families` reads the sample on this line (a vLLM server's `*_info` too): the
-    lines given to the parser, a tenth of a vLLM server's /metrics. Untyped, each sample is a family
-    of its own name, which `read_families` reads the same.
+    """Whether `read_families` reads the sample on this line (a vLLM server's `*_info` too): only those
+    lines go to the parser (untyped, each sample is a family of its own name, read the same).
 
     >>> [read_line(x) for x in ("# TYPE vllm:num_requests_running gauge", "vllm:num_requests_running 1",
     ...                         'vllm:cache_config_info{block_size="16"} 1', "other 2")]
@@ -428,8 +415,6 @@ class StatsBook:
 
 def concurrency(name: str, lines: Sequence[EngineStats]) -> list[ConcurrencyRow]:
     """The summary's throughput-by-concurrency rows of `lines` (one launch)."""
-    if not lines:
-        return []
     summary = summarize(((Launch(0, name, 1), e) for e in lines), by="launch")
     return summary.groups[0].concurrency if summary.groups else []
 
@@ -463,9 +448,8 @@ class Tracker:
 
     def update(self, target: str, snaps: Mapping[ServerKey, ServerSnap], now: float, *,
                book: StatsBook | None = None) -> list[ServerView]:
-        """The views of a target's servers at `now` (a log target read up to `--at`: that time).
-        `book`: a log target's stats lines, which give the sparkline and the table (else the
-        refreshes do)."""
+        """The views of a target's servers at `now`; `book`: a log target's stats lines, which give the
+        sparkline and the table (else the refreshes do)."""
         views = []
         many = any(key for key in snaps)
         for key, snap in sorted(snaps.items()):

@@ -311,10 +311,10 @@ def print_once(board: Board, options: TopOptions, shown: Shown) -> None:
     from ..terminal.render import detail, flat_rows, fleet_text, rows_table
     from ..terminal.view import fleet_of
 
-    views = board.once(options.timeout)
+    views = board.refresh(options.timeout)
     if any(v.kind == "vllm" for v in views):
         time.sleep(options.interval)  # the span the rates are taken over, not a wait for something
-        views = board.once(options.timeout)
+        views = board.refresh(options.timeout)
     if board.at is not None:
         shown.at_label = f"at {printable(options.at or '')}"
     width = options.width or (Console().width if sys.stdout.isatty() else 100)

@@ -1,11 +1,7 @@
 """Every target of `logwatch top` in one place: each refresh reads the log targets in this process
-(their pipelines' families, as `/metrics` would serve them) and takes the URL targets' readings that
-came in (`fetch.Fetcher`, never waiting on one), and turns them into views (`view.Tracker`), in the
-order the targets were given. Stepping through a log's history (`step`) remakes the log targets as
-they were at another time (`commands/top.py`); URL targets show now only.
-
-The log targets followed live are read by one thread (`start`): each second it polls every one in
-turn, not a watch's threads per target (bench/RESULTS.md).
+(one thread polls the live ones: `start`) and takes the URL targets' readings that came in
+(`fetch.Fetcher`), and turns them into views (`view.Tracker`), in the order the targets were given;
+`step` remakes the log targets as they were at another time (`commands/top.py`).
 """
 
 from __future__ import annotations
@@ -70,15 +66,10 @@ class Board:
                     if source.at is None and not self._stop.is_set():
                         source.poll()
 
-    def refresh(self) -> list[ServerView]:
-        """Read what is new, without waiting on a URL target; every view in target order."""
-        self._take(self.fetcher.poll())
-        self._read_logs()
-        return self.all()
-
-    def once(self, timeout: float) -> list[ServerView]:
-        """Read every target once, waiting up to `timeout` seconds for the URLs (`--once`)."""
-        self._take(self.fetcher.wait(time.monotonic() + timeout))
+    def refresh(self, timeout: float | None = None) -> list[ServerView]:
+        """Read what is new, without waiting on a URL target (with `timeout`: up to that many seconds
+        for each URL to answer once, `--once`); every view in target order."""
+        self._take(self.fetcher.poll() if timeout is None else self.fetcher.wait(time.monotonic() + timeout))
         self._read_logs()
         return self.all()
 

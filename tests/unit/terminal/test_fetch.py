@@ -154,7 +154,7 @@ def test_a_url_answering_without_our_series_is_a_down_row_that_says_so(serve: Se
     fetcher = Fetcher([UrlTarget(url)], timeout=2.0)
     try:
         board = Board([], fetcher, [fetch.url_name(url)])
-        (view,) = board.once(5.0)
+        (view,) = board.refresh(5.0)
     finally:
         fetcher.close()
     assert (view.state, view.reason) == ("down", "no vLLM or logwatch series in its answer")

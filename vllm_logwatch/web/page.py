@@ -82,21 +82,12 @@ def _asset(name: str) -> str:
     return f"static/{name}?v={static_files()[name].etag.strip(chr(34))}"
 
 
-def _get(source: Mapping[str, Any] | None, path: str) -> Any:
-    value: Any = source
-    for part in path.split("."):
-        if not isinstance(value, Mapping):
-            return None
-        value = value.get(part)
-    return value
-
-
 def _e(value: Any) -> str:
     return html.escape(str(value), quote=True)
 
 
 def _cell(column: Column, engine: Mapping[str, Any]) -> str:
-    value = _get(engine, column.field)
+    value = _first(engine, column.field)
     attrs = f'data-field="{_e(column.field)}" data-kind="{column.kind}"'
     if column.kind == "state":
         state = value if value in STATE_LABELS else "ok"
@@ -133,7 +124,7 @@ def _notice(status: Mapping[str, Any]) -> tuple[str, str]:
     """The notice text and its reason key ("" when every engine has lines)."""
     if status.get("engines"):
         return "", ""
-    unreadable = _get(status, "counters.parse_errors.stats")
+    unreadable = _first(status, "counters.parse_errors.stats")
     if isinstance(unreadable, int) and unreadable > 0:
         return STATS_MISSING["unreadable_stats"].replace("{n}", f"{unreadable:,}"), "unreadable_stats"
     reason = status.get("stats_missing")
@@ -213,9 +204,12 @@ def _items(status: Mapping[str, Any], rows: tuple[tuple[str, str, str, int], ...
             for label, key, kind, digits in rows]
 
 
-def _first(status: Mapping[str, Any], keys: str) -> Any:
+def _first(source: Mapping[str, Any], keys: str) -> Any:
+    """The first of the `|`-separated dotted paths into `source` that holds a value."""
     for key in keys.split("|"):
-        value = _get(status, key)
+        value: Any = source
+        for part in key.split("."):
+            value = value.get(part) if isinstance(value, Mapping) else None
         if value not in (None, "", "unknown"):
             return value
     return None
@@ -377,6 +371,7 @@ def render(status: Mapping[str, Any], *, now: float | None = None) -> str:
     notice, reason = _notice(status)
     local = time.localtime(now)
     replay_badge, replay, charts_time = _replay(status)
+    skipped = skipped_text(status.get("skipped_bytes"))
     return _PAGE.substitute(
         replay_badge=replay_badge, replay=replay,
         refresh=REFRESH_NO_SCRIPT_SECONDS,
@@ -387,8 +382,7 @@ def render(status: Mapping[str, Any], *, now: float | None = None) -> str:
         facts=_facts(status),
         notice=_e(notice), notice_reason=_e(reason),
         notice_hidden="" if notice else " hidden",
-        skipped=_e(skipped_text(status.get("skipped_bytes"))),
-        skipped_hidden="" if skipped_text(status.get("skipped_bytes")) else " hidden",
+        skipped=_e(skipped), skipped_hidden="" if skipped else " hidden",
         child=_child(status),
         sources=_sources(status),
         charts_time=charts_time,

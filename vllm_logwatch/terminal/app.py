@@ -136,7 +136,8 @@ class TopApp(App[None]):
         self.draw()
 
     def action_sort(self) -> None:
-        self.shown.sort = SORTS[(SORTS.index(self.shown.sort) + 1) % len(SORTS)]
+        orders = list(SORTS)
+        self.shown.sort = orders[(orders.index(self.shown.sort) + 1) % len(orders)]
         self.draw()
 
     def action_filter(self) -> None:

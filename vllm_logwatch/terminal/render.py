@@ -21,8 +21,14 @@ from ..offline.summary.tables import TABLE_HEAD, concurrency_cells
 from ..shown import printable, shown_number
 from .view import STATES, EngineRow, Fleet, ServerView, sparkline
 
-SORTS = ("name", "gen", "waiting", "kv", "state")
-"""The orders `s` steps through."""
+SORTS: dict[str, Callable[[ServerView], float]] = {
+    "name": lambda v: 0.0,
+    "gen": lambda v: -(v.total("gen_tps") or 0.0),
+    "waiting": lambda v: -(v.total("waiting") or 0.0),
+    "kv": lambda v: -(v.worst("kv") or 0.0),
+    "state": lambda v: float(STATES.index(v.state)) if v.state in STATES else 9.0,
+}
+"""The orders `s` steps through, each a server's key before its name."""
 KEYS = (
     ("up/down, j/k", "select a row"),
     ("enter, d", "the detail pane of the selected server (again: close it)"),
@@ -62,26 +68,11 @@ class Shown:
     at_label: str = ""
 
 
-def _sort_key(sort: str) -> Callable[[ServerView], tuple[float, str]]:
-    def key(v: ServerView) -> tuple[float, str]:
-        if sort == "gen":
-            return (-(v.total("gen_tps") or 0.0), v.name)
-        if sort == "waiting":
-            return (-(v.total("waiting") or 0.0), v.name)
-        if sort == "kv":
-            return (-(v.worst("kv") or 0.0), v.name)
-        if sort == "state":
-            return (float(STATES.index(v.state)) if v.state in STATES else 9.0, v.name)
-        return (0.0, v.name)
-
-    return key
-
-
 def flat_rows(views: Sequence[ServerView], shown: Shown) -> list[Row]:
     """The table's rows in order: each server, then its engines when it has several."""
     word = shown.filter.lower()
     rows: list[Row] = []
-    for v in sorted(views, key=_sort_key(shown.sort)):
+    for v in sorted(views, key=lambda v: (SORTS[shown.sort](v), v.name)):
         haystack = " ".join([v.name, v.state, *(e.model for e in v.engines)]).lower()
         if word and word not in haystack:
             continue

@@ -309,7 +309,6 @@ def print_once(board: Board, options: TopOptions, shown: Shown) -> None:
     from rich.console import Console
 
     from ..terminal.render import detail, flat_rows, fleet_text, rows_table
-    from ..terminal.view import fleet_of
 
     views = board.refresh(options.timeout)
     if any(v.kind == "vllm" for v in views):
@@ -319,7 +318,7 @@ def print_once(board: Board, options: TopOptions, shown: Shown) -> None:
         shown.at_label = f"at {printable(options.at or '')}"
     width = options.width or (Console().width if sys.stdout.isatty() else 100)
     console = Console(width=width, highlight=False, soft_wrap=False, emoji=False)
-    console.print(fleet_text(fleet_of(views), shown, width))
+    console.print(fleet_text(views, shown, width))
     rows = flat_rows(views, shown)
     console.print(rows_table(rows, width))
     if shown.detail:

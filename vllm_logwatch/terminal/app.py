@@ -16,7 +16,7 @@ from textual.widgets import Input, Static
 
 from .board import Board
 from .render import SORTS, Row, Shown, detail, flat_rows, fleet_text, help_table, rows_table, status_text
-from .view import ServerView, fleet_of
+from .view import ServerView
 
 _FOOTER = "q quit  ? help  s sort  / filter  enter detail  p pause  \u2190 \u2192 time"
 
@@ -94,7 +94,7 @@ class TopApp(App[None]):
         elif self.shown.selected >= self.first + limit:
             self.first = self.shown.selected - limit + 1
         self.first = max(0, min(self.first, max(0, len(self.rows) - limit)))
-        self._paint("#fleet", fleet_text(fleet_of(self.views), self.shown, width, status=False))
+        self._paint("#fleet", fleet_text(self.views, self.shown, width, status=False))
         keys = Text(status_text(self.shown) + "  ", style="bold", no_wrap=True, overflow="ellipsis")
         keys.append(_FOOTER, style="dim")
         keys.truncate(width, overflow="ellipsis")

@@ -19,7 +19,7 @@ from rich.text import Span, Text
 
 from ..offline.summary.tables import TABLE_HEAD, concurrency_cells
 from ..shown import printable, shown_number
-from .view import STATES, EngineRow, Fleet, ServerView, sparkline
+from .view import STATES, EngineRow, ServerView, sparkline
 
 SORTS: dict[str, Callable[[ServerView], float]] = {
     "name": lambda v: 0.0,
@@ -231,21 +231,32 @@ def _fit(text: str, width: int, right: bool) -> str:
     return " " * (width - length) + text if right else text + " " * (width - length)
 
 
-def fleet_text(fleet: Fleet, shown: Shown, width: int, *, status: bool = True) -> Text:
-    """The line on top: servers and how many are down, the fleet's totals, the worst engines; and with
-    `status` what the view shows (the app shows that on its bottom line)."""
+def fleet_text(views: Sequence[ServerView], shown: Shown, width: int, *, status: bool = True) -> Text:
+    """The line on top: servers and how many are down, the fleet's totals, the engines with the most
+    waiting and the highest KV usage; and with `status` what the view shows (the app shows that on its
+    bottom line)."""
+    rows = [(f"{v.name} #{e.engine}" if len(v.engines) > 1 else v.name, e) for v in views for e in v.engines]
+
+    def total(what: str) -> float:
+        return math.fsum(e.get(what) or 0.0 for _, e in rows)
+
+    def worst(what: str) -> tuple[str, float] | None:
+        found = [(name, value) for name, e in rows if (value := e.get(what)) is not None]
+        return max(found, key=lambda pair: pair[1], default=None)
+
+    down = sum(v.state == "down" for v in views)
     text = Text(no_wrap=True, overflow="ellipsis")
     text.append("fleet ", style="bold")
-    text.append(f"{fleet.servers} server{'s' if fleet.servers != 1 else ''}")
-    if fleet.down:
-        text.append(f" ({fleet.down} down)", style="bold red")
-    text.append(f"  gen {tps(fleet.gen_tps)}/s  prompt {tps(fleet.prompt_tps)}/s  run {count(fleet.running)}"
-                f"  wait {count(fleet.waiting)}")
-    if fleet.worst_waiting is not None and fleet.worst_waiting[1] > 0:
-        text.append(f"  most waiting: {_short(fleet.worst_waiting[0])} ({count(fleet.worst_waiting[1])})",
-                    style="yellow")
-    if fleet.worst_kv is not None:
-        text.append(f"  top KV: {_short(fleet.worst_kv[0])} ({pct(fleet.worst_kv[1])}%)")
+    text.append(f"{len(views)} server{'s' if len(views) != 1 else ''}")
+    if down:
+        text.append(f" ({down} down)", style="bold red")
+    text.append(f"  gen {tps(total('gen_tps'))}/s  prompt {tps(total('prompt_tps'))}/s"
+                f"  run {count(total('running'))}  wait {count(total('waiting'))}")
+    waiting, kv = worst("waiting"), worst("kv")
+    if waiting is not None and waiting[1] > 0:
+        text.append(f"  most waiting: {_short(waiting[0])} ({count(waiting[1])})", style="yellow")
+    if kv is not None:
+        text.append(f"  top KV: {_short(kv[0])} ({pct(kv[1])}%)")
     if status:
         text.append("  " + status_text(shown), style="dim")
     text.truncate(width, overflow="ellipsis")

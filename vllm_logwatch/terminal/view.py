@@ -330,34 +330,6 @@ class ServerView:
         return max(values) if values else None
 
 
-@dataclass
-class Fleet:
-    servers: int
-    down: int
-    gen_tps: float
-    prompt_tps: float
-    running: float
-    waiting: float
-    worst_waiting: tuple[str, float] | None
-    worst_kv: tuple[str, float] | None
-
-
-def fleet_of(views: Sequence[ServerView]) -> Fleet:
-    """The fleet line: totals over the servers, and the worst engine by waiting and by KV usage."""
-    rows = [(f"{v.name} #{e.engine}" if len(v.engines) > 1 else v.name, e) for v in views for e in v.engines]
-
-    def worst(what: str) -> tuple[str, float] | None:
-        found = [(name, value) for name, e in rows if (value := e.get(what)) is not None]
-        return max(found, key=lambda pair: pair[1], default=None)
-
-    def total(what: str) -> float:
-        return math.fsum(e.get(what) or 0.0 for _, e in rows)
-
-    return Fleet(servers=len(views), down=sum(v.state == "down" for v in views),
-                 gen_tps=total("gen_tps"), prompt_tps=total("prompt_tps"), running=total("running"),
-                 waiting=total("waiting"), worst_waiting=worst("waiting"), worst_kv=worst("kv"))
-
-
 class StatsBook:
     """The stats lines of each server of a log target as they are read (`ExporterMetrics(on_stats=)`,
     through `watch.follow`), for the concurrency table and the sparkline; a server's book starts over

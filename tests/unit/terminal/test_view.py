@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from vllm_logwatch.terminal.view import ServerKey, ServerSnap, Tracker, fleet_of, read_families
+from vllm_logwatch.terminal.render import Shown, fleet_text
+from vllm_logwatch.terminal.view import ServerKey, ServerSnap, Tracker, read_families
 
 
 def _snaps(text: str) -> dict[ServerKey, ServerSnap]:
@@ -49,6 +50,7 @@ def test_a_target_that_stops_answering_keeps_its_rows_marked_down() -> None:
     views = tracker.update("gpu1:9477", _snaps(_tbt((1, 1, 1), (1, 1, 1))), now=1.0)
     down = tracker.down("gpu1:9477", "connection refused", views)
     assert [(v.state, v.reason, len(v.engines)) for v in down] == [("down", "connection refused", 2)]
-    fleet = fleet_of(down + tracker.update("gpu2:9477", _snaps(_tbt((1, 1, 1), (1, 1, 1))), now=1.0))
-    assert (fleet.servers, fleet.down, fleet.running) == (2, 1, 2.0)
+    fleet = fleet_text(down + tracker.update("gpu2:9477", _snaps(_tbt((1, 1, 1), (1, 1, 1))), now=1.0),
+                       Shown(), 200, status=False)
+    assert fleet.plain.startswith("fleet 2 servers (1 down)  gen 0.0/s  prompt 0.0/s  run 2  wait 0")
     assert tracker.down("gpu3:9477", "timed out", [])[0].name == "gpu3:9477"

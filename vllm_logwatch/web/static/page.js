@@ -103,15 +103,11 @@
   }
 
   function fetchAs(url, read) { // the response's json() or text(), or an error after TIMEOUT_MS
-    var controller = typeof AbortController === "function" ? new AbortController() : null;
-    var timer = setTimeout(function () { if (controller) controller.abort(); }, TIMEOUT_MS);
-    return fetch(url, { cache: "no-store", signal: controller ? controller.signal : undefined })
+    return fetch(url, { cache: "no-store", signal: AbortSignal.timeout(TIMEOUT_MS) })
       .then(function (response) {
         if (!response.ok) throw new Error("HTTP " + response.status);
         return response[read]();
-      })
-      .then(function (data) { clearTimeout(timer); return data; },
-            function (error) { clearTimeout(timer); throw error; });
+      });
   }
 
   function pollPage() {
@@ -209,7 +205,7 @@
     return [middle - SHORTEST_SPAN_S / 2, middle + SHORTEST_SPAN_S / 2];
   }
 
-  function makePlot(label, spec, held, figure) {
+  function makePlot(spec, held, figure) {
     var used = spec.series.filter(function (s) { return s.field !== "mm_cache_hit_rate_pct" || hasValues(held[s.field]); });
     var legend = figure.querySelector(".legend");
     var box = figure.querySelector(".plot");
@@ -283,7 +279,7 @@
       figures[spec.key] = figure;
     });
     var plots = {};
-    CHARTS.forEach(function (spec) { plots[spec.key] = makePlot(label, spec, history.engines[label], figures[spec.key]); });
+    CHARTS.forEach(function (spec) { plots[spec.key] = makePlot(spec, history.engines[label], figures[spec.key]); });
     charts[label] = { section: section, plots: plots, figures: figures };
     return charts[label];
   }
@@ -302,7 +298,7 @@
           plot.logwatchFields.indexOf("mm_cache_hit_rate_pct") < 0;
         if (wantsMM) { // the first MM line: rebuild with its series
           plot.destroy();
-          set.plots[spec.key] = makePlot(label, spec, held, set.figures[spec.key]);
+          set.plots[spec.key] = makePlot(spec, held, set.figures[spec.key]);
           return;
         }
         plot.setData([held.time].concat(plot.logwatchFields.map(function (f) { return held[f]; })));

@@ -288,7 +288,6 @@
     if (typeof window.uPlot !== "function") return;
     var labels = Object.keys(history.engines).filter(function (label) { return history.engines[label].time.length; });
     chartList.classList.toggle("empty", labels.length === 0);
-    if (!labels.length) chartList.setAttribute("aria-busy", "false");
     labels.forEach(function (label) {
       var held = history.engines[label];
       var set = chartsFor(label);

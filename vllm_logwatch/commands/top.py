@@ -324,4 +324,4 @@ def print_once(board: Board, options: TopOptions, shown: Shown) -> None:
     if shown.detail:
         for view in views:
             console.print()
-            console.print(detail(view, width))
+            console.print(detail(view))

@@ -1,7 +1,5 @@
 """The interactive `logwatch top`: a Textual app showing `render.py`'s renderables, refreshed every
-`--interval` seconds, driven by keys alone (`render.KEYS`). Textual paints the screen, reads the keys
-and turns to monochrome when `NO_COLOR` is set.
-"""
+`--interval` seconds, driven by keys alone (`render.KEYS`)."""
 
 from __future__ import annotations
 
@@ -111,7 +109,7 @@ class TopApp(App[None]):
         if self.shown.help:
             pane.update(help_table())
         elif self.shown.detail and self.rows:
-            pane.update(detail(self.rows[self.shown.selected].view, width))
+            pane.update(detail(self.rows[self.shown.selected].view))
         elif self.shown.detail:
             pane.update("no row selected")
 

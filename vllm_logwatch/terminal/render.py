@@ -276,7 +276,7 @@ def _short(name: str, most: int = 20) -> str:
     return shown if len(shown) <= most else "…" + shown[-(most - 1):]
 
 
-def detail(view: ServerView, width: int) -> RenderableType:
+def detail(view: ServerView) -> RenderableType:
     """The detail pane of a server: start-up facts, latency percentiles, the throughput-by-concurrency
     table so far (the summary's columns), spec decoding, connector transfers, problems."""
     parts: list[RenderableType] = []

@@ -74,8 +74,7 @@ STATS_MISSING = {
     "waiting": "Waiting for the first stats line (vLLM prints one every VLLM_LOG_STATS_INTERVAL "
                "seconds, 10 by default, while it serves requests).",
 }
-"""What the page says when no engine has a stats line yet, by `stats_missing` reason (`unreadable_stats`:
-lines looked like stats lines but none could be read; `{n}` is their count)."""
+"""What the page says when no engine has a stats line yet, by `stats_missing` reason."""
 
 def _asset(name: str) -> str:
     """A static URL that changes with the file, so a browser never mixes an old script with a new page."""

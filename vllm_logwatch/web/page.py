@@ -45,7 +45,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("last.kv_cache_usage_pct", "KV cache usage", "%"),
     Column("last.prefix_cache_hit_rate_pct", "Prefix cache hit rate", "%"),
     Column("last.mm_cache_hit_rate_pct", "MM cache hit rate", "%"),
-    Column("age_seconds", "Last stats line", "ago", 0, kind="age"),
+    Column("age_seconds", "Last stats line", "", 0, kind="age"),  # "ago" is in its cells
 )
 
 STATE_LABELS = {
@@ -110,11 +110,10 @@ def _row(label: str, engine: Mapping[str, Any]) -> str:
 
 
 def _header_cells(first: str, columns: tuple[Column, ...]) -> str:
-    """`first`, then each column's label and unit (an age's unit, "ago", is in its cells)."""
+    """`first`, then each column's label and unit."""
     out = [f'<th scope="col">{first}</th>']
     for column in columns:
-        shown = column.unit and column.kind != "age"
-        unit = f' <span class="unit">({_e(column.unit)})</span>' if shown else ""
+        unit = f' <span class="unit">({_e(column.unit)})</span>' if column.unit else ""
         out.append(f'<th scope="col">{_e(column.label)}{unit}</th>')
     return "".join(out)
 

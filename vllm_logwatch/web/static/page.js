@@ -51,11 +51,8 @@
   function engineRows() { return document.getElementById("engine-rows"); }
 
   function engineName(label) { // as the server wrote it in the engines table
-    var rows = engineRows().rows;
-    for (var i = 0; i < rows.length; i++) {
-      if (rows[i].getAttribute("data-engine") === label) return rows[i].cells[0].textContent;
-    }
-    return label;
+    var row = engineRows().querySelector('tr[data-engine="' + CSS.escape(label) + '"]');
+    return row ? row.cells[0].textContent : label;
   }
 
   // -- the page ------------------------------------------------------------------------------------

@@ -357,9 +357,8 @@ $sources
 """)
 
 
-def render(status: Mapping[str, Any], *, now: float | None = None) -> str:
+def render(status: Mapping[str, Any]) -> str:
     """The whole page for `status` (a `/api/v1/status` snapshot), ready to serve."""
-    now = time.time() if now is None else now
     engines = status.get("engines") if isinstance(status.get("engines"), Mapping) else {}
     assert isinstance(engines, Mapping)
     rows = "".join(_row(str(label), engine) for label, engine in engines.items()
@@ -367,7 +366,7 @@ def render(status: Mapping[str, Any], *, now: float | None = None) -> str:
     if not rows:
         rows = f'<tr class="empty"><td colspan="{len(COLUMNS) + 1}">No stats line yet</td></tr>'
     notice, reason = _notice(status)
-    local = time.localtime(now)
+    local = time.localtime()
     replay_badge, replay, charts_time = _replay(status)
     skipped = skipped_text(status.get("skipped_bytes"))
     return _PAGE.substitute(

@@ -124,10 +124,9 @@
       history.busy = false;
       history.fetchedMs = Date.now();
       if (data.instance !== history.instance) {
-        var wasIncremental = since !== "";
         resetCharts();
         history.instance = data.instance;
-        if (wasIncremental) { fetchHistory(true, lines); return; } // a restarted exporter: fetch it all
+        if (since !== "") { fetchHistory(true, lines); return; } // a restarted exporter: fetch it all
       }
       history.statsLines = lines;
       history.windowSeconds = data.window_seconds || history.windowSeconds;

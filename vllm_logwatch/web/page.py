@@ -213,14 +213,12 @@ def _first(source: Mapping[str, Any], keys: str) -> Any:
     return None
 
 
-def child_state(child: Mapping[str, Any] | None) -> str:
+def child_state(child: Mapping[str, Any]) -> str:
     """Run mode: what the supervised vLLM process is doing, in words.
 
     >>> child_state({"child_up": 1.0, "pid": 41}), child_state({"child_up": 0.0, "last_exit_code": 1})
     ('running (pid 41)', 'not running (last exit code 1)')
     """
-    if not child:
-        return "starting"
     up = child.get("child_up")
     pid = child.get("pid", child.get("child_pid"))
     code = child.get("last_exit_code", child.get("child_last_exit_code"))
@@ -234,8 +232,8 @@ def child_state(child: Mapping[str, Any] | None) -> str:
 def _child(status: Mapping[str, Any]) -> str:
     if status.get("mode") != "run":
         return ""
-    child = status.get("child") if isinstance(status.get("child"), Mapping) else None
-    state = _e(child_state(child))
+    child = status.get("child")
+    state = _e(child_state(child if isinstance(child, Mapping) else {}))
     items = [f'<div><dt>Process</dt><dd data-key="child">{state}</dd></div>', *_items(status, (
         ("Restarts", "child.restarts|child.child_restarts", "number", 0),
         ("Log file", "child.log_file", "text", 0),

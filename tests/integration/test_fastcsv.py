@@ -79,6 +79,18 @@ def test_parallel_ranges_equal_general_path(tmp_path: Path) -> None:
         assert fast == slow_csv([str(big)])
 
 
+def test_a_sparse_files_ranges_go_to_the_workers_a_few_at_a_time(tmp_path: Path) -> None:
+    """Stats lines among many access lines: the ranges are handed over in batches (over 64 of them),
+    and the rows, their numbers and the lines between come out in order all the same."""
+    access = b'INFO:     10.0.0.1:5000 - "POST /v1/chat/completions HTTP/1.1" 200 OK\n' * 3
+    lines = next((DATA / "real-vllm-cpu").glob("*.log")).read_bytes().splitlines(keepends=True)
+    sparse = tmp_path / "sparse_20261129_120000.log"
+    sparse.write_bytes(b"".join(line + access for line in lines))
+    assert sparse.stat().st_size > 130 * 4096  # over 128 ranges of 4 KiB: more than one a task
+    fast = fast_csv([str(sparse)], parallel_min=1, range_size=4096, probe=65536)
+    assert fast == slow_csv([str(sparse)]) and fast.count("\n") > 10
+
+
 def test_gzip_and_several_files_in_order(tmp_path: Path) -> None:
     real = next((DATA / "real-vllm-cpu").glob("*.log"))
     gz = tmp_path / "serve_20261129T192328Z.log.gz"

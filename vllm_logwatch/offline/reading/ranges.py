@@ -81,6 +81,13 @@ def _scan_range(path: str, start: int, end: int, needles: tuple[bytes, ...], ins
     return chunk._replace(lines=chunk.lines + simd_count(data, b"\n", complete, size))
 
 
+def _scan_ranges(path: str, task: list[tuple[int, int, bool]], size: int, needles: tuple[bytes, ...],
+                 dense_probe: int, lane: Lane) -> list[Chunk]:
+    """Worker: the chunks of a few consecutive ranges of `path` (`_scan_range` each)."""
+    return [_scan_range(path, start, end, needles, inside, end == size, dense_probe, lane)
+            for start, end, inside in task]
+
+
 def chunk_of(data: bytes | bytearray, first: int, complete: int, number: int, needles: tuple[bytes, ...],
              lane: Lane, dense_probe: int, follows_hit: bool = False) -> Chunk:
     """The chunk of the whole lines of `data[first:complete]` that hold `needles` (and their followers),
@@ -159,12 +166,15 @@ def _ranges(path: str, size: int, range_bytes: int) -> list[tuple[int, int, bool
             for i, (begin, inside) in enumerate(bounds)]
 
 
-def _variants_in_head(path: str, needles: tuple[bytes, ...]) -> tuple[bytes, ...]:
-    """`needles` and the variant needles the file's first 8 MiB hold: those 8 MiB are not kept (the
-    generator's frame lives as long as the scan, and its workers fork from it)."""
+def _head(path: str, needles: tuple[bytes, ...]) -> tuple[tuple[bytes, ...], bool]:
+    """`needles` and the variant needles the file's first 8 MiB hold, and whether those are stats-dense
+    (more than half their lines hits, as `chunk_of` tells a dense block): those 8 MiB are not kept
+    (the generator's frame lives as long as the scan, and its workers fork from it)."""
     with open(path, "rb") as fh:
         head = fh.read(8 << 20)
-    return with_variants(needles, head)
+    end = len(head)
+    dense = simd_count(head, needles[0], 0, end) * 2 > simd_count(head, b"\n", 0, end)
+    return with_variants(needles, head), dense
 
 
 MMAP_THRESHOLD = 4 << 20
@@ -198,7 +208,7 @@ def scan_file_chunks(
     """The chunks of a big regular file, range by range in file order, each with its base (the lines
     before it); `lane`: what the workers render (`render`).
 
-    Ranges are scanned by a pool of forked processes, at most one range per worker (plus one) in flight so
+    Ranges are scanned by a pool of forked processes, at most one task per worker (plus one) in flight so
     memory stays flat whatever the file size.
     """
     from concurrent.futures import ProcessPoolExecutor  # a file read in one process does without
@@ -206,32 +216,38 @@ def scan_file_chunks(
 
     size = os.path.getsize(path)
     _steady_heap()
-    needles = _variants_in_head(path, needles)
+    needles, dense = _head(path, needles)
     ranges = _ranges(path, size, tuning.range_bytes)
-    workers = workers or min(len(ranges), os.cpu_count() or 1, 8)
+    # A task costs this process's pool threads a hand-off (~0.15 ms, taken from the workers' cores), and
+    # a range is read whole, so a bigger one falls out of the CPU's cache: a sparse file's ranges go to
+    # the workers a few at a time, in about 64 tasks; a dense file's one at a time (their chunks are
+    # big, and those of the tasks in flight are held here).
+    per_task = 1 if dense else max(1, len(ranges) // 64)
+    tasks = [ranges[i:i + per_task] for i in range(0, len(ranges), per_task)]
+    workers = workers or min(len(tasks), os.cpu_count() or 1, 8)
     base = 0
     with ProcessPoolExecutor(workers, mp_context=get_context("fork"), initializer=exit_with_parent,
                              initargs=(os.getpid(),)) as pool:
 
-        def submit(rng: tuple[int, int, bool]) -> Future[Chunk]:
-            return pool.submit(_scan_range, path, rng[0], rng[1], needles, rng[2], rng[1] == size,
-                               tuning.dense_probe, lane)
+        def submit(task: list[tuple[int, int, bool]]) -> Future[list[Chunk]]:
+            return pool.submit(_scan_ranges, path, task, size, needles, tuning.dense_probe, lane)
 
-        pending: list[Future[Chunk]] = []
-        todo = iter(ranges)
-        for rng in todo:
-            pending.append(submit(rng))
+        pending: list[Future[list[Chunk]]] = []
+        todo = iter(tasks)
+        for task in todo:
+            pending.append(submit(task))
             if len(pending) > workers:
                 break
         while pending:
-            chunk = pending.pop(0).result()
-            if progress is not None:
-                progress(tuning.range_bytes)
+            chunks = pending.pop(0).result()
             nxt = next(todo, None)
             if nxt is not None:
                 pending.append(submit(nxt))
-            yield chunk, base
-            base += chunk.lines
+            for chunk in chunks:
+                if progress is not None:
+                    progress(tuning.range_bytes)
+                yield chunk, base
+                base += chunk.lines
 
 
 def stream_chunks(stream: BinaryIO, lane: Lane = STATS_LANE,

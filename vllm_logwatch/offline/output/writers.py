@@ -5,6 +5,7 @@ The readers find the lines and make the records; only these turn them into bytes
 from __future__ import annotations
 
 import csv
+import io
 import json
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -23,35 +24,62 @@ class CsvWriter:
     batch (no half output on errors)."""
 
     def __init__(self, out: IO[str], columns: Sequence[str]) -> None:
-        self._csv = csv.writer(out, lineterminator="\n")
+        self.out = out
+        self._text = io.StringIO()  # the batch
+        self._csv = csv.writer(self._text, lineterminator="\n")
         self.columns = columns
         self.rows = 0
-        self._batch: list[Sequence[Any]] = []
+        self._files: dict[str | None, str] = {}  # a file name -> its cell
 
     def row(self, cells: Sequence[Any]) -> None:
         """One row (None for an empty cell)."""
-        self._batch.append(cells)
-        self.rows += 1
-        if len(self._batch) == _BATCH:
-            self.flush()
+        if self.rows == 0:
+            self._csv.writerow(self.columns)
+        self._csv.writerow(cells)
+        self._count()
 
     def event(self, event: Event) -> None:
-        """A record's row: a stats record's (CSV holds no other kind), its `extra` as compact JSON."""
-        if isinstance(event, EngineStats):
-            row = stats_row(event)
-            if row[-1] is not None:
-                row[-1] = _COMPACT_JSON(row[-1])
-            self.row(row)
+        """A record's row: a stats record's (CSV holds no other kind), its `extra` as compact JSON. Only
+        the file's and the extra's cells can need quoting (the csv module quotes them); the numbers and
+        the time are written as it would write them, in one f-string: half the time of a `writerow`,
+        and `parse --csv` writes a row per stats line."""
+        if not isinstance(event, EngineStats):
+            return
+        if self.rows == 0:
+            self._csv.writerow(self.columns)
+        (time, file, line, engine, prompt, generation, running, waiting, swapped, gpu_kv, cpu_kv, prefix,
+         prefix_cpu, mm, extra) = stats_row(event)
+        where = self._files.get(file) or self._file_cell(file)
+        self._text.write(
+            f"{'' if time is None else time},{where},{'' if line is None else line},"
+            f"{'' if engine is None else engine},{'' if prompt is None else prompt},"
+            f"{'' if generation is None else generation},{'' if running is None else running},"
+            f"{'' if waiting is None else waiting},{'' if swapped is None else swapped},"
+            f"{'' if gpu_kv is None else gpu_kv},{'' if cpu_kv is None else cpu_kv},"
+            f"{'' if prefix is None else prefix},{'' if prefix_cpu is None else prefix_cpu},"
+            f"{'' if mm is None else mm},{'' if extra is None else _quoted(_COMPACT_JSON(extra))}\n")
+        self._count()
+
+    def _file_cell(self, file: str | None) -> str:
+        if len(self._files) >= 64:
+            self._files.clear()
+        self._files[file] = cell = "" if file is None else _quoted(file)
+        return cell
+
+    def _count(self) -> None:
+        self.rows += 1
+        if self.rows % _BATCH == 0:
+            self.flush()
 
     def flush(self) -> None:
         """Write the rows held."""
-        if not self._batch:
+        text = self._text.getvalue()
+        if not text:
             return
         with _writing():
-            if self.rows == len(self._batch):
-                self._csv.writerow(self.columns)
-            self._csv.writerows(self._batch)
-        self._batch.clear()
+            self.out.write(text)
+        self._text.seek(0)
+        self._text.truncate()
 
 
 class JsonlWriter:
@@ -87,7 +115,17 @@ class JsonlWriter:
 
 
 _BATCH = 1024
-"""Rows held before a write (`writerows`, one `write`), not a call of each per row."""
+"""Rows held before a write (one `write`), not a call of each per row."""
+
+
+def _quoted(text: str) -> str:
+    """A text cell as the csv module writes it among others (quoted when it holds a comma, a quote or a
+    newline; an empty one is nothing)."""
+    if not text:
+        return ""
+    cell = io.StringIO()
+    csv.writer(cell, lineterminator="\n").writerow([text])
+    return cell.getvalue()[:-1]
 
 
 @contextmanager

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import json
 import random
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 FORMATS = ("docker-json", "containerd", "cri-o")
 SPLIT = {"docker-json": 16 << 10, "containerd": 16 << 10, "cri-o": 8 << 10}
-BASE = datetime(2025, 7, 5, 11, 29, 1, 123456, tzinfo=timezone.utc)
+BASE = datetime(2025, 7, 5, 11, 29, 1, 123456, tzinfo=UTC)
 _DATA = Path(__file__).parent / "data"
 EXPECTED_LOGS = sorted(p.name.split(".")[0] for p in _DATA.glob("*.expected.jsonl"))
 """The real logs with an answer key (`tests/data/NAME.expected.jsonl`), wrapped by the envelope tests."""
@@ -32,9 +32,9 @@ def _rfc3339(when: datetime, fmt: str, rng: random.Random) -> str:
     """The runtime's stamp of `when`: json-file UTC with trailing zeros dropped; containerd any zone,
     trailing zeros dropped (Go's RFC3339Nano); CRI-O nine digits and an offset."""
     if fmt == "docker-json":
-        zone = timezone.utc
+        zone = UTC
     elif fmt == "containerd":
-        zone = rng.choice([timezone.utc, timezone(timedelta(hours=2)), timezone(timedelta(hours=-5))])
+        zone = rng.choice([UTC, timezone(timedelta(hours=2)), timezone(timedelta(hours=-5))])
     else:
         hours = rng.choice([0, 9, -4])
         zone = timezone(timedelta(hours=hours))

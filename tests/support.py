@@ -332,7 +332,7 @@ def _cryptography_tls_files(files: TLSFiles) -> None:
     from cryptography.hazmat.primitives.asymmetric import ec
     from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
 
     def write_key(key: ec.EllipticCurvePrivateKey, path: Path) -> None:
         path.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,

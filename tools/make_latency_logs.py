@@ -78,7 +78,7 @@ def write_prompts(path: Path, count: int, seed: int = 21) -> None:
 
 def cri_stamp(ns: int) -> str:
     seconds, frac = divmod(ns, 1_000_000_000)
-    return dt.datetime.fromtimestamp(seconds, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S") + f".{frac:09d}Z"
+    return dt.datetime.fromtimestamp(seconds, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S") + f".{frac:09d}Z"
 
 
 def stamp_lines(src: IO[bytes], out: IO[bytes]) -> None:

@@ -18,7 +18,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +47,7 @@ def logged_values() -> list[tuple[int, float, int]]:
     out = []
     for m in _RAW.finditer(REAL_CPU_LOG.read_text()):
         mo, d, h, mi, s = (int(g) for g in m.groups()[:5])
-        stamp = int(datetime(2026, mo, d, h, mi, s, tzinfo=timezone.utc).timestamp())
+        stamp = int(datetime(2026, mo, d, h, mi, s, tzinfo=UTC).timestamp())
         out.append((stamp, float(m[6]), int(m[7])))
     return out
 

@@ -21,7 +21,7 @@ import json
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +35,7 @@ from vllm_logwatch.exporting.catalogue import name
 pytestmark = [pytest.mark.prometheus, pytest.mark.timeout(120)]
 
 REAL_CPU_LOG = next((TESTS / "data" / "real-vllm-cpu").glob("serve_*.log"))
-START = datetime(2026, 10, 1, tzinfo=timezone.utc)
+START = datetime(2026, 10, 1, tzinfo=UTC)
 STEP = 120
 """Seconds between the week's stats lines (VLLM_LOG_STATS_INTERVAL=120)."""
 LABELS = {"instance": "gpu1:9477", "job": "vllm-logwatch"}

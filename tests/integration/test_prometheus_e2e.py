@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +42,7 @@ def test_prometheus_scrapes_the_values_of_appended_lines(
 ) -> None:
     logs = tmp_path / "logs"
     logs.mkdir()
-    launch = logs / f"serve_{datetime.now(timezone.utc):%Y%m%d_%H%M%S}.log"  # a fresh launch file
+    launch = logs / f"serve_{datetime.now(UTC):%Y%m%d_%H%M%S}.log"  # a fresh launch file
     with logwatch_watch(logs) as watch, prometheus([watch.address]) as prom:
         first_lines, _ = _stats_until(3)
         all_lines, values = _stats_until(8)
@@ -93,7 +93,7 @@ def test_prometheus_scrapes_watch_over_https_with_basic_auth(
     job["basic_auth"]["password_file"] = str(tmp_path / "password")
     logs = tmp_path / "logs"
     logs.mkdir()
-    launch = logs / f"serve_{datetime.now(timezone.utc):%Y%m%d_%H%M%S}.log"
+    launch = logs / f"serve_{datetime.now(UTC):%Y%m%d_%H%M%S}.log"
     verify = ssl.create_default_context(cafile=tls.ca)
     client = {"verify": verify, "auth": ("prometheus", password)}
     with logwatch_watch(logs, "--web-config", str(web), scheme="https", client_options=client) as watch:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import re
-from datetime import datetime, timedelta, timezone, tzinfo
+from datetime import UTC, datetime, timedelta, tzinfo
 from operator import attrgetter
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -53,7 +53,7 @@ def utc(t: datetime) -> datetime:
     >>> cest < cet, utc(cest) < utc(cet)
     (False, True)
     """
-    return t if t.tzinfo is None else t.astimezone(timezone.utc)
+    return t if t.tzinfo is None else t.astimezone(UTC)
 
 
 def seconds_between(start: datetime, end: datetime) -> float:

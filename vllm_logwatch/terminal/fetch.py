@@ -263,7 +263,7 @@ class Fetcher:
         try:
             status, body = await asyncio.wait_for(self._answer(target), self.timeout)
             reading = target.reading(status, body, time.time())
-        except (asyncio.TimeoutError, OSError, ValueError, h11.ProtocolError, _Failed) as exc:
+        except (TimeoutError, OSError, ValueError, h11.ProtocolError, _Failed) as exc:
             late = isinstance(exc, asyncio.TimeoutError)  # wait_for's (ssl.SSLError is an OSError)
             reading = Reading(None, f"no answer in {self.timeout:g} s" if late else _reason(exc), time.time())
             if target in self._conns:

@@ -18,7 +18,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Literal
 
 from prometheus_client.core import Metric
@@ -515,7 +515,7 @@ class Tracker:
         """A URL target's new stats line, as the stats line it was, for the concurrency table."""
         points = self._points.setdefault((target, key), deque(maxlen=MAX_BOOK))
         points.append(EngineStats(
-            time=datetime.fromtimestamp(last, timezone.utc), engine=int(label) if label.isdigit() else None,
+            time=datetime.fromtimestamp(last, UTC), engine=int(label) if label.isdigit() else None,
             prompt_throughput=row.get("prompt_tps"), generation_throughput=row.get("gen_tps"),
             running=None if (running := row.get("running")) is None else int(running),
             waiting=None if (waiting := row.get("waiting")) is None else int(waiting),

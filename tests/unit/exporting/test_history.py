@@ -8,7 +8,7 @@ import math
 import tracemalloc
 from collections.abc import Callable, Iterator
 from dataclasses import replace
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -47,7 +47,7 @@ def stats_lines(start: datetime, count: int, step_seconds: float, engines: int) 
 
 def events(lines: Iterator[str]) -> Iterator[Event]:
     """The events of `lines` as the pipeline makes them: parser, assembler, stamps in UTC."""
-    return iter_events(lines, file=f"serve_{DAY}_000000.log", clock=YearClock(2026, timezone.utc))
+    return iter_events(lines, file=f"serve_{DAY}_000000.log", clock=YearClock(2026, UTC))
 
 
 def feed(lines: Iterator[str] | list[Event], **metrics_kwargs: Any) -> tuple[History, ExporterMetrics]:
@@ -175,7 +175,7 @@ def test_history_endpoint_over_http(run_app: Callable[..., Any]) -> None:
 
 def test_a_capped_history_keeps_its_first_series_and_makes_room_once_one_is_silent_an_hour() -> None:
     history = History(max_series=2)
-    start = datetime(2026, 11, 29, 10, 0, tzinfo=timezone.utc)
+    start = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)
     stats = next(e for e in events(stats_lines(start, 1, 10, 1)) if isinstance(e, EngineStats))
     at = stats.time.timestamp() if stats.time else 0.0
     for label in ("a #0", "b #0", "c #0"):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Iterator
-from datetime import timezone
+from datetime import UTC
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +32,7 @@ AFTER = 3.0
 
 def _events() -> list[Event]:
     sources, _ = resolve_inputs([str(DATA / "serve.cri.log.gz")], "UTC")
-    return list(iter_source_events(sources[0], "all", timezone.utc, None))
+    return list(iter_source_events(sources[0], "all", UTC, None))
 
 
 def _scrape(registry: CollectorRegistry) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

@@ -5,7 +5,7 @@ times only from lines timed finely enough."""
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -21,7 +21,7 @@ def _line(text: str, at: float | None = None) -> object:
     event = parse_line(HDR + text)
     assert event is not None
     if at is not None:  # a container's stamp (sub-second)
-        event = replace(event, time=datetime.fromtimestamp(at, timezone.utc))
+        event = replace(event, time=datetime.fromtimestamp(at, UTC))
     return event
 
 
@@ -108,7 +108,7 @@ def test_requests_read_by_whole_second_stamps_are_counted_not_timed() -> None:
                  "Generated response r: output: 'y', finish_reason: stop"):
         event = parse_line(HDR + text)
         assert event is not None
-        metrics.apply(replace(event, time=datetime(2026, 12, 2, 2, 9, 4, tzinfo=timezone.utc)))
+        metrics.apply(replace(event, time=datetime(2026, 12, 2, 2, 9, 4, tzinfo=UTC)))
     get = registry.get_sample_value
     assert get("vllm_logwatch_requests_untimed_total", {"model_name": "unknown"}) == 1
     assert get("vllm_logwatch_request_duration_seconds_count", {"model_name": "unknown"}) is None
@@ -121,9 +121,9 @@ def test_live_requests_are_timed_by_their_arrival_not_their_whole_second_stamps(
     from vllm_logwatch.parsing.assemble import Assembler
     from vllm_logwatch.parsing.stamps import YearClock
 
-    wall = datetime(2026, 12, 2, 2, 9, 4, tzinfo=timezone.utc).timestamp()
+    wall = datetime(2026, 12, 2, 2, 9, 4, tzinfo=UTC).timestamp()
     metrics, registry = _setup()
-    assembler = Assembler("f", YearClock(2026, timezone.utc))
+    assembler = Assembler("f", YearClock(2026, UTC))
     reader = LaunchReader(metrics, assembler)
     reader.read((HDR + "Received request r: params: x, lora_request: None.\n").encode(),
                 arrival=Arrival(50.1, wall + 0.1))

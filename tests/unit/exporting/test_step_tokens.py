@@ -4,7 +4,7 @@ Against vLLM's own counters on a real run: tests/unit/exporting/test_latency_rea
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from prometheus_client import CollectorRegistry
 
@@ -13,7 +13,7 @@ from vllm_logwatch.exporting.exporter import ExporterMetrics
 from vllm_logwatch.exporting.tokens import StepTokens
 from vllm_logwatch.parsing.events import EngineStats, IterationStats, ServerInfo, SpecDecodeStats
 
-T0 = datetime(2026, 12, 2, 4, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 12, 2, 4, 0, tzinfo=UTC)
 
 
 def _step(ctx_req: int, ctx_tok: int, gen_req: int, gen_tok: int, engine: int | None = 0,

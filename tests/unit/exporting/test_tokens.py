@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import math
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from vllm_logwatch.exporting.engine_state import EngineState
 from vllm_logwatch.parsing.events import EngineStats
 
-T0 = datetime(2026, 11, 1, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 1, tzinfo=UTC)
 
 
 def _lines(spec: list[tuple[int | None, float, float]]) -> list[EngineStats]:

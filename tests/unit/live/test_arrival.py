@@ -4,7 +4,7 @@ is timed by its stamps, and only lines read as they were written are measured.""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -15,7 +15,7 @@ from vllm_logwatch.parsing.assemble import Assembler
 from vllm_logwatch.parsing.events import EngineStats
 from vllm_logwatch.parsing.stamps import YearClock
 
-UTC = timezone.utc
+UTC = UTC
 START = datetime(2026, 11, 29, 19, 26, 5, tzinfo=UTC).timestamp()
 E0 = {"engine": "0", "model_name": "unknown"}
 

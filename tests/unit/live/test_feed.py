@@ -4,7 +4,7 @@ bytes up to the next newline are skipped too. Text inside a client's request lin
 
 from __future__ import annotations
 
-from datetime import timezone
+from datetime import UTC
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -33,7 +33,7 @@ def sample(metrics: ExporterMetrics, name: str) -> float:
 
 def feed(*chunks: bytes, gap_after: int | None = None) -> ExporterMetrics:
     metrics = ExporterMetrics(clock=lambda: 1000.0)
-    feeder = LineFeeder(metrics, timezone.utc)
+    feeder = LineFeeder(metrics, UTC)
     feeder.relaunch("serve_20261202_100000.log")
     for i, chunk in enumerate(chunks):
         feeder.put(chunk)

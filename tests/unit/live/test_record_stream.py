@@ -7,7 +7,7 @@ from __future__ import annotations
 import io
 import os
 import threading
-from datetime import timezone
+from datetime import UTC
 from pathlib import Path
 
 import pytest
@@ -32,7 +32,7 @@ def real_events() -> list[Event]:
     """The real log's events as watch reads them (`LaunchReader`, blocks of 64 KiB)."""
     blocks: list[list[Event]] = []
     reader = LaunchReader(ExporterMetrics(clock=lambda: 1000.0),
-                          Assembler(str(REAL_CPU_LOG), YearClock(2026, timezone.utc)), records=blocks.append)
+                          Assembler(str(REAL_CPU_LOG), YearClock(2026, UTC)), records=blocks.append)
     data, first = REAL_CPU_LOG.read_bytes(), 1
     while data:
         cut = data.rfind(b"\n", 0, 65536) + 1 or len(data)
@@ -126,7 +126,7 @@ def test_a_failed_write_is_counted_not_raised(tmp_path: Path, capsys: pytest.Cap
 def test_run_mode_hands_its_records_over(tmp_path: Path) -> None:
     stream = RecordStream(str(tmp_path / "records.jsonl"))
     stream.start()
-    feeder = LineFeeder(ExporterMetrics(clock=lambda: 1000.0), timezone.utc, records=stream.put)
+    feeder = LineFeeder(ExporterMetrics(clock=lambda: 1000.0), UTC, records=stream.put)
     feeder.relaunch(str(REAL_CPU_LOG))
     feeder.put(REAL_CPU_LOG.read_bytes())
     feeder.start()

@@ -6,7 +6,7 @@ says so. Real files, a real Follower and Pipeline, stepped in this thread."""
 from __future__ import annotations
 
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -26,12 +26,12 @@ pytestmark = pytest.mark.timeout(30)
 REAL_LOG = TESTS / "data" / "real-vllm-cpu" / "serve_20261129T192328Z.log"
 LINES = REAL_LOG.read_bytes().split(b"\n")[:-1]
 SHUTDOWN = next(i for i, line in enumerate(LINES) if b"shutdown triggered" in line)
-LAST_STATS = datetime(2026, 11, 29, 19, 26, 29, tzinfo=timezone.utc)  # the log's last stats line
+LAST_STATS = datetime(2026, 11, 29, 19, 26, 29, tzinfo=UTC)  # the log's last stats line
 
 
 def pipeline(target: Path, *, from_start: bool, state_file: str | None = None) -> Pipeline:
     follower = Follower(str(target), from_start=from_start, waker=ManualWaker(), state_file=state_file)
-    return Pipeline(follower, ExporterMetrics(), zone=timezone.utc)
+    return Pipeline(follower, ExporterMetrics(), zone=UTC)
 
 
 def read_all(pipe: Pipeline) -> None:
@@ -135,7 +135,7 @@ LORA = TESTS / "data" / "lora" / "serve.cri.log"  # a pod's container log with o
 
 def many(target: Path, *, from_start: bool = True, layout: str = "auto") -> Pipeline:
     follower = ManyFollower(str(target), layout=layout, from_start=from_start, waker=ManualWaker())
-    return Pipeline(follower, ExporterMetrics(), zone=timezone.utc,
+    return Pipeline(follower, ExporterMetrics(), zone=UTC,
                     metrics_for=lambda labels: ExporterMetrics(const_labels=labels))
 
 

@@ -4,7 +4,7 @@ source, the folded ones summed, a dropped folded source's counts kept, the famil
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import timezone
+from datetime import UTC
 
 from prometheus_client.core import CounterMetricFamily
 
@@ -34,7 +34,7 @@ def readers() -> tuple[SourceReaders, dict[tuple[tuple[str, str], ...], Exporter
     def reader(assembler, metrics):  # type: ignore[no-untyped-def]
         return LaunchReader(metrics, assembler)
 
-    return SourceReaders(ExporterMetrics(), timezone.utc, reader, metrics_for=metrics_for,
+    return SourceReaders(ExporterMetrics(), UTC, reader, metrics_for=metrics_for,
                          labels_of=fold), made
 
 

@@ -3,7 +3,7 @@ whatever the number of runs (past a few, the runs are drawn narrow and the figur
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -16,7 +16,7 @@ from matplotlib.text import Text
 
 from vllm_logwatch.offline.audit.measures import MAX_WIDTH_IN, build_audit_figure
 
-T0 = datetime(2026, 12, 2, 2, 0, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 12, 2, 2, 0, 0, tzinfo=UTC)
 KINDS = ("ok", "client-bound", "capped by max-num-seqs", "absent")
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import tracemalloc
-from datetime import timezone
+from datetime import UTC
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
@@ -14,7 +14,7 @@ import pytest
 from vllm_logwatch.errors import InputError
 from vllm_logwatch.offline.audit.results import read_results
 
-UTC = timezone.utc
+UTC = UTC
 VLLM = {"date": "20261202-020732", "model_id": "tiny-llama", "duration": 9.5, "completed": 48, "failed": 0,
         "max_concurrency": 8, "request_rate": "inf", "output_throughput": 648.5}
 

@@ -3,14 +3,14 @@ file's name, another launch's model) is shown printable, and in Markdown as text
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from vllm_logwatch.offline.audit.measures import Audited, find_windows, judge, measure, render_audit
 from vllm_logwatch.offline.audit.results import Run
 from vllm_logwatch.offline.reading.launches import Launch
 from vllm_logwatch.parsing.events import EngineStats
 
-T0 = datetime(2026, 12, 2, 2, 0, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 12, 2, 2, 0, 0, tzinfo=UTC)
 HOSTILE = "\x1b]0;pwned\x07\x1b[31mRED\x1b[0m <img src=x onerror=alert(1)>|x|\n# heading"
 
 

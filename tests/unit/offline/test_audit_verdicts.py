@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
@@ -26,7 +26,7 @@ from vllm_logwatch.offline.audit.results import Run
 from vllm_logwatch.offline.reading.launches import Launch
 from vllm_logwatch.parsing.events import EngineStats, IterationStats
 
-T0 = datetime(2026, 12, 2, 2, 0, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 12, 2, 2, 0, 0, tzinfo=UTC)
 
 
 def run(start: int, end: int, conc: int = 4, model: str = "m", itl_ms: float | None = None) -> Run:
@@ -114,8 +114,8 @@ def test_a_clock_offset_out_of_range_is_refused(offset: str, capsys: pytest.Capt
 
 
 def test_a_window_moved_past_the_last_date_is_refused() -> None:
-    late = Run("late.json", "vllm bench serve", "m", datetime(9999, 12, 31, 23, 0, tzinfo=timezone.utc),
-               datetime(9999, 12, 31, 23, 30, tzinfo=timezone.utc), 4, None, None, 1, 0)
+    late = Run("late.json", "vllm bench serve", "m", datetime(9999, 12, 31, 23, 0, tzinfo=UTC),
+               datetime(9999, 12, 31, 23, 30, tzinfo=UTC), 4, None, None, 1, 0)
     with pytest.raises(InputError, match=r"^late\.json: its times moved by --clock-offset 7200 are not "):
         find_windows([late], [], timedelta(hours=2))
 

@@ -4,7 +4,7 @@ joined per stream, in any block cut), each with its container stamp; long, dangl
 from __future__ import annotations
 
 import random
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -63,10 +63,10 @@ def test_detect() -> None:
 
 def test_container_time() -> None:
     assert container_time(b"2025-07-05T11:29:01.123456789Z") == datetime(
-        2025, 7, 5, 11, 29, 1, 123456, tzinfo=timezone.utc)
+        2025, 7, 5, 11, 29, 1, 123456, tzinfo=UTC)
     assert container_time(b"2025-07-05T13:29:01.1+02:00") == datetime(
-        2025, 7, 5, 11, 29, 1, 100000, tzinfo=timezone.utc)
-    assert container_time(b"2025-07-05T11:29:01Z") == datetime(2025, 7, 5, 11, 29, 1, tzinfo=timezone.utc)
+        2025, 7, 5, 11, 29, 1, 100000, tzinfo=UTC)
+    assert container_time(b"2025-07-05T11:29:01Z") == datetime(2025, 7, 5, 11, 29, 1, tzinfo=UTC)
     assert container_time(b"2025-07-05T11:29:01") is None  # no zone: not a container stamp
     assert container_time(b"garbage") is None
 
@@ -156,4 +156,4 @@ def test_plain_needs_no_unwrapper() -> None:
 def test_instants_are_kept_in_their_own_zone() -> None:
     when = container_time(b"2025-12-31T23:59:59.999999999-05:00")
     assert when is not None and when.utcoffset() == timedelta(hours=-5)
-    assert when.astimezone(timezone.utc) == datetime(2026, 1, 1, 4, 59, 59, 999999, tzinfo=timezone.utc)
+    assert when.astimezone(UTC) == datetime(2026, 1, 1, 4, 59, 59, 999999, tzinfo=UTC)

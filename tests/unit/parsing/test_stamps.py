@@ -9,7 +9,7 @@ import json
 import os
 import subprocess
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
@@ -200,7 +200,7 @@ def test_same_stamp_different_instants_by_zone() -> None:
     ny = YearClock(2026, NY).to_datetime("11-29 19:23:55")
     assert utc is not None and ny is not None
     assert (ny - utc).total_seconds() == 5 * 3600
-    assert ny.astimezone(timezone.utc).hour == 0
+    assert ny.astimezone(UTC).hour == 0
 
 
 def test_resolve_zone() -> None:

@@ -8,7 +8,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable
-from datetime import timezone
+from datetime import UTC
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
@@ -75,7 +75,7 @@ def real_status(lines: int | None = None) -> dict[str, Any]:
     """The status after the real vLLM log (its first `lines` lines)."""
     metrics = ExporterMetrics()
     text = REAL_LOG.read_bytes().decode("utf-8").split("\n")[:lines]
-    clock = YearClock(2026, timezone.utc)
+    clock = YearClock(2026, UTC)
     for event in iter_events(text, file=str(REAL_LOG), clock=clock):
         metrics.apply(event)
     return metrics.status()
@@ -109,7 +109,7 @@ def test_facts_of_a_0_34_start_up_are_the_kv_cache_sized_after_warm_up() -> None
     tokens), not the estimate before it (71.25 GiB, 1,167,360 tokens); the page had no KV memory at all."""
     log = Path(__file__).parents[2] / "data" / "vllm-0.34" / "serve_20261120_100000.log"
     metrics = ExporterMetrics()
-    for event in iter_events(log.read_bytes().decode().split("\n"), clock=YearClock(2026, timezone.utc)):
+    for event in iter_events(log.read_bytes().decode().split("\n"), clock=YearClock(2026, UTC)):
         metrics.apply(event)
     page = Page(render(metrics.status()))
     assert page.keyed["server.kv_cache_extended_gib|server.available_kv_cache_gib"] == "62.34"
@@ -291,7 +291,7 @@ def test_unreadable_stats_lines_are_said_not_waited_for() -> None:
     for second in range(3):
         metrics.apply(*iter_events([f"INFO 11-29 19:26:0{second} [loggers.py:335] Engine 000: Avg prompt "
                                     "throughput: lots tokens/s, Avg generation throughput: many"],
-                                   clock=YearClock(2026, timezone.utc)))
+                                   clock=YearClock(2026, UTC)))
     status = metrics.status()
     assert status["counters"]["parse_errors"]["stats"] == 3
     html = render(status)

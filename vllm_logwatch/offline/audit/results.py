@@ -17,7 +17,7 @@ import os
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone, tzinfo
+from datetime import UTC, datetime, timedelta, tzinfo
 from typing import IO, Any, TypeAlias, cast, get_args, get_origin
 
 import ijson
@@ -259,7 +259,7 @@ class _Benchmark(_Loose):
     @classmethod
     def _time(cls, value: float, info: ValidationInfo) -> float:
         try:
-            datetime.fromtimestamp(value, timezone.utc)
+            datetime.fromtimestamp(value, UTC)
         except (OverflowError, OSError, ValueError):
             raise ValueError(f"{value:g} is not a time") from None
         if info.field_name == "end_time" and value < info.data.get("start_time", value):
@@ -281,8 +281,8 @@ def guidellm_runs(report: GuideLLMFile, where: str) -> list[Run]:
         concurrency = b.streams if b.strategy == "concurrent" else 1 if b.strategy == "synchronous" else None
         runs.append(Run(
             where if len(report.benchmarks) == 1 else f"{where} [{n}]", "guidellm", report.model,
-            datetime.fromtimestamp(b.start_time, timezone.utc),
-            datetime.fromtimestamp(b.end_time, timezone.utc),
+            datetime.fromtimestamp(b.start_time, UTC),
+            datetime.fromtimestamp(b.end_time, UTC),
             concurrency, b.rate if b.strategy in ("constant", "poisson", "async") else None, b.output_tok_s,
             b.totals.successful, b.totals.errored + b.totals.incomplete, b.itl_ms, b.tpot_ms,
         ))
@@ -433,7 +433,7 @@ def _seconds(duration: str | float | None) -> float | None:
 
 
 def _zoned(t: datetime) -> datetime:
-    return t if t.tzinfo else t.replace(tzinfo=timezone.utc)  # the schema's times are UTC ('Z')
+    return t if t.tzinfo else t.replace(tzinfo=UTC)  # the schema's times are UTC ('Z')
 
 
 def report_run(report: BenchmarkReport, where: str) -> Run:

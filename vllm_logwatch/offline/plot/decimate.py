@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 from array import array
-from datetime import datetime, timezone, tzinfo
+from datetime import UTC, datetime, tzinfo
 from typing import Any
 
 import numpy as np
@@ -317,4 +317,4 @@ def epoch_days() -> float:
     import matplotlib.dates
 
     mdates: Any = matplotlib.dates
-    return float(mdates.date2num(datetime(1970, 1, 1, tzinfo=timezone.utc)))
+    return float(mdates.date2num(datetime(1970, 1, 1, tzinfo=UTC)))

@@ -7,7 +7,7 @@ reckoned; `ANSWER_NOTES` says it in the output.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from ...parsing.launchargs import gpu_count
@@ -106,7 +106,7 @@ def daily_rows(rows: list[tuple[datetime, CostRow]]) -> list[CostRow]:
     """The launches' rows summed per UTC day of their start (naive stamps: taken as UTC)."""
     days: dict[str, list[CostRow]] = {}
     for start, row in rows:
-        day = (start if start.tzinfo is None else start.astimezone(timezone.utc)).strftime("%Y-%m-%d")
+        day = (start if start.tzinfo is None else start.astimezone(UTC)).strftime("%Y-%m-%d")
         days.setdefault(day, []).append(row)
     out = []
     for day, members in sorted(days.items()):

@@ -6,7 +6,7 @@ import csv
 import io
 import math
 from dataclasses import replace
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
@@ -14,7 +14,7 @@ from vllm_logwatch.offline.output.writers import _COMPACT_JSON, CsvWriter
 from vllm_logwatch.parsing.columns import STATS_COLUMNS
 from vllm_logwatch.parsing.events import EngineStats, stats_record, stats_row
 
-BASE = stats_record(datetime(2026, 11, 29, 19, 24, 5, tzinfo=timezone.utc), "serve.log", 12, "11-29 19:24:05",
+BASE = stats_record(datetime(2026, 11, 29, 19, 24, 5, tzinfo=UTC), "serve.log", 12, "11-29 19:24:05",
                     "INFO", "APIServer", 0, 1301.0, 1924.5, 30, 0, "GPU", 4.8, 0.0, None, 12)
 
 

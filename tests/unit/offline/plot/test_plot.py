@@ -18,6 +18,8 @@ from support import ROOT, TESTS
 
 pytest.importorskip("matplotlib")
 
+from datetime import UTC
+
 from matplotlib.collections import PathCollection
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
@@ -235,7 +237,7 @@ def test_two_models_get_a_scatter_colour_and_a_median_each() -> None:
 def test_a_fall_back_s_repeated_hour_ends_the_axis_at_the_last_line() -> None:
     """Berlin, 2026-10-25: lines from 02:30 CEST to 02:20 CET (the clocks went back at 03:00). By
     their wall clocks the last would be 02:59:50 CEST, 30 minutes early, and the axis would end there."""
-    from datetime import datetime, timedelta, timezone
+    from datetime import datetime, timedelta
     from zoneinfo import ZoneInfo
 
     from matplotlib.dates import date2num
@@ -243,7 +245,7 @@ def test_a_fall_back_s_repeated_hour_ends_the_axis_at_the_last_line() -> None:
     from vllm_logwatch.offline.plot.collect import collect, draw
     from vllm_logwatch.offline.reading.launches import Launch
 
-    berlin, t0 = ZoneInfo("Europe/Berlin"), datetime(2026, 10, 25, 0, 30, tzinfo=timezone.utc)
+    berlin, t0 = ZoneInfo("Europe/Berlin"), datetime(2026, 10, 25, 0, 30, tzinfo=UTC)
     times = [(t0 + timedelta(seconds=10 * i)).astimezone(berlin) for i in range(301)]
     launch = Launch(0, "dst.log", 1, model_name="m")
     stats = [EngineStats(time=t, engine=0, running=2, waiting=0, generation_throughput=100.0) for t in times]
@@ -256,13 +258,13 @@ def test_a_fall_back_s_repeated_hour_ends_the_axis_at_the_last_line() -> None:
 def test_until_in_a_fall_back_s_repeated_hour_is_a_utc_time(tmp_path: Path, tuning: str) -> None:
     """Lines from 02:30 CEST to 02:20 CET (Berlin, 2026-10-25): `--until '2026-10-25 02:40'` (CEST, the
     first pass) keeps the 61 lines up to it, not the CET lines of 02:00 to 02:20 an hour later."""
-    from datetime import datetime, timedelta, timezone
+    from datetime import datetime, timedelta
     from zoneinfo import ZoneInfo
 
     from vllm_logwatch.commands.plot import run_plot
     from vllm_logwatch.offline.reading.ranges import DEFAULT_TUNING
 
-    berlin, t0 = ZoneInfo("Europe/Berlin"), datetime(2026, 10, 25, 0, 30, tzinfo=timezone.utc)
+    berlin, t0 = ZoneInfo("Europe/Berlin"), datetime(2026, 10, 25, 0, 30, tzinfo=UTC)
     line = ("(APIServer pid=1) INFO {:%m-%d %H:%M:%S} [loggers.py:259] Engine 000: Avg prompt throughput: "
             "0.0 tokens/s, Avg generation throughput: 100.0 tokens/s, Running: 2 reqs, Waiting: 0 reqs, "
             "GPU KV cache usage: 1.0%")

@@ -4,7 +4,7 @@ become the parser's own records, field for field."""
 from __future__ import annotations
 
 from dataclasses import asdict
-from datetime import timezone
+from datetime import UTC
 from pathlib import Path
 
 import pytest
@@ -32,10 +32,10 @@ EDGES = (  # a CPU engine, a DEBUG line, no process, a line written twice, an MF
 def _records(path: Path, general: bool) -> list[str]:
     sources, _ = resolve_inputs([str(path)], "UTC")
     if general:
-        events = iter_source_events(sources[0], "launches", timezone.utc, None,
+        events = iter_source_events(sources[0], "launches", UTC, None,
                                     ITERATION_NEEDLES, repeats=True)
     else:
-        events = source_records(sources[0], timezone.utc, None, DEFAULT_TUNING, steps=True)
+        events = source_records(sources[0], UTC, None, DEFAULT_TUNING, steps=True)
     return [f"{type(e).__name__} {asdict(e)}" for e in events]
 
 
@@ -94,7 +94,7 @@ def test_an_hours_later_stamps_are_the_stamps_datetimes() -> None:
     stamps = [f"{day} {h:02d}:{m:02d}:{s:02d}"
               for day in days for h in range(24) for m in range(0, 60, 7) for s in range(0, 60, 13)]
     stamps += ["11-01 01:61:00", "11-01 01:05:00"]  # a stamp no datetime has, then its hour again
-    for zone in (timezone.utc, ZoneInfo("America/New_York"), ZoneInfo("Europe/Berlin")):
+    for zone in (UTC, ZoneInfo("America/New_York"), ZoneInfo("Europe/Berlin")):
         clocks = [YearClock.for_source(None, zone, 2026, first_stamp="10-25 00:00:00") for _ in range(2)]
         times, each = (_Times(lambda _s, c=c: c) for c in clocks)  # type: ignore[misc]
         got = [times(stamp) for stamp in stamps]

@@ -154,7 +154,9 @@ class Assembler:
             return out
         if isinstance(event, (SpecDecodeStats, TransferStats)) and event.engine is None:
             update["engine"] = self._last_engine.get(writer)
-        out.append(replace(event, **update))
+        for name, value in update.items():  # the parser's fresh record, completed in place: no copy
+            setattr(event, name, value)
+        out.append(event)
         return out
 
     def clock_for(self, stamp: str) -> YearClock | None:

@@ -1,5 +1,6 @@
-"""One record per kind of vLLM log line: a slotted dataclass, made once a line and never changed after
-(`dataclasses.replace` makes a changed copy): no validation, the parser gives each field its type.
+"""One record per kind of vLLM log line: a slotted dataclass, made once a line (the parser's fields, then
+the Assembler's file, line and time) and never changed after (`dataclasses.replace` makes a changed
+copy): no validation, the parser gives each field its type.
 
 The parser (`parsing/line.py`) turns a line into one of these; everything downstream (metrics, CSV, JSONL,
 summaries) reads them. Values keep the units vLLM prints: percent stays percent (`*_pct`), throughput

@@ -78,7 +78,7 @@ def iso_time(t: datetime) -> str:
     """`t.isoformat()`, the text of a whole second's hour (its date, hour and UTC offset) made once for
     all its rows (`parse --csv` and `--jsonl` write one per stats line).
 
-    >>> iso_time(datetime(2026, 11, 29, 19, 24, 5, tzinfo=timezone.utc))
+    >>> iso_time(datetime(2026, 11, 29, 19, 24, 5, tzinfo=UTC))
     '2026-11-29T19:24:05+00:00'
     """
     hour = _HOURS.get(_HOUR_OF(t))

@@ -7,6 +7,7 @@ would exhaust the default soft limit of 1024, and the server could no longer acc
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import os
 import resource
@@ -82,7 +83,7 @@ class ManyFollower(LineSource):
         self._saved: dict[SourceKey, SavedState] = {}
         self._resumed = False  # a state file was read: a source it does not name is new
         self._due: set[SourceKey] = set()
-        self._turn = 0
+        self._last: SourceKey | None = None  # the source polled last
         self._begun = False
         self._last_sweep = float("-inf")
         self._parts: dict[SourceKey, Checkpoint] = {}  # each source's checkpoint after its last poll
@@ -216,10 +217,13 @@ class ManyFollower(LineSource):
         keys, budget, moved = sorted(self._due), self.poll_bytes, False
         if not keys:
             return False
-        start = self._turn % len(keys)
+        # Round-robin: on from the source after the last one polled (a poll visits at most
+        # SOURCES_PER_POLL of them, and the byte budget may stop it sooner).
+        start = 0 if self._last is None else bisect.bisect_right(keys, self._last) % len(keys)
         for key in (keys[start:] + keys[:start])[:SOURCES_PER_POLL]:
             if budget <= 0:
                 break
+            self._last = key
             source = self._sources.get(key)
             if source is None:
                 self._due.discard(key)
@@ -238,7 +242,6 @@ class ManyFollower(LineSource):
                 moved = True
             self._count(key, follower.stats)
             self._polled(key, follower)
-        self._turn += 1
         return moved
 
     def _polled(self, key: SourceKey, follower: Follower) -> None:

@@ -7,8 +7,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
 from podtree import Clock, pod, write
 
+from vllm_logwatch.following import many
 from vllm_logwatch.following.many import ManyFollower
 
 
@@ -85,5 +87,24 @@ def test_a_parked_source_resumes_its_partial_line_and_its_state(tmp_path: Path) 
         assert count(follower.poll_blocks()) == {"p0": 1}
         lines = [b for b in follower.poll_blocks()]
         assert lines == []
+    finally:
+        follower.close()
+
+
+def test_a_poll_goes_on_from_the_source_after_the_last_one_read(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """With no file notifications (a degraded waker) every poll lists every source as due; a poll visits
+    at most SOURCES_PER_POLL of them, and the next goes on from there: the backlog is read in a few
+    polls (the turn moved by one source a poll, so each poll read one new source)."""
+    monkeypatch.setattr(many, "SOURCES_PER_POLL", 8)
+    for i in range(30):
+        write(pod(tmp_path, f"p{i:02d}"), "one")
+    follower = ManyFollower(str(tmp_path), layout="pods", from_start=True, clock=Clock(step=1.0))
+    try:
+        read: dict[str, int] = {}
+        for _ in range(4):  # 4 polls of 8
+            for name, lines in count(follower.poll_blocks()).items():
+                read[name] = read.get(name, 0) + lines
+        assert read == {f"p{i:02d}": 1 for i in range(30)}
     finally:
         follower.close()

@@ -8,10 +8,12 @@ lint:
 	mypy
 
 test: lint
-	python -m pytest -n 2 --dist loadfile
+	python -m pytest -n 2 --dist loadfile --ignore=tests/e2e
+	python -m pytest tests/e2e
 
 test-long: lint
-	LOGWATCH_LONG_E2E=1 python -m pytest -n 2 --dist loadfile
+	python -m pytest -n 2 --dist loadfile --ignore=tests/e2e
+	LOGWATCH_LONG_E2E=1 python -m pytest tests/e2e
 
 smoke:
 	python -m pytest tests/unit -q -m "not integration and not e2e" -p no:cacheprovider

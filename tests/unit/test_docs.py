@@ -130,7 +130,8 @@ def test_the_readme_test_command_is_what_ci_runs() -> None:
     assert ci[-1] == TEST_COMMAND, ci[-1]
     make = (REPO / "Makefile").read_text(encoding="utf-8")
     # the whole suite: the real vLLM's tests alone after the rest (they take both cores)
-    whole = r"^test:.*\n\tpython -m pytest -n 2 --dist loadfile --ignore=tests/e2e\n\tpython -m pytest tests/e2e$"
+    whole = (r"^test:.*\n\tpython -m pytest -n 2 --dist loadfile --ignore=tests/e2e"
+             r"\n\tpython -m pytest tests/e2e$")
     assert re.search(whole, make, re.M), "make test runs the whole suite"
 
 

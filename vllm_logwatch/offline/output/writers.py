@@ -33,10 +33,8 @@ class CsvWriter:
 
     def row(self, cells: Sequence[Any]) -> None:
         """One row (None for an empty cell)."""
-        if self.rows == 0:
-            self._csv.writerow(self.columns)
+        self._next()
         self._csv.writerow(cells)
-        self._count()
 
     def event(self, event: Event) -> None:
         """A record's row: a stats record's (CSV holds no other kind), its `extra` as compact JSON. Only
@@ -45,8 +43,7 @@ class CsvWriter:
         and `parse --csv` writes a row per stats line."""
         if not isinstance(event, EngineStats):
             return
-        if self.rows == 0:
-            self._csv.writerow(self.columns)
+        self._next()
         (time, file, line, engine, prompt, generation, running, waiting, swapped, gpu_kv, cpu_kv, prefix,
          prefix_cpu, mm, extra) = stats_row(event)
         where = self._files.get(file) or self._file_cell(file)
@@ -58,7 +55,6 @@ class CsvWriter:
             f"{'' if gpu_kv is None else gpu_kv},{'' if cpu_kv is None else cpu_kv},"
             f"{'' if prefix is None else prefix},{'' if prefix_cpu is None else prefix_cpu},"
             f"{'' if mm is None else mm},{'' if extra is None else _quoted(_COMPACT_JSON(extra))}\n")
-        self._count()
 
     def _file_cell(self, file: str | None) -> str:
         if len(self._files) >= 64:
@@ -66,10 +62,13 @@ class CsvWriter:
         self._files[file] = cell = "" if file is None else _quoted(file)
         return cell
 
-    def _count(self) -> None:
-        self.rows += 1
-        if self.rows % _BATCH == 0:
+    def _next(self) -> None:
+        """Before a row: the header ahead of the first, the batch written every `_BATCH` rows."""
+        if self.rows == 0:
+            self._csv.writerow(self.columns)
+        elif self.rows % _BATCH == 0:
             self.flush()
+        self.rows += 1
 
     def flush(self) -> None:
         """Write the rows held."""
